@@ -1,0 +1,67 @@
+"""The exceptions Phalanx raises, as one small hierarchy.
+
+Every error a user can cause names the field at fault and says how to fix it,
+so the CLI, the SDK and the HTTP API can all print the same sentence.
+"""
+
+from __future__ import annotations
+
+
+class PhalanxError(Exception):
+    """Base class of every error Phalanx raises on purpose."""
+
+    status_code = 500
+
+    def __init__(self, message: str, *, field: str | None = None, fix: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.field = field
+        self.fix = fix
+
+    def __str__(self) -> str:
+        text = f"{self.field}: {self.message}" if self.field else self.message
+        if self.fix:
+            text += f" ({self.fix})"
+        return text
+
+    def to_dict(self) -> dict[str, str | None]:
+        return {
+            "type": type(self).__name__,
+            "message": self.message,
+            "field": self.field,
+            "fix": self.fix,
+        }
+
+
+class SpecError(PhalanxError):
+    """A spec or config document is invalid; nothing was applied."""
+
+    status_code = 400
+
+
+class NotFound(PhalanxError):
+    status_code = 404
+
+
+class Conflict(PhalanxError):
+    status_code = 409
+
+
+class AuthError(PhalanxError):
+    status_code = 401
+
+
+class ServerError(PhalanxError):
+    status_code = 500
+
+
+class ConnectionFailed(PhalanxError):
+    """The control plane could not be reached."""
+
+    status_code = 503
+
+
+ERROR_TYPES: dict[str, type[PhalanxError]] = {
+    cls.__name__: cls
+    for cls in (PhalanxError, SpecError, NotFound, Conflict, AuthError, ServerError, ConnectionFailed)
+}

@@ -1,0 +1,125 @@
+"""Shared model base: strict, camelCase on the wire, snake_case in Python."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, TypeVar
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    PlainSerializer,
+    ValidationError,
+    WithJsonSchema,
+)
+from pydantic.alias_generators import to_camel
+
+from phalanx.errors import SpecError
+from phalanx.spec.quantity import (
+    format_duration,
+    format_quantity,
+    parse_duration,
+    parse_quantity,
+)
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        populate_by_name=True,
+        alias_generator=to_camel,
+        validate_assignment=False,
+    )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The document form: camelCase keys, quantities as strings, no empty fields."""
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def _quantity(value: object) -> int:
+    try:
+        return parse_quantity(value)
+    except SpecError as exc:
+        raise ValueError(exc.message + "; " + (exc.fix or "")) from None
+
+
+def _duration(value: object) -> float:
+    try:
+        return parse_duration(value)
+    except SpecError as exc:
+        raise ValueError(exc.message + "; " + (exc.fix or "")) from None
+
+
+# Quantities are milli-units in Python and Kubernetes-style strings/numbers on the wire.
+Quantity = Annotated[
+    int,
+    BeforeValidator(_quantity),
+    PlainSerializer(format_quantity, return_type=str),
+    WithJsonSchema({"anyOf": [{"type": "string"}, {"type": "number"}]}),
+]
+Duration = Annotated[
+    float,
+    BeforeValidator(_duration),
+    PlainSerializer(format_duration, return_type=str),
+    WithJsonSchema({"anyOf": [{"type": "string"}, {"type": "number"}]}),
+]
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+def check_name(value: str, what: str = "name") -> str:
+    if not value or len(value) > 63 or not _DNS_LABEL.match(value):
+        raise ValueError(
+            f"{value!r} is not a valid {what}: use at most 63 lowercase letters, digits and '-', "
+            "starting and ending with a letter or digit"
+        )
+    return value
+
+
+Name = Annotated[str, BeforeValidator(lambda v: check_name(v) if isinstance(v, str) else v)]
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def _loc_to_field(loc: tuple[int | str, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out
+
+
+def spec_error_from(exc: ValidationError, prefix: str = "") -> SpecError:
+    """Turn pydantic's report into one SpecError naming the first bad field."""
+    err = exc.errors(include_url=False)[0]
+    loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+    field = _loc_to_field(loc)
+    if prefix:
+        field = f"{prefix}.{field}" if field else prefix
+    kind = err["type"]
+    msg = err["msg"]
+    if kind == "extra_forbidden":
+        return SpecError(
+            "unknown field", field=field, fix="remove it or check its spelling against the docs"
+        )
+    if kind == "missing":
+        return SpecError("is required", field=field, fix="add it")
+    msg = msg.removeprefix("Value error, ")
+    fix = None
+    if "; " in msg:
+        msg, fix = msg.split("; ", 1)
+    more = len(exc.errors()) - 1
+    if more:
+        msg += f" (and {more} more problem{'s' if more > 1 else ''})"
+    return SpecError(msg, field=field or None, fix=fix or None)
+
+
+def validate(model: type[M], data: object, prefix: str = "") -> M:
+    """Validate a document into a model, raising SpecError instead of ValidationError."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise spec_error_from(exc, prefix) from None

@@ -1,0 +1,250 @@
+"""Queue configuration: the set of flavors, cohorts, queues and priorities, checked as a whole.
+
+``QueueConfig.merged`` applies documents on top of an existing config and
+validates the result before anything is stored, so an invalid document set
+changes nothing (all-or-nothing, like ``kubectl apply`` of a single list).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import yaml
+from pydantic import Field
+
+from phalanx.errors import SpecError
+from phalanx.spec.base import Model, validate
+from phalanx.spec.resources import (
+    BUILTIN_PRIORITY_CLASSES,
+    ClusterQueue,
+    Cohort,
+    ConfigObject,
+    FlavorQuotas,
+    JobSpec,
+    LocalQueue,
+    Node,
+    PriorityClass,
+    ResourceFlavor,
+    ResourceGroup,
+    ResourceQuota,
+)
+
+CONFIG_KINDS: dict[str, type[Model]] = {
+    "ResourceFlavor": ResourceFlavor,
+    "Cohort": Cohort,
+    "ClusterQueue": ClusterQueue,
+    "LocalQueue": LocalQueue,
+    "PriorityClass": PriorityClass,
+}
+
+
+class QueueConfig(Model):
+    flavors: dict[str, ResourceFlavor] = Field(default_factory=dict)
+    cohorts: dict[str, Cohort] = Field(default_factory=dict)
+    cluster_queues: dict[str, ClusterQueue] = Field(default_factory=dict)
+    local_queues: dict[str, LocalQueue] = Field(default_factory=dict)
+    priority_classes: dict[str, PriorityClass] = Field(
+        default_factory=lambda: {p.name: p for p in BUILTIN_PRIORITY_CLASSES}
+    )
+
+    # ------------------------------------------------------------------ building
+    def objects(self) -> list[ConfigObject]:
+        return [
+            *self.flavors.values(),
+            *self.cohorts.values(),
+            *self.cluster_queues.values(),
+            *self.local_queues.values(),
+            *self.priority_classes.values(),
+        ]
+
+    def merged(self, objects: Iterable[ConfigObject]) -> QueueConfig:
+        """A new config with ``objects`` created or replaced; validated, self unchanged."""
+        new = self.model_copy(deep=True)
+        for obj in objects:
+            new._table(obj.kind)[obj.name] = obj  # type: ignore[index]
+        new.check()
+        return new
+
+    def without(self, kind: str, name: str) -> QueueConfig:
+        new = self.model_copy(deep=True)
+        table = new._table(kind)
+        if name not in table:
+            raise SpecError(f"{kind} {name!r} does not exist", field="name")
+        del table[name]
+        new.check()
+        return new
+
+    def _table(self, kind: str) -> dict[str, Any]:
+        return {
+            "ResourceFlavor": self.flavors,
+            "Cohort": self.cohorts,
+            "ClusterQueue": self.cluster_queues,
+            "LocalQueue": self.local_queues,
+            "PriorityClass": self.priority_classes,
+        }[kind]
+
+    # ------------------------------------------------------------------ checks
+    def check(self) -> None:
+        """Cross-object validation: every reference resolves, cohorts form a forest."""
+        for cq in self.cluster_queues.values():
+            where = f"ClusterQueue {cq.name}"
+            if cq.cohort is not None and cq.cohort not in self.cohorts:
+                # Kueue creates cohorts implicitly when a ClusterQueue names one.
+                self.cohorts[cq.cohort] = Cohort(name=cq.cohort)
+            self._check_groups(cq.resource_groups, where)
+        for cohort in list(self.cohorts.values()):
+            if cohort.parent is not None and cohort.parent not in self.cohorts:
+                raise SpecError(
+                    f"names parent cohort {cohort.parent!r}, which does not exist",
+                    field=f"Cohort {cohort.name}.parent",
+                    fix="create that Cohort first or fix the name",
+                )
+            self._check_groups(cohort.resource_groups, f"Cohort {cohort.name}")
+        for cohort in self.cohorts.values():
+            seen = [cohort.name]
+            parent = cohort.parent
+            while parent is not None:
+                if parent in seen:
+                    chain = " -> ".join([*seen, parent])
+                    raise SpecError(
+                        f"cohorts form a cycle: {chain}",
+                        field=f"Cohort {cohort.name}.parent",
+                        fix="make the cohort hierarchy a tree",
+                    )
+                seen.append(parent)
+                parent = self.cohorts[parent].parent
+        for lq in self.local_queues.values():
+            if lq.cluster_queue not in self.cluster_queues:
+                raise SpecError(
+                    f"points at ClusterQueue {lq.cluster_queue!r}, which does not exist",
+                    field=f"LocalQueue {lq.name}.clusterQueue",
+                    fix="create that ClusterQueue or fix the name",
+                )
+        values: dict[int, str] = {}
+        for pc in self.priority_classes.values():
+            values.setdefault(pc.value, pc.name)
+
+    def _check_groups(self, groups: list[ResourceGroup], where: str) -> None:
+        for g, group in enumerate(groups):
+            for f, flavor in enumerate(group.flavors):
+                if flavor.name not in self.flavors:
+                    raise SpecError(
+                        f"names ResourceFlavor {flavor.name!r}, which does not exist",
+                        field=f"{where}.resourceGroups[{g}].flavors[{f}].name",
+                        fix="create that ResourceFlavor first (in the same file is fine)",
+                    )
+
+    # ------------------------------------------------------------------ look-ups
+    def priority_value(self, priority: str | int, field: str = "priority") -> int:
+        if isinstance(priority, int):
+            return priority
+        pc = self.priority_classes.get(priority)
+        if pc is None:
+            known = ", ".join(sorted(self.priority_classes))
+            raise SpecError(
+                f"unknown priority class {priority!r}",
+                field=field,
+                fix=f"use one of {known}, or an integer",
+            )
+        return pc.value
+
+    def cluster_queue_for(self, local_queue: str, field: str = "queue") -> ClusterQueue:
+        lq = self.local_queues.get(local_queue)
+        if lq is None:
+            known = ", ".join(sorted(self.local_queues)) or "none"
+            raise SpecError(
+                f"unknown queue {local_queue!r}",
+                field=field,
+                fix=f"submit to an existing LocalQueue ({known}) or create one with phalanx apply",
+            )
+        return self.cluster_queues[lq.cluster_queue]
+
+    @classmethod
+    def default_for(cls, nodes: Iterable[Node], flavor: str = "local") -> QueueConfig:
+        """One flavor, one ClusterQueue ``default`` holding the nodes' capacity, one LocalQueue."""
+        totals: dict[str, int] = {}
+        for node in nodes:
+            for res, amount in node.allocatable.items():
+                totals[res] = totals.get(res, 0) + amount
+        for res in ("cpu", "memory"):
+            totals.setdefault(res, 0)
+        resources = sorted(totals)
+        cq = ClusterQueue(
+            name="default",
+            preemption={"withinClusterQueue": "LowerPriority"},  # type: ignore[arg-type]
+            resource_groups=[
+                ResourceGroup(
+                    covered_resources=resources,
+                    flavors=[
+                        FlavorQuotas(
+                            name=flavor,
+                            resources=[
+                                ResourceQuota(name=r, nominal_quota=totals[r]) for r in resources
+                            ],
+                        )
+                    ],
+                )
+            ],
+        )
+        config = cls(
+            flavors={flavor: ResourceFlavor(name=flavor)},
+            cluster_queues={"default": cq},
+            local_queues={"default": LocalQueue(name="default", cluster_queue="default")},
+        )
+        config.check()
+        return config
+
+
+# --------------------------------------------------------------------------- YAML
+def _load_yaml_documents(text: str, source: str) -> list[Any]:
+    try:
+        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise SpecError(
+            f"is not valid YAML{where}: {problem}", field=source, fix="fix the YAML syntax"
+        ) from None
+    if not docs:
+        raise SpecError("holds no documents", field=source, fix="write at least one document")
+    for i, doc in enumerate(docs):
+        if not isinstance(doc, dict):
+            raise SpecError(
+                f"document {i + 1} is a {type(doc).__name__}, not a mapping",
+                field=source,
+                fix="each document must be a mapping of fields",
+            )
+    return docs
+
+
+def parse_config_documents(docs: list[Any], source: str = "documents") -> list[ConfigObject]:
+    objects: list[ConfigObject] = []
+    for i, doc in enumerate(docs):
+        if not isinstance(doc, dict):
+            raise SpecError(f"document {i + 1} is not a mapping", field=source)
+        kind = doc.get("kind")
+        model = CONFIG_KINDS.get(kind) if isinstance(kind, str) else None
+        label = f"{source}[{i}]" + (f" ({kind} {doc.get('name')})" if model else "")
+        if model is None:
+            raise SpecError(
+                f"unknown kind {kind!r}",
+                field=f"{source}[{i}].kind",
+                fix=f"use one of {', '.join(CONFIG_KINDS)}",
+            )
+        objects.append(validate(model, doc, prefix=label))  # type: ignore[arg-type]
+    return objects
+
+
+def load_config_yaml(text: str, source: str = "config") -> list[ConfigObject]:
+    return parse_config_documents(_load_yaml_documents(text, source), source)
+
+
+def load_job_yaml(text: str, source: str = "job") -> JobSpec:
+    docs = _load_yaml_documents(text, source)
+    if len(docs) != 1:
+        raise SpecError(
+            f"holds {len(docs)} documents", field=source, fix="put one job in each file"
+        )
+    return validate(JobSpec, docs[0])

@@ -1,0 +1,135 @@
+"""Kubernetes-style quantities ("8", "500m", "64Gi", "1.5", "2e3") and durations.
+
+Quantities are held as integers in thousandths of a unit ("milli-units"), so
+CPU "500m" is 500, one GPU is 1000 and "1Ki" of memory is 1_024_000. Integer
+arithmetic keeps quota accounting exact and fast.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from decimal import Decimal, InvalidOperation
+
+from phalanx.errors import SpecError
+
+MILLI = 1000
+
+_BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+_DECIMAL = {
+    "n": Decimal("1e-9"),
+    "u": Decimal("1e-6"),
+    "m": Decimal("1e-3"),
+    "": Decimal(1),
+    "k": Decimal("1e3"),
+    "M": Decimal("1e6"),
+    "G": Decimal("1e9"),
+    "T": Decimal("1e12"),
+    "P": Decimal("1e15"),
+    "E": Decimal("1e18"),
+}
+_QUANTITY = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])?$")
+_QUANTITY_FIX = 'write a number with an optional suffix, e.g. "8", "500m", "64Gi"'
+
+
+def parse_quantity(value: object, field: str = "quantity") -> int:
+    """Parse a quantity into milli-units, rounding up like Kubernetes does."""
+    if isinstance(value, bool):
+        raise SpecError(f"expected a quantity, got {value!r}", field=field, fix=_QUANTITY_FIX)
+    if isinstance(value, int):
+        number = Decimal(value)
+        suffix = ""
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            raise SpecError(f"expected a quantity, got {value!r}", field=field, fix=_QUANTITY_FIX)
+        number = Decimal(repr(value))
+        suffix = ""
+    elif isinstance(value, str):
+        match = _QUANTITY.match(value.strip())
+        if not match:
+            raise SpecError(f"{value!r} is not a quantity", field=field, fix=_QUANTITY_FIX)
+        try:
+            number = Decimal(match.group(1))
+        except InvalidOperation:
+            raise SpecError(f"{value!r} is not a quantity", field=field, fix=_QUANTITY_FIX) from None
+        suffix = match.group(2) or ""
+    else:
+        raise SpecError(f"expected a quantity, got {value!r}", field=field, fix=_QUANTITY_FIX)
+    scale = Decimal(_BINARY[suffix]) if suffix in _BINARY else _DECIMAL[suffix]
+    millis = number * scale * MILLI
+    if millis < 0:
+        raise SpecError(
+            f"{value!r} is negative", field=field, fix="quantities must be zero or more"
+        )
+    return int(millis.to_integral_value(rounding="ROUND_CEILING"))
+
+
+def format_quantity(millis: int, resource: str = "") -> str:
+    """Render milli-units back into the shortest natural Kubernetes form."""
+    big = millis % MILLI == 0 and (millis // MILLI) % 2**20 == 0 and millis > 0
+    if big or resource == "memory" or resource.endswith("storage"):
+        if millis % MILLI == 0:
+            units = millis // MILLI
+            for suffix in ("Ei", "Pi", "Ti", "Gi", "Mi", "Ki"):
+                base = _BINARY[suffix]
+                if units and units % base == 0:
+                    return f"{units // base}{suffix}"
+            return str(units)
+    if millis % MILLI == 0:
+        return str(millis // MILLI)
+    return f"{millis}m"
+
+
+def format_amount(millis: int, resource: str = "") -> str:
+    """A human figure for messages: whole units where possible, else decimals."""
+    if resource == "memory":
+        return format_quantity(millis, resource)
+    if millis % MILLI == 0:
+        return str(millis // MILLI)
+    return f"{millis / MILLI:g}"
+
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
+_DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def parse_duration(value: object, field: str = "duration") -> float:
+    """Parse "90s", "30m", "2h", "1h30m", "500ms" or a number of seconds."""
+    fix = 'write a duration such as "90s", "30m", "2h" or "1h30m"'
+    if isinstance(value, bool):
+        raise SpecError(f"expected a duration, got {value!r}", field=field, fix=fix)
+    if isinstance(value, int | float):
+        seconds = float(value)
+    elif isinstance(value, str):
+        text = value.strip()
+        try:
+            seconds = float(text)
+        except ValueError:
+            pos = 0
+            seconds = 0.0
+            for match in _DURATION.finditer(text):
+                if match.start() != pos:
+                    break
+                seconds += float(match.group(1)) * _DURATION_UNITS[match.group(2)]
+                pos = match.end()
+            if pos != len(text) or not text:
+                raise SpecError(f"{value!r} is not a duration", field=field, fix=fix) from None
+    else:
+        raise SpecError(f"expected a duration, got {value!r}", field=field, fix=fix)
+    if seconds < 0 or not math.isfinite(seconds):
+        raise SpecError(f"{value!r} is not a positive duration", field=field, fix=fix)
+    return seconds
+
+
+def format_duration(seconds: float) -> str:
+    if seconds < 1:
+        return f"{int(seconds * 1000)}ms"
+    whole = int(seconds)
+    parts = []
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if whole >= size:
+            parts.append(f"{whole // size}{unit}")
+            whole %= size
+    if whole or not parts:
+        parts.append(f"{whole}s")
+    return "".join(parts)

@@ -1,0 +1,274 @@
+"""The user-facing schema: flavors, queues, cohorts, priorities, jobs and nodes.
+
+Names and semantics follow Kueue so platform engineers recognise them.
+All quantities are milli-units (see ``phalanx.spec.quantity``).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from phalanx.spec.base import Duration, Model, Name, Quantity
+
+GPU = "nvidia.com/gpu"
+
+
+# --------------------------------------------------------------------------- nodes & flavors
+class Taint(Model):
+    key: str
+    value: str = ""
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] = "NoSchedule"
+
+
+class Toleration(Model):
+    key: str | None = None
+    operator: Literal["Equal", "Exists"] = "Equal"
+    value: str = ""
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
+
+    def tolerates(self, taint: Taint) -> bool:
+        if self.effect is not None and self.effect != taint.effect:
+            return False
+        if self.key is None:  # empty key + Exists tolerates everything
+            return self.operator == "Exists"
+        if self.key != taint.key:
+            return False
+        return self.operator == "Exists" or self.value == taint.value
+
+
+def tolerates_all(tolerations: list[Toleration], taints: list[Taint]) -> bool:
+    """Whether every scheduling-blocking taint is tolerated (PreferNoSchedule never blocks)."""
+    return all(
+        taint.effect == "PreferNoSchedule" or any(t.tolerates(taint) for t in tolerations)
+        for taint in taints
+    )
+
+
+class ResourceFlavor(Model):
+    kind: Literal["ResourceFlavor"] = "ResourceFlavor"
+    name: Name
+    node_labels: dict[str, str] = Field(default_factory=dict)
+    node_taints: list[Taint] = Field(default_factory=list)
+    tolerations: list[Toleration] = Field(default_factory=list)
+
+
+class NodeHealth(StrEnum):
+    HEALTHY = "healthy"
+    DEGRADED = "degraded"
+    UNHEALTHY = "unhealthy"
+
+
+class Node(Model):
+    kind: Literal["Node"] = "Node"
+    name: str
+    labels: dict[str, str] = Field(default_factory=dict)
+    taints: list[Taint] = Field(default_factory=list)
+    allocatable: dict[str, Quantity] = Field(default_factory=dict)
+    unschedulable: bool = False
+    health: NodeHealth = NodeHealth.HEALTHY
+    health_reasons: list[str] = Field(default_factory=list)
+
+
+# --------------------------------------------------------------------------- quotas
+class ResourceQuota(Model):
+    name: str
+    nominal_quota: Quantity
+    borrowing_limit: Quantity | None = None
+    lending_limit: Quantity | None = None
+
+    @model_validator(mode="after")
+    def _lending_within_nominal(self) -> ResourceQuota:
+        if self.lending_limit is not None and self.lending_limit > self.nominal_quota:
+            raise ValueError(
+                "lendingLimit is above nominalQuota; "
+                "set lendingLimit to at most nominalQuota (a queue cannot lend what it lacks)"
+            )
+        return self
+
+
+class FlavorQuotas(Model):
+    name: str
+    resources: list[ResourceQuota]
+
+
+class ResourceGroup(Model):
+    covered_resources: list[str] = Field(min_length=1)
+    flavors: list[FlavorQuotas] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _flavors_cover_resources(self) -> ResourceGroup:
+        covered = list(self.covered_resources)
+        if len(set(covered)) != len(covered):
+            raise ValueError("coveredResources lists a resource twice; list each resource once")
+        for i, flavor in enumerate(self.flavors):
+            names = [r.name for r in flavor.resources]
+            if sorted(names) != sorted(covered):
+                raise ValueError(
+                    f"flavor {flavor.name!r} (flavors[{i}]) sets quotas for {names} but the group "
+                    f"covers {covered}; give every flavor exactly one quota per covered resource"
+                )
+        return self
+
+
+class PreemptionPolicy(Model):
+    within_cluster_queue: Literal["Never", "LowerPriority", "LowerOrNewerEqualPriority"] = "Never"
+    reclaim_within_cohort: Literal["Never", "LowerPriority", "Any"] = "Never"
+    borrow_within_cohort: BorrowWithinCohort | None = None
+
+
+class BorrowWithinCohort(Model):
+    policy: Literal["Never", "LowerPriority"] = "Never"
+    max_priority_threshold: int | None = None
+
+
+class FlavorFungibility(Model):
+    when_can_borrow: Literal["Borrow", "TryNextFlavor"] = "Borrow"
+    when_can_preempt: Literal["Preempt", "TryNextFlavor"] = "TryNextFlavor"
+
+
+class FairSharing(Model):
+    weight: float = Field(default=1.0, ge=0)
+
+
+class ClusterQueue(Model):
+    kind: Literal["ClusterQueue"] = "ClusterQueue"
+    name: Name
+    cohort: str | None = None
+    resource_groups: list[ResourceGroup] = Field(default_factory=list)
+    queueing_strategy: Literal["BestEffortFIFO", "StrictFIFO"] = "BestEffortFIFO"
+    preemption: PreemptionPolicy = Field(default_factory=PreemptionPolicy)
+    flavor_fungibility: FlavorFungibility = Field(default_factory=FlavorFungibility)
+    fair_sharing: FairSharing = Field(default_factory=FairSharing)
+    stop_policy: Literal["None", "Hold", "HoldAndDrain"] = "None"
+
+    @model_validator(mode="after")
+    def _resources_in_one_group(self) -> ClusterQueue:
+        seen: set[str] = set()
+        for group in self.resource_groups:
+            for res in group.covered_resources:
+                if res in seen:
+                    raise ValueError(
+                        f"resource {res!r} is covered by two resourceGroups; "
+                        "cover each resource in exactly one group"
+                    )
+                seen.add(res)
+        return self
+
+
+class Cohort(Model):
+    kind: Literal["Cohort"] = "Cohort"
+    name: Name
+    parent: str | None = None
+    resource_groups: list[ResourceGroup] = Field(default_factory=list)
+    fair_sharing: FairSharing = Field(default_factory=FairSharing)
+
+
+class LocalQueue(Model):
+    kind: Literal["LocalQueue"] = "LocalQueue"
+    name: Name
+    cluster_queue: str
+    stop_policy: Literal["None", "Hold", "HoldAndDrain"] = "None"
+
+
+class PriorityClass(Model):
+    kind: Literal["PriorityClass"] = "PriorityClass"
+    name: Name
+    value: int
+    description: str = ""
+
+
+BUILTIN_PRIORITY_CLASSES = (
+    PriorityClass(name="low", value=-100, description="Runs when nothing else needs the capacity"),
+    PriorityClass(name="default", value=0, description="The priority of jobs that name none"),
+    PriorityClass(name="high", value=100, description="Preempts lower priorities where allowed"),
+)
+
+
+# --------------------------------------------------------------------------- jobs
+class JobKind(StrEnum):
+    TORCH = "torch"
+    MPI = "mpi"
+    RAY = "ray"
+    GENERIC = "generic"
+
+
+class RestartPolicy(Model):
+    max_restarts: int = Field(default=0, ge=0, description="Restarts allowed after user errors")
+    max_system_restarts: int = Field(
+        default=10, ge=0, description="Restarts allowed after system failures (node loss, kills)"
+    )
+    backoff: Duration = 10.0
+    max_backoff: Duration = 600.0
+
+
+class TopologyConstraint(Model):
+    required: str | None = None
+    preferred: str | None = None
+
+    @model_validator(mode="after")
+    def _one_level(self) -> TopologyConstraint:
+        if self.required and self.preferred:
+            raise ValueError(
+                "both required and preferred are set; choose one topology constraint"
+            )
+        return self
+
+
+class PodSet(Model):
+    name: Name = "worker"
+    replicas: int = Field(default=1, ge=1)
+    min_replicas: int | None = Field(default=None, ge=1)
+    resources: dict[str, Quantity] = Field(default_factory=dict)
+    command: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    working_dir: str | None = None
+    image: str | None = None
+    node_selector: dict[str, str] = Field(default_factory=dict)
+    tolerations: list[Toleration] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _min_within_replicas(self) -> PodSet:
+        if self.min_replicas is not None and self.min_replicas > self.replicas:
+            raise ValueError(
+                f"minReplicas ({self.min_replicas}) is above replicas ({self.replicas}); "
+                "set minReplicas to at most replicas"
+            )
+        return self
+
+    @field_validator("resources")
+    @classmethod
+    def _no_pods_request(cls, value: dict[str, int]) -> dict[str, int]:
+        if "pods" in value:
+            raise ValueError(
+                "'pods' is counted by Phalanx, not requested; remove it from resources"
+            )
+        return value
+
+
+class JobSpec(Model):
+    name: Name
+    queue: str = "default"
+    priority: str | int = "default"
+    kind: JobKind = JobKind.GENERIC
+    max_runtime: Duration | None = None
+    restart: RestartPolicy = Field(default_factory=RestartPolicy)
+    topology: TopologyConstraint | None = None
+    pod_sets: list[PodSet] = Field(min_length=1)
+    labels: dict[str, str] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _unique_pod_sets(self) -> JobSpec:
+        names = [p.name for p in self.pod_sets]
+        if len(set(names)) != len(names):
+            raise ValueError("two podSets share a name; give each pod set its own name")
+        return self
+
+    @property
+    def pod_count(self) -> int:
+        return sum(p.replicas for p in self.pod_sets)
+
+
+ConfigObject = ResourceFlavor | Cohort | ClusterQueue | LocalQueue | PriorityClass

@@ -1,0 +1,84 @@
+"""Records the control plane keeps and serves: jobs with their status, and job events."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from pydantic import Field
+
+from phalanx.spec.base import Model
+from phalanx.spec.resources import JobSpec
+
+
+class JobStatus(StrEnum):
+    QUEUED = "Queued"
+    ADMITTED = "Admitted"
+    STARTING = "Starting"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    CANCELLED = "Cancelled"
+
+    @property
+    def terminal(self) -> bool:
+        return self in TERMINAL_STATUSES
+
+
+TERMINAL_STATUSES = frozenset({JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED})
+
+
+class JobRecord(Model):
+    """A job as the control plane stores and serves it."""
+
+    name: str
+    spec: JobSpec
+    status: JobStatus = JobStatus.QUEUED
+    queue: str
+    cluster_queue: str
+    priority: int = 0
+    submitted_at: float  # epoch seconds, first submission
+    queued_at: float  # epoch seconds, last time it (re-)entered the queue
+    admitted_at: float | None = None
+    started_at: float | None = None
+    finished_at: float | None = None
+    attempt: int = 0  # bumped at each admission; pods of older attempts are never adopted
+    user_restarts: int = 0
+    system_restarts: int = 0
+    admission: dict[str, Any] | None = None  # phalanx.scheduler.Admission.to_dict()
+    pending_code: str | None = None
+    pending_message: str | None = None
+    message: str = ""
+    exit_code: int | None = None
+    not_before: float | None = None  # restart backoff: not requeued before this time
+    cancel_requested: bool = False
+
+
+class JobEvent(Model):
+    job: str
+    time: float
+    type: str = "Normal"  # Normal | Warning
+    reason: str
+    message: str = ""
+
+
+class PodInfo(Model):
+    """One pod of a job's current attempt, as served by ``GET /v1/jobs/{name}``."""
+
+    name: str
+    pod_set: str
+    index: int
+    rank: int
+    node: str
+    phase: str
+    exit_code: int | None = None
+    signal: int | None = None
+    reason: str = ""
+    pid: int | None = None
+    started_at: float | None = None
+    finished_at: float | None = None
+
+
+class JobDetail(JobRecord):
+    pods: list[PodInfo] = Field(default_factory=list)
+    events: list[JobEvent] = Field(default_factory=list)

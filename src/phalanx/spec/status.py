@@ -52,6 +52,10 @@ class JobRecord(Model):
     exit_code: int | None = None
     not_before: float | None = None  # restart backoff: not requeued before this time
     cancel_requested: bool = False
+    # Why the current attempt's pods are being stopped (Cancelled, Preempted, Failed,
+    # DeadlineExceeded, ...); kept so a restarted control plane finishes the job's stop.
+    stop_reason: str | None = None
+    preemptions: int = 0
 
 
 class JobEvent(Model):

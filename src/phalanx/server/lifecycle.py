@@ -1,0 +1,102 @@
+"""Pure job-lifecycle rules: what a gang's pods mean for its job, and whether to restart.
+
+Kept free of I/O so the control loop stays a thin driver and the rules are
+tested on their own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from phalanx.compute.base import PodPhase, PodState
+from phalanx.spec.resources import RestartPolicy
+
+
+class GangPhase(StrEnum):
+    STARTING = "Starting"  # launched, not every pod running yet
+    RUNNING = "Running"  # every pod running (or already succeeded)
+    SUCCEEDED = "Succeeded"  # every pod succeeded
+    FAILED = "Failed"  # at least one pod failed on its own: the gang fails as a unit
+    STOPPED = "Stopped"  # every pod is done (after a stop was requested)
+
+
+@dataclass(frozen=True, slots=True)
+class GangStatus:
+    phase: GangPhase
+    all_done: bool
+    failure: str | None = None  # "user" | "system" when FAILED
+    message: str = ""
+    exit_code: int | None = None
+
+
+def gang_status(pods: list[PodState], expected: int) -> GangStatus:
+    """Summarise one attempt's pods; ``expected`` is how many the admission placed."""
+    done = [p for p in pods if p.phase.done]
+    all_done = len(pods) >= expected and len(done) == len(pods)
+    failed = [p for p in pods if p.phase is PodPhase.FAILED and p.failure is not None]
+    if failed:
+        # A system failure anywhere means the gang was not at fault.
+        first = next((p for p in failed if p.failure == "system"), failed[0])
+        what = (
+            f"exit code {first.exit_code}"
+            if first.exit_code is not None
+            else f"signal {first.signal}" if first.signal is not None else first.reason
+        )
+        message = f"pod {first.ref.name} failed ({first.reason}: {what})"
+        return GangStatus(
+            GangPhase.FAILED, all_done, first.failure, message, first.exit_code
+        )
+    if pods and all_done and all(p.phase is PodPhase.SUCCEEDED for p in pods):
+        return GangStatus(GangPhase.SUCCEEDED, True, exit_code=0)
+    if all_done and pods:
+        return GangStatus(GangPhase.STOPPED, True)
+    running = sum(1 for p in pods if p.phase in (PodPhase.RUNNING, PodPhase.SUCCEEDED))
+    if len(pods) >= expected and running == len(pods):
+        return GangStatus(GangPhase.RUNNING, False)
+    return GangStatus(GangPhase.STARTING, False)
+
+
+def backoff_seconds(policy: RestartPolicy, restarts: int) -> float:
+    """Exponential backoff: base, 2x base, 4x base ... capped at maxBackoff."""
+    if restarts <= 0:
+        return 0.0
+    return float(min(policy.max_backoff, policy.backoff * 2 ** (restarts - 1)))
+
+
+@dataclass(frozen=True, slots=True)
+class RestartDecision:
+    restart: bool
+    user_restarts: int
+    system_restarts: int
+    delay: float
+    message: str
+
+
+def restart_decision(
+    policy: RestartPolicy, failure: str, user_restarts: int, system_restarts: int
+) -> RestartDecision:
+    """Charge a failure to its budget and say whether the job runs again."""
+    if failure == "system":
+        if system_restarts < policy.max_system_restarts:
+            n = system_restarts + 1
+            return RestartDecision(
+                True, user_restarts, n, backoff_seconds(policy, n),
+                f"system failure {n} of {policy.max_system_restarts} allowed; restarting",
+            )
+        return RestartDecision(
+            False, user_restarts, system_restarts, 0.0,
+            f"system failure budget spent ({policy.max_system_restarts} restarts)",
+        )
+    if user_restarts < policy.max_restarts:
+        n = user_restarts + 1
+        return RestartDecision(
+            True, n, system_restarts, backoff_seconds(policy, n),
+            f"restart {n} of {policy.max_restarts} after a failure",
+        )
+    budget = (
+        f"restart budget spent ({policy.max_restarts} restarts)"
+        if policy.max_restarts
+        else "no restarts allowed (restart.maxRestarts is 0)"
+    )
+    return RestartDecision(False, user_restarts, system_restarts, 0.0, budget)

@@ -1,0 +1,99 @@
+"""Running the control plane: state directory, store, compute plane, HTTP server."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import logging
+import os
+import socket
+from pathlib import Path
+
+import uvicorn
+
+from phalanx.compute.base import ComputePlane
+from phalanx.errors import Conflict, SpecError
+from phalanx.server.app import create_app
+from phalanx.server.auth import ensure_token
+from phalanx.server.controller import Controller
+from phalanx.store import LogStore, Store
+
+DEFAULT_PORT = 7780
+SERVER_FILE = "server.json"
+
+
+def default_home() -> Path:
+    return Path(os.environ.get("PHALANX_HOME") or Path.home() / ".phalanx").expanduser()
+
+
+def make_plane(compute: str, home: Path, nodes_file: Path | None = None) -> ComputePlane:
+    if compute == "local":
+        from phalanx.compute.local import LocalPlane
+
+        return LocalPlane(home)
+    raise SpecError(
+        f"unknown compute plane {compute!r}", field="--compute", fix="use 'local'"
+    )
+
+
+def _redact(url: str) -> str:
+    if "@" in url and "://" in url:
+        scheme, rest = url.split("://", 1)
+        creds, host = rest.rsplit("@", 1)
+        return f"{scheme}://{creds.split(':')[0]}:***@{host}" if ":" in creds else url
+    return url
+
+
+def serve(
+    home: Path | None = None,
+    host: str = "127.0.0.1",
+    port: int = DEFAULT_PORT,
+    db: str | None = None,
+    compute: str = "local",
+    nodes_file: Path | None = None,
+    grace_seconds: float = 10.0,
+) -> None:
+    """Run the control plane in the foreground until SIGINT or SIGTERM."""
+    home = (home or default_home()).expanduser().resolve()
+    home.mkdir(parents=True, exist_ok=True)
+    lock = open(home / "server.lock", "w")  # noqa: SIM115 - held for the process lifetime
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise Conflict(
+            f"a control plane is already running on {home}", field="PHALANX_HOME",
+            fix="use `phalanx status`, or `phalanx down` first",
+        ) from None
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    token = ensure_token(home)
+    store = Store.for_home(home, db)
+    plane = make_plane(compute, home, nodes_file)
+    controller = Controller(store, plane, grace_seconds=grace_seconds)
+    logs = LogStore(home / "logs")
+    db_label = _redact(db) if db else "sqlite"
+    app = create_app(controller, token, logs, db_label=db_label)
+
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    real_port = sock.getsockname()[1]
+    url_host = f"[{host}]" if ":" in host else host
+    info = {
+        "url": f"http://{url_host}:{real_port}", "pid": os.getpid(), "compute": compute,
+        "db": db_label,
+    }
+    server_file = home / SERVER_FILE
+    server_file.write_text(json.dumps(info) + "\n")
+    controller.start()
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
+    logging.getLogger("phalanx").info("control plane listening on %s", info["url"])
+    try:
+        server.run(sockets=[sock])
+    finally:
+        controller.stop()
+        plane.close()
+        store.close()
+        with contextlib.suppress(FileNotFoundError):
+            server_file.unlink()
+        lock.close()

@@ -1,0 +1,119 @@
+"""A real control plane in a subprocess, over real HTTP, for end-to-end tests."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+class ControlPlane:
+    def __init__(self, home: Path, db: str | None = None, grace: float = 2.0) -> None:
+        self.home = home
+        self.db = db
+        self.grace = grace
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.http: httpx.Client | None = None
+
+    def start(self) -> ControlPlane:
+        (self.home / "server.json").unlink(missing_ok=True)
+        code = (
+            "import sys; from pathlib import Path; from phalanx.server import serve; "
+            f"serve(home=Path({str(self.home)!r}), port=0, db={self.db!r}, "
+            f"grace_seconds={self.grace})"
+        )
+        log = open(self.home / "server.log", "ab")  # noqa: SIM115
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", code], cwd=REPO, stdout=log, stderr=log,
+            env={**os.environ, "PHALANX_HOME": str(self.home)},
+        )
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError("server died:\n" + (self.home / "server.log").read_text())
+            info = self.home / "server.json"
+            if info.exists():
+                url = json.loads(info.read_text())["url"]
+                token = (self.home / "token").read_text().strip()
+                self.http = httpx.Client(
+                    base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=30
+                )
+                try:
+                    if self.http.get("/healthz").status_code == 200:
+                        return self
+                except httpx.TransportError:
+                    pass
+            time.sleep(0.1)
+        raise RuntimeError("server did not start:\n" + (self.home / "server.log").read_text())
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        if self.http is not None:
+            self.http.close()
+            self.http = None
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            self.proc.wait(timeout=30)
+        self.proc = None
+
+    # ------------------------------------------------------------------ helpers
+    @property
+    def api(self) -> httpx.Client:
+        assert self.http is not None
+        return self.http
+
+    def submit(self, spec: dict[str, Any]) -> dict[str, Any]:
+        response = self.api.post("/v1/jobs", json=spec)
+        assert response.status_code == 201, response.text
+        return response.json()
+
+    def job(self, name: str) -> dict[str, Any]:
+        response = self.api.get(f"/v1/jobs/{name}")
+        assert response.status_code == 200, response.text
+        return response.json()
+
+    def wait_for(self, name: str, *statuses: str, timeout: float = 60) -> dict[str, Any]:
+        deadline = time.time() + timeout
+        job = self.job(name)
+        while time.time() < deadline:
+            job = self.job(name)
+            if job["status"] in statuses:
+                return job
+            time.sleep(0.1)
+        raise AssertionError(f"{name} is {job['status']}, not {statuses}: {job}")
+
+    def logs(self, name: str, **params: Any) -> str:
+        response = self.api.get(f"/v1/jobs/{name}/logs", params=params)
+        assert response.status_code == 200, response.text
+        return response.text
+
+
+@pytest.fixture
+def plane(tmp_path: Path) -> Iterator[ControlPlane]:
+    cp = ControlPlane(tmp_path / "home")
+    cp.home.mkdir()
+    cp.start()
+    try:
+        yield cp
+    finally:
+        cp.stop()
+
+
+def py_job(name: str, code: str, replicas: int = 1, **extra: Any) -> dict[str, Any]:
+    """A job whose pods run a Python snippet."""
+    pod_set = {
+        "name": "worker", "replicas": replicas, "resources": {"cpu": "100m"},
+        "command": [sys.executable, "-c", code],
+    }
+    pod_set.update(extra.pop("pod_set", {}))
+    return {"name": name, "podSets": [pod_set], **extra}

@@ -1,72 +1,216 @@
 """The scheduler facade: events in, decisions out.
 
-CONTRACT (implementation in progress): drivers call only these methods.
+Drivers (the control plane's loop, the simulator, tests, benchmarks) call only
+these methods. The work happens in ``state`` (incremental bookkeeping of events),
+``cycle`` (one scheduling pass) and the modules they use.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable
 
+from phalanx.errors import SpecError
+from phalanx.scheduler.cycle import Cycle
+from phalanx.scheduler.fairsharing import MAX_SHARE, dominant_share
+from phalanx.scheduler.flavors import flavor_mismatch
+from phalanx.scheduler.placement import PodGroup
+from phalanx.scheduler.reasons import QUEUED
+from phalanx.scheduler.state import State
 from phalanx.scheduler.types import (
     Admission,
     ClusterQueueStatus,
     CycleResult,
     PendingReason,
+    ResourceUsage,
 )
+from phalanx.scheduler.workload import PODS, POD_MILLIS, pod_sets_of
 from phalanx.spec.config import QueueConfig
+from phalanx.spec.quantity import format_amount
 from phalanx.spec.resources import JobSpec, Node
 
 
 class Scheduler:
     def __init__(self, config: QueueConfig, nodes: Iterable[Node] = ()) -> None:
-        raise NotImplementedError
+        self._state = State(config, nodes)
 
     # ---- configuration & nodes
     def set_config(self, config: QueueConfig) -> None:
         """Queue config changed (already validated). Pending jobs of removed queues stay pending
         with reason QueueStopped/NoMatchingFlavor; admitted jobs keep running."""
-        raise NotImplementedError
+        self._state.set_config(config)
+
+    def set_fair_sharing(self, enabled: bool) -> None:
+        """Fair sharing (on by default) orders admission across the queues of a cohort by
+        weighted share and lets borrowing queues preempt by share; off gives Kueue's classic
+        preemption (in-cohort preemption only to reclaim nominal quota or via
+        borrowWithinCohort)."""
+        self._state.set_fair_sharing(enabled)
 
     def upsert_node(self, node: Node) -> None:
-        raise NotImplementedError
+        self._state.upsert_node(node)
 
     def remove_node(self, name: str) -> None:
-        raise NotImplementedError
+        self._state.remove_node(name)
 
     # ---- jobs
     def check_feasible(self, job: JobSpec) -> None:
         """Raise SpecError (naming the field) if ``job`` could never be admitted: unknown queue,
         unknown priority class, a pod larger than any node of any eligible flavor, or a gang larger
         than the most quota its ClusterQueue could ever reach (nominal + borrowing)."""
-        raise NotImplementedError
+        st = self._state
+        cq_spec = st.config.cluster_queue_for(job.queue)
+        st.config.priority_value(job.priority)
+        info = st.infos[cq_spec.name]
+        has_nodes = bool(st.pool.nodes())
+        for i, ps in enumerate(pod_sets_of(job)):
+            where = f"podSets[{i}]"
+            groups: dict[int, list[str]] = {}
+            for res, _ in ps.requests:
+                g = info.group_of.get(res)
+                if g is None:
+                    raise SpecError(
+                        f"requests {res}, which ClusterQueue {info.name} does not cover",
+                        field=f"{where}.resources.{res}",
+                        fix=f"drop it or ask for it to be added to ClusterQueue {info.name}",
+                    )
+                groups.setdefault(g, []).append(res)
+            if info.covers_pods:
+                groups.setdefault(info.group_of[PODS], []).append(PODS)
+            options: list[list[str]] = []
+            for g in sorted(groups):
+                eligible = [f for f in info.groups[g].flavors if not flavor_mismatch(ps, f)]
+                if not eligible:
+                    why = flavor_mismatch(ps, info.groups[g].flavors[0])
+                    raise SpecError(
+                        f"no flavor of ClusterQueue {info.name} can run it: {why}",
+                        field=f"{where}.nodeSelector",
+                        fix="change the nodeSelector/tolerations or use another queue",
+                    )
+                fitting = []
+                for f in eligible:
+                    demand = {r: a * ps.min_count for r, a in ps.requests if r in groups[g]}
+                    if PODS in groups[g]:
+                        demand[PODS] = POD_MILLIS * ps.min_count
+                    over = [r for r, v in demand.items()
+                            if v > st.cache.potential(info.node, (f.name, r))]
+                    if not over:
+                        fitting.append(f.name)
+                    elif len(eligible) == 1:
+                        r = over[0]
+                        most = st.cache.potential(info.node, (f.name, r))
+                        raise SpecError(
+                            f"needs {format_amount(demand[r], r)} {r} of {f.name} but "
+                            f"ClusterQueue {info.name} can never get more than "
+                            f"{format_amount(most, r)}, borrowing included",
+                            field=f"{where}.resources.{r}" if r != PODS else f"{where}.replicas",
+                            fix="make the gang smaller or ask for more quota",
+                        )
+                if not fitting:
+                    raise SpecError(
+                        f"is larger than any flavor of ClusterQueue {info.name} could ever hold",
+                        field=f"{where}.resources",
+                        fix="make the gang smaller or ask for more quota",
+                    )
+                options.append(fitting)
+            if has_nodes:
+                self._check_node_fit(info.name, i, ps, options)
+
+    def _check_node_fit(self, cq: str, index: int, ps: object, options: list[list[str]]) -> None:
+        st = self._state
+        info = st.infos[cq]
+        refs = {f.name: f for g in info.groups for f in g.flavors}
+        from phalanx.scheduler.workload import PodSetDemand
+
+        assert isinstance(ps, PodSetDemand)
+
+        def group(requests: tuple[tuple[str, int], ...], combo: tuple[str, ...]) -> PodGroup:
+            selector = dict(ps.selector)
+            tolerations = list(ps.tolerations)
+            for name in sorted(set(combo)):
+                selector.update(refs[name].node_labels)
+                tolerations.extend(refs[name].flavor.tolerations)
+            return PodGroup(ps.name, 1, 1, requests, tuple(sorted(selector.items())),
+                            tuple(tolerations))
+
+        combos = list(itertools.islice(itertools.product(*options), 64))
+        if any(st.pool.fits_ever(group(ps.requests, c)) for c in combos):
+            return
+        for res, amount in ps.requests:
+            if not any(st.pool.fits_ever(group(((res, amount),), c)) for c in combos):
+                raise SpecError(
+                    f"one pod needs {format_amount(amount, res)} {res}, more than any node of "
+                    f"its eligible flavors ({', '.join(sorted({f for c in combos for f in c}))}) "
+                    "has",
+                    field=f"podSets[{index}].resources.{res}",
+                    fix="request less per pod (use more replicas) or add bigger nodes",
+                )
+        raise SpecError(
+            "no node of its eligible flavors has room for one pod with all its requests",
+            field=f"podSets[{index}].resources",
+            fix="request less per pod or add bigger nodes",
+        )
 
     def submit(self, job: JobSpec, *, priority: int, submitted_at: float) -> None:
-        raise NotImplementedError
+        self._state.submit(job, priority, submitted_at)
 
     def restore(self, job: JobSpec, *, priority: int, submitted_at: float,
                 admission: Admission) -> None:
         """Re-establish an already admitted job (control-plane restart): charge its quota and
         reserve its nodes exactly as ``admission`` says, without a new decision."""
-        raise NotImplementedError
+        self._state.restore(job, priority, submitted_at, admission)
 
     def requeue(self, name: str, *, submitted_at: float | None = None) -> None:
         """An admitted (or preempted) job goes back to pending; its quota and nodes are freed."""
-        raise NotImplementedError
+        self._state.requeue(name, submitted_at)
 
     def remove(self, name: str) -> None:
         """A job finished or was cancelled: drop it wherever it is, freeing quota and nodes."""
-        raise NotImplementedError
+        self._state.remove(name)
 
     # ---- the cycle
     def cycle(self, now: float) -> CycleResult:
-        raise NotImplementedError
+        return Cycle(self._state).run()
 
     # ---- read-only views
     def pending_reason(self, name: str) -> PendingReason | None:
-        raise NotImplementedError
+        wl = self._state.jobs.get(name)
+        if wl is None or wl.admitted:
+            return None
+        return wl.reason or QUEUED
 
     def queue_status(self) -> list[ClusterQueueStatus]:
-        raise NotImplementedError
+        st = self._state
+        out = []
+        for name, info in st.infos.items():
+            node = info.node
+            seen = set()
+            usage = []
+            keys = [(f.name, r) for g in info.groups for f in g.flavors for r in sorted(g.resources)]
+            keys += sorted(fr for fr in node.usage if fr not in set(keys) and node.usage[fr])
+            for fr in keys:
+                if fr in seen:
+                    continue
+                seen.add(fr)
+                used = node.usage.get(fr, 0)
+                nominal = node.nominal(fr)
+                g = node.guaranteed(fr)
+                lendable = 0
+                if node.parent is not None:
+                    lendable = max(0, (nominal - g) - max(0, used - g))
+                usage.append(ResourceUsage(fr[0], fr[1], nominal, used, max(0, used - nominal),
+                                           lendable))
+            share = dominant_share(node)
+            out.append(ClusterQueueStatus(
+                name=name,
+                cohort=info.spec.cohort,
+                pending=st.queues.pending_count(name),
+                admitted=len(st.admitted.get(name, {})),
+                usage=tuple(usage),
+                weighted_share=float("inf") if share >= MAX_SHARE else share / 1000,
+                stopped=info.stop_policy != "None",
+            ))
+        return out
 
     def node_usage(self) -> dict[str, dict[str, int]]:
-        raise NotImplementedError
+        return self._state.pool.usage()

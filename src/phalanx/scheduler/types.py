@@ -79,6 +79,7 @@ class PreemptionReason(StrEnum):
     IN_COHORT_RECLAMATION = "InCohortReclamation"
     IN_COHORT_RECLAIM_WHILE_BORROWING = "InCohortReclaimWhileBorrowing"
     IN_COHORT_FAIR_SHARING = "InCohortFairSharing"
+    QUEUE_STOPPED = "QueueStopped"  # evicted by stopPolicy HoldAndDrain; no preemptor
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,6 +7,7 @@ import fcntl
 import json
 import logging
 import os
+import signal
 import socket
 from pathlib import Path
 
@@ -88,6 +89,11 @@ def serve(
     controller.start()
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
     logging.getLogger("phalanx").info("control plane listening on %s", info["url"])
+    # uvicorn handles SIGINT/SIGTERM itself and re-raises the signal once it has shut down;
+    # a no-op handler underneath lets that re-raise fall through to the cleanup below
+    # instead of killing the process before the controller has flushed.
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: None)
     try:
         server.run(sockets=[sock])
     finally:

@@ -71,7 +71,7 @@ _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 def check_name(value: str, what: str = "name") -> str:
     if not value or len(value) > 63 or not _DNS_LABEL.match(value):
         raise ValueError(
-            f"{value!r} is not a valid {what}: use at most 63 lowercase letters, digits and '-', "
+            f"{value!r} is not a valid {what}; use at most 63 lowercase letters, digits and '-', "
             "starting and ending with a letter or digit"
         )
     return value
@@ -114,7 +114,11 @@ def spec_error_from(exc: ValidationError, prefix: str = "") -> SpecError:
     more = len(exc.errors()) - 1
     if more:
         msg += f" (and {more} more problem{'s' if more > 1 else ''})"
-    return SpecError(msg, field=field or None, fix=fix or None)
+    if not fix:
+        fix = f"correct {field}" if field else "correct the document"
+        if "valid" in msg or "Input should" in msg:
+            fix += f" ({msg[0].lower() + msg[1:]})"
+    return SpecError(msg, field=field or None, fix=fix)
 
 
 def validate(model: type[M], data: object, prefix: str = "") -> M:

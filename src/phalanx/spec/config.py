@@ -15,6 +15,7 @@ from pydantic import Field
 
 from phalanx.errors import SpecError
 from phalanx.spec.base import Model, validate
+from phalanx.spec.quantity import format_quantity
 from phalanx.spec.resources import (
     BUILTIN_PRIORITY_CLASSES,
     ClusterQueue,
@@ -180,7 +181,8 @@ class QueueConfig(Model):
                         FlavorQuotas(
                             name=flavor,
                             resources=[
-                                ResourceQuota(name=r, nominal_quota=totals[r]) for r in resources
+                                ResourceQuota(name=r, nominal_quota=format_quantity(totals[r], r))  # type: ignore[arg-type]
+                                for r in resources
                             ],
                         )
                     ],

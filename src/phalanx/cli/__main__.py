@@ -1,0 +1,5 @@
+"""`python -m phalanx.cli` runs the `phalanx` command."""
+
+from phalanx.cli.main import app
+
+app()

@@ -1,0 +1,68 @@
+"""Where the CLI writes: results on stdout, everything else (progress, errors) on stderr.
+
+Keeping stdout for results is what lets scripts do ``name=$(phalanx submit -f x.yaml)``
+and ``phalanx jobs --json | jq``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any, NoReturn, TextIO
+
+import typer
+from rich.console import Console
+from rich.text import Text
+
+from phalanx.errors import Conflict, NotFound, PhalanxError, SpecError
+
+# Output piped to a file or another program is not cut to 80 columns: scripts grep it.
+PIPED_WIDTH = 1000
+
+
+def _width(stream: TextIO) -> int | None:
+    piped = not stream.isatty() and "COLUMNS" not in os.environ
+    return PIPED_WIDTH if piped else None
+
+
+err = Console(stderr=True, highlight=False, width=_width(sys.stderr))
+
+
+def out() -> Console:
+    """The console for results, sized for the terminal or unbounded when piped."""
+    return Console(highlight=False, width=_width(sys.stdout))
+
+EXIT_OK = 0
+EXIT_FAILED = 1  # a job that failed, or the server could not be reached or broke
+EXIT_BAD_INPUT = 2  # the user's input was wrong; nothing was sent or changed
+
+_BAD_INPUT = (SpecError, Conflict, NotFound)
+
+
+def exit_code_for(exc: PhalanxError) -> int:
+    return EXIT_BAD_INPUT if isinstance(exc, _BAD_INPUT) else EXIT_FAILED
+
+
+def print_error(exc: PhalanxError) -> None:
+    """One red line naming the field and the problem, and the fix on the next."""
+    where = f"{exc.field}: " if exc.field else ""
+    err.print(Text(f"error: {where}{exc.message}", style="bold red"))
+    if exc.fix:
+        err.print(Text(f"  fix: {exc.fix}", style="red"))
+
+
+def fail(exc: PhalanxError) -> NoReturn:
+    print_error(exc)
+    raise typer.Exit(exit_code_for(exc))
+
+
+def print_json(data: Any) -> None:
+    """Pure JSON on stdout, nothing else, for scripts."""
+    sys.stdout.write(json.dumps(data, indent=2, sort_keys=False) + "\n")
+    sys.stdout.flush()
+
+
+def note(message: str, style: str = "") -> None:
+    """A human remark on stderr (never mixed into results)."""
+    err.print(Text(message, style=style))

@@ -1,0 +1,309 @@
+"""Turning API results into rich tables and plain words for people."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from phalanx.errors import SpecError
+from phalanx.spec import format_duration, format_quantity, parse_quantity
+from phalanx.spec.status import JobDetail, JobEvent, JobRecord, JobStatus
+
+STATUS_STYLES = {
+    JobStatus.QUEUED: "yellow",
+    JobStatus.ADMITTED: "cyan",
+    JobStatus.STARTING: "cyan",
+    JobStatus.RUNNING: "blue",
+    JobStatus.SUCCEEDED: "green",
+    JobStatus.FAILED: "red",
+    JobStatus.CANCELLED: "magenta",
+}
+NONE = "-"
+
+
+# --------------------------------------------------------------------------- small pieces
+def ago(then: float | None, now: float | None = None) -> str:
+    """A point in time as a human age: "just now", "42s ago", "3m ago", "5h ago", "2d ago"."""
+    if then is None:
+        return NONE
+    seconds = max(0.0, (time.time() if now is None else now) - then)
+    if seconds < 1:
+        return "just now"
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{int(seconds // size)}{unit} ago"
+    return f"{int(seconds)}s ago"
+
+
+def elapsed(start: float | None, end: float | None, now: float | None = None) -> str:
+    """How long something ran (until ``end``, or until now while it still runs)."""
+    if start is None:
+        return NONE
+    stop = end if end is not None else (time.time() if now is None else now)
+    return format_duration(max(0.0, stop - start))
+
+
+def show_quantity(value: str | int | float, resource: str = "") -> str:
+    """A quantity from the API (string or number) in its resource-aware short form."""
+    try:
+        return format_quantity(parse_quantity(value), resource)
+    except SpecError:
+        return str(value)
+
+
+def resources_text(resources: Mapping[str, int]) -> str:
+    """Per-pod requests held as milli-units, e.g. "cpu=1 memory=2Gi"."""
+    if not resources:
+        return NONE
+    return " ".join(f"{res}={format_quantity(amount, res)}" for res, amount in resources.items())
+
+
+def status_text(status: JobStatus) -> Text:
+    return Text(status.value, style=STATUS_STYLES.get(status, ""))
+
+
+def priority_text(record: JobRecord) -> str:
+    named = record.spec.priority
+    if isinstance(named, str) and named != str(record.priority):
+        return f"{named} ({record.priority})"
+    return str(record.priority)
+
+
+def pods_text(record: JobRecord) -> str:
+    """Pods placed out of pods asked for ("3/4" under partial admission), else the count."""
+    wanted = record.spec.pod_count
+    if record.admission:
+        placed = sum(int(p.get("count", 0)) for p in record.admission.get("podSets", []))
+        if placed != wanted:
+            return f"{placed}/{wanted}"
+    return str(wanted)
+
+
+def reason_text(record: JobRecord) -> str:
+    """Why a queued job waits, in plain words; otherwise the job's last message."""
+    if record.status is JobStatus.QUEUED and record.pending_message:
+        return record.pending_message
+    return record.message or ""
+
+
+def _table(*columns: str) -> Table:
+    """A borderless table with bold headers, like kubectl's."""
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    for column in columns:
+        table.add_column(column, no_wrap=column not in ("REASON/MESSAGE", "MESSAGE", "COMMAND"))
+    return table
+
+
+def _section(title: str, body: RenderableType) -> Group:
+    return Group(Text(""), Text(title, style="bold underline"), body)
+
+
+# --------------------------------------------------------------------------- jobs
+def jobs_table(records: Iterable[JobRecord], now: float | None = None) -> Table:
+    table = _table(
+        "NAME", "QUEUE", "STATUS", "PRIORITY", "PODS", "AGE", "DURATION", "REASON/MESSAGE"
+    )
+    for r in records:
+        table.add_row(
+            r.name,
+            r.queue,
+            status_text(r.status),
+            priority_text(r),
+            pods_text(r),
+            ago(r.submitted_at, now),
+            elapsed(r.started_at, r.finished_at, now),
+            reason_text(r),
+        )
+    return table
+
+
+def _field_grid(rows: Iterable[tuple[str, RenderableType | str]]) -> Table:
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold", no_wrap=True)
+    grid.add_column()
+    for label, value in rows:
+        grid.add_row(label, value)
+    return grid
+
+
+def describe_job(job: JobDetail, now: float | None = None) -> Group:
+    """Spec summary, status, why it waits, placement, pods and events of one job."""
+    spec = job.spec
+    policy = spec.restart
+    summary: list[tuple[str, RenderableType | str]] = [
+        ("Name", job.name),
+        ("Queue", f"{job.queue} (ClusterQueue {job.cluster_queue})"),
+        ("Priority", priority_text(job)),
+        ("Kind", spec.kind.value),
+        ("Status", status_text(job.status)),
+        ("Attempt", str(job.attempt)),
+        (
+            "Restarts",
+            f"user errors {job.user_restarts}/{policy.max_restarts}, "
+            f"system failures {job.system_restarts}/{policy.max_system_restarts}",
+        ),
+        ("Submitted", ago(job.submitted_at, now)),
+    ]
+    if job.admitted_at is not None:
+        summary.append(("Admitted", ago(job.admitted_at, now)))
+    if job.started_at is not None:
+        summary.append(("Started", ago(job.started_at, now)))
+    if job.finished_at is not None:
+        summary.append(("Finished", ago(job.finished_at, now)))
+    if job.started_at is not None:
+        summary.append(("Duration", elapsed(job.started_at, job.finished_at, now)))
+    if spec.max_runtime is not None:
+        summary.append(("Max runtime", format_duration(spec.max_runtime)))
+    if spec.topology is not None and (spec.topology.required or spec.topology.preferred):
+        level = spec.topology.required or spec.topology.preferred
+        how = "required" if spec.topology.required else "preferred"
+        summary.append(("Topology", f"one {level} ({how})"))
+    if job.exit_code is not None:
+        summary.append(("Exit code", str(job.exit_code)))
+    if job.preemptions:
+        summary.append(("Preemptions", str(job.preemptions)))
+    if job.status is JobStatus.QUEUED:
+        why = job.pending_message or "waiting for the next scheduling cycle"
+        if job.pending_code:
+            why += f" [{job.pending_code}]"
+        summary.append(("Waiting for", why))
+    if job.message:
+        summary.append(("Message", job.message))
+
+    parts: list[RenderableType] = [_field_grid(summary)]
+    parts.append(pod_sets_table(job))
+    if job.admission:
+        parts.append(placement_table(job.admission))
+    if job.pods:
+        parts.append(pods_table(job, now))
+    parts.append(events_table(job.events, now))
+    return Group(*parts)
+
+
+def pod_sets_table(job: JobRecord) -> Group:
+    table = _table("POD SET", "REPLICAS", "RESOURCES (PER POD)", "COMMAND")
+    for ps in job.spec.pod_sets:
+        replicas = str(ps.replicas)
+        if ps.min_replicas is not None:
+            replicas += f" (min {ps.min_replicas})"
+        table.add_row(ps.name, replicas, resources_text(ps.resources), " ".join(ps.command))
+    return _section("Pod sets", table)
+
+
+def placement_table(admission: Mapping[str, Any]) -> Group:
+    borrowing = " (borrowing from the cohort)" if admission.get("borrowing") else ""
+    title = f"Placement on ClusterQueue {admission.get('clusterQueue', '?')}{borrowing}"
+    table = _table("POD SET", "PODS", "FLAVORS", "NODES")
+    for ps in admission.get("podSets", []):
+        flavors = ", ".join(f"{res}: {flavor}" for res, flavor in ps.get("flavors", {}).items())
+        nodes = ps.get("nodes", [])
+        counts: dict[str, int] = {}
+        for node in nodes:
+            counts[node] = counts.get(node, 0) + 1
+        on = ", ".join(f"{node} x{n}" if n > 1 else node for node, n in counts.items())
+        table.add_row(ps.get("name", "?"), str(ps.get("count", len(nodes))), flavors or NONE,
+                      on or NONE)
+    return _section(title, table)
+
+
+def pods_table(job: JobDetail, now: float | None = None) -> Group:
+    table = _table("POD", "RANK", "NODE", "PHASE", "PID", "EXIT", "STARTED", "REASON")
+    for pod in job.pods:
+        if pod.exit_code is not None:
+            code = str(pod.exit_code)
+        elif pod.signal is not None:
+            code = f"signal {pod.signal}"
+        else:
+            code = NONE
+        table.add_row(
+            pod.name, str(pod.rank), pod.node, pod.phase,
+            str(pod.pid) if pod.pid is not None else NONE, code,
+            ago(pod.started_at, now), pod.reason or NONE,
+        )
+    return _section("Pods", table)
+
+
+def events_table(events: Iterable[JobEvent], now: float | None = None) -> Group:
+    table = _table("AGE", "TYPE", "REASON", "MESSAGE")
+    for event in events:
+        style = "yellow" if event.type == "Warning" else ""
+        table.add_row(ago(event.time, now), Text(event.type, style=style), event.reason,
+                      event.message)
+    return _section("Events", table)
+
+
+# --------------------------------------------------------------------------- queues & nodes
+def queues_view(data: Mapping[str, Any]) -> Group:
+    cqs = _table("CLUSTERQUEUE", "COHORT", "PENDING", "ADMITTED", "FLAVOR", "RESOURCE",
+                 "NOMINAL", "USED", "BORROWED")
+    for cq in data.get("clusterQueues", []):
+        name = cq["name"] + (" (stopped)" if cq.get("stopped") else "")
+        head = [name, cq.get("cohort") or NONE, str(cq.get("pending", 0)),
+                str(cq.get("admitted", 0))]
+        usage = cq.get("usage") or [{}]
+        for i, u in enumerate(usage):
+            res = u.get("resource", "")
+            cells = [
+                u.get("flavor", NONE), res or NONE,
+                *(show_quantity(u[k], res) if k in u else NONE
+                  for k in ("nominal", "used", "borrowed")),
+            ]
+            cqs.add_row(*(head if i == 0 else [""] * len(head)), *cells)
+    lqs = _table("LOCALQUEUE", "CLUSTERQUEUE", "PENDING", "ADMITTED")
+    for lq in data.get("localQueues", []):
+        lqs.add_row(lq["name"], lq.get("clusterQueue", NONE), str(lq.get("pending", 0)),
+                    str(lq.get("admitted", 0)))
+    return Group(cqs, Text(""), lqs)
+
+
+def nodes_table(nodes: Iterable[Mapping[str, Any]]) -> Table:
+    nodes = list(nodes)
+    resources: list[str] = []
+    for node in nodes:
+        for res in node.get("allocatable", {}):
+            if res not in resources:
+                resources.append(res)
+    table = _table("NODE", "HEALTH", *(f"{r.upper()} USED/ALLOC" for r in resources), "LABELS")
+    for node in nodes:
+        health = str(node.get("health", "healthy"))
+        if node.get("unschedulable"):
+            health += ", cordoned"
+        reasons = node.get("healthReasons") or []
+        if reasons:
+            health += f" ({'; '.join(reasons)})"
+        style = {"healthy": "green", "degraded": "yellow"}.get(str(node.get("health")), "red")
+        alloc = node.get("allocatable", {})
+        used = node.get("used", {})
+        cells = [
+            f"{show_quantity(used.get(r, 0), r)}/{show_quantity(alloc[r], r)}" if r in alloc
+            else NONE
+            for r in resources
+        ]
+        labels = ", ".join(f"{k}={v}" for k, v in node.get("labels", {}).items()) or NONE
+        table.add_row(node["name"], Text(health, style=style), *cells, labels)
+    return table
+
+
+def status_view(status: Mapping[str, Any], url: str, now: float | None = None) -> Table:
+    jobs = status.get("jobs", {})
+    counts = ", ".join(f"{n} {s}" for s, n in jobs.items() if n) or "none"
+    rows: list[tuple[str, RenderableType | str]] = [
+        ("Control plane", Text(f"running at {url}", style="green")),
+        ("Version", str(status.get("version", NONE))),
+        ("Started", ago(status.get("startedAt"), now)),
+        ("Compute", str(status.get("compute", NONE))),
+        ("Store", str(status.get("db", NONE))),
+        ("Nodes", str(status.get("nodes", NONE))),
+        ("Jobs", counts),
+    ]
+    return _field_grid(rows)
+
+
+def applied_lines(applied: Iterable[Mapping[str, Any]]) -> list[str]:
+    """kubectl-style: "clusterqueue/team-a created"."""
+    return [f"{str(a['kind']).lower()}/{a['name']} {a['action']}" for a in applied]

@@ -1,0 +1,395 @@
+"""The local compute plane: a job's pods as supervised process groups on this machine.
+
+Each pod runs under its own supervisor (``shim.py``), started in a new session
+so it belongs to no control plane: the server may stop or crash and the pods
+keep running. Everything needed to find them again lives in ``<home>/pods``
+(see ``state.py``), so a new LocalPlane over the same home re-adopts running
+pods, reads the exit records of finished ones, and reports pods whose
+supervisor vanished without a record as lost.
+
+Stopping a pod signals its whole process group: the command and everything it
+started, unless a descendant moved to a session or group of its own (``setsid``,
+``setpgid``), which puts it out of reach, as on any Unix. When the command ends
+by itself, its supervisor kills what it left in the group.
+
+GPUs: on a machine with GPUs every pod gets ``CUDA_VISIBLE_DEVICES`` set by the
+plane, to the indices assigned to it or to "" when it requested none, so pods
+only see their own GPUs; this is the one variable the pod set's env cannot
+override. On a machine without GPUs it is left alone.
+
+Pods inherit the control plane's environment, then the distributed environment
+(``phalanx.compute.env``), then their pod set's env. ``PYTHONUNBUFFERED=1`` is
+set (unless the pod set says otherwise) so Python output reaches the log line by
+line. Memory requests are accounted by the scheduler, not enforced here.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+
+from phalanx.compute import env as distributed
+from phalanx.compute.base import PodPhase, PodState
+from phalanx.compute.local import procs, shim
+from phalanx.compute.local.gpus import GPUInfo, assign_gpus, discover_gpus
+from phalanx.compute.local.inventory import default_node_name, machine_node
+from phalanx.compute.local.outcome import LOST, outcome_of
+from phalanx.compute.local.state import (
+    AttemptRecord,
+    PlannedPod,
+    ProcessRecord,
+    StateDir,
+    read_json,
+)
+from phalanx.errors import SpecError
+from phalanx.scheduler.types import Admission
+from phalanx.spec.quantity import MILLI
+from phalanx.spec.resources import GPU, JobSpec, Node
+
+log = logging.getLogger("phalanx.compute.local")
+
+LOOPBACK = "127.0.0.1"
+SHIM = Path(shim.__file__).resolve()
+# -I -S: no site-packages, no PYTHON* variables, no package __init__ to import.
+SHIM_COMMAND = (sys.executable, "-I", "-S", str(SHIM))
+
+
+@dataclass(slots=True)
+class _Pod:
+    plan: PlannedPod
+    process: ProcessRecord | None = None  # None: planned, never started
+    child: bool = False  # started by this plane and not yet reaped
+    killed: bool = False  # SIGKILL sent after the grace period
+    final: PodState | None = None  # once done, the state never changes again
+
+
+@dataclass(slots=True)
+class _Attempt:
+    record: AttemptRecord
+    directory: Path
+    pods: list[_Pod]
+
+
+@dataclass(frozen=True, slots=True)
+class _PodLaunch:
+    """Everything the supervisor needs to run one pod."""
+
+    command: list[str]
+    cwd: str
+    env: dict[str, str]
+
+
+class LocalPlane:
+    """Runs admitted jobs' pods as process groups on this machine (one node)."""
+
+    name = "local"
+
+    def __init__(
+        self,
+        home: Path,
+        *,
+        node_name: str | None = None,
+        logs_root: Path | None = None,
+        gpus: Sequence[GPUInfo] | None = None,
+    ) -> None:
+        """``gpus`` replaces NVML discovery (for machines NVML cannot see, and tests)."""
+        self.home = Path(home)
+        self.node_name = node_name or default_node_name()
+        self.logs_root = Path(logs_root) if logs_root is not None else self.home / "logs"
+        self.gpus = list(discover_gpus() if gpus is None else gpus)
+        self._state = StateDir(self.home / "pods")
+        self._lock = threading.RLock()
+        self._wake = threading.Event()
+        self._closed = threading.Event()
+        self._escalator: threading.Thread | None = None
+        self._attempts: dict[tuple[str, int], _Attempt] = {}
+        for record, processes in self._state.load():
+            pods = [_Pod(plan, processes.get(plan.ref.name)) for plan in record.pods]
+            directory = self._state.attempt_dir(record.job, record.attempt)
+            self._attempts[(record.job, record.attempt)] = _Attempt(record, directory, pods)
+            if record.kill_deadline is not None:
+                self._start_escalator()  # honour a grace period a previous plane started
+
+    # ------------------------------------------------------------------ ComputePlane
+    def inventory(self) -> list[Node]:
+        return [machine_node(self.node_name, self.gpus)]
+
+    def launch(self, job: JobSpec, attempt: int, admission: Admission) -> None:
+        """Start the attempt's pods; nothing happens if this attempt was launched before.
+
+        Everything is checked before anything starts: a bad admission, a missing
+        working directory or GPUs that are not free raise and start nothing.
+        """
+        with self._lock:
+            if (job.name, attempt) in self._attempts:
+                return
+            now = time.time()
+            self._refresh(now)  # pods that ended since the last look give their GPUs back
+            record, launches = self._plan(job, attempt, admission, now)
+            directory = self._state.create(record)
+            current = _Attempt(record, directory, [_Pod(plan) for plan in record.pods])
+            self._attempts[(job.name, attempt)] = current
+            for pod, launch in zip(current.pods, launches, strict=True):
+                self._start(current, pod, launch)
+
+    def observe(self) -> list[PodState]:
+        with self._lock:
+            now = time.time()
+            self._escalate(now)
+            return [
+                self._observe(current, pod, now)
+                for current in self._attempts.values()
+                for pod in current.pods
+            ]
+
+    def terminate(self, job: str, attempt: int, grace_seconds: float = 10.0) -> None:
+        """SIGTERM every pod's process group now, SIGKILL what is left once the grace ends.
+
+        Asking again never extends the grace, nor repeats the SIGTERM; a shorter
+        grace brings the deadline forward. The request is recorded on disk so a
+        new plane honours it too.
+        """
+        with self._lock:
+            current = self._attempts.get((job, attempt))
+            if current is None:
+                return
+            now = time.time()
+            deadline = now + max(0.0, grace_seconds)
+            record = current.record
+            first = record.terminate_requested_at is None
+            if not first and record.kill_deadline is not None and record.kill_deadline <= deadline:
+                return
+            for pod in current.pods:  # settle pods that ended on their own before the request
+                self._observe(current, pod, now)
+            if first:
+                record.terminate_requested_at = now
+            record.kill_deadline = deadline
+            self._state.save(record)
+            if first:
+                for pod in self._live(current):
+                    assert pod.process is not None
+                    procs.signal_group(pod.process.pid, pod.process.start, signal.SIGTERM)
+            self._escalate(now)
+        self._start_escalator()
+        self._wake.set()
+
+    def forget(self, job: str, attempt: int) -> None:
+        """Drop the attempt's bookkeeping (its logs stay); kills any pod still running."""
+        with self._lock:
+            current = self._attempts.pop((job, attempt), None)
+            if current is not None:
+                now = time.time()
+                for pod in current.pods:
+                    self._observe(current, pod, now)
+                for pod in self._live(current):  # never leave a process nobody tracks
+                    assert pod.process is not None
+                    if pod.final is None:
+                        log.warning("forgetting %s while it runs: killing it", pod.plan.ref.name)
+                    procs.signal_group(pod.process.pid, pod.process.start, signal.SIGKILL)
+            self._state.remove(job, attempt)
+
+    def close(self) -> None:
+        """Stop the plane's own thread; pods keep running and a new plane re-adopts them."""
+        self._closed.set()
+        self._wake.set()
+        if self._escalator is not None:
+            self._escalator.join(timeout=5)
+            self._escalator = None
+
+    def __enter__(self) -> LocalPlane:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ launching
+    def _plan(
+        self, job: JobSpec, attempt: int, admission: Admission, now: float
+    ) -> tuple[AttemptRecord, list[_PodLaunch]]:
+        count = sum(p.count for p in admission.pod_sets)
+        port = self._free_port()
+        pods = distributed.pod_environments(
+            job, attempt, admission, master_addr=LOOPBACK, master_port=port,
+            pod_addresses=[LOOPBACK] * count,
+        )
+        pod_sets = {p.name: (i, p) for i, p in enumerate(job.pod_sets)}
+        wanted = []
+        for ref, node, _ in pods:
+            i, pod_set = pod_sets[ref.pod_set]
+            if node != self.node_name:
+                raise SpecError(
+                    f"pod {ref.name} is placed on node {node!r}, but this machine is "
+                    f"{self.node_name!r}", field="admission.podSets.nodes",
+                    fix="admit the job onto the node the local plane's inventory reports",
+                )
+            if not pod_set.command:
+                raise SpecError(
+                    f"pod set {pod_set.name!r} has no command to run",
+                    field=f"podSets[{i}].command", fix='give the command, e.g. [python, train.py]',
+                )
+            if pod_set.working_dir is not None and not os.path.isdir(pod_set.working_dir):
+                raise SpecError(
+                    f"working directory {pod_set.working_dir!r} does not exist on this machine",
+                    field=f"podSets[{i}].workingDir", fix="create it or give an existing directory",
+                )
+            gpus = pod_set.resources.get(GPU, 0)
+            if gpus % MILLI:
+                raise SpecError(
+                    f"{gpus / MILLI:g} GPUs requested; pods get whole GPUs on this machine",
+                    field=f"podSets[{i}].resources.{GPU}", fix="request a whole number of GPUs",
+                )
+            wanted.append(gpus // MILLI)
+        assigned = assign_gpus(wanted, [g.index for g in self.gpus], self._held_gpus())
+        planned, launches = [], []
+        cwd = os.getcwd()
+        for (ref, node, env), gpus_of_pod in zip(pods, assigned, strict=True):
+            pod_set = pod_sets[ref.pod_set][1]
+            planned.append(PlannedPod(ref, node, gpus_of_pod))
+            env = {"PYTHONUNBUFFERED": "1", **env}
+            if self.gpus:
+                env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+                env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in gpus_of_pod)
+            launches.append(_PodLaunch(list(pod_set.command), pod_set.working_dir or cwd, env))
+        record = AttemptRecord(job=job.name, attempt=attempt, master_port=port,
+                               launched_at=now, pods=planned)
+        return record, launches
+
+    def _start(self, current: _Attempt, pod: _Pod, launch: _PodLaunch) -> None:
+        ref = pod.plan.ref
+        log_file = self.logs_root / ref.job / f"{ref.name}.log"
+        log_file.parent.mkdir(parents=True, exist_ok=True)
+        exit_file = StateDir.exit_file(current.directory, ref.name)
+        pid, stdin = procs.spawn_session([*SHIM_COMMAND, str(exit_file)])
+        start = procs.start_time(pid)
+        pod.child = True
+        pod.process = ProcessRecord(
+            pid=pid, start=-1.0 if start is None else start, launched_at=time.time(),
+            log=str(log_file),
+        )
+        # Recorded before the supervisor gets the pod: it never runs a command untracked.
+        self._state.save_process(current.directory, ref.name, pod.process)
+        payload = {
+            "command": launch.command, "cwd": launch.cwd, "env": launch.env,
+            "log": str(log_file), "attempt": ref.attempt,
+        }
+        try:
+            with open(stdin, "wb") as pipe:
+                pipe.write(json.dumps(payload).encode())
+        except BrokenPipeError:  # it died already; observe() reports the pod lost
+            log.error("supervisor of %s exited before it got the pod", ref.name)
+
+    def _held_gpus(self) -> set[int]:
+        return {
+            g for current in self._attempts.values() for pod in current.pods
+            if pod.final is None for g in pod.plan.gpus
+        }
+
+    def _free_port(self) -> int:
+        """A port free right now, and not the master port of an attempt this plane knows."""
+        taken = {current.record.master_port for current in self._attempts.values()}
+        while True:
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+                probe.bind((LOOPBACK, 0))
+                port: int = probe.getsockname()[1]
+            if port not in taken:
+                return port
+
+    # ------------------------------------------------------------------ observing
+    def _refresh(self, now: float) -> None:
+        for current in self._attempts.values():
+            for pod in current.pods:
+                self._observe(current, pod, now)
+
+    def _observe(self, current: _Attempt, pod: _Pod, now: float) -> PodState:
+        if pod.final is not None:
+            return pod.final
+        ref, process = pod.plan.ref, pod.process
+        if process is not None and self._running(pod, process):
+            return PodState(ref=ref, node=pod.plan.node, phase=PodPhase.RUNNING,
+                            pid=process.pid, started_at=process.launched_at)
+        # The supervisor is gone: it wrote its exit record first, unless it was killed.
+        record = None
+        if process is not None:
+            record = read_json(StateDir.exit_file(current.directory, ref.name))
+        outcome = outcome_of(
+            record, terminate_requested_at=current.record.terminate_requested_at,
+            killed=pod.killed, now=now,
+        )
+        pod.final = PodState(
+            ref=ref, node=pod.plan.node, phase=outcome.phase, exit_code=outcome.exit_code,
+            signal=outcome.signal, reason=outcome.reason, failure=outcome.failure,
+            pid=process.pid if process else None,
+            started_at=process.launched_at if process else None,
+            finished_at=outcome.finished_at,
+        )
+        return pod.final
+
+    @staticmethod
+    def _running(pod: _Pod, process: ProcessRecord) -> bool:
+        if pod.child:  # our own child: collect it once it exits, leaving no zombie
+            try:
+                if not procs.reap(process.pid):
+                    return True
+                pod.child = False
+                return False
+            except ChildProcessError:  # collected elsewhere (e.g. SIGCHLD ignored)
+                pod.child = False
+        return procs.is_running(process.pid, process.start)
+
+    @staticmethod
+    def _live(current: _Attempt) -> list[_Pod]:
+        """Pods whose process group may still have members: running, or lost (a supervisor
+        killed on its own leaves its command running in the group)."""
+        return [
+            p for p in current.pods
+            if p.process is not None and (p.final is None or p.final.reason == LOST)
+        ]
+
+    # ------------------------------------------------------------------ escalation
+    def _escalate(self, now: float) -> float | None:
+        """SIGKILL pods whose grace has ended; the next deadline still to come, if any."""
+        upcoming: float | None = None
+        for current in self._attempts.values():
+            deadline = current.record.kill_deadline
+            if deadline is None:
+                continue
+            pending = [p for p in self._live(current) if not p.killed]
+            if not pending:
+                continue
+            if deadline > now:
+                upcoming = deadline if upcoming is None else min(upcoming, deadline)
+                continue
+            for pod in pending:
+                assert pod.process is not None
+                procs.signal_group(pod.process.pid, pod.process.start, signal.SIGKILL)
+                pod.killed = True
+        return upcoming
+
+    def _start_escalator(self) -> None:
+        with self._lock:
+            if self._escalator is None and not self._closed.is_set():
+                self._escalator = threading.Thread(
+                    target=self._run_escalator, name="phalanx-local-escalator", daemon=True
+                )
+                self._escalator.start()
+
+    def _run_escalator(self) -> None:
+        while not self._closed.is_set():
+            with self._lock:
+                upcoming = self._escalate(time.time())
+            timeout = None if upcoming is None else max(0.0, upcoming - time.time()) + 0.01
+            self._wake.wait(timeout)
+            self._wake.clear()

@@ -1,0 +1,160 @@
+"""The supervisor of one local pod; standard library only, so it starts in milliseconds.
+
+The local plane starts it by file path (``python -I -S shim.py EXIT_FILE``) in a
+new session: it is the session and process-group leader, outliving the control
+plane that started it. It reads the pod (command, env, working directory, log
+file) as JSON from stdin, which doubles as a handshake: the plane writes it only
+after recording the supervisor's pid, so a plane that dies mid-launch leaves no
+command running untracked (the supervisor sees end-of-file and runs nothing).
+
+It then runs the command as its child, in its own process group, with stdout
+and stderr appended to the pod's log, waits, and writes the exit record (exit
+code or signal, times) atomically to EXIT_FILE. When the command exits, any
+process it left in the group is killed, as Kubernetes does when a container's
+main process ends. Group-wide SIGTERM/SIGINT/SIGHUP do not stop the supervisor
+(it stays to record how the command ended); SIGKILL does, which the plane
+accounts for.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from typing import Any
+
+ATTEMPT_HEADER = "=== attempt {attempt} ===\n"
+# Not running a command that cannot be started is reported like a shell does.
+EXIT_NOT_FOUND, EXIT_NOT_EXECUTABLE = 127, 126
+
+
+def write_json_atomic(path: str, data: dict[str, Any]) -> None:
+    """Write ``data`` so readers see the old file or the whole new one, never a torn one."""
+    tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
+    with open(tmp, "w", encoding="utf-8") as out:
+        json.dump(data, out)
+    os.replace(tmp, path)
+
+
+def oom_kills() -> int | None:
+    """OOM kills so far in this process's memory cgroup (v2 or v1), None when unknown."""
+    try:
+        with open("/proc/self/cgroup", encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if controllers == "":
+            candidate = f"/sys/fs/cgroup{path}/memory.events"
+        elif "memory" in controllers.split(","):
+            candidate = f"/sys/fs/cgroup/memory{path}/memory.oom_control"
+        else:
+            continue
+        try:
+            with open(candidate, encoding="utf-8") as f:
+                for entry in f:
+                    key, _, value = entry.partition(" ")
+                    if key == "oom_kill":
+                        return int(value)
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+def run_pod(pod: dict[str, Any]) -> dict[str, Any]:
+    """Run the pod's command to its end; the exit record to write."""
+    started = time.time()
+    ooms_before = oom_kills()
+    try:
+        log = open(pod["log"], "ab", buffering=0)  # noqa: SIM115 - handed to the child below
+    except OSError as exc:
+        return {"error": f"cannot open the log file: {exc}", "errorKind": "system",
+                "startedAt": started, "finishedAt": time.time()}
+    with log:
+        size = os.fstat(log.fileno()).st_size
+        if size or pod["attempt"] > 1:  # mark where this attempt starts in a shared log
+            log.write(b"\n" if size and _last_byte(pod["log"], size) != b"\n" else b"")
+            log.write(ATTEMPT_HEADER.format(attempt=pod["attempt"]).encode())
+        env = dict(os.environ)
+        env.update(pod["env"])
+        try:
+            child = subprocess.Popen(
+                pod["command"], cwd=pod["cwd"], env=env,
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            )
+        except OSError as exc:  # not found, not executable, bad working directory
+            message = f"cannot start {pod['command'][0]!r}: {exc.strerror or exc}"
+            log.write(f"phalanx: {message}\n".encode())
+            code = EXIT_NOT_FOUND if isinstance(exc, FileNotFoundError) else EXIT_NOT_EXECUTABLE
+            return {"exitCode": code, "error": message, "errorKind": "user",
+                    "startedAt": started, "finishedAt": time.time()}
+        code = child.wait()
+    ooms_after = oom_kills()
+    return {
+        "exitCode": code if code >= 0 else None,
+        "signal": -code if code < 0 else None,
+        "childPid": child.pid,
+        "startedAt": started,
+        "finishedAt": time.time(),
+        "oomKilled": ooms_before is not None and ooms_after is not None
+        and ooms_after > ooms_before,
+    }
+
+
+def _last_byte(path: str, size: int) -> bytes:
+    with open(path, "rb") as f:
+        f.seek(size - 1)
+        return f.read(1)
+
+
+def kill_group_leftovers() -> None:
+    """SIGKILL every other process still in this process group (children of the command)."""
+    me, group = os.getpid(), os.getpgid(0)
+    if not os.path.isdir("/proc"):  # no way to spare ourselves: take the whole group down
+        os.killpg(group, signal.SIGKILL)
+    for _ in range(100):  # loop: a leftover may fork while we kill its siblings
+        found = False
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit() or int(entry.name) == me:
+                continue
+            try:
+                with open(f"/proc/{entry.name}/stat", "rb") as f:
+                    fields = f.read().rsplit(b")", 1)[1].split()
+                if fields[0] != b"Z" and int(fields[2]) == group:
+                    os.kill(int(entry.name), signal.SIGKILL)
+                    found = True
+            except (OSError, IndexError, ValueError):
+                continue  # exited meanwhile
+        if not found:
+            return
+        time.sleep(0.01)
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print("usage: shim.py EXIT_FILE  (the pod comes as JSON on stdin)", file=sys.stderr)
+        return 2
+    exit_file = argv[0]
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        # A handler rather than SIG_IGN: handlers are reset in the command, SIG_IGN is inherited.
+        signal.signal(sig, lambda *_: None)
+    raw = sys.stdin.buffer.read()
+    if not raw:  # the plane went away before handing the pod over: run nothing
+        return 0
+    try:
+        record = run_pod(json.loads(raw))
+    except Exception as exc:  # report instead of vanishing, which would read as a lost pod
+        record = {"error": f"supervisor failed: {exc!r}", "errorKind": "system",
+                  "finishedAt": time.time()}
+    write_json_atomic(exit_file, record)
+    kill_group_leftovers()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,135 @@
+"""The local plane's bookkeeping on disk, which lets a new plane re-adopt running pods.
+
+Layout, under ``<home>/pods/<job>/<attempt>/``:
+- ``attempt.json``: the attempt's plan (every pod, its node and GPUs, the master
+  port), written before any process starts, plus the terminate request, if any.
+- ``<pod-name>.json``: the supervisor's pid and start time, written by the plane
+  after starting it and before handing it the pod.
+- ``<pod-name>.exit.json``: how the command ended, written by the supervisor.
+Every file is replaced atomically, so a reader never sees half of one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import shutil
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from phalanx.compute.base import PodRef
+from phalanx.compute.local.shim import write_json_atomic
+
+log = logging.getLogger("phalanx.compute.local")
+
+ATTEMPT_FILE = "attempt.json"
+EXIT_SUFFIX = ".exit.json"
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedPod:
+    ref: PodRef
+    node: str
+    gpus: tuple[int, ...] = ()
+
+
+@dataclass(slots=True)
+class AttemptRecord:
+    job: str
+    attempt: int
+    master_port: int
+    launched_at: float
+    pods: list[PlannedPod]
+    terminate_requested_at: float | None = None
+    kill_deadline: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["pods"] = [
+            {**asdict(p.ref), "node": p.node, "gpus": list(p.gpus)} for p in self.pods
+        ]
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> AttemptRecord:
+        pods = [
+            PlannedPod(
+                ref=PodRef(job=p["job"], attempt=p["attempt"], pod_set=p["pod_set"],
+                           index=p["index"], rank=p["rank"]),
+                node=p["node"], gpus=tuple(p["gpus"]),
+            )
+            for p in data["pods"]
+        ]
+        return cls(**{**data, "pods": pods})
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessRecord:
+    """The supervisor of one pod: pid plus start time identify it across pid reuse."""
+
+    pid: int
+    start: float
+    launched_at: float
+    log: str = field(default="")
+
+
+class StateDir:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def attempt_dir(self, job: str, attempt: int) -> Path:
+        return self.root / job / str(attempt)
+
+    @staticmethod
+    def process_file(directory: Path, pod: str) -> Path:
+        return directory / f"{pod}.json"
+
+    @staticmethod
+    def exit_file(directory: Path, pod: str) -> Path:
+        return directory / f"{pod}{EXIT_SUFFIX}"
+
+    def create(self, record: AttemptRecord) -> Path:
+        directory = self.attempt_dir(record.job, record.attempt)
+        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self.save(record)
+        return directory
+
+    def save(self, record: AttemptRecord) -> None:
+        path = self.attempt_dir(record.job, record.attempt) / ATTEMPT_FILE
+        write_json_atomic(str(path), record.to_json())
+
+    def save_process(self, directory: Path, pod: str, record: ProcessRecord) -> None:
+        write_json_atomic(str(self.process_file(directory, pod)), asdict(record))
+
+    def load(self) -> Iterator[tuple[AttemptRecord, dict[str, ProcessRecord]]]:
+        """Every attempt on disk with the supervisors started for it, by pod name."""
+        for plan in sorted(self.root.glob(f"*/*/{ATTEMPT_FILE}")):
+            try:
+                record = AttemptRecord.from_json(json.loads(plan.read_text()))
+            except (OSError, ValueError, KeyError, TypeError) as exc:
+                log.error("ignoring unreadable pod bookkeeping %s: %s", plan, exc)
+                continue
+            processes = {}
+            for pod in record.pods:
+                data = read_json(self.process_file(plan.parent, pod.ref.name))
+                if data is not None:
+                    processes[pod.ref.name] = ProcessRecord(**data)
+            yield record, processes
+
+    def remove(self, job: str, attempt: int) -> None:
+        shutil.rmtree(self.attempt_dir(job, attempt), ignore_errors=True)
+        with contextlib.suppress(OSError):  # only once the job's last attempt is gone
+            (self.root / job).rmdir()
+
+
+def read_json(path: Path) -> dict[str, Any] | None:
+    """A JSON file written atomically, or None when it does not exist (yet)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            data: dict[str, Any] = json.load(f)
+            return data
+    except FileNotFoundError:
+        return None

@@ -1,0 +1,400 @@
+"""One scheduling cycle: admit as many pending jobs as fit, in a fair order, or preempt for them.
+
+Order of work:
+1. ClusterQueues or LocalQueues with stopPolicy HoldAndDrain evict their admitted jobs.
+2. Preemptors whose victims are all gone are looked at first (they preempted for a
+   reason); those still waiting re-apply a cycle-long hold on the quota and nodes
+   they will need, so nobody else takes them meanwhile.
+3. Every ClusterQueue offers its head (priority, then submission time) to one
+   global heap ordered by fair share (or, without fair sharing, non-borrowing
+   first, then priority and time). The best head is tried: admitted, preempting,
+   or failed. A queue stays in the heap while it has heads left, so one cycle
+   admits as many jobs per queue as fit. A failed head blocks its equivalence
+   class for this cycle and, through the versions it failed at, for later cycles
+   until capacity changes; under StrictFIFO it blocks its whole queue.
+4. Holds are released; every pending job is left with a reason.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field
+
+from phalanx.scheduler.cache import QueueInfo
+from phalanx.scheduler.fairsharing import dominant_share
+from phalanx.scheduler.flavors import FIT, NOFIT, PREEMPT, Assignment
+from phalanx.scheduler.queue import BlockStamp, PendingClass, QueuePending
+from phalanx.scheduler.reasons import (
+    QUEUED,
+    node_reason,
+    orphan_reason,
+    quota_reason,
+    stopped_reason,
+    strict_fifo_reason,
+    waiting_reason,
+)
+from phalanx.scheduler.state import HOLD_PREFIX, State
+from phalanx.scheduler.types import (
+    Admission,
+    CycleResult,
+    PendingReason,
+    PodSetAssignment,
+    Preemption,
+    PreemptionReason,
+)
+from phalanx.scheduler.workload import FR, Hold, Workload
+
+ADMITTED, PREEMPTING, FAILED = "admitted", "preempting", "failed"
+
+
+@dataclass(slots=True)
+class QueueTurn:
+    """A ClusterQueue during one cycle: its classes in order, each with a cursor."""
+
+    info: QueueInfo
+    pending: QueuePending
+    heap: list[tuple[tuple[int, float, int], int, PendingClass]] = field(default_factory=list)
+    cursor: dict[int, int] = field(default_factory=dict)  # class serial -> members skipped
+    done: bool = False
+
+    def push(self, cls: PendingClass) -> None:
+        start = self.cursor.get(cls.serial, 0)
+        if start < len(cls.keys):
+            heapq.heappush(self.heap, (cls.keys[start], cls.serial, cls))
+
+    def peek(self) -> Workload | None:
+        if not self.heap:
+            return None
+        _, serial, cls = self.heap[0]
+        return cls.by_key[cls.keys[self.cursor.get(serial, 0)]]
+
+
+class Cycle:
+    def __init__(self, state: State) -> None:
+        self.st = state
+        self.result = CycleResult()
+        self.holds: list[Workload] = []
+
+    # ------------------------------------------------------------------ reasons
+    def set_reason(self, wl: Workload, reason: PendingReason) -> None:
+        if wl.reason != reason:
+            wl.reason = reason
+            self.result.pending[wl.name] = reason
+
+    def own_reason(self, wl: Workload, reason: PendingReason) -> None:
+        """A reason for this job alone (not its class)."""
+        if wl.cls is not None:
+            wl.cls.uniform = False
+        self.set_reason(wl, reason)
+
+    def class_reason(self, cls: PendingClass, reason: PendingReason, start: int = 0) -> None:
+        cls.reason = reason
+        if cls.uniform and start == 0:
+            return
+        waiting = self.st.waiting
+        for key in cls.keys[start:]:
+            wl = cls.by_key[key]
+            if wl.name not in waiting:
+                self.set_reason(wl, reason)
+        cls.uniform = start == 0
+
+    # ------------------------------------------------------------------ the cycle
+    def run(self) -> CycleResult:
+        st = self.st
+        st.cycle_no += 1
+        self.drain()
+        nominated = self.settle_waiting()
+        for wl in nominated:
+            info = st.infos.get(wl.cluster_queue)
+            if info is not None and wl.cls is not None and self.queue_open(info, wl.local_queue):
+                outcome, reason = self.evaluate(wl, info)
+                if outcome == FAILED and reason is not None:
+                    self.own_reason(wl, reason)
+                    if wl.cls is not None:  # let the loop judge its class on its own turn
+                        wl.cls.blocked = None
+        self.admit_loop()
+        self.release_holds()
+        self.report_rest()
+        return self.result
+
+    def drain(self) -> None:
+        st = self.st
+        for cq in sorted(st.admitted):
+            info = st.infos.get(cq)
+            for name in sorted(st.admitted[cq]):
+                wl = st.admitted[cq][name]
+                if wl.terminating:
+                    continue
+                lq = st.config.local_queues.get(wl.local_queue)
+                if info is not None and info.stop_policy == "HoldAndDrain":
+                    why = f"ClusterQueue {cq} is stopped with stopPolicy HoldAndDrain"
+                elif lq is not None and lq.stop_policy == "HoldAndDrain":
+                    why = f"LocalQueue {lq.name} is stopped with stopPolicy HoldAndDrain"
+                else:
+                    continue
+                wl.terminating = True
+                self.result.preemptions.append(
+                    Preemption(name, "", PreemptionReason.QUEUE_STOPPED, f"evicted: {why}")
+                )
+
+    def settle_waiting(self) -> list[Workload]:
+        """Preemptors whose victims left are returned; the others keep their hold."""
+        st = self.st
+        nominated: list[Workload] = []
+        for wl in sorted(st.waiting.values(), key=lambda w: w.order_key):
+            alive = [v for v in wl.waiting_for if v in st.jobs and st.jobs[v].admitted]
+            if not alive or wl.hold is None:
+                del st.waiting[wl.name]
+                wl.waiting_for = ()
+                wl.hold = None
+                nominated.append(wl)
+                continue
+            wl.waiting_for = tuple(alive)
+            self.apply_hold(wl)
+            self.own_reason(wl, waiting_reason(alive))
+        return nominated
+
+    def apply_hold(self, wl: Workload) -> None:
+        hold = wl.hold
+        assert hold is not None
+        self.st.cache.charge(hold.cluster_queue, hold.usage, 1, bump=False)
+        self.st.pool.reserve(HOLD_PREFIX + wl.name, hold.groups, hold.placement)
+        self.holds.append(wl)
+
+    def release_holds(self) -> None:
+        for wl in self.holds:
+            hold = wl.hold
+            if hold is not None:
+                self.st.cache.charge(hold.cluster_queue, hold.usage, -1, bump=False)
+            self.st.pool.release(HOLD_PREFIX + wl.name)
+        self.holds = []
+
+    def queue_open(self, info: QueueInfo, local_queue: str) -> bool:
+        lq = self.st.config.local_queues.get(local_queue)
+        return info.stop_policy == "None" and (lq is None or lq.stop_policy == "None")
+
+    # ------------------------------------------------------------------ ordering
+    def estimate(self, wl: Workload, info: QueueInfo) -> dict[FR, int]:
+        """The job's usage if it got the first flavor of each group: for ordering only."""
+        if wl.estimate is None:
+            est: dict[FR, int] = {}
+            for ps in wl.pod_sets:
+                for res, per_pod in ps.requests:
+                    g = info.group_of.get(res)
+                    if g is not None:
+                        fr = (info.groups[g].flavors[0].name, res)
+                        est[fr] = est.get(fr, 0) + per_pod * ps.count
+            wl.estimate = est
+        return wl.estimate
+
+    def global_key(self, wl: Workload, info: QueueInfo) -> tuple[int, int, float, int]:
+        est = self.estimate(wl, info)
+        node = info.node
+        if self.st.fair_sharing:
+            first = dominant_share(node, est)
+        else:
+            cache = self.st.cache
+            first = int(any(cache.borrowing_with(node, fr, v) for fr, v in est.items()))
+        return (first, -wl.priority, wl.submitted_at, wl.seq)
+
+    def stamp(self, info: QueueInfo, assignment: Assignment | None) -> BlockStamp:
+        """The capacity versions whose change could let a failed head through."""
+        tree = info.node.tree
+        nodes = self.st.node_free_version
+        if assignment is None or assignment.no_flavor:
+            return (tree.free_version, None)
+        tree_v = tree.any_version if info.can_preempt else tree.free_version
+        if assignment.mode == FIT:  # quota fits, nodes do not
+            return (tree.any_version if info.can_preempt else None, nodes)
+        if assignment.mode == PREEMPT and info.can_preempt:
+            return (tree_v, nodes)
+        return (tree_v, None)
+
+    def still_blocked(self, info: QueueInfo, cls: PendingClass) -> bool:
+        stamp = cls.blocked
+        if stamp is None:
+            return False
+        tree = info.node.tree
+        tree_now = tree.any_version if info.can_preempt else tree.free_version
+        tree_v, node_v = stamp
+        if tree_v is not None and tree_v != tree_now:
+            return False
+        return node_v is None or node_v == self.st.node_free_version
+
+    # ------------------------------------------------------------------ admission loop
+    def admit_loop(self) -> None:
+        st = self.st
+        turns: list[tuple[tuple[int, int, float, int], int, QueueTurn]] = []
+        for index, name in enumerate(sorted(st.queues.queues)):
+            pending = st.queues.queues[name]
+            if not pending.count:
+                continue
+            info = st.infos[name]
+            turn = QueueTurn(info, pending)
+            for cls in pending.classes.values():
+                if not self.queue_open(info, cls.key[0]):  # type: ignore[arg-type]
+                    lq = st.config.local_queues.get(cls.key[0])  # type: ignore[call-overload]
+                    if info.stop_policy != "None":
+                        why = stopped_reason("ClusterQueue", name, info.stop_policy)
+                    else:
+                        assert lq is not None
+                        why = stopped_reason("LocalQueue", lq.name, lq.stop_policy)
+                    self.class_reason(cls, why)
+                elif info.strict or not self.still_blocked(info, cls):
+                    turn.push(cls)
+            head = turn.peek()
+            if head is not None:
+                turns.append((self.global_key(head, info), index, turn))
+        heapq.heapify(turns)
+        while turns:
+            _, index, turn = heapq.heappop(turns)
+            self.step(turn)
+            head = turn.peek()
+            if head is not None and not turn.done:
+                heapq.heappush(turns, (self.global_key(head, turn.info), index, turn))
+
+    def step(self, turn: QueueTurn) -> None:
+        """Try the queue's current head; advance its class."""
+        _, serial, cls = heapq.heappop(turn.heap)
+        start = turn.cursor.get(serial, 0)
+        wl = cls.by_key[cls.keys[start]]
+        info = turn.info
+        if wl.name in self.st.waiting:  # has a hold already; the rest of its class goes on
+            turn.cursor[serial] = start + 1
+            if info.strict:
+                self.block_strict(turn, cls, start + 1, wl)
+                return
+            turn.push(cls)
+            return
+        if info.strict and self.still_blocked(info, cls) and cls.reason is not None:
+            self.class_reason(cls, cls.reason, start)
+            self.block_strict(turn, cls, start + 1, wl)
+            return
+        outcome, reason = self.evaluate(wl, info)
+        if outcome == ADMITTED:
+            turn.push(cls)
+            return
+        if outcome == PREEMPTING:
+            turn.cursor[serial] = start + 1
+            if info.strict:
+                self.block_strict(turn, cls, start + 1, wl)
+                return
+            turn.push(cls)
+            return
+        assert reason is not None
+        self.class_reason(cls, reason, start)
+        if info.strict:
+            self.block_strict(turn, cls, start + 1, wl)
+
+    def block_strict(self, turn: QueueTurn, cls: PendingClass, start: int,
+                     head: Workload) -> None:
+        """StrictFIFO: everything behind a head that cannot go waits for it."""
+        turn.done = True
+        head_reason = head.reason or QUEUED
+        why = strict_fifo_reason(turn.info.name, head.name, head_reason)
+        waiting = self.st.waiting
+        rest = [(cls, start)] + [(c, turn.cursor.get(c.serial, 0)) for _, _, c in turn.heap]
+        turn.heap = []
+        for c, first in rest:
+            for key in c.keys[first:]:
+                wl = c.by_key[key]
+                if wl.name not in waiting:
+                    self.own_reason(wl, why)
+
+    # ------------------------------------------------------------------ one job
+    def evaluate(self, wl: Workload, info: QueueInfo) -> tuple[str, PendingReason | None]:
+        st = self.st
+        a = st.assigner.assign(wl, info)
+        if a.mode == FIT and a.placement is not None:
+            self.admit(wl, info, a)
+            return ADMITTED, None
+        cls = wl.cls
+        if cls is not None:
+            cls.blocked = self.stamp(info, a)
+        if a.no_flavor:
+            return FAILED, quota_reason(info, st.cache, a)
+        if a.mode == NOFIT:
+            frs = sorted({(s.flavor, s.resource) for s in a.shortfalls if not s.never})
+            disabled = st.preemptor.would_have_candidates(wl, info, frs) if frs else ""
+            return FAILED, quota_reason(info, st.cache, a, "", disabled)
+        outcome = st.preemptor.find(wl, info, a)
+        if outcome.targets:
+            self.preempt(wl, info, a, outcome.targets, outcome.placement)
+            if cls is not None:
+                cls.blocked = None
+            return PREEMPTING, None
+        if a.mode == FIT:
+            return FAILED, node_reason(info, a)
+        disabled = ""
+        note = ""
+        frs = [fr for fr, v in a.usage.items() if v > st.cache.available(info.node, fr)]
+        if not outcome.candidates:
+            disabled = st.preemptor.would_have_candidates(wl, info, frs)
+        else:
+            note = (f"preempting the {outcome.candidates} job"
+                    f"{'s' if outcome.candidates != 1 else ''} its policies allow would not "
+                    "make it fit")
+        return FAILED, quota_reason(info, st.cache, a, note, disabled)
+
+    def admit(self, wl: Workload, info: QueueInfo, a: Assignment) -> None:
+        st = self.st
+        placement = a.placement
+        assert placement is not None
+        node = info.node
+        borrowing = any(st.cache.borrowing_with(node, fr, v) for fr, v in a.usage.items())
+        admission = Admission(
+            job=wl.name,
+            cluster_queue=info.name,
+            pod_sets=tuple(
+                PodSetAssignment(c.pod_set.name, n, dict(c.flavors), names)
+                for c, n, names in zip(a.choices, placement.counts, placement.nodes, strict=True)
+            ),
+            borrowing=borrowing,
+        )
+        st.queues.discard(wl)
+        st.unreported.pop(wl.name, None)
+        st._admit(wl, admission, dict(a.usage))
+        st.pool.reserve(wl.name, a.groups, placement)
+        self.result.admissions.append(admission)
+        self.result.pending.pop(wl.name, None)
+
+    def preempt(self, wl: Workload, info: QueueInfo, a: Assignment, targets: list,
+                placement: object) -> None:
+        st = self.st
+        names: list[str] = []
+        for t in targets:
+            victim = t.wl
+            names.append(victim.name)
+            if victim.terminating:
+                continue
+            victim.terminating = True
+            victim.preempted_by = wl.name
+            self.result.preemptions.append(Preemption(
+                victim=victim.name, preemptor=wl.name, reason=t.reason,
+                message=(f"preempted by {wl.name} (ClusterQueue {info.name}, priority "
+                         f"{wl.priority}) from ClusterQueue {victim.cluster_queue}, priority "
+                         f"{victim.priority}: {t.reason}"),
+            ))
+        assert placement is not None
+        wl.waiting_for = tuple(names)
+        wl.hold = Hold(info.name, dict(a.usage), a.groups, placement)  # type: ignore[arg-type]
+        st.waiting[wl.name] = wl
+        self.apply_hold(wl)
+        self.own_reason(wl, waiting_reason(names))
+
+    # ------------------------------------------------------------------ leftovers
+    def report_rest(self) -> None:
+        st = self.st
+        for wl in st.orphans.values():
+            self.set_reason(wl, orphan_reason(wl.local_queue))
+        for wl in list(st.unreported.values()):
+            if wl.admitted:
+                continue
+            if wl.reason is None or wl.reason.code == QUEUED.code:
+                cls = wl.cls
+                if cls is not None and cls.reason is not None:
+                    self.set_reason(wl, cls.reason)
+                elif wl.name not in st.orphans:
+                    self.set_reason(wl, PendingReason(
+                        QUEUED.code, "not looked at yet: its ClusterQueue had no turn"))
+        st.unreported.clear()

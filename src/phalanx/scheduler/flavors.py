@@ -1,0 +1,300 @@
+"""Flavor assignment: which ResourceFlavor each pod set uses, then whether its pods fit on nodes.
+
+Per pod set and resource group, flavors are tried in the ClusterQueue's list
+order. A flavor is eligible when the pod set's nodeSelector does not contradict
+its nodeLabels and the pods (with the flavor's tolerations) tolerate its
+nodeTaints. Each flavor gets a mode (fits, fits by borrowing, needs preemption,
+never fits) and flavor fungibility (whenCanBorrow / whenCanPreempt) decides
+whether to stop there or try the next one, keeping the best seen
+(BorrowingOverPreemption: fit > fit while borrowing > preempt > preempt while
+borrowing). Pod sets with minReplicas shrink (largest count that fits) when the
+full size does not fit. Finally the gang must fit on nodes of the chosen
+flavors (``NodePool.place``); if it does not, the next flavor is tried.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from phalanx.scheduler.cache import FlavorRef, QueueInfo, QuotaCache
+from phalanx.scheduler.placement import NodePool, Placement, PlacementFailure, PodGroup
+from phalanx.scheduler.workload import FR, PODS, POD_MILLIS, PodSetDemand, Workload
+from phalanx.spec.resources import Toleration, tolerates_all
+
+NOFIT, PREEMPT, FIT = 0, 1, 2
+MAX_NODE_RETRIES = 8
+
+
+@dataclass(frozen=True, slots=True)
+class Shortfall:
+    """Why a flavor did not simply fit: ``need`` of ``resource`` vs what was ``available``."""
+
+    flavor: str
+    resource: str
+    need: int
+    available: int
+    never: bool  # more than the queue could ever get
+
+
+@dataclass(slots=True)
+class Choice:
+    pod_set: PodSetDemand
+    count: int
+    flavors: dict[str, str]  # resource -> flavor (requested resources, plus pods if covered)
+
+
+@dataclass(slots=True)
+class Assignment:
+    mode: int
+    choices: list[Choice] = field(default_factory=list)
+    usage: dict[FR, int] = field(default_factory=dict)
+    borrowing: bool = False
+    shortfalls: list[Shortfall] = field(default_factory=list)
+    no_flavor: str = ""  # set when no flavor can ever serve a pod set, with the reason
+    groups: tuple[PodGroup, ...] = ()
+    placement: Placement | None = None
+    node_failure: PlacementFailure | None = None
+
+    @property
+    def counts(self) -> tuple[int, ...]:
+        return tuple(c.count for c in self.choices)
+
+
+def _score(mode: int, borrow: bool) -> int:
+    if mode == NOFIT:
+        return 0
+    return (3 if mode == FIT else 1) + (0 if borrow else 1)
+
+
+def _toleration_key(tolerations: tuple[Toleration, ...]) -> tuple[object, ...]:
+    return tuple((t.key, t.operator, t.value, t.effect) for t in tolerations)
+
+
+def flavor_mismatch(ps: PodSetDemand, flavor: FlavorRef) -> str:
+    """Why ``flavor`` can never serve ``ps`` ("" when it can)."""
+    labels = dict(flavor.node_labels)
+    for key, value in ps.selector:
+        if key in labels and labels[key] != value:
+            return (f"its nodeSelector {key}={value} contradicts flavor {flavor.name}'s "
+                    f"label {key}={labels[key]}")
+    f = flavor.flavor
+    if f.node_taints and not tolerates_all([*ps.tolerations, *f.tolerations], f.node_taints):
+        taint = f.node_taints[0]
+        return (f"it does not tolerate flavor {flavor.name}'s taint "
+                f"{taint.key}={taint.value}:{taint.effect}")
+    return ""
+
+
+class Assigner:
+    """Flavor assignment for one configuration; caches flavor eligibility per pod shape."""
+
+    def __init__(self, cache: QuotaCache, pool: NodePool) -> None:
+        self.cache = cache
+        self.pool = pool
+        self.fair_sharing = True
+        # Whether preemption could make room for the given shortfalls (Kueue's preemption
+        # oracle): a flavor with nobody to preempt counts as not fitting, so the next is tried.
+        self.oracle: Callable[[Workload, QueueInfo, dict[FR, int]], bool] | None = None
+        self._eligible: dict[tuple[object, ...], str] = {}
+
+    def mismatch(self, ps: PodSetDemand, flavor: FlavorRef) -> str:
+        key = (ps.selector, _toleration_key(ps.tolerations), flavor.name)
+        found = self._eligible.get(key)
+        if found is None:
+            found = self._eligible[key] = flavor_mismatch(ps, flavor)
+        return found
+
+    # ------------------------------------------------------------------ quota
+    def assign_quota(self, wl: Workload, cq: QueueInfo, counts: tuple[int, ...],
+                     excluded: frozenset[tuple[int, int, str]] = frozenset()) -> Assignment:
+        cache, node = self.cache, cq.node
+        preempt_borrowing = cq.borrow_within or (self.fair_sharing and node.parent is not None)
+        out = Assignment(FIT)
+        usage = out.usage
+        for i, (ps, n) in enumerate(zip(wl.pod_sets, counts, strict=True)):
+            needed: dict[int, dict[str, int]] = {}
+            for res, per_pod in ps.requests:
+                g = cq.group_of.get(res)
+                if g is None:
+                    out.mode = NOFIT
+                    out.no_flavor = (f"pod set {ps.name} requests {res}, which ClusterQueue "
+                                     f"{cq.name} does not cover")
+                    return out
+                needed.setdefault(g, {})[res] = per_pod * n
+            if cq.covers_pods:
+                needed.setdefault(cq.group_of[PODS], {})[PODS] = POD_MILLIS * n
+            flavors: dict[str, str] = {}
+            for g in sorted(needed):
+                demand = needed[g]
+                best: tuple[int, FlavorRef, bool] | None = None
+                reasons: list[str] = []
+                for flavor in cq.groups[g].flavors:
+                    if (i, g, flavor.name) in excluded:
+                        continue
+                    why = self.mismatch(ps, flavor)
+                    if why:
+                        reasons.append(why)
+                        continue
+                    mode, borrow = FIT, False
+                    short: dict[FR, int] = {}
+                    for res, amount in demand.items():
+                        fr = (flavor.name, res)
+                        val = amount + usage.get(fr, 0)
+                        if val > cache.potential(node, fr):
+                            out.shortfalls.append(
+                                Shortfall(flavor.name, res, val, cache.potential(node, fr), True))
+                            mode = NOFIT
+                            break
+                        if cache.borrowing_with(node, fr, val):
+                            borrow = True
+                        avail = cache.available(node, fr)
+                        if val > avail:
+                            out.shortfalls.append(Shortfall(flavor.name, res, val, avail, False))
+                            if val <= node.nominal(fr) or preempt_borrowing:
+                                mode = PREEMPT
+                                short[fr] = val - max(0, avail)
+                            else:
+                                mode = NOFIT
+                                break
+                    if mode == PREEMPT and self.oracle is not None and not self.oracle(
+                        wl, cq, short
+                    ):
+                        mode = NOFIT
+                    score = _score(mode, borrow)
+                    if score and (best is None or score > _score(best[0], best[2])):
+                        best = (mode, flavor, borrow)
+                    if not score:
+                        continue
+                    if not _try_next(mode, borrow, cq):
+                        break
+                if best is None:
+                    out.mode = NOFIT
+                    if not out.shortfalls and reasons:
+                        out.no_flavor = (f"no flavor of ClusterQueue {cq.name} suits pod set "
+                                         f"{ps.name}: " + "; ".join(reasons))
+                    elif not out.shortfalls:
+                        out.no_flavor = (f"every flavor of ClusterQueue {cq.name} for pod set "
+                                         f"{ps.name} was ruled out by node placement")
+                    return out
+                mode, flavor, borrow = best
+                out.mode = min(out.mode, mode)
+                out.borrowing = out.borrowing or borrow
+                for res, amount in demand.items():
+                    fr = (flavor.name, res)
+                    usage[fr] = usage.get(fr, 0) + amount
+                    flavors[res] = flavor.name
+            out.choices.append(Choice(ps, n, flavors))
+        return out
+
+    def assign_partial(self, wl: Workload, cq: QueueInfo,
+                       excluded: frozenset[tuple[int, int, str]] = frozenset()) -> Assignment:
+        """Full size first; if it does not fit, the largest sizes down to minReplicas that do."""
+        full = tuple(ps.count for ps in wl.pod_sets)
+        first = self.assign_quota(wl, cq, full, excluded)
+        deltas = [ps.count - ps.min_count for ps in wl.pod_sets]
+        total = sum(deltas)
+        if first.mode == FIT or not total or first.no_flavor:
+            return first
+
+        def counts_for(d: int) -> tuple[int, ...]:
+            return tuple(c - (delta * d) // total for c, delta in zip(full, deltas, strict=True))
+
+        smallest = self.assign_quota(wl, cq, counts_for(total), excluded)
+        if smallest.mode != FIT:
+            return first
+        lo, hi, best = 1, total, smallest  # the smallest reduction that still fits
+        while lo < hi:
+            mid = (lo + hi) // 2
+            trial = self.assign_quota(wl, cq, counts_for(mid), excluded)
+            if trial.mode == FIT:
+                best, hi = trial, mid
+            else:
+                lo = mid + 1
+        return best
+
+    # ------------------------------------------------------------------ nodes
+    def groups_for(self, cq: QueueInfo, a: Assignment) -> tuple[PodGroup, ...]:
+        refs = {f.name: f for g in cq.groups for f in g.flavors}
+        groups = []
+        for choice in a.choices:
+            ps = choice.pod_set
+            selector = dict(ps.selector)
+            tolerations = list(ps.tolerations)
+            for name in sorted(set(choice.flavors.values())):
+                ref = refs[name]
+                selector.update(ref.node_labels)
+                tolerations.extend(ref.flavor.tolerations)
+            groups.append(PodGroup(
+                ps.name, choice.count, min(ps.min_count, choice.count), ps.requests,
+                tuple(sorted(selector.items())), tuple(tolerations),
+            ))
+        return tuple(groups)
+
+    def assign(self, wl: Workload, cq: QueueInfo) -> Assignment:
+        """Quota then nodes; a flavor whose nodes cannot take the gang gives way to the next."""
+        excluded: frozenset[tuple[int, int, str]] = frozenset()
+        node_failure: PlacementFailure | None = None
+        last_fit: Assignment | None = None
+        for _ in range(MAX_NODE_RETRIES):
+            a = self.assign_partial(wl, cq, excluded)
+            if a.mode != FIT:
+                if node_failure is not None and last_fit is not None and a.mode == NOFIT:
+                    # Nodes, not quota, are what stopped the flavors that fit.
+                    return last_fit
+                a.node_failure = node_failure
+                if a.mode == PREEMPT:
+                    a.groups = self.groups_for(cq, a)
+                return a
+            a.groups = self.groups_for(cq, a)
+            placed = self.pool.place(a.groups, wl.topology)
+            if isinstance(placed, Placement):
+                a.placement = placed
+                if placed.counts != a.counts:
+                    shrink(a, cq, placed.counts)
+                return a
+            node_failure = a.node_failure = placed
+            last_fit = a
+            more = excluded | {
+                (i, cq.group_of[res], flavor)
+                for i, choice in enumerate(a.choices) for res, flavor in choice.flavors.items()
+            }
+            if more == excluded:
+                break
+            excluded = frozenset(more)
+        assert last_fit is not None
+        return last_fit
+
+
+def _try_next(mode: int, borrow: bool, cq: QueueInfo) -> bool:
+    if mode == PREEMPT and cq.when_can_preempt == "Preempt" and (
+        not borrow or cq.when_can_borrow == "Borrow"
+    ):
+        return False
+    if mode == FIT and borrow and cq.when_can_borrow == "Borrow":
+        return False
+    return not (mode == FIT and not borrow)
+
+
+def usage_of(choices: list[Choice], cq: QueueInfo) -> dict[FR, int]:
+    usage: dict[FR, int] = {}
+    for choice in choices:
+        n = choice.count
+        for res, per_pod in choice.pod_set.requests:
+            fr = (choice.flavors[res], res)
+            usage[fr] = usage.get(fr, 0) + per_pod * n
+        if cq.covers_pods:
+            fr = (choice.flavors[PODS], PODS)
+            usage[fr] = usage.get(fr, 0) + POD_MILLIS * n
+    return usage
+
+
+def shrink(a: Assignment, cq: QueueInfo, counts: tuple[int, ...]) -> None:
+    """Placement found room for fewer pods than quota allowed (partial admission)."""
+    for choice, n in zip(a.choices, counts, strict=True):
+        choice.count = n
+    a.usage = usage_of(a.choices, cq)
+    a.groups = tuple(
+        PodGroup(g.name, n, min(g.min_count, n), g.requests, g.node_selector, g.tolerations)
+        for g, n in zip(a.groups, counts, strict=True)
+    )

@@ -1,0 +1,338 @@
+"""Preemption: which admitted jobs to evict so a pending one can run, and only if it then can.
+
+Candidates follow Kueue: with withinClusterQueue, lower-priority jobs of the
+same queue (LowerOrNewerEqualPriority adds equal-priority jobs submitted later);
+with reclaimWithinCohort, jobs of other queues of the cohort tree that are
+borrowing the resources in short supply (Any: whatever their priority). They are
+ordered: already terminating first, other queues before one's own, lowest
+priority, most recently admitted. Candidates are removed one by one (in a what-if
+of the quota tree) until the preemptor fits, quota and nodes both (``NodePool.place``
+with the victims' capacity ``freed``); then the set is minimised by putting
+candidates back, last but one first, while it still fits. Classic mode follows
+Kueue's rules for borrowing (only from one's own queue unless borrowWithinCohort
+allows it, below its maxPriorityThreshold); fair-sharing mode walks queues by
+share with the two fair-sharing strategies.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from phalanx.scheduler.cache import NEVER, QueueInfo, QuotaCache, QuotaNode
+from phalanx.scheduler.fairsharing import (
+    dominant_share,
+    less_than_initial_share,
+    less_than_or_equal_to_final_share,
+)
+from phalanx.scheduler.flavors import Assignment
+from phalanx.scheduler.placement import NodePool, Placement
+from phalanx.scheduler.types import PreemptionReason
+from phalanx.scheduler.workload import FR, Workload
+
+R = PreemptionReason
+MAX_NODE_CHECKS = 48  # placement calls per preemption attempt, to bound a cycle's cost
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    wl: Workload
+    reason: PreemptionReason
+
+
+@dataclass(slots=True)
+class Outcome:
+    targets: list[Target] | None  # None: preemption cannot make the job admissible
+    placement: Placement | None = None
+    candidates: int = 0  # how many candidates the policies allowed
+
+
+class Preemptor:
+    def __init__(self, cache: QuotaCache, pool: NodePool,
+                 admitted: dict[str, dict[str, Workload]]) -> None:
+        self.cache = cache
+        self.pool = pool
+        self.admitted = admitted  # ClusterQueue -> admitted workloads by name
+        self.fair_sharing = True
+        self._trees: dict[str, list[QuotaNode]] = {}
+
+    # ------------------------------------------------------------------ candidates
+    def _tree(self, node: QuotaNode) -> list[QuotaNode]:
+        root = node.root()
+        found = self._trees.get(root.name)
+        if found is None:
+            found = self._trees[root.name] = self.cache.queues_in_tree(node)
+        return found
+
+    def candidates(self, wl: Workload, cq: QueueInfo, frs: list[FR]) -> list[Workload]:
+        out: list[Workload] = []
+        p = wl.priority
+        if cq.within != NEVER:
+            newer_equal = cq.within == "LowerOrNewerEqualPriority"
+            for c in self.admitted.get(cq.name, {}).values():
+                if c.priority < p or (newer_equal and c.priority == p and c.newer_than(wl)):
+                    if any(fr in c.usage for fr in frs):
+                        out.append(c)
+        node = cq.node
+        if node.parent is not None and cq.reclaim != NEVER:
+            any_priority = cq.reclaim == "Any"
+            for other in self._tree(node):
+                if other is node or not self.cache.is_borrowing(other, frs):
+                    continue
+                for c in self.admitted.get(other.name, {}).values():
+                    if (any_priority or c.priority < p) and any(fr in c.usage for fr in frs):
+                        out.append(c)
+        out.sort(key=lambda c: (not c.terminating, c.cluster_queue == cq.name, c.priority,
+                                -c.admitted_seq, c.name))
+        return out
+
+    def possible(self, wl: Workload, cq: QueueInfo, short: dict[FR, int]) -> bool:
+        """Whether candidates exist that hold at least ``short`` (fr -> missing amount)."""
+        if not cq.can_preempt:
+            return False
+        frs = sorted(short)
+        cands = self.candidates(wl, cq, frs)
+        return all(sum(c.usage.get(fr, 0) for c in cands) >= need for fr, need in short.items())
+
+    def would_have_candidates(self, wl: Workload, cq: QueueInfo, frs: list[FR]) -> str:
+        """The policy that forbids preempting jobs that could otherwise make room ("" if none)."""
+        if cq.within == NEVER and any(
+            c.priority < wl.priority and any(fr in c.usage for fr in frs)
+            for c in self.admitted.get(cq.name, {}).values()
+        ):
+            return "withinClusterQueue=Never"
+        node = cq.node
+        if node.parent is not None and cq.reclaim == NEVER and any(
+            other is not node and self.cache.is_borrowing(other, frs)
+            for other in self._tree(node)
+        ):
+            return "reclaimWithinCohort=Never"
+        return ""
+
+    # ------------------------------------------------------------------ the search
+    def find(self, wl: Workload, cq: QueueInfo, a: Assignment) -> Outcome:
+        cache, node = self.cache, cq.node
+        frs = [fr for fr, v in a.usage.items() if v > cache.available(node, fr)]
+        if not frs:  # quota fits: only nodes are short
+            frs = sorted(a.usage)
+        cands = self.candidates(wl, cq, frs)
+        if not cands:
+            return Outcome(None)
+        if not self._could_cover(a, node, frs, cands):
+            return Outcome(None, candidates=len(cands))
+        search = _Search(self, wl, cq, a, frs)
+        try:
+            if self.fair_sharing and node.parent is not None:
+                targets = search.fair(cands)
+            else:
+                targets = search.classic(cands)
+            return Outcome(targets, search.placement, len(cands))
+        finally:
+            search.restore()
+
+    def _could_cover(self, a: Assignment, node: QuotaNode, frs: list[FR],
+                     cands: list[Workload]) -> bool:
+        """A cheap necessary condition: the candidates hold at least the shortfall."""
+        for fr in frs:
+            short = a.usage.get(fr, 0) - max(0, self.cache.available(node, fr))
+            if short > 0 and sum(c.usage.get(fr, 0) for c in cands) < short:
+                return False
+        return True
+
+
+class _Search:
+    """One what-if: candidates are taken out of the quota tree and put back on restore()."""
+
+    def __init__(self, owner: Preemptor, wl: Workload, cq: QueueInfo, a: Assignment,
+                 frs: list[FR]) -> None:
+        self.owner = owner
+        self.cache = owner.cache
+        self.wl = wl
+        self.cq = cq
+        self.a = a
+        self.frs = frs
+        self.removed: list[Workload] = []
+        self.placement: Placement | None = None
+        self.node_checks = 0
+        node = cq.node
+        self.preemptor_borrows = any(
+            self.cache.borrowing_with(node, fr, v) for fr, v in a.usage.items()
+        )
+        bw_limit: int | None = None
+        if cq.borrow_within:
+            bw_limit = wl.priority
+            if cq.borrow_threshold is not None and cq.borrow_threshold < wl.priority:
+                bw_limit = cq.borrow_threshold + 1
+        self.borrow_below = bw_limit  # other queues' jobs below this may go while borrowing
+
+    # ---- what-if bookkeeping
+    def take(self, c: Workload) -> None:
+        self.cache.charge(c.cluster_queue, c.usage, -1, bump=False)
+        self.removed.append(c)
+
+    def put_back(self, c: Workload) -> None:
+        self.cache.charge(c.cluster_queue, c.usage, 1, bump=False)
+        self.removed.remove(c)
+
+    def restore(self) -> None:
+        for c in self.removed:
+            self.cache.charge(c.cluster_queue, c.usage, 1, bump=False)
+        self.removed = []
+
+    def fits(self, allow_borrowing: bool) -> bool:
+        cache, node = self.cache, self.cq.node
+        for fr, v in self.a.usage.items():
+            if v > cache.available(node, fr):
+                return False
+            if not allow_borrowing and cache.borrowing_with(node, fr, v):
+                return False
+        if self.node_checks >= MAX_NODE_CHECKS:
+            return False
+        self.node_checks += 1
+        freed: dict[str, dict[str, int]] = {}
+        for c in self.removed:
+            for name, held in self.owner.pool.reserved(c.name).items():
+                into = freed.setdefault(name, {})
+                for res, amount in held.items():
+                    into[res] = into.get(res, 0) + amount
+        placed = self.owner.pool.place(self.a.groups, self.wl.topology, freed=freed)
+        if isinstance(placed, Placement):
+            self.placement = placed
+            return True
+        return False
+
+    def fill_back(self, targets: list[Target], allow_borrowing: bool) -> list[Target]:
+        """Drop every target the preemptor does not need, last-but-one first."""
+        placement = self.placement
+        for i in range(len(targets) - 2, -1, -1):
+            c = targets[i].wl
+            self.put_back(c)
+            if self.fits(allow_borrowing):
+                placement = self.placement
+                del targets[i]
+            else:
+                self.take(c)
+        self.placement = placement
+        return targets
+
+    # ---- classic
+    def classic(self, cands: list[Workload]) -> list[Target] | None:
+        own = [c for c in cands if c.cluster_queue == self.cq.name]
+        if self.borrow_below is not None:
+            if not self._under_nominal():
+                cands = [c for c in cands
+                         if c.cluster_queue == self.cq.name or c.priority < self.borrow_below]
+            return self.minimal(cands, True, self.borrow_below)
+        if self._under_nominal():
+            found = self.minimal(cands, False, None)
+            if found:
+                return found
+        return self.minimal(own, True, None)
+
+    def _under_nominal(self) -> bool:
+        node = self.cq.node
+        return all(node.usage.get(fr, 0) < node.nominal(fr) for fr in self.frs)
+
+    def minimal(self, cands: list[Workload], allow_borrowing: bool,
+                below: int | None) -> list[Target] | None:
+        targets: list[Target] = []
+        fits = False
+        for c in cands:
+            reason = R.IN_CLUSTER_QUEUE
+            if c.cluster_queue != self.cq.name:
+                reason = R.IN_COHORT_RECLAMATION
+                if not self.cache.is_borrowing(self.cache.cqs[c.cluster_queue], self.frs):
+                    continue
+                if below is not None:
+                    if c.priority >= below:
+                        allow_borrowing = False
+                    else:
+                        reason = R.IN_COHORT_RECLAIM_WHILE_BORROWING
+            self.take(c)
+            targets.append(Target(c, reason))
+            if self.fits(allow_borrowing):
+                fits = True
+                break
+        if not fits:
+            self.restore()
+            return None
+        found = self.fill_back(targets, allow_borrowing)
+        self.restore()
+        return found
+
+    # ---- fair sharing
+    def fair(self, cands: list[Workload]) -> list[Target] | None:
+        cache, cq, a = self.cache, self.cq, self.a
+        node = cq.node
+        per_queue: dict[str, list[Workload]] = {}
+        for c in cands:
+            per_queue.setdefault(c.cluster_queue, []).append(c)
+
+        def share(name: str) -> int:
+            return dominant_share(cache.cqs[name])
+
+        heap = [(-share(name), name) for name in per_queue]
+        heapq.heapify(heap)
+        new_share = dominant_share(node, a.usage)
+        targets: list[Target] = []
+        retry: list[Workload] = []
+        fits = False
+        strategy: Callable[[int, int, int], bool] = less_than_or_equal_to_final_share
+        while heap and not fits:
+            neg_share, name = heapq.heappop(heap)
+            queue = per_queue[name]
+            if name == cq.name:
+                c = queue.pop(0)
+                self.take(c)
+                targets.append(Target(c, R.IN_CLUSTER_QUEUE))
+                if self.fits(True):
+                    fits = True
+                    break
+                new_share = dominant_share(node, a.usage)
+                if queue:
+                    heapq.heappush(heap, (-share(name), name))
+                continue
+            other = cache.cqs[name]
+            for i, c in enumerate(queue):
+                below = self.borrow_below is not None and c.priority < self.borrow_below
+                after = dominant_share(other, minus=c.usage)
+                if below or strategy(new_share, -neg_share, after):
+                    self.take(c)
+                    targets.append(Target(c, self._cohort_reason(below)))
+                    if self.fits(True):
+                        fits = True
+                        break
+                    rest = queue[i + 1:]
+                    per_queue[name] = rest
+                    if rest and cache.is_borrowing(other, self.frs):
+                        heapq.heappush(heap, (-share(name), name))
+                    break
+                retry.append(c)
+        if not fits and retry:
+            by_queue: dict[str, list[Workload]] = {}
+            for c in retry:
+                if c not in self.removed:
+                    by_queue.setdefault(c.cluster_queue, []).append(c)
+            second = [(-share(name), name) for name in by_queue]
+            heapq.heapify(second)
+            while second and not fits:
+                neg_share, name = heapq.heappop(second)
+                if less_than_initial_share(new_share, -neg_share, 0):
+                    c = by_queue[name][0]
+                    self.take(c)
+                    targets.append(Target(c, self._cohort_reason(False)))
+                    fits = self.fits(True)
+        if not fits:
+            self.restore()
+            return None
+        found = self.fill_back(targets, True)
+        self.restore()
+        return found
+
+    def _cohort_reason(self, below_threshold: bool) -> PreemptionReason:
+        if below_threshold:
+            return R.IN_COHORT_RECLAIM_WHILE_BORROWING
+        if not self.preemptor_borrows:
+            return R.IN_COHORT_RECLAMATION
+        return R.IN_COHORT_FAIR_SHARING

@@ -1,0 +1,220 @@
+"""The scheduler's incremental state and the events that change it between cycles.
+
+Usage per queue and cohort, node reservations and the pending classes are all
+updated in place by each event (submit, requeue, remove, node and config
+changes), so a cycle never recomputes anything from scratch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from phalanx.errors import Conflict, SpecError
+from phalanx.scheduler.cache import QueueInfo, QuotaCache
+from phalanx.scheduler.flavors import Assigner
+from phalanx.scheduler.placement import NodePool, Placement, PodGroup
+from phalanx.scheduler.preemption import Preemptor
+from phalanx.scheduler.queue import QueueManager
+from phalanx.scheduler.types import Admission
+from phalanx.scheduler.workload import FR, PODS, POD_MILLIS, Workload, make_workload
+from phalanx.spec.config import QueueConfig
+from phalanx.spec.resources import JobSpec, Node
+
+HOLD_PREFIX = "hold/"  # node reservations a waiting preemptor keeps during a cycle
+
+
+class State:
+    def __init__(self, config: QueueConfig, nodes: Iterable[Node] = ()) -> None:
+        self.pool = NodePool(nodes)
+        self.jobs: dict[str, Workload] = {}
+        self.admitted: dict[str, dict[str, Workload]] = {}
+        self.waiting: dict[str, Workload] = {}  # preemptors whose victims still terminate
+        self.unreported: dict[str, Workload] = {}  # pending jobs no cycle has given a reason
+        self.orphans: dict[str, Workload] = {}  # pending jobs whose queue no longer exists
+        self.seq = 0
+        self.admit_seq = 0
+        self.cycle_no = 0
+        self.node_free_version = 0
+        self.fair_sharing = True
+        self._configure(config)
+
+    # ------------------------------------------------------------------ configuration
+    def _configure(self, config: QueueConfig) -> None:
+        self.config = config
+        self.cache = QuotaCache(config)
+        self.infos = {
+            name: QueueInfo(config.cluster_queues[name], config, self.cache.cqs[name])
+            for name in sorted(config.cluster_queues)
+        }
+        self.assigner = Assigner(self.cache, self.pool)
+        self.preemptor = Preemptor(self.cache, self.pool, self.admitted)
+        self.assigner.oracle = self.preemptor.possible
+        self.set_fair_sharing(self.fair_sharing)
+        self.queues = QueueManager()
+
+    def set_fair_sharing(self, enabled: bool) -> None:
+        self.fair_sharing = enabled
+        self.assigner.fair_sharing = enabled
+        self.preemptor.fair_sharing = enabled
+        for q in self.queues.queues.values() if hasattr(self, "queues") else ():
+            for cls in q.classes.values():
+                cls.blocked = None
+
+    def set_config(self, config: QueueConfig) -> None:
+        pending = sorted(
+            (wl for wl in self.jobs.values() if not wl.admitted), key=lambda w: w.seq
+        )
+        self._configure(config)
+        old = self.admitted
+        self.admitted = {}
+        self.preemptor.admitted = self.admitted
+        for by_name in old.values():
+            for wl in by_name.values():
+                if wl.cluster_queue in self.infos:
+                    self.cache.charge(wl.cluster_queue, wl.usage)
+                self.admitted.setdefault(wl.cluster_queue, {})[wl.name] = wl
+        self.orphans = {}
+        for wl in pending:
+            wl.cls = None
+            wl.estimate = None
+            wl.cluster_queue = self._cluster_queue_of(wl.local_queue)
+            self._enqueue(wl)
+            self.unreported[wl.name] = wl
+            wl.reason = None
+
+    def _cluster_queue_of(self, local_queue: str) -> str:
+        lq = self.config.local_queues.get(local_queue)
+        if lq is None or lq.cluster_queue not in self.config.cluster_queues:
+            return ""
+        return lq.cluster_queue
+
+    def _enqueue(self, wl: Workload) -> None:
+        if wl.cluster_queue:
+            self.queues.push(wl)
+        else:
+            self.orphans[wl.name] = wl
+
+    # ------------------------------------------------------------------ nodes
+    def upsert_node(self, node: Node) -> None:
+        self.pool.upsert(node)
+        self.node_free_version += 1
+
+    def remove_node(self, name: str) -> None:
+        self.pool.remove(name)
+        self.node_free_version += 1
+
+    # ------------------------------------------------------------------ jobs
+    def _new(self, spec: JobSpec, priority: int, submitted_at: float) -> Workload:
+        if spec.name in self.jobs:
+            existing = self.jobs[spec.name]
+            if existing.admitted:
+                raise Conflict(
+                    f"job {spec.name} is already admitted", field="name",
+                    fix="requeue or remove it first",
+                )
+            self.remove(spec.name)
+        self.seq += 1
+        return make_workload(
+            spec, local_queue=spec.queue, cluster_queue=self._cluster_queue_of(spec.queue),
+            priority=priority, submitted_at=submitted_at, seq=self.seq,
+        )
+
+    def submit(self, spec: JobSpec, priority: int, submitted_at: float) -> None:
+        wl = self._new(spec, priority, submitted_at)
+        self.jobs[wl.name] = wl
+        self._enqueue(wl)
+        self.unreported[wl.name] = wl
+
+    def restore(self, spec: JobSpec, priority: int, submitted_at: float,
+                admission: Admission) -> None:
+        wl = self._new(spec, priority, submitted_at)
+        cq = admission.cluster_queue
+        info = self.infos.get(cq)
+        by_name = {ps.name: ps for ps in wl.pod_sets}
+        usage: dict[FR, int] = {}
+        groups: list[PodGroup] = []
+        nodes: list[tuple[str, ...]] = []
+        for assigned in admission.pod_sets:
+            ps = by_name.get(assigned.name)
+            if ps is None:
+                raise SpecError(
+                    f"admission names pod set {assigned.name!r}, which job {spec.name} lacks",
+                    field="admission.podSets", fix="restore the job with the spec it ran with",
+                )
+            for res, per_pod in ps.requests:
+                flavor = assigned.flavors.get(res, "")
+                fr = (flavor, res)
+                usage[fr] = usage.get(fr, 0) + per_pod * assigned.count
+            if info is not None and info.covers_pods:
+                flavor = assigned.flavors.get(PODS) or _group_flavor(info, assigned.flavors)
+                fr = (flavor, PODS)
+                usage[fr] = usage.get(fr, 0) + POD_MILLIS * assigned.count
+            groups.append(PodGroup(ps.name, len(assigned.nodes), len(assigned.nodes),
+                                   ps.requests))
+            nodes.append(tuple(assigned.nodes))
+        wl.cluster_queue = cq
+        self.jobs[wl.name] = wl
+        self._admit(wl, admission, usage)
+        self.pool.reserve(wl.name, groups, Placement(tuple(len(n) for n in nodes), tuple(nodes)))
+
+    def _admit(self, wl: Workload, admission: Admission, usage: dict[FR, int]) -> None:
+        self.admit_seq += 1
+        wl.admission = admission
+        wl.usage = usage
+        wl.admitted_seq = self.admit_seq
+        wl.reason = None
+        self.cache.charge(admission.cluster_queue, usage)
+        self.admitted.setdefault(admission.cluster_queue, {})[wl.name] = wl
+
+    def _release(self, wl: Workload) -> None:
+        """Give back an admitted job's quota and nodes."""
+        self.cache.charge(wl.cluster_queue, wl.usage, -1)
+        self.pool.release(wl.name)
+        self.node_free_version += 1
+        self.admitted.get(wl.cluster_queue, {}).pop(wl.name, None)
+        wl.admission = None
+        wl.usage = {}
+        wl.terminating = False
+        wl.preempted_by = ""
+
+    def requeue(self, name: str, submitted_at: float | None = None) -> None:
+        wl = self.jobs.get(name)
+        if wl is None:
+            raise SpecError(f"job {name} is not known to the scheduler", field="name",
+                            fix="submit it instead")
+        if wl.admitted:
+            self._release(wl)
+            wl.cluster_queue = self._cluster_queue_of(wl.local_queue)
+        else:
+            self._dequeue(wl)
+        if submitted_at is not None:
+            wl.submitted_at = submitted_at
+        self._enqueue(wl)
+        self.unreported[wl.name] = wl
+        wl.reason = None
+
+    def _dequeue(self, wl: Workload) -> None:
+        self.queues.discard(wl)
+        self.orphans.pop(wl.name, None)
+        self.waiting.pop(wl.name, None)
+        wl.waiting_for = ()
+        wl.hold = None
+
+    def remove(self, name: str) -> None:
+        wl = self.jobs.pop(name, None)
+        if wl is None:
+            return
+        if wl.admitted:
+            self._release(wl)
+        else:
+            self._dequeue(wl)
+        self.unreported.pop(name, None)
+
+
+def _group_flavor(info: QueueInfo, flavors: dict[str, str]) -> str:
+    """The flavor a pod set got for the resource group that covers ``pods``."""
+    group = info.groups[info.group_of[PODS]]
+    for res in sorted(group.resources):
+        if res in flavors:
+            return flavors[res]
+    return group.flavors[0].name

@@ -1,0 +1,277 @@
+"""The Python client of the control plane's HTTP API (``/v1``)."""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from phalanx.errors import (
+    ERROR_TYPES,
+    AuthError,
+    Conflict,
+    ConnectionFailed,
+    NotFound,
+    PhalanxError,
+    ServerError,
+    SpecError,
+)
+from phalanx.sdk.config import Endpoint, resolve_endpoint
+from phalanx.sdk.documents import to_config_documents, to_job_spec
+from phalanx.spec.status import JobDetail, JobEvent, JobRecord, JobStatus
+
+_BY_STATUS: dict[int, type[PhalanxError]] = {
+    400: SpecError,
+    401: AuthError,
+    403: AuthError,
+    404: NotFound,
+    409: Conflict,
+    422: SpecError,
+}
+
+
+def error_from_response(response: httpx.Response) -> PhalanxError:
+    """The phalanx.errors exception an error response stands for, with its field and fix."""
+    body: Any = None
+    with contextlib.suppress(ValueError):
+        body = response.json()
+    error = body.get("error") if isinstance(body, dict) else None
+    if isinstance(error, dict) and isinstance(error.get("message"), str):
+        cls = ERROR_TYPES.get(str(error.get("type")))
+        if cls is None:
+            cls = _BY_STATUS.get(response.status_code, ServerError)
+        field, fix = error.get("field"), error.get("fix")
+        return cls(
+            error["message"],
+            field=field if isinstance(field, str) else None,
+            fix=fix if isinstance(fix, str) else None,
+        )
+    cls = _BY_STATUS.get(response.status_code, ServerError)
+    text = response.text.strip()[:200] or response.reason_phrase
+    return cls(f"HTTP {response.status_code} from {response.request.url}: {text}")
+
+
+def _job_path(name: str, *rest: str) -> str:
+    return "/".join(["/v1/jobs", quote(name, safe=""), *rest])
+
+
+def _status_params(status: JobStatus | str | Iterable[JobStatus | str] | None) -> list[str]:
+    if status is None:
+        return []
+    items = [status] if isinstance(status, str) else list(status)
+    out = []
+    for item in items:
+        try:
+            out.append(JobStatus(item).value)
+        except ValueError:
+            matches = [s.value for s in JobStatus if s.value.lower() == str(item).lower()]
+            if not matches:
+                raise SpecError(
+                    f"unknown job status {item!r}",
+                    field="status",
+                    fix=f"use one of {', '.join(s.value for s in JobStatus)}",
+                ) from None
+            out.append(matches[0])
+    return out
+
+
+class Client:
+    """A connection to one Phalanx control plane.
+
+    ``url`` and ``token`` default to ``$PHALANX_URL`` / ``$PHALANX_TOKEN``, then to what
+    the server running on the state directory (``home``, default ``$PHALANX_HOME`` or
+    ``~/.phalanx``) wrote there.
+    """
+
+    def __init__(
+        self,
+        url: str | None = None,
+        token: str | None = None,
+        *,
+        home: str | Path | None = None,
+        timeout: float = 30.0,
+    ) -> None:
+        self.endpoint: Endpoint = resolve_endpoint(url, token, home)
+        self.timeout = timeout
+        headers = {"Accept": "application/json"}
+        if self.endpoint.token:
+            headers["Authorization"] = f"Bearer {self.endpoint.token}"
+        self._http = httpx.Client(base_url=self.endpoint.url, headers=headers, timeout=timeout)
+
+    @property
+    def url(self) -> str:
+        return self.endpoint.url
+
+    # ------------------------------------------------------------------ plumbing
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Client({self.url!r})"
+
+    def _unreachable(self, exc: httpx.TransportError) -> ConnectionFailed:
+        if isinstance(exc, httpx.TimeoutException) and not isinstance(exc, httpx.ConnectTimeout):
+            return ConnectionFailed(
+                f"the Phalanx control plane at {self.url} did not answer in time ({exc})",
+                fix="check `phalanx status`, or pass a longer timeout",
+            )
+        return ConnectionFailed(
+            f"no Phalanx control plane at {self.url}",
+            fix="start one with `phalanx up -d`, or set PHALANX_URL to where it runs",
+        )
+
+    def _request(self, method: str, path: str, **kwargs: Any) -> Any:
+        try:
+            response = self._http.request(method, path, **kwargs)
+        except httpx.TransportError as exc:
+            raise self._unreachable(exc) from None
+        if response.is_error:
+            raise error_from_response(response)
+        return response.json()
+
+    # ------------------------------------------------------------------ server
+    def healthy(self) -> bool:
+        """Whether the control plane answers ``/healthz`` (needs no token)."""
+        try:
+            return self._http.get("/healthz").status_code == 200
+        except httpx.TransportError:
+            return False
+
+    def version(self) -> str:
+        """The server's version."""
+        return str(self._request("GET", "/v1/version")["version"])
+
+    def status(self) -> dict[str, Any]:
+        """The server's version, start time, compute plane, store, job counts and nodes."""
+        result: dict[str, Any] = self._request("GET", "/v1/status")
+        return result
+
+    # ------------------------------------------------------------------ jobs
+    def submit(self, job: object) -> JobRecord:
+        """Submit a job (a JobSpec, a ``phalanx.Job`` builder, a dict or a YAML file path).
+
+        The job is validated locally first: bad input raises SpecError and sends nothing.
+        """
+        spec = to_job_spec(job)
+        return JobRecord.model_validate(self._request("POST", "/v1/jobs", json=spec.to_dict()))
+
+    def get(self, name: str) -> JobDetail:
+        """A job with its status, pods and events."""
+        return JobDetail.model_validate(self._request("GET", _job_path(name)))
+
+    def list(
+        self,
+        status: JobStatus | str | Iterable[JobStatus | str] | None = None,
+        queue: str | None = None,
+        limit: int | None = None,
+    ) -> builtins.list[JobRecord]:
+        """Jobs, oldest submission first, optionally filtered by status and LocalQueue."""
+        params: builtins.list[tuple[str, str]] = [("status", s) for s in _status_params(status)]
+        if queue is not None:
+            params.append(("queue", queue))
+        if limit is not None:
+            params.append(("limit", str(limit)))
+        items = self._request("GET", "/v1/jobs", params=params)["items"]
+        return [JobRecord.model_validate(item) for item in items]
+
+    def wait(
+        self,
+        name: str,
+        timeout: float | None = None,
+        poll: float = 0.5,
+        *,
+        on_update: Callable[[JobDetail], None] | None = None,
+    ) -> JobRecord:
+        """Block until the job is Succeeded, Failed or Cancelled and return it.
+
+        ``on_update`` sees the job at each poll (for progress displays). Raises
+        TimeoutError if the job is still going after ``timeout`` seconds.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            record = self.get(name)
+            if on_update is not None:
+                on_update(record)
+            if record.status.terminal:
+                return record
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TimeoutError(f"job {name} is still {record.status.value} after {timeout}s")
+            pause = poll if deadline is None else min(poll, max(0.0, deadline - time.monotonic()))
+            time.sleep(pause)
+
+    def logs(self, name: str, pod: int | str | None = None, follow: bool = False) -> Iterator[str]:
+        """The job's log lines (one pod's, by rank or name, or all, prefixed by pod name).
+
+        With ``follow`` the iterator keeps going while the job runs and ends once it is
+        finished and its logs are drained.
+        """
+        params = {"follow": "true" if follow else "false"}
+        if pod is not None:
+            params["pod"] = str(pod)
+        # A followed log may stay silent for as long as the job does: no read timeout then.
+        timeout = httpx.Timeout(self.timeout, read=None) if follow else self.timeout
+        try:
+            with self._http.stream(
+                "GET", _job_path(name, "logs"), params=params, timeout=timeout
+            ) as response:
+                if response.is_error:
+                    response.read()
+                    raise error_from_response(response)
+                yield from response.iter_lines()
+        except httpx.TransportError as exc:
+            raise self._unreachable(exc) from None
+
+    def cancel(self, name: str) -> JobRecord:
+        """Cancel a job (a no-op for a finished one); its pods are stopped."""
+        return JobRecord.model_validate(self._request("POST", _job_path(name, "cancel")))
+
+    def events(self, name: str) -> builtins.list[JobEvent]:
+        items = self._request("GET", _job_path(name, "events"))["items"]
+        return [JobEvent.model_validate(item) for item in items]
+
+    # ------------------------------------------------------------------ queues, nodes, config
+    def queues(self) -> dict[str, Any]:
+        """ClusterQueues with their usage per flavor and resource, LocalQueues and cohorts."""
+        result: dict[str, Any] = self._request("GET", "/v1/queues")
+        return result
+
+    def nodes(self) -> builtins.list[dict[str, Any]]:
+        """Nodes with allocatable and used resources, labels, taints and health."""
+        items: builtins.list[dict[str, Any]] = self._request("GET", "/v1/nodes")["items"]
+        return items
+
+    def apply(
+        self, documents: Sequence[Mapping[str, Any]] | str | Path
+    ) -> builtins.list[dict[str, Any]]:
+        """Create or update flavors, cohorts, queues and priority classes, all or nothing.
+
+        Returns one ``{"kind", "name", "action"}`` per document.
+        """
+        docs = to_config_documents(documents)
+        applied: builtins.list[dict[str, Any]] = self._request(
+            "POST", "/v1/config/apply", json={"documents": docs}
+        )["applied"]
+        return applied
+
+    def config(self) -> builtins.list[dict[str, Any]]:
+        """The current queue configuration, as documents."""
+        documents: builtins.list[dict[str, Any]] = self._request("GET", "/v1/config")["documents"]
+        return documents

@@ -1,0 +1,67 @@
+"""Finding the control plane: its URL and API token.
+
+Explicit arguments win, then the ``PHALANX_URL`` / ``PHALANX_TOKEN`` environment
+variables, then the files a running server keeps in its state directory
+(``$PHALANX_HOME``, default ``~/.phalanx``): ``server.json`` and ``token``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 7780
+DEFAULT_URL = f"http://{DEFAULT_HOST}:{DEFAULT_PORT}"
+SERVER_FILE = "server.json"
+TOKEN_FILE = "token"
+LOG_FILE = "server.log"
+
+
+def phalanx_home(home: str | Path | None = None) -> Path:
+    """The state directory: ``home`` if given, else ``$PHALANX_HOME``, else ``~/.phalanx``."""
+    chosen = home or os.environ.get("PHALANX_HOME") or Path.home() / ".phalanx"
+    return Path(chosen).expanduser()
+
+
+def read_server_info(home: Path) -> dict[str, Any] | None:
+    """What a running server wrote to ``server.json``, or None if there is none (or it is torn)."""
+    try:
+        info = json.loads((home / SERVER_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    return info if isinstance(info, dict) else None
+
+
+def read_token(home: Path) -> str | None:
+    try:
+        token = (home / TOKEN_FILE).read_text().strip()
+    except OSError:
+        return None
+    return token or None
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """Where the control plane is and how to authenticate to it."""
+
+    url: str
+    token: str | None
+    home: Path
+
+
+def resolve_endpoint(
+    url: str | None = None, token: str | None = None, home: str | Path | None = None
+) -> Endpoint:
+    state = phalanx_home(home)
+    if not url:
+        url = os.environ.get("PHALANX_URL")
+    if not url:
+        info = read_server_info(state)
+        url = str(info["url"]) if info and info.get("url") else DEFAULT_URL
+    if not token:
+        token = os.environ.get("PHALANX_TOKEN") or read_token(state)
+    return Endpoint(url=url.rstrip("/"), token=token, home=state)

@@ -1,0 +1,8 @@
+"""Persistence of the control plane: jobs, events and config in a database; pod logs on disk."""
+
+from phalanx.store.engine import default_url, parse_url
+from phalanx.store.logs import LogStore
+from phalanx.store.migrate import current_revision, head_revision
+from phalanx.store.store import Store
+
+__all__ = ["LogStore", "Store", "current_revision", "default_url", "head_revision", "parse_url"]

@@ -1,0 +1,105 @@
+"""Turning a store URL into a configured SQLAlchemy engine.
+
+SQLite is the embedded default; PostgreSQL is reached through psycopg 3 whatever
+driver the URL names (``postgresql://`` and ``postgres://`` are rewritten), so
+users never have to know SQLAlchemy's driver syntax.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import ArgumentError
+
+from phalanx.errors import SpecError
+
+DB_FILE = "phalanx.db"
+URL_FIX = "use sqlite:///PATH/TO/phalanx.db or postgresql://USER@HOST:PORT/DATABASE"
+# How long a SQLite writer waits for another process's write to finish before failing.
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+# Execution option that marks a connection as about to write; see _begin_sqlite.
+WRITE_OPTION = "phalanx_write"
+
+
+def default_url(home: Path) -> str:
+    """The SQLite file in a state directory."""
+    return f"sqlite:///{home / DB_FILE}"
+
+
+def parse_url(url: str) -> URL:
+    """Validate a store URL and pick the driver; a bare path means a SQLite file."""
+    text = url.strip()
+    if not text:
+        raise SpecError("is empty", field="db", fix=URL_FIX)
+    if "://" not in text:
+        text = f"sqlite:///{Path(text).expanduser()}"
+    try:
+        parsed = make_url(text)
+    except ArgumentError:
+        raise SpecError(f"{url!r} is not a database URL", field="db", fix=URL_FIX) from None
+    backend = parsed.get_backend_name()
+    if backend in ("postgresql", "postgres"):
+        return parsed.set(drivername="postgresql+psycopg")
+    if backend == "sqlite":
+        if not parsed.database or parsed.database == ":memory:":
+            raise SpecError(
+                "an in-memory SQLite database cannot be shared by the control plane's threads",
+                field="db", fix="give a file path: sqlite:///PATH/TO/phalanx.db",
+            )
+        return parsed.set(drivername="sqlite+pysqlite")
+    raise SpecError(f"unsupported database {backend!r}", field="db", fix=URL_FIX)
+
+
+def display_url(url: URL) -> str:
+    """The URL with any password masked, for logs and status output."""
+    return url.render_as_string(hide_password=True)
+
+
+def is_sqlite(engine: Engine) -> bool:
+    return engine.dialect.name == "sqlite"
+
+
+def create_store_engine(url: URL) -> Engine:
+    if url.get_backend_name() == "sqlite":
+        return _sqlite_engine(url)
+    # pre_ping: a PostgreSQL restart must cost one reconnect, not a failed API request.
+    return create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=20)
+
+
+def _sqlite_engine(url: URL) -> Engine:
+    assert url.database is not None
+    Path(url.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+    engine = create_engine(
+        url,
+        connect_args={"check_same_thread": False, "timeout": SQLITE_BUSY_TIMEOUT_MS / 1000},
+        pool_size=5,
+        max_overflow=20,
+    )
+    event.listen(engine, "connect", _configure_sqlite)
+    event.listen(engine, "begin", _begin_sqlite)
+    return engine
+
+
+def _configure_sqlite(dbapi_connection: Any, _record: Any) -> None:
+    # Let SQLAlchemy, not the sqlite3 module, decide where transactions begin, so DDL
+    # stays transactional and writers can take the lock up front (see _begin_sqlite).
+    dbapi_connection.isolation_level = None
+    cursor = dbapi_connection.cursor()
+    try:
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.execute("PRAGMA foreign_keys=ON")
+    finally:
+        cursor.close()
+
+
+def _begin_sqlite(connection: Any) -> None:
+    # A deferred transaction that reads and then writes fails at once with SQLITE_BUSY if
+    # another writer committed in between; BEGIN IMMEDIATE takes the write lock first and
+    # waits for it under busy_timeout instead.
+    write = connection.get_execution_options().get(WRITE_OPTION, False)
+    connection.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")

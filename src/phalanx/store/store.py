@@ -1,0 +1,263 @@
+"""The control plane's store of jobs, job events and queue configuration.
+
+Every method is one short transaction on a pooled connection, so the scheduling
+loop and the HTTP request threads can share one Store. The loop's writes come in
+batches (``save_jobs``): one transaction and one executemany per table per cycle.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Collection, Iterable, Iterator
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from sqlalchemy import Connection, Insert, func, insert, select
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import DBAPIError, IntegrityError
+
+from phalanx.errors import Conflict, NotFound, ServerError, SpecError
+from phalanx.spec.base import validate
+from phalanx.spec.config import QueueConfig
+from phalanx.spec.status import JobEvent, JobRecord, JobStatus
+from phalanx.store import migrate
+from phalanx.store.engine import (
+    WRITE_OPTION,
+    create_store_engine,
+    default_url,
+    display_url,
+    is_sqlite,
+    parse_url,
+)
+from phalanx.store.rows import event_from_row, event_row, job_from_row, job_row
+from phalanx.store.tables import job_events, jobs, queue_config
+
+_CONFIG_ROW = 1
+
+
+class Store:
+    """Jobs, events and the queue configuration in SQLite (default) or PostgreSQL."""
+
+    def __init__(self, url: str) -> None:
+        self._url = parse_url(url)
+        self.engine = create_store_engine(self._url)
+        self._writer = self.engine.execution_options(**{WRITE_OPTION: True})
+        # SQLite has one writer at a time anyway; queueing this process's writers on a
+        # lock is fairer and cheaper than having them spin in SQLite's busy handler.
+        self._write_lock = threading.Lock() if is_sqlite(self.engine) else None
+        dialect_insert = sqlite.insert if is_sqlite(self.engine) else postgresql.insert
+        upsert = dialect_insert(jobs)
+        self._upsert_jobs: Insert = upsert.on_conflict_do_update(
+            index_elements=[jobs.c.name],
+            set_={c.name: upsert.excluded[c.name] for c in jobs.c if not c.primary_key},
+        )
+        config_upsert = dialect_insert(queue_config)
+        self._upsert_config: Insert = config_upsert.on_conflict_do_update(
+            index_elements=[queue_config.c.id],
+            set_={
+                "revision": queue_config.c.revision + 1,
+                "saved_at": config_upsert.excluded.saved_at,
+                "document": config_upsert.excluded.document,
+            },
+        )
+        try:
+            migrate.upgrade(self.engine)
+        except DBAPIError as exc:
+            self.engine.dispose()
+            raise ServerError(
+                f"cannot open the store at {self.url}: {exc.orig or exc}",
+                field="db",
+                fix="check the URL, that the database server is running and that you may "
+                "create tables in it",
+            ) from exc
+        except BaseException:
+            self.engine.dispose()
+            raise
+
+    @classmethod
+    def for_home(cls, home: Path, url: str | None = None) -> Store:
+        """The store of a state directory: ``url`` if given, else its SQLite file."""
+        return cls(url or default_url(home))
+
+    @property
+    def url(self) -> str:
+        """The database URL with any password masked."""
+        return display_url(self._url)
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    @contextlib.contextmanager
+    def _write(self) -> Iterator[Connection]:
+        with self._write_lock or contextlib.nullcontext(), self._writer.begin() as connection:
+            yield connection
+
+    # ------------------------------------------------------------------ config
+    def load_config(self) -> QueueConfig | None:
+        """The last saved queue configuration, or None if none was ever saved."""
+        with self.engine.connect() as connection:
+            document = connection.execute(
+                select(queue_config.c.document).where(queue_config.c.id == _CONFIG_ROW)
+            ).scalar_one_or_none()
+        if document is None:
+            return None
+        return validate(QueueConfig, document, prefix="stored queue configuration")
+
+    def save_config(self, config: QueueConfig) -> None:
+        """Replace the stored configuration as a whole."""
+        row = {"id": _CONFIG_ROW, "revision": 1, "saved_at": time.time(),
+               "document": config.to_dict()}
+        with self._write() as connection:
+            connection.execute(self._upsert_config, row)
+
+    # ------------------------------------------------------------------ jobs
+    def create_job(self, record: JobRecord, event: JobEvent | None = None) -> None:
+        """Store a new job (and its first event); Conflict if the name is taken."""
+        if event is not None and event.job != record.name:
+            raise SpecError(
+                f"names job {event.job!r}, not the job being created ({record.name!r})",
+                field="event.job", fix="pass an event of the job being created",
+            )
+        try:
+            with self._write() as connection:
+                connection.execute(insert(jobs), job_row(record))
+                if event is not None:
+                    connection.execute(insert(job_events), event_row(event))
+        except IntegrityError:
+            if self._job_exists(record.name):
+                raise Conflict(
+                    f"a job named {record.name!r} already exists", field="name",
+                    fix="choose another name (names of finished jobs stay taken)",
+                ) from None
+            raise
+
+    def get_job(self, name: str) -> JobRecord:
+        with self.engine.connect() as connection:
+            row = connection.execute(
+                select(jobs.c.name, jobs.c.record).where(jobs.c.name == name)
+            ).mappings().one_or_none()
+        if row is None:
+            raise NotFound(
+                f"job {name!r} does not exist", field="name",
+                fix="check the name with `phalanx jobs`",
+            )
+        return job_from_row(row)
+
+    def list_jobs(
+        self,
+        *,
+        statuses: Collection[JobStatus] | None = None,
+        queue: str | None = None,
+        limit: int | None = None,
+    ) -> list[JobRecord]:
+        """Jobs ordered by submission time then name; ``limit`` keeps the newest."""
+        query = select(jobs.c.name, jobs.c.record)
+        if statuses is not None:
+            query = query.where(jobs.c.status.in_([_status(s) for s in statuses]))
+        if queue is not None:
+            query = query.where(jobs.c.queue == queue)
+        newest_first = limit is not None
+        if limit is not None:
+            if limit < 0:
+                raise SpecError(f"is {limit}", field="limit", fix="use 0 or more")
+            query = query.order_by(jobs.c.submitted_at.desc(), jobs.c.name.desc()).limit(limit)
+        else:
+            query = query.order_by(jobs.c.submitted_at, jobs.c.name)
+        with self.engine.connect() as connection:
+            rows = connection.execute(query).mappings().all()
+        records = [job_from_row(row) for row in rows]
+        if newest_first:
+            records.reverse()
+        return records
+
+    def count_jobs_by_status(self) -> dict[str, int]:
+        """The number of jobs in each status, every status present (zero included)."""
+        counts = {status.value: 0 for status in JobStatus}
+        with self.engine.connect() as connection:
+            for status, count in connection.execute(
+                select(jobs.c.status, func.count()).group_by(jobs.c.status)
+            ):
+                counts[status] = count
+        return counts
+
+    def save_jobs(self, records: Iterable[JobRecord], events: Iterable[JobEvent] = ()) -> None:
+        """Upsert the records and add the events, all in one transaction.
+
+        A name given twice keeps its last record. Events may belong to jobs of this
+        batch; an event of a job that exists nowhere fails the whole batch (NotFound).
+        """
+        rows = list({record.name: job_row(record) for record in records}.values())
+        event_rows = [event_row(event) for event in events]
+        if not rows and not event_rows:
+            return
+        try:
+            with self._write() as connection:
+                if rows:
+                    connection.execute(self._upsert_jobs, rows)
+                if event_rows:
+                    connection.execute(insert(job_events), event_rows)
+        except IntegrityError:
+            self._raise_unknown_jobs(event_rows, {row["name"] for row in rows})
+            raise
+
+    def _job_exists(self, name: str) -> bool:
+        with self.engine.connect() as connection:
+            found = connection.execute(select(jobs.c.name).where(jobs.c.name == name)).first()
+        return found is not None
+
+    def _raise_unknown_jobs(self, event_rows: list[dict[str, Any]], batch: set[str]) -> None:
+        """After a failed write: NotFound naming the events' unknown jobs, if any."""
+        names = {row["job"] for row in event_rows} - batch
+        if not names:
+            return
+        with self.engine.connect() as connection:
+            known = set(connection.execute(
+                select(jobs.c.name).where(jobs.c.name.in_(names))
+            ).scalars())
+        missing = sorted(names - known)
+        if missing:
+            raise NotFound(
+                f"events name job(s) that do not exist: {', '.join(missing)}; nothing was saved",
+                field="events.job", fix="create the job before adding its events",
+            )
+
+    # ------------------------------------------------------------------ events
+    def add_events(self, events: Iterable[JobEvent]) -> None:
+        self.save_jobs((), events)
+
+    def list_events(self, job: str, limit: int | None = None) -> list[JobEvent]:
+        """A job's events in time order; ``limit`` keeps the newest."""
+        query = select(job_events).where(job_events.c.job == job)
+        if limit is not None:
+            if limit < 0:
+                raise SpecError(f"is {limit}", field="limit", fix="use 0 or more")
+            query = query.order_by(job_events.c.time.desc(), job_events.c.id.desc()).limit(limit)
+        else:
+            query = query.order_by(job_events.c.time, job_events.c.id)
+        with self.engine.connect() as connection:
+            rows = connection.execute(query).mappings().all()
+        events = [event_from_row(row) for row in rows]
+        if limit is not None:
+            events.reverse()
+        return events
+
+
+def _status(value: JobStatus | str) -> str:
+    try:
+        return JobStatus(value).value
+    except ValueError:
+        known = ", ".join(s.value for s in JobStatus)
+        raise SpecError(f"unknown job status {value!r}", field="status",
+                        fix=f"use one of {known}") from None

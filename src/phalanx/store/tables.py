@@ -1,0 +1,66 @@
+"""The store's tables, as the latest migration leaves them.
+
+Jobs keep the columns the control plane filters and sorts on, plus the whole
+JobRecord as JSON, so a new JobRecord field needs no migration. Changing this
+file means adding a migration in ``migrations/versions``; a test checks that
+the two agree.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Column,
+    Double,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+)
+
+metadata = MetaData()
+
+# SQLite only auto-increments INTEGER PRIMARY KEY; PostgreSQL gets a 64-bit identity.
+EventId = BigInteger().with_variant(Integer(), "sqlite")
+
+jobs = Table(
+    "jobs",
+    metadata,
+    Column("name", String(255), primary_key=True),
+    Column("status", String(32), nullable=False),
+    Column("queue", String(255), nullable=False),
+    Column("cluster_queue", String(255), nullable=False),
+    Column("priority", Integer, nullable=False),
+    Column("submitted_at", Double, nullable=False),
+    Column("finished_at", Double, nullable=True),
+    Column("record", JSON, nullable=False),
+    Index("ix_jobs_status", "status"),
+    Index("ix_jobs_queue", "queue"),
+    Index("ix_jobs_submitted_at_name", "submitted_at", "name"),
+)
+
+job_events = Table(
+    "job_events",
+    metadata,
+    Column("id", EventId, primary_key=True, autoincrement=True),
+    Column("job", String(255), ForeignKey("jobs.name", ondelete="CASCADE"), nullable=False),
+    Column("time", Double, nullable=False),
+    Column("type", String(32), nullable=False),
+    Column("reason", String(255), nullable=False),
+    Column("message", Text, nullable=False),
+    Index("ix_job_events_job_time", "job", "time"),
+)
+
+# One row (id 1) holding the whole queue configuration: it is read and replaced whole.
+queue_config = Table(
+    "queue_config",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=False),
+    Column("revision", Integer, nullable=False),
+    Column("saved_at", Double, nullable=False),
+    Column("document", JSON, nullable=False),
+)

@@ -1,0 +1,3 @@
+from tests.sdk.http_recorder import recorder
+
+__all__ = ["recorder"]

@@ -1,0 +1,156 @@
+"""How results look to people: ages, quantities, and the tables built from API shapes."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import pytest
+from rich.console import Console, RenderableType
+
+from phalanx.cli import render
+from phalanx.spec import load_job_yaml
+from phalanx.spec.status import JobDetail, JobEvent, JobRecord, JobStatus, PodInfo
+
+NOW = 1_700_000_000.0
+SPEC = load_job_yaml(
+    "name: train\npriority: high\nkind: torch\nmaxRuntime: 2h\n"
+    "podSets:\n- name: worker\n  replicas: 2\n  resources: {cpu: 500m, memory: 2Gi}\n"
+    "  command: [python, train.py]\n"
+)
+
+
+def text(renderable: RenderableType) -> str:
+    buffer = io.StringIO()
+    Console(file=buffer, width=200, color_system=None).print(renderable)
+    return buffer.getvalue()
+
+
+def record(**fields: Any) -> JobRecord:
+    base: dict[str, Any] = {
+        "name": "train", "spec": SPEC, "queue": "default", "cluster_queue": "default",
+        "priority": 100, "submitted_at": NOW - 200, "queued_at": NOW - 200,
+    }
+    return JobRecord(**{**base, **fields})
+
+
+@pytest.mark.parametrize(
+    ("delta", "expected"),
+    [(0.2, "just now"), (42, "42s ago"), (180, "3m ago"), (3 * 3600 + 5, "3h ago"),
+     (2 * 86400, "2d ago")],
+)
+def test_ago(delta: float, expected: str) -> None:
+    assert render.ago(NOW - delta, NOW) == expected
+
+
+def test_ago_and_elapsed_of_nothing() -> None:
+    assert render.ago(None) == "-"
+    assert render.elapsed(None, None) == "-"
+    assert render.elapsed(NOW - 90, NOW) == "1m30s"
+    assert render.elapsed(NOW - 5, None, NOW) == "5s"  # still running: until now
+
+
+@pytest.mark.parametrize(
+    ("value", "resource", "expected"),
+    [("2147483648", "memory", "2Gi"), ("1500m", "cpu", "1500m"), ("4", "nvidia.com/gpu", "4"),
+     (1073741824, "memory", "1Gi"), ("weird", "cpu", "weird")],
+)
+def test_show_quantity_is_resource_aware(value: str | int, resource: str, expected: str) -> None:
+    assert render.show_quantity(value, resource) == expected
+
+
+def test_jobs_table_shows_pending_reason_for_queued_jobs() -> None:
+    queued = record(
+        pending_code="QuotaExhausted",
+        pending_message="needs 1 cpu; default has 0.5 free",
+    )
+    running = record(
+        name="other", status=JobStatus.RUNNING, started_at=NOW - 65,
+        admission={"podSets": [{"name": "worker", "count": 1, "flavors": {}, "nodes": ["n"]}]},
+    )
+    failed = record(name="bad", status=JobStatus.FAILED, started_at=NOW - 100,
+                    finished_at=NOW - 40, message="pod train-worker-1 exited with code 3")
+    out = text(render.jobs_table([queued, running, failed], NOW))
+    header = out.splitlines()[0].split()
+    assert header == ["NAME", "QUEUE", "STATUS", "PRIORITY", "PODS", "AGE", "DURATION",
+                      "REASON/MESSAGE"]
+    lines = {line.split()[0]: line for line in out.splitlines()[1:] if line.strip()}
+    assert "Queued" in lines["train"] and "needs 1 cpu; default has 0.5 free" in lines["train"]
+    assert "high (100)" in lines["train"] and "3m ago" in lines["train"]
+    assert "1/2" in lines["other"] and "1m5s" in lines["other"]
+    assert "1m " in lines["bad"] and "exited with code 3" in lines["bad"]
+
+
+def test_describe_shows_placement_pods_events_and_why_pending() -> None:
+    admission = {
+        "job": "train", "clusterQueue": "default", "borrowing": True,
+        "podSets": [{"name": "worker", "count": 2, "flavors": {"cpu": "local", "memory": "local"},
+                     "nodes": ["box", "box"]}],
+    }
+    detail = JobDetail(
+        **record(status=JobStatus.RUNNING, admission=admission, started_at=NOW - 30,
+                 attempt=1).model_dump(),
+        pods=[
+            PodInfo(name="train-worker-0", pod_set="worker", index=0, rank=0, node="box",
+                    phase="Running", pid=4242, started_at=NOW - 30),
+            PodInfo(name="train-worker-1", pod_set="worker", index=1, rank=1, node="box",
+                    phase="Failed", exit_code=3, reason="Error"),
+        ],
+        events=[JobEvent(job="train", time=NOW - 60, reason="Admitted",
+                         message="admitted to default")],
+    )
+    out = text(render.describe_job(detail, NOW))
+    assert "default (ClusterQueue default)" in out
+    assert "Max runtime  2h" in out
+    assert "Status       Running" in out
+    assert "cpu=500m memory=2Gi" in out
+    assert "Placement on ClusterQueue default (borrowing from the cohort)" in out
+    assert "cpu: local, memory: local" in out and "box x2" in out
+    assert "4242" in out and "Error" in out
+    assert "admitted to default" in out and "1m ago" in out
+
+    queued = JobDetail(**record(pending_code="NoNodeFits",
+                                pending_message="no node has 2 free cpu").model_dump())
+    out = text(render.describe_job(queued, NOW))
+    assert "Waiting for  no node has 2 free cpu [NoNodeFits]" in out
+    assert "Placement" not in out
+
+
+def test_queues_view_from_api_shape() -> None:
+    data = {
+        "clusterQueues": [{
+            "name": "team-a", "cohort": "research", "pending": 3, "admitted": 1,
+            "stopped": False, "weightedShare": 0.5,
+            "usage": [
+                {"flavor": "local", "resource": "cpu", "nominal": "2", "used": "1500m",
+                 "borrowed": "0", "lendable": "2"},
+                {"flavor": "local", "resource": "memory", "nominal": "4294967296",
+                 "used": "1Gi", "borrowed": "0", "lendable": "4Gi"},
+            ],
+        }],
+        "localQueues": [{"name": "team-a", "clusterQueue": "team-a", "pending": 3,
+                         "admitted": 1}],
+        "cohorts": [{"name": "research", "parent": None}],
+    }
+    out = text(render.queues_view(data))
+    rows = [line.split() for line in out.splitlines()]
+    assert ["team-a", "research", "3", "1", "local", "cpu", "2", "1500m", "0"] in rows
+    assert ["local", "memory", "4Gi", "1Gi", "0"] in rows
+    assert ["team-a", "team-a", "3", "1"] in rows
+
+
+def test_nodes_table_from_api_shape() -> None:
+    nodes = [{
+        "name": "box", "labels": {"phalanx.dev/flavor": "local"}, "taints": [],
+        "allocatable": {"cpu": "2", "memory": "8Gi"}, "used": {"cpu": "500m"},
+        "unschedulable": True, "health": "degraded", "healthReasons": ["GPU 0 hot"],
+    }]
+    out = text(render.nodes_table(nodes))
+    assert "CPU USED/ALLOC" in out and "MEMORY USED/ALLOC" in out
+    assert "500m/2" in out and "0/8Gi" in out
+    assert "degraded, cordoned (GPU 0 hot)" in out
+
+
+def test_applied_lines() -> None:
+    applied = [{"kind": "ClusterQueue", "name": "team-a", "action": "created"}]
+    assert render.applied_lines(applied) == ["clusterqueue/team-a created"]

@@ -1,0 +1,82 @@
+"""A real control plane started the way users start it: ``phalanx up`` in a subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+STARTUP_SECONDS = 60.0
+
+
+class LiveServer:
+    def __init__(self, home: Path) -> None:
+        self.home = home
+        self.url = ""
+        self.token = ""
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def env(self) -> dict[str, str]:
+        """Environment for a client that finds the server through the state directory only."""
+        env = {k: v for k, v in os.environ.items() if k not in ("PHALANX_URL", "PHALANX_TOKEN")}
+        env["PHALANX_HOME"] = str(self.home)
+        return env
+
+    def start(self) -> LiveServer:
+        self.home.mkdir(parents=True, exist_ok=True)
+        log = (self.home / "server.log").open("ab")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "phalanx.cli.main", "up", "--port", "0"],
+            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=self.env,
+            cwd=self.home,
+        )
+        log.close()
+        deadline = time.monotonic() + STARTUP_SECONDS
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError("phalanx up died:\n" + self.log())
+            try:
+                info = json.loads((self.home / "server.json").read_text())
+                if httpx.get(info["url"] + "/healthz", timeout=1).status_code == 200:
+                    self.url = info["url"]
+                    self.token = (self.home / "token").read_text().strip()
+                    return self
+            except (OSError, ValueError, KeyError, httpx.HTTPError):
+                pass
+            time.sleep(0.1)
+        self.stop()
+        raise RuntimeError("phalanx up did not answer:\n" + self.log())
+
+    def log(self) -> str:
+        try:
+            return (self.home / "server.log").read_text()[-4000:]
+        except OSError:
+            return ""
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+
+
+@pytest.fixture(scope="module")
+def live_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    server = LiveServer(tmp_path_factory.mktemp("phalanx-home")).start()
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -6,11 +6,15 @@ falls as training goes on.
 """
 
 import os
+import warnings
 
-import torch
-import torch.distributed as dist
-from torch import nn
-from torch.nn.parallel import DistributedDataParallel
+# The CPU wheel warns at import when NumPy is absent; this example never needs it.
+warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+from torch import nn  # noqa: E402
+from torch.nn.parallel import DistributedDataParallel  # noqa: E402
 
 EPOCHS = int(os.environ.get("EPOCHS", "20"))
 

@@ -15,6 +15,8 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.leftovers import kill_pods_under
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -107,6 +109,7 @@ def plane(tmp_path: Path) -> Iterator[ControlPlane]:
         yield cp
     finally:
         cp.stop()
+        kill_pods_under(cp.home)
 
 
 def py_job(name: str, code: str, replicas: int = 1, **extra: Any) -> dict[str, Any]:

@@ -14,6 +14,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.leftovers import kill_pods_under
+
 STARTUP_SECONDS = 60.0
 
 
@@ -71,6 +73,7 @@ class LiveServer:
                 self.proc.kill()
                 self.proc.wait()
         self.proc = None
+        kill_pods_under(self.home)
 
 
 @pytest.fixture(scope="module")

@@ -104,6 +104,7 @@ def main(
 class Compute(StrEnum):
     LOCAL = "local"
     SIMULATED = "simulated"
+    KUBERNETES = "kubernetes"
 
 
 @app.command()
@@ -126,6 +127,17 @@ def up(
             exists=True, dir_okay=False, resolve_path=True,
         ),
     ] = None,
+    kubeconfig: Annotated[
+        Path | None,
+        typer.Option(
+            help="Kubeconfig file (for --compute kubernetes; default: in-cluster or ~/.kube/config)",
+            exists=True, dir_okay=False, resolve_path=True,
+        ),
+    ] = None,
+    namespace: Annotated[
+        str | None,
+        typer.Option(help="Namespace the job pods run in (for --compute kubernetes)"),
+    ] = None,
     timeout: Annotated[
         float, typer.Option(help="With -d: seconds to wait for the server to answer")
     ] = 30.0,
@@ -135,7 +147,10 @@ def up(
     if not detach:
         from phalanx.server import serve  # the server's dependencies load only when serving
 
-        serve(home=home, host=host, port=port, db=db, compute=compute.value, nodes_file=nodes)
+        serve(
+            home=home, host=host, port=port, db=db, compute=compute.value, nodes_file=nodes,
+            kubeconfig=kubeconfig, namespace=namespace,
+        )
         return
     running = daemon.server_info(home)
     if running is not None and daemon.healthz(running.url):
@@ -146,6 +161,10 @@ def up(
         args += ["--db", db]
     if nodes:
         args += ["--nodes", str(nodes)]
+    if kubeconfig:
+        args += ["--kubeconfig", str(kubeconfig)]
+    if namespace:
+        args += ["--namespace", namespace]
     try:
         with err.status("Starting the Phalanx control plane...") as spinner:
             info = daemon.start_detached(

@@ -88,14 +88,20 @@ class Cycle:
         self.set_reason(wl, reason)
 
     def class_reason(self, cls: PendingClass, reason: PendingReason, start: int = 0) -> None:
+        changed = cls.reason != reason
         cls.reason = reason
-        if cls.uniform and start == 0:
-            return
         waiting = self.st.waiting
+        if cls.uniform and start == 0 and not changed:
+            for wl in cls.fresh:
+                if wl.cls is cls and wl.name not in waiting:
+                    self.set_reason(wl, reason)
+            cls.fresh.clear()
+            return
         for key in cls.keys[start:]:
             wl = cls.by_key[key]
             if wl.name not in waiting:
                 self.set_reason(wl, reason)
+        cls.fresh.clear()
         cls.uniform = start == 0
 
     # ------------------------------------------------------------------ the cycle

@@ -22,7 +22,8 @@ BlockStamp = tuple[int | None, int | None]
 
 class PendingClass:
     __slots__ = (
-        "blocked", "by_key", "cluster_queue", "key", "keys", "reason", "serial", "uniform",
+        "blocked", "by_key", "cluster_queue", "fresh", "key", "keys", "reason", "serial",
+        "uniform",
     )
 
     def __init__(self, key: tuple[object, ...], cluster_queue: str, serial: int) -> None:
@@ -34,6 +35,9 @@ class PendingClass:
         self.blocked: BlockStamp | None = None
         self.reason: PendingReason | None = None  # the class's latest reason
         self.uniform = False  # every member not in a special state carries ``reason``
+        # Members added while ``uniform``: the only ones that still need ``reason`` set, so a
+        # deep class costs one assignment per new member, not a walk per cycle.
+        self.fresh: list[Workload] = []
 
     def add(self, wl: Workload) -> bool:
         """Insert; True when ``wl`` became the head (the class must be looked at again)."""
@@ -41,7 +45,8 @@ class PendingClass:
         insort(self.keys, key)
         self.by_key[key] = wl
         wl.cls = self
-        self.uniform = False
+        if self.uniform:
+            self.fresh.append(wl)
         if self.keys[0] == key:
             self.blocked = None
             return True

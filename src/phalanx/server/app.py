@@ -11,7 +11,6 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from phalanx.version import __version__
 from phalanx.errors import AuthError, NotFound, PhalanxError, SpecError
 from phalanx.server.auth import token_matches
 from phalanx.server.controller import Controller
@@ -22,6 +21,7 @@ from phalanx.spec.quantity import format_quantity
 from phalanx.spec.resources import JobSpec
 from phalanx.spec.status import JobDetail, JobStatus, PodInfo
 from phalanx.store import LogStore
+from phalanx.version import __version__
 
 OPEN_PATHS = ("/healthz", "/metrics", "/openapi.json", "/docs", "/redoc")
 

@@ -49,12 +49,14 @@ class Controller:
         *,
         grace_seconds: float = 10.0,
         tick_seconds: float = 0.2,
+        batch_seconds: float = 0.02,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.store = store
         self.plane = plane
         self.grace_seconds = grace_seconds
         self.tick_seconds = tick_seconds
+        self.batch_seconds = batch_seconds
         self.clock = clock
         self.metrics = Metrics()
         self.started_at = clock()
@@ -63,6 +65,8 @@ class Controller:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.jobs: dict[str, JobRecord] = {}  # every non-terminal job
+        # The admitted subset: what the loop walks every step, so a deep queue costs nothing.
+        self.active: dict[str, JobRecord] = {}
         self._backoff: dict[str, float] = {}  # queued jobs held until their restart backoff ends
         self._dirty: set[str] = set()
         self._events: list[JobEvent] = []
@@ -157,7 +161,9 @@ class Controller:
                 self.step()
             except Exception:  # keep scheduling; the next step re-reads the world
                 log.exception("control loop step failed")
-            self._wake.wait(self.tick_seconds)
+            if self._wake.wait(self.tick_seconds) and self.batch_seconds:
+                # Woken by a request: let a burst of submissions land so one cycle takes them.
+                self._stop.wait(self.batch_seconds)
             self._wake.clear()
 
     def step(self) -> CycleResult:
@@ -203,6 +209,7 @@ class Controller:
                 self._requeue(record, now, "admission record missing; queued again")
                 continue
             admission = Admission.from_dict(record.admission)
+            self.active[record.name] = record
             self.scheduler.restore(
                 record.spec, priority=record.priority, submitted_at=record.submitted_at,
                 admission=admission,
@@ -237,7 +244,7 @@ class Controller:
                 else:  # an orphan (old attempt, or a job this store does not know)
                     self.plane.terminate(pod.ref.job, pod.ref.attempt, self.grace_seconds)
         self.pods = current
-        for record in [r for r in self.jobs.values() if r.status in ACTIVE]:
+        for record in list(self.active.values()):
             pods = current.get(record.name, [])
             expected = _expected_pods(record)
             status = gang_status(pods, expected)
@@ -310,6 +317,7 @@ class Controller:
 
     def _requeue(self, record: JobRecord, now: float, message: str, delay: float = 0.0) -> None:
         record.status = JobStatus.QUEUED
+        self.active.pop(record.name, None)
         record.admission = None
         record.queued_at = now
         record.message = message
@@ -331,6 +339,7 @@ class Controller:
 
     def _finish(self, record: JobRecord, status: JobStatus, message: str) -> None:
         record.status = status
+        self.active.pop(record.name, None)
         record.finished_at = self.clock()
         record.message = message
         record.pending_code = record.pending_message = None
@@ -338,7 +347,7 @@ class Controller:
         self._event(record, status.value, message, warning=status is JobStatus.FAILED)
 
     def _enforce_deadlines(self, now: float) -> None:
-        for record in self.jobs.values():
+        for record in list(self.active.values()):
             limit = record.spec.max_runtime
             if limit is None or record.stop_reason or record.status not in ACTIVE:
                 continue
@@ -358,6 +367,7 @@ class Controller:
         for admission in result.admissions:
             record = self.jobs[admission.job]
             record.status = JobStatus.ADMITTED
+            self.active[record.name] = record
             record.attempt += 1
             record.admission = admission.to_dict()
             record.admitted_at = now
@@ -375,10 +385,10 @@ class Controller:
             self.metrics.preemptions.labels(preemption.reason.value).inc()
             self._begin_stop(victim, PREEMPTED, preemption.message)
         for name, reason in result.pending.items():
-            record = self.jobs.get(name)
-            if record is not None and record.status is JobStatus.QUEUED:
-                record.pending_code = reason.code.value
-                record.pending_message = reason.message
+            waiting = self.jobs.get(name)
+            if waiting is not None and waiting.status is JobStatus.QUEUED:
+                waiting.pending_code = reason.code.value
+                waiting.pending_message = reason.message
                 self._dirty.add(name)
 
     def _launch(self, launch: _Launch) -> None:
@@ -402,7 +412,9 @@ class Controller:
                             f"on the {self.plane.name} compute plane")
 
     # ------------------------------------------------------------------ persistence
-    def _event(self, record: JobRecord, reason: str, message: str, *, warning: bool = False) -> None:
+    def _event(
+        self, record: JobRecord, reason: str, message: str, *, warning: bool = False
+    ) -> None:
         self._events.append(JobEvent(
             job=record.name, time=self.clock(), type="Warning" if warning else "Normal",
             reason=reason, message=message,

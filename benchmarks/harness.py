@@ -1,0 +1,90 @@
+"""What the benchmarks share: a real control plane in a subprocess, machine facts, output."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from phalanx.sdk import Client
+
+REPO = Path(__file__).resolve().parents[1]
+RESULTS = REPO / "benchmarks" / "results"
+
+
+def machine() -> dict[str, Any]:
+    """Where a figure was measured: it means little without this."""
+    return {
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+    }
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile (``q`` in 0..100) of a non-empty list."""
+    ordered = sorted(values)
+    rank = max(0, min(len(ordered) - 1, round(q / 100 * len(ordered) + 0.5) - 1))
+    return ordered[rank]
+
+
+def write_json(name: str, payload: dict[str, Any], out: Path | None = None) -> Path:
+    path = out or RESULTS / f"{name}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"machine": machine(), **payload}, indent=2) + "\n")
+    return path
+
+
+class ServerProcess:
+    """``phalanx up`` in the foreground of a child process, on a free port, in its own home."""
+
+    def __init__(self, home: Path, *up_args: str) -> None:
+        self.home = home
+        self.args = list(up_args)
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.url = ""
+        self.token = ""
+
+    def __enter__(self) -> ServerProcess:
+        self.home.mkdir(parents=True, exist_ok=True)
+        log = (self.home / "server.log").open("ab")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "phalanx.cli.main", "up", "--port", "0", *self.args],
+            cwd=REPO, stdout=log, stderr=log, env={**os.environ, "PHALANX_HOME": str(self.home)},
+        )
+        deadline = time.monotonic() + 60
+        info = self.home / "server.json"
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError("control plane exited:\n" + self.log_tail())
+            if info.exists():
+                self.url = json.loads(info.read_text())["url"]
+                self.token = (self.home / "token").read_text().strip()
+                with self.client() as client:
+                    if client.healthy():
+                        return self
+            time.sleep(0.1)
+        raise RuntimeError("control plane did not answer within 60 s:\n" + self.log_tail())
+
+    def client(self, timeout: float = 60.0) -> Client:
+        return Client(self.url, self.token, timeout=timeout)
+
+    def log_tail(self, lines: int = 30) -> str:
+        path = self.home / "server.log"
+        return "\n".join(path.read_text().splitlines()[-lines:]) if path.exists() else ""
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()

@@ -259,6 +259,11 @@ class LocalPlane:
             pod_set = pod_sets[ref.pod_set][1]
             planned.append(PlannedPod(ref, node, gpus_of_pod))
             env = {"PYTHONUNBUFFERED": "1", **env}
+            if "PATH" not in env:
+                # `python` in a command means the Python Phalanx runs on (its venv's packages),
+                # whether or not that venv was activated in the shell that started it.
+                bin_dir = os.path.dirname(sys.executable)
+                env["PATH"] = os.pathsep.join([bin_dir, os.environ.get("PATH", os.defpath)])
             if self.gpus:
                 env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
                 env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in gpus_of_pod)

@@ -63,5 +63,7 @@ class ConnectionFailed(PhalanxError):
 
 ERROR_TYPES: dict[str, type[PhalanxError]] = {
     cls.__name__: cls
-    for cls in (PhalanxError, SpecError, NotFound, Conflict, AuthError, ServerError, ConnectionFailed)
+    for cls in (
+        PhalanxError, SpecError, NotFound, Conflict, AuthError, ServerError, ConnectionFailed,
+    )
 }

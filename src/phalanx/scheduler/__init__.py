@@ -7,25 +7,25 @@ decisions each ``Scheduler.cycle`` returns.
 from phalanx.scheduler.core import Scheduler
 from phalanx.scheduler.types import (
     Admission,
+    ClusterQueueStatus,
     CycleResult,
     PendingCode,
     PendingReason,
     PodSetAssignment,
-    ClusterQueueStatus,
-    ResourceUsage,
     Preemption,
     PreemptionReason,
+    ResourceUsage,
 )
 
 __all__ = [
     "Admission",
     "ClusterQueueStatus",
-    "ResourceUsage",
-    "Scheduler",
     "CycleResult",
     "PendingCode",
     "PendingReason",
     "PodSetAssignment",
     "Preemption",
     "PreemptionReason",
+    "ResourceUsage",
+    "Scheduler",
 ]

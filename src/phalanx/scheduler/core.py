@@ -24,7 +24,7 @@ from phalanx.scheduler.types import (
     PendingReason,
     ResourceUsage,
 )
-from phalanx.scheduler.workload import PODS, POD_MILLIS, pod_sets_of
+from phalanx.scheduler.workload import POD_MILLIS, PODS, pod_sets_of
 from phalanx.spec.config import QueueConfig
 from phalanx.spec.quantity import format_amount
 from phalanx.spec.resources import JobSpec, Node
@@ -186,7 +186,8 @@ class Scheduler:
             node = info.node
             seen = set()
             usage = []
-            keys = [(f.name, r) for g in info.groups for f in g.flavors for r in sorted(g.resources)]
+            keys = [(f.name, r) for g in info.groups for f in g.flavors
+                    for r in sorted(g.resources)]
             keys += sorted(fr for fr in node.usage if fr not in set(keys) and node.usage[fr])
             for fr in keys:
                 if fr in seen:

@@ -125,6 +125,12 @@ class Cycle:
 
     def drain(self) -> None:
         st = self.st
+        # Walking every admitted job costs more than the rest of a busy cycle: look only
+        # when some queue is actually draining.
+        if not any(i.stop_policy == "HoldAndDrain" for i in st.infos.values()) and not any(
+            lq.stop_policy == "HoldAndDrain" for lq in st.config.local_queues.values()
+        ):
+            return
         for cq in sorted(st.admitted):
             info = st.infos.get(cq)
             for name in sorted(st.admitted[cq]):

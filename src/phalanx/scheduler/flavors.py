@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from phalanx.scheduler.cache import FlavorRef, QueueInfo, QuotaCache
 from phalanx.scheduler.placement import NodePool, Placement, PlacementFailure, PodGroup
-from phalanx.scheduler.workload import FR, PODS, POD_MILLIS, PodSetDemand, Workload
+from phalanx.scheduler.workload import FR, POD_MILLIS, PODS, PodSetDemand, Workload
 from phalanx.spec.resources import Toleration, tolerates_all
 
 NOFIT, PREEMPT, FIT = 0, 1, 2
@@ -262,6 +262,10 @@ class Assigner:
             if more == excluded:
                 break
             excluded = frozenset(more)
+            if any(all((i, g, f.name) in excluded for f in cq.groups[g].flavors)
+                   for i, choice in enumerate(a.choices)
+                   for g in {cq.group_of[res] for res in choice.flavors}):
+                break  # a pod set has no flavor left to try: the next round could only fail
         assert last_fit is not None
         return last_fit
 

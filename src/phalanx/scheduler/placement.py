@@ -7,8 +7,8 @@ anything; the scheduler then calls ``reserve`` for the jobs it admits.
 Placement packs: a pod goes to the eligible node with the least free capacity
 of the scarcest requested resource (GPUs first), so whole nodes stay free for
 large gangs. Nodes are indexed by equivalence class and free capacity (see
-``node_classes``; the walk itself is in ``packing``), which keeps a call proportional to classes plus pods rather
-than to nodes.
+``node_classes``; the walk itself is in ``packing``), which keeps a call
+proportional to classes plus pods rather than to nodes.
 """
 
 from __future__ import annotations
@@ -162,6 +162,10 @@ class NodePool:
     def reserved(self, job: str) -> dict[str, dict[str, int]]:
         return {name: dict(res) for name, res in self._jobs.get(job, {}).items()}
 
+    def holdings(self, job: str) -> Mapping[str, Mapping[str, int]]:
+        """What ``job`` holds per node, as a live read-only view (no copy)."""
+        return self._jobs.get(job, {})
+
     def usage(self) -> dict[str, dict[str, int]]:
         return {name: dict(res) for name, res in self._used.items() if res}
 
@@ -195,6 +199,40 @@ class NodePool:
             if pairs is not None and fit_count(cls.allocatable, pairs, 1):
                 return True
         return False
+
+    def room_bound(self, group: PodGroup,
+                   freed: Mapping[str, Mapping[str, int]] | None = None) -> int:
+        """At least as many pods of ``group`` as ``place`` could put down, ``freed`` added.
+
+        Pods that fit node by node on the group's eligible nodes, ignoring topology and the
+        job's other groups: a cheap necessary condition checked before a full placement.
+        """
+        sig = self._signature(group)
+        class_room = sig.class_room
+        total = 0
+        for cls, pairs, _ in sig.flat:
+            seen = class_room.get(id(cls))
+            if seen is None or seen[0] != cls.version:
+                seen = class_room[id(cls)] = (cls.version, cls.room(pairs))
+            total += seen[1]
+        if freed:
+            by_class = {id(e[0]): e for e in sig.flat}
+            for name, extra in freed.items():
+                home = self._class_of.get(name)
+                if home is None:
+                    continue
+                entry = self._entry_of(name, by_class)
+                if entry is None:
+                    continue
+                free = self._free[name]
+                more = list(free)
+                for resource, amount in extra.items():
+                    i = home.index.get(resource)
+                    if i is not None:
+                        more[i] += amount
+                pairs = entry[1]
+                total += fit_count(tuple(more), pairs, 1 << 30) - fit_count(free, pairs, 1 << 30)
+        return total
 
     def place(
         self,

@@ -66,14 +66,29 @@ class Preemptor:
         return found
 
     def candidates(self, wl: Workload, cq: QueueInfo, frs: list[FR]) -> list[Workload]:
+        out = self._gather(wl, cq, frs)
+        self._order(out, cq)
+        return out
+
+    def _gather(self, wl: Workload, cq: QueueInfo, frs: list[FR]) -> list[Workload]:
+        """The candidates, unordered."""
         out: list[Workload] = []
         p = wl.priority
+        if len(frs) == 1:  # the usual case: a plain membership test, no generator per job
+            only = frs[0]
+
+            def uses(c: Workload) -> bool:
+                return only in c.usage
+        else:
+
+            def uses(c: Workload) -> bool:
+                return any(fr in c.usage for fr in frs)
         if cq.within != NEVER:
             newer_equal = cq.within == "LowerOrNewerEqualPriority"
             for c in self.admitted.get(cq.name, {}).values():
-                if c.priority < p or (newer_equal and c.priority == p and c.newer_than(wl)):
-                    if any(fr in c.usage for fr in frs):
-                        out.append(c)
+                if (c.priority < p or (newer_equal and c.priority == p and c.newer_than(wl))
+                        ) and uses(c):
+                    out.append(c)
         node = cq.node
         if node.parent is not None and cq.reclaim != NEVER:
             any_priority = cq.reclaim == "Any"
@@ -81,11 +96,14 @@ class Preemptor:
                 if other is node or not self.cache.is_borrowing(other, frs):
                     continue
                 for c in self.admitted.get(other.name, {}).values():
-                    if (any_priority or c.priority < p) and any(fr in c.usage for fr in frs):
+                    if (any_priority or c.priority < p) and uses(c):
                         out.append(c)
-        out.sort(key=lambda c: (not c.terminating, c.cluster_queue == cq.name, c.priority,
-                                -c.admitted_seq, c.name))
         return out
+
+    @staticmethod
+    def _order(cands: list[Workload], cq: QueueInfo) -> None:
+        cands.sort(key=lambda c: (not c.terminating, c.cluster_queue == cq.name, c.priority,
+                                  -c.admitted_seq, c.name))
 
     def possible(self, wl: Workload, cq: QueueInfo, short: dict[FR, int]) -> bool:
         """Whether candidates exist that hold at least ``short`` (fr -> missing amount)."""
@@ -114,22 +132,125 @@ class Preemptor:
     def find(self, wl: Workload, cq: QueueInfo, a: Assignment) -> Outcome:
         cache, node = self.cache, cq.node
         frs = [fr for fr, v in a.usage.items() if v > cache.available(node, fr)]
-        if not frs:  # quota fits: only nodes are short
+        nodes_only = not frs
+        if nodes_only:  # quota fits: only nodes are short
             frs = sorted(a.usage)
-        cands = self.candidates(wl, cq, frs)
+        fair = self.fair_sharing and node.parent is not None
+        hopeless = fair and self._fair_hopeless(wl, a, cq, frs)
+        if hopeless and nodes_only:
+            # The caller then reports why nodes are short and never reads the candidate
+            # count, so the walk over every admitted job that counts them is skipped.
+            return Outcome(None)
+        cands = self._gather(wl, cq, frs)
         if not cands:
             return Outcome(None)
         if not self._could_cover(a, node, frs, cands):
             return Outcome(None, candidates=len(cands))
+        if hopeless:
+            return Outcome(None, candidates=len(cands))
+        self._order(cands, cq)
+        removable = self._reclaimable(a, cq, cands, frs) if fair else cands
+        if not self._nodes_could_cover(a, removable):
+            return Outcome(None, candidates=len(cands))
         search = _Search(self, wl, cq, a, frs)
         try:
-            if self.fair_sharing and node.parent is not None:
-                targets = search.fair(cands)
-            else:
-                targets = search.classic(cands)
+            targets = search.fair(cands) if fair else search.classic(cands)
             return Outcome(targets, search.placement, len(cands))
         finally:
             search.restore()
+
+    def _fair_hopeless(self, wl: Workload, a: Assignment, cq: QueueInfo, frs: list[FR]) -> bool:
+        """Whether fair-sharing preemption cannot pick anyone, known without the search.
+
+        Taking a job only lowers its queue's share. The first strategy needs the preemptor's
+        new share at most the candidate queue's share after the removal, the second strictly
+        below its share before; so a queue whose share is below the new share, or equal to it
+        with no job whose removal keeps it there, offers nobody. When no queue that could hold
+        candidates (borrowing, with admitted jobs) offers anyone, with no candidate of the
+        preemptor's own queue and no borrowWithinCohort, the search would come back empty
+        (the common case on a busy cohort).
+        """
+        if cq.borrow_within or (cq.within != NEVER and self.admitted.get(cq.name)):
+            return False
+        node = cq.node
+        if cq.reclaim == NEVER:
+            return True
+        new_share = dominant_share(node, a.usage)
+        cache, admitted = self.cache, self.admitted
+        any_priority = cq.reclaim == "Any"
+        p = wl.priority
+        for other in self._tree(node):
+            jobs = admitted.get(other.name)
+            if other is node or not jobs or not cache.is_borrowing(other, frs):
+                continue
+            share = dominant_share(other)
+            if new_share < share:
+                return False
+            if new_share > share:
+                continue
+            after_by_usage: dict[tuple[tuple[FR, int], ...], int] = {}
+            for c in jobs.values():
+                if not (any_priority or c.priority < p) or not any(fr in c.usage for fr in frs):
+                    continue
+                key = tuple(c.usage.items())
+                after = after_by_usage.get(key)
+                if after is None:
+                    after = after_by_usage[key] = dominant_share(other, minus=c.usage)
+                if new_share <= after:
+                    return False
+        return True
+
+    def _reclaimable(self, a: Assignment, cq: QueueInfo, cands: list[Workload],
+                     frs: list[FR]) -> list[Workload]:
+        """The candidates the fair-sharing search could take at most, replayed without nodes.
+
+        Each queue's share depends only on its own usage, so what the search takes from a
+        queue does not depend on the others: in candidate order, a job is taken when the
+        queue's share after its removal stays at least the preemptor's new share, until the
+        queue stops borrowing; then at most the first job it skipped, if the queue's share
+        is still above the new share. With candidates of the preemptor's own queue or
+        borrowWithinCohort the replay does not apply, and all of ``cands`` is returned.
+        """
+        node = cq.node
+        if cq.borrow_within or any(c.cluster_queue == cq.name for c in cands):
+            return cands
+        new_share = dominant_share(node, a.usage)
+        per_queue: dict[str, list[Workload]] = {}
+        for c in cands:
+            per_queue.setdefault(c.cluster_queue, []).append(c)
+        cqs = self.cache.cqs
+        out: list[Workload] = []
+        for name, queue in per_queue.items():
+            other = cqs[name]
+            gone: dict[FR, int] = {}
+            skipped: Workload | None = None
+            for c in queue:
+                after = {fr: gone.get(fr, 0) + c.usage.get(fr, 0) for fr in gone.keys() | c.usage}
+                if new_share <= dominant_share(other, minus=after):
+                    out.append(c)
+                    gone = after
+                    if not any(other.usage.get(fr, 0) - gone.get(fr, 0) > other.subtree.get(fr, 0)
+                               for fr in frs):
+                        break
+                elif skipped is None:
+                    skipped = c
+            if skipped is not None and new_share < dominant_share(other, minus=gone):
+                out.append(skipped)
+        return out
+
+    def _nodes_could_cover(self, a: Assignment, cands: list[Workload]) -> bool:
+        """Whether the job's pods could fit on nodes even with every candidate gone (if not,
+        no subset makes room and the search would come back empty)."""
+        if not a.groups:
+            return True
+        pool = self.pool
+        freed: dict[str, dict[str, int]] = {}
+        for c in cands:
+            for name, held in pool.holdings(c.name).items():
+                into = freed.setdefault(name, {})
+                for res, amount in held.items():
+                    into[res] = into.get(res, 0) + amount
+        return all(pool.room_bound(g, freed) >= g.min_count for g in a.groups)
 
     def _could_cover(self, a: Assignment, node: QuotaNode, frs: list[FR],
                      cands: list[Workload]) -> bool:
@@ -153,6 +274,9 @@ class _Search:
         self.a = a
         self.frs = frs
         self.removed: list[Workload] = []
+        # What the removed candidates hold per node, kept as they come and go (a node leaves
+        # when nothing removed holds anything on it, as if rebuilt from ``removed``).
+        self.freed: dict[str, dict[str, int]] = {}
         self.placement: Placement | None = None
         self.node_checks = 0
         node = cq.node
@@ -170,15 +294,32 @@ class _Search:
     def take(self, c: Workload) -> None:
         self.cache.charge(c.cluster_queue, c.usage, -1, bump=False)
         self.removed.append(c)
+        freed = self.freed
+        for name, held in self.owner.pool.holdings(c.name).items():
+            into = freed.setdefault(name, {})
+            for res, amount in held.items():
+                into[res] = into.get(res, 0) + amount
 
     def put_back(self, c: Workload) -> None:
         self.cache.charge(c.cluster_queue, c.usage, 1, bump=False)
         self.removed.remove(c)
+        freed = self.freed
+        for name, held in self.owner.pool.holdings(c.name).items():
+            into = freed[name]
+            for res, amount in held.items():
+                left = into[res] - amount
+                if left:
+                    into[res] = left
+                else:
+                    del into[res]
+            if not into:
+                del freed[name]
 
     def restore(self) -> None:
         for c in self.removed:
             self.cache.charge(c.cluster_queue, c.usage, 1, bump=False)
         self.removed = []
+        self.freed = {}
 
     def fits(self, allow_borrowing: bool) -> bool:
         cache, node = self.cache, self.cq.node
@@ -190,13 +331,11 @@ class _Search:
         if self.node_checks >= MAX_NODE_CHECKS:
             return False
         self.node_checks += 1
-        freed: dict[str, dict[str, int]] = {}
-        for c in self.removed:
-            for name, held in self.owner.pool.reserved(c.name).items():
-                into = freed.setdefault(name, {})
-                for res, amount in held.items():
-                    into[res] = into.get(res, 0) + amount
-        placed = self.owner.pool.place(self.a.groups, self.wl.topology, freed=freed)
+        pool = self.owner.pool
+        freed = self.freed
+        if any(pool.room_bound(g, freed) < g.min_count for g in self.a.groups):
+            return False  # what place() would say, without walking the nodes
+        placed = pool.place(self.a.groups, self.wl.topology, freed=freed)
         if isinstance(placed, Placement):
             self.placement = placed
             return True
@@ -294,9 +433,15 @@ class _Search:
                     heapq.heappush(heap, (-share(name), name))
                 continue
             other = cache.cqs[name]
+            # Candidates of one queue mostly share a handful of sizes, and nothing is taken
+            # from ``other`` until this loop breaks: its share after each removal is memoised.
+            after_by_usage: dict[tuple[tuple[FR, int], ...], int] = {}
             for i, c in enumerate(queue):
                 below = self.borrow_below is not None and c.priority < self.borrow_below
-                after = dominant_share(other, minus=c.usage)
+                usage_key = tuple(c.usage.items())
+                after = after_by_usage.get(usage_key, -1)
+                if after < 0:
+                    after = after_by_usage[usage_key] = dominant_share(other, minus=c.usage)
                 if below or strategy(new_share, -neg_share, after):
                     self.take(c)
                     targets.append(Target(c, self._cohort_reason(below)))

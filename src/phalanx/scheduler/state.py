@@ -16,7 +16,7 @@ from phalanx.scheduler.placement import NodePool, Placement, PodGroup
 from phalanx.scheduler.preemption import Preemptor
 from phalanx.scheduler.queue import QueueManager
 from phalanx.scheduler.types import Admission
-from phalanx.scheduler.workload import FR, PODS, POD_MILLIS, Workload, make_workload
+from phalanx.scheduler.workload import FR, POD_MILLIS, PODS, Workload, make_workload
 from phalanx.spec.config import QueueConfig
 from phalanx.spec.resources import JobSpec, Node
 

@@ -63,7 +63,7 @@ class QueueConfig(Model):
         """A new config with ``objects`` created or replaced; validated, self unchanged."""
         new = self.model_copy(deep=True)
         for obj in objects:
-            new._table(obj.kind)[obj.name] = obj  # type: ignore[index]
+            new._table(obj.kind)[obj.name] = obj
         new.check()
         return new
 
@@ -77,13 +77,14 @@ class QueueConfig(Model):
         return new
 
     def _table(self, kind: str) -> dict[str, Any]:
-        return {
+        tables: dict[str, dict[str, Any]] = {
             "ResourceFlavor": self.flavors,
             "Cohort": self.cohorts,
             "ClusterQueue": self.cluster_queues,
             "LocalQueue": self.local_queues,
             "PriorityClass": self.priority_classes,
-        }[kind]
+        }
+        return tables[kind]
 
     # ------------------------------------------------------------------ checks
     def check(self) -> None:
@@ -173,7 +174,7 @@ class QueueConfig(Model):
         resources = sorted(totals)
         cq = ClusterQueue(
             name="default",
-            preemption={"withinClusterQueue": "LowerPriority"},  # type: ignore[arg-type]
+            preemption={"withinClusterQueue": "LowerPriority"},
             resource_groups=[
                 ResourceGroup(
                     covered_resources=resources,
@@ -181,7 +182,7 @@ class QueueConfig(Model):
                         FlavorQuotas(
                             name=flavor,
                             resources=[
-                                ResourceQuota(name=r, nominal_quota=format_quantity(totals[r], r))  # type: ignore[arg-type]
+                                ResourceQuota(name=r, nominal_quota=format_quantity(totals[r], r))
                                 for r in resources
                             ],
                         )

@@ -51,7 +51,9 @@ def parse_quantity(value: object, field: str = "quantity") -> int:
         try:
             number = Decimal(match.group(1))
         except InvalidOperation:
-            raise SpecError(f"{value!r} is not a quantity", field=field, fix=_QUANTITY_FIX) from None
+            raise SpecError(
+                f"{value!r} is not a quantity", field=field, fix=_QUANTITY_FIX
+            ) from None
         suffix = match.group(2) or ""
     else:
         raise SpecError(f"expected a quantity, got {value!r}", field=field, fix=_QUANTITY_FIX)
@@ -67,14 +69,13 @@ def parse_quantity(value: object, field: str = "quantity") -> int:
 def format_quantity(millis: int, resource: str = "") -> str:
     """Render milli-units back into the shortest natural Kubernetes form."""
     big = millis % MILLI == 0 and (millis // MILLI) % 2**20 == 0 and millis > 0
-    if big or resource == "memory" or resource.endswith("storage"):
-        if millis % MILLI == 0:
-            units = millis // MILLI
-            for suffix in ("Ei", "Pi", "Ti", "Gi", "Mi", "Ki"):
-                base = _BINARY[suffix]
-                if units and units % base == 0:
-                    return f"{units // base}{suffix}"
-            return str(units)
+    if (big or resource == "memory" or resource.endswith("storage")) and millis % MILLI == 0:
+        units = millis // MILLI
+        for suffix in ("Ei", "Pi", "Ti", "Gi", "Mi", "Ki"):
+            base = _BINARY[suffix]
+            if units and units % base == 0:
+                return f"{units // base}{suffix}"
+        return str(units)
     if millis % MILLI == 0:
         return str(millis // MILLI)
     return f"{millis}m"

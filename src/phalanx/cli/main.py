@@ -22,7 +22,7 @@ from rich.console import Group, RenderableType
 from rich.live import Live
 from rich.text import Text
 
-from phalanx.cli import daemon, render
+from phalanx.cli import daemon, k8s, render, sim
 from phalanx.cli.output import EXIT_FAILED, err, fail, note, out, print_json
 from phalanx.errors import AuthError, ConnectionFailed, PhalanxError
 from phalanx.sdk.client import Client
@@ -130,7 +130,7 @@ def up(
     kubeconfig: Annotated[
         Path | None,
         typer.Option(
-            help="Kubeconfig file (for --compute kubernetes; default: in-cluster or ~/.kube/config)",
+            help="Kubeconfig (--compute kubernetes; default: in-cluster, then ~/.kube/config)",
             exists=True, dir_okay=False, resolve_path=True,
         ),
     ] = None,
@@ -478,6 +478,9 @@ def cancel(
             record = client.wait(job)
     note(f"job {job} {'cancelled' if record.status.terminal else 'cancelling'}")
 
+
+app.command("sim")(sim.sim)
+app.add_typer(k8s.app, name="k8s")
 
 if __name__ == "__main__":
     app()

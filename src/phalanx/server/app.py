@@ -85,6 +85,16 @@ def create_app(controller: Controller, token: str, logs: LogStore, *, db_label: 
         spec = validate(JobSpec, body)
         return controller.submit(spec).to_dict()
 
+    @app.post("/v1/jobs:batch", status_code=201)
+    def submit_batch(body: dict[str, Any] = Body(...)) -> dict[str, Any]:
+        """Submit several jobs at once, all or nothing (one store transaction)."""
+        items = body.get("items")
+        if not isinstance(items, list) or not items:
+            raise SpecError("must be a non-empty list of jobs", field="items",
+                            fix='send {"items": [{"name": ..., "podSets": [...]}, ...]}')
+        specs = [validate(JobSpec, item, prefix=f"items[{i}]") for i, item in enumerate(items)]
+        return {"items": [record.to_dict() for record in controller.submit_many(specs)]}
+
     @app.get("/v1/jobs")
     def list_jobs(
         status: list[JobStatus] | None = Query(None),

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from phalanx.compute.base import ComputePlane, PodState
-from phalanx.errors import NotFound
+from phalanx.errors import Conflict, NotFound, PhalanxError
 from phalanx.scheduler import Admission, CycleResult, Scheduler
 from phalanx.server.lifecycle import GangPhase, gang_status, restart_decision
 from phalanx.server.metrics import Metrics
@@ -73,6 +73,11 @@ class Controller:
         self._to_launch: list[_Launch] = []
         self.pods: dict[str, list[PodState]] = {}  # latest observation, current attempts only
         self.nodes: list[Node] = plane.inventory()
+        # A plane that knows when its pods change (a watch, a timer) wakes the loop right
+        # then, instead of leaving the change to the next tick.
+        subscribe = getattr(plane, "subscribe", None)
+        if callable(subscribe):
+            subscribe(self._wake.set)
         stored = store.load_config()
         self.config = stored or QueueConfig.default_for(self.nodes)
         if stored is None:
@@ -83,23 +88,58 @@ class Controller:
     # ------------------------------------------------------------------ API-facing
     def submit(self, spec: JobSpec) -> JobRecord:
         with self._lock:
-            cq = self.config.cluster_queue_for(spec.queue)
-            priority = self.config.priority_value(spec.priority)
-            self.scheduler.check_feasible(spec)
             now = self.clock()
-            record = JobRecord(
-                name=spec.name, spec=spec, queue=spec.queue, cluster_queue=cq.name,
-                priority=priority, submitted_at=now, queued_at=now,
-                pending_code="Queued", pending_message="waiting for the next scheduling cycle",
-            )
-            self.store.create_job(
-                record, JobEvent(job=spec.name, time=now, reason="Submitted",
-                                 message=f"queued in {spec.queue} (ClusterQueue {cq.name})"),
-            )
+            record, event = self._new_job(spec, now)
+            self.store.create_job(record, event)
             self.jobs[spec.name] = record
-            self.scheduler.submit(spec, priority=priority, submitted_at=now)
+            self.scheduler.submit(spec, priority=record.priority, submitted_at=now)
         self._wake.set()
         return record.model_copy()
+
+    def submit_many(self, specs: list[JobSpec]) -> list[JobRecord]:
+        """Submit jobs all or nothing, in one store transaction.
+
+        Every job is checked before any is stored; an error names the job's position
+        (``items[i]``) and field, and nothing is submitted.
+        """
+        with self._lock:
+            now = self.clock()
+            records, events = [], []
+            seen: set[str] = set()
+            for i, spec in enumerate(specs):
+                if spec.name in seen:
+                    raise Conflict(f"the batch names job {spec.name!r} twice",
+                                   field=f"items[{i}].name", fix="give every job its own name")
+                seen.add(spec.name)
+                try:
+                    record, event = self._new_job(spec, now)
+                except PhalanxError as exc:
+                    raise type(exc)(
+                        exc.message, fix=exc.fix,
+                        field=f"items[{i}]" + (f".{exc.field}" if exc.field else ""),
+                    ) from None
+                records.append(record)
+                events.append(event)
+            self.store.create_jobs(records, events)
+            for record in records:
+                self.jobs[record.name] = record
+                self.scheduler.submit(record.spec, priority=record.priority, submitted_at=now)
+        self._wake.set()
+        return [record.model_copy() for record in records]
+
+    def _new_job(self, spec: JobSpec, now: float) -> tuple[JobRecord, JobEvent]:
+        """The record and first event of a job, once it is known to be admissible ever."""
+        cq = self.config.cluster_queue_for(spec.queue)
+        priority = self.config.priority_value(spec.priority)
+        self.scheduler.check_feasible(spec)
+        record = JobRecord(
+            name=spec.name, spec=spec, queue=spec.queue, cluster_queue=cq.name,
+            priority=priority, submitted_at=now, queued_at=now,
+            pending_code="Queued", pending_message="waiting for the next scheduling cycle",
+        )
+        event = JobEvent(job=spec.name, time=now, reason="Submitted",
+                         message=f"queued in {spec.queue} (ClusterQueue {cq.name})")
+        return record, event
 
     def cancel(self, name: str) -> JobRecord:
         with self._lock:
@@ -384,12 +424,15 @@ class Controller:
                 continue
             self.metrics.preemptions.labels(preemption.reason.value).inc()
             self._begin_stop(victim, PREEMPTED, preemption.message)
+        # Pending reasons live in memory only: the API serves the live records, and the first
+        # cycle after a restart works every reason out again. Storing them would rewrite a
+        # whole record each time a waiting job's reason changes, which under a deep queue is
+        # most of the writes.
         for name, reason in result.pending.items():
             waiting = self.jobs.get(name)
             if waiting is not None and waiting.status is JobStatus.QUEUED:
                 waiting.pending_code = reason.code.value
                 waiting.pending_message = reason.message
-                self._dirty.add(name)
 
     def _launch(self, launch: _Launch) -> None:
         try:

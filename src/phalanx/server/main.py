@@ -48,7 +48,7 @@ def make_plane(
                 "the simulated compute plane needs its nodes", field="--nodes",
                 fix="pass --nodes FILE (a YAML list of nodes)",
             )
-        return SimulatedPlane.from_file(nodes_file)
+        return SimulatedPlane.from_file(nodes_file, logs_root=home / "logs")
     if compute == "kubernetes":
         from phalanx.compute.kubernetes import KubernetesPlane
 

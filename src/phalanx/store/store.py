@@ -143,6 +143,36 @@ class Store:
                 ) from None
             raise
 
+    def create_jobs(self, records: list[JobRecord], events: Iterable[JobEvent] = ()) -> None:
+        """Store new jobs (and their first events) in one transaction, all or none.
+
+        Conflict, naming the position (``items[i].name``) of the first job whose name is
+        taken, if any is; nothing is stored then.
+        """
+        rows = [job_row(record) for record in records]
+        if not rows:
+            return
+        event_rows = [event_row(event) for event in events]
+        try:
+            with self._write() as connection:
+                connection.execute(insert(jobs), rows)
+                if event_rows:
+                    connection.execute(insert(job_events), event_rows)
+        except IntegrityError:
+            names = [record.name for record in records]
+            with self.engine.connect() as connection:
+                taken = set(connection.execute(
+                    select(jobs.c.name).where(jobs.c.name.in_(names))
+                ).scalars())
+            for i, name in enumerate(names):
+                if name in taken or names.index(name) != i:
+                    raise Conflict(
+                        f"a job named {name!r} already exists; no job of the batch was created",
+                        field=f"items[{i}].name",
+                        fix="choose another name (names of finished jobs stay taken)",
+                    ) from None
+            raise
+
     def get_job(self, name: str) -> JobRecord:
         with self.engine.connect() as connection:
             row = connection.execute(

@@ -1,0 +1,177 @@
+"""Scheduling quality on Microsoft's Philly trace: strict FIFO without borrowing vs Phalanx.
+
+Every one of the trace's 15 virtual clusters becomes a ClusterQueue (and a
+LocalQueue of the same name) in one cohort. Each gets a nominal GPU quota
+proportional to its share of the trace's GPU-time, but at least its largest
+job, so every job can run under strict FIFO without borrowing too (quotas are
+scaled so they add up to the cluster exactly). Nodes have 8 GPUs, 16 to a rack.
+
+The default cluster, 512 GPUs (64 nodes), is one the trace keeps busy: over
+its 109 days the trace asks for 374 GPUs on average and for more than 512
+through most of weeks 3 to 9 (weekly means up to 714), so queues build up and
+the scheduler's choices show; see the "time with jobs waiting" row.
+
+Both policies replay every job through ``phalanx.sim`` (the scheduler core in
+virtual time; preempted jobs restart from zero). Prints a table, writes
+``benchmarks/results/philly.json`` and plots beside it.
+
+    python -m benchmarks.philly                 # the whole trace, both policies
+    python -m benchmarks.philly --limit 5000    # a quick look
+    python -m benchmarks.philly --write-config DIR   # queues.yaml + nodes.yaml for `phalanx sim`
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import math
+import pstats
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+from rich.console import Console
+
+from benchmarks.harness import RESULTS, write_json
+from phalanx.sim import SimResult, TraceJob, racked_nodes, read_trace, simulate
+from phalanx.sim.report import summary_table, teams_table
+from phalanx.spec import GPU, QueueConfig, parse_config_documents
+
+TRACE = Path(__file__).resolve().parents[2] / "shared" / "traces" / "philly.csv"
+GPUS = 512
+GPUS_PER_NODE = 8
+RACK_SIZE = 16
+COHORT = "philly"
+FLAVOR = "gpu"
+POLICIES = ("fifo", "phalanx")
+
+
+def quotas(trace: Sequence[TraceJob], gpus: int) -> dict[str, int]:
+    """Nominal GPUs per team: proportional to GPU-time, at least the team's largest job,
+    summing to ``gpus`` (water-filling, then largest remainders)."""
+    demand: dict[str, float] = {}
+    floor: dict[str, int] = {}
+    for job in trace:
+        demand[job.team] = demand.get(job.team, 0.0) + job.gpu_seconds
+        floor[job.team] = max(floor.get(job.team, 0), job.gpus)
+    if sum(floor.values()) > gpus:
+        raise SystemExit(f"{gpus} GPUs cannot hold every team's largest job "
+                         f"({sum(floor.values())} GPUs in all); use a bigger cluster")
+    pinned: set[str] = set()
+    while True:  # teams whose floor beats their proportional share keep the floor
+        rest = gpus - sum(floor[t] for t in pinned)
+        free = sum(demand[t] for t in demand if t not in pinned)
+        scale = rest / free
+        more = {t for t in demand if t not in pinned and floor[t] >= scale * demand[t]}
+        if not more:
+            break
+        pinned |= more
+    exact = {t: float(floor[t]) if t in pinned else scale * demand[t] for t in demand}
+    out = {t: max(floor[t], math.floor(v)) for t, v in exact.items()}
+    short = gpus - sum(out.values())
+    for t in sorted(exact, key=lambda t: (out[t] - exact[t], t))[:max(short, 0)]:
+        out[t] += 1
+    return dict(sorted(out.items()))
+
+
+def config_documents(nominal: dict[str, int]) -> list[dict[str, Any]]:
+    docs: list[dict[str, Any]] = [
+        {"kind": "ResourceFlavor", "name": FLAVOR},
+        {"kind": "Cohort", "name": COHORT},
+    ]
+    for team, gpus in nominal.items():
+        docs.append({
+            "kind": "ClusterQueue", "name": team, "cohort": COHORT,
+            "preemption": {"reclaimWithinCohort": "Any"},
+            "resourceGroups": [{"coveredResources": [GPU], "flavors": [
+                {"name": FLAVOR, "resources": [{"name": GPU, "nominalQuota": gpus}]}]}],
+        })
+        docs.append({"kind": "LocalQueue", "name": team, "clusterQueue": team})
+    return docs
+
+
+def build_config(nominal: dict[str, int]) -> QueueConfig:
+    return QueueConfig().merged(parse_config_documents(config_documents(nominal)))
+
+
+def write_config(directory: Path, nominal: dict[str, int], gpus: int) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "queues.yaml").write_text(yaml.safe_dump_all(config_documents(nominal),
+                                                              sort_keys=False))
+    nodes = [{"name": "gpu", "count": gpus // GPUS_PER_NODE, "rackSize": RACK_SIZE,
+              "allocatable": {GPU: GPUS_PER_NODE}}]
+    (directory / "nodes.yaml").write_text(yaml.safe_dump(nodes, sort_keys=False))
+
+
+def run(args: argparse.Namespace) -> list[SimResult]:
+    console = Console()
+    trace = read_trace(args.trace)
+    if args.limit:
+        trace = trace[:args.limit]
+    nominal = quotas(trace, args.gpus)
+    if args.write_config:
+        write_config(args.write_config, nominal, args.gpus)
+        console.print(f"wrote {args.write_config}/queues.yaml and nodes.yaml")
+        return []
+    config = build_config(nominal)
+    nodes = racked_nodes(args.gpus // GPUS_PER_NODE, GPUS_PER_NODE, RACK_SIZE)
+    runs = []
+    for policy in args.policy:
+        console.print(f"replaying {len(trace):,} jobs on {args.gpus} GPUs, policy {policy} ...")
+        if args.profile:
+            profiler = cProfile.Profile()
+            result = profiler.runcall(simulate, config, nodes, trace, policy)
+            pstats.Stats(profiler, stream=sys.stderr).sort_stats("cumulative").print_stats(30)
+        else:
+            result = simulate(config, nodes, trace, policy)
+        console.print(f"  done in {result.summary['wall_seconds']:.1f} s "
+                      f"({result.summary['jobs_per_wall_second']:,.0f} jobs/s)")
+        runs.append(result)
+    console.print(summary_table(runs, f"Philly trace, {len(trace):,} jobs, {args.gpus} GPUs "
+                                      f"({args.gpus // GPUS_PER_NODE} nodes x {GPUS_PER_NODE})"))
+    console.print(teams_table(runs))
+    payload = {
+        "benchmark": "philly",
+        "trace": str(args.trace),
+        "jobs": len(trace),
+        "cluster": {"gpus": args.gpus, "nodes": args.gpus // GPUS_PER_NODE,
+                    "gpus_per_node": GPUS_PER_NODE, "rack_size": RACK_SIZE},
+        "nominal_gpus": nominal,
+        "runs": [r.to_dict() for r in runs],
+    }
+    path = write_json("philly", payload, args.json)
+    console.print(f"wrote {path}")
+    if args.plots:
+        from phalanx.sim.plots import write_plots
+
+        for p in write_plots(runs, args.plots, prefix="philly_"):
+            console.print(f"wrote {p}")
+    return runs
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--trace", type=Path, default=TRACE)
+    parser.add_argument("--gpus", type=int, default=GPUS, help="cluster size in GPUs")
+    parser.add_argument("--limit", type=int, default=0, help="replay only the first N jobs")
+    parser.add_argument("--policy", action="append", choices=POLICIES,
+                        help="policies to compare (default: fifo and phalanx)")
+    parser.add_argument("--json", type=Path, default=None,
+                        help="output JSON (default: benchmarks/results/philly.json)")
+    parser.add_argument("--plots", type=Path, default=RESULTS,
+                        help="directory for the PNG plots")
+    parser.add_argument("--profile", action="store_true", help="print a cProfile of each run")
+    parser.add_argument("--write-config", type=Path, default=None,
+                        help="write queues.yaml and nodes.yaml for `phalanx sim` and stop")
+    args = parser.parse_args(argv)
+    if not args.policy:
+        args.policy = list(POLICIES)
+    if args.gpus % GPUS_PER_NODE:
+        parser.error(f"--gpus must be a multiple of {GPUS_PER_NODE}")
+    run(args)
+
+
+if __name__ == "__main__":
+    main()

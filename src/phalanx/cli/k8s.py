@@ -1,0 +1,90 @@
+"""``phalanx k8s``: render the manifests that deploy Phalanx on a Kubernetes cluster.
+
+Nothing here talks to a cluster: ``render`` prints YAML for ``kubectl apply -f -``
+(or writes a kustomize base), ``values`` prints every value with its meaning.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, ParamSpec, TypeVar
+
+import typer
+
+from phalanx.cli.output import fail, note
+from phalanx.deploy import (
+    Values,
+    commented_values,
+    load_values_yaml,
+    render,
+    to_yaml,
+    write_kustomize,
+)
+from phalanx.errors import PhalanxError, SpecError
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+app = typer.Typer(
+    help="Render the Kubernetes manifests of a Phalanx deployment.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+
+def _reports_errors(command: Callable[P, R]) -> Callable[P, R]:
+    @functools.wraps(command)
+    def run(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return command(*args, **kwargs)
+        except PhalanxError as exc:
+            fail(exc)
+
+    return run
+
+
+def _load(file: Path | None) -> Values:
+    if file is None:
+        return Values()
+    try:
+        text = sys.stdin.read() if str(file) == "-" else file.read_text()
+    except OSError as exc:
+        raise SpecError(f"cannot be read: {exc.strerror}", field=str(file),
+                        fix="pass an existing values file") from None
+    return load_values_yaml(text, source=str(file))
+
+
+@app.command("render")
+@_reports_errors
+def render_command(
+    file: Annotated[
+        Path | None,
+        typer.Option("--file", "-f", help="Values file (YAML; '-' for stdin). Default: defaults"),
+    ] = None,
+    kustomize: Annotated[
+        Path | None,
+        typer.Option("--kustomize", help="Write a kustomize base into this directory instead"),
+    ] = None,
+) -> None:
+    """Print the manifests for `kubectl apply -f -`, or write them as a kustomize base."""
+    values = _load(file)
+    if kustomize is None:
+        sys.stdout.write(to_yaml(render(values)))
+        return
+    written = write_kustomize(kustomize, values)
+    note(f"wrote {len(written)} files to {kustomize}; apply with `kubectl apply -k {kustomize}`")
+
+
+@app.command("values")
+@_reports_errors
+def values_command(
+    file: Annotated[
+        Path | None,
+        typer.Option("--file", "-f", help="Show these values filled in (default: the defaults)"),
+    ] = None,
+) -> None:
+    """Print every value with its meaning: a starting point for a values file."""
+    sys.stdout.write(commented_values(_load(file)))

@@ -1,0 +1,155 @@
+"""``phalanx sim``: replay a job trace against queues and nodes in virtual time.
+
+A what-if tool for quotas: no control plane is started; the scheduler core runs
+in this process against simulated nodes. Prints a report, and optionally writes
+JSON (``--json``) and PNG plots (``--plots``).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Callable
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any, ParamSpec, TypeVar
+
+import typer
+import yaml
+
+from phalanx.cli.output import fail, note, out
+from phalanx.errors import PhalanxError, SpecError
+from phalanx.sdk.documents import read_text
+from phalanx.sim import (
+    FailureModel,
+    NodeFailure,
+    TraceFormat,
+    load_nodes,
+    policy_named,
+    read_trace,
+    simulate,
+)
+from phalanx.sim.report import summary_table, teams_table
+from phalanx.spec import QueueConfig, load_config_yaml
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class RestartMode(StrEnum):
+    RESTART = "restart"
+    RESUME = "resume"
+
+
+def _reports_errors(command: Callable[P, R]) -> Callable[P, R]:
+    @functools.wraps(command)
+    def run(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return command(*args, **kwargs)
+        except PhalanxError as exc:
+            fail(exc)
+
+    return run
+
+
+def load_queues(path: Path) -> QueueConfig:
+    return QueueConfig().merged(load_config_yaml(read_text(path), source=str(path)))
+
+
+def load_failure_schedule(path: Path) -> list[NodeFailure]:
+    """A YAML list of ``{at: SECONDS, node: NAME, downFor: SECONDS}``."""
+    source = str(path)
+    try:
+        data = yaml.safe_load(read_text(path))
+    except yaml.YAMLError as exc:
+        raise SpecError(f"is not valid YAML: {exc}", field=source,
+                        fix="fix the YAML syntax") from None
+    if not isinstance(data, list):
+        raise SpecError("is not a list", field=source,
+                        fix="write a list of {at, node, downFor} entries")
+    out = []
+    for i, entry in enumerate(data):
+        where = f"{source}[{i}]"
+        if not isinstance(entry, dict) or set(entry) - {"at", "node", "downFor"}:
+            raise SpecError("must be a mapping with at, node and downFor", field=where,
+                            fix="e.g. {at: 3600, node: gpu-03, downFor: 7200}")
+        try:
+            at = float(entry["at"])
+            down = float(entry.get("downFor", 3600))
+            node = str(entry["node"])
+        except KeyError as exc:
+            raise SpecError("is required", field=f"{where}.{exc.args[0]}", fix="add it") from None
+        except (TypeError, ValueError):
+            raise SpecError("at and downFor must be numbers of seconds", field=where,
+                            fix="e.g. {at: 3600, node: gpu-03, downFor: 7200}") from None
+        out.append(NodeFailure(at, node, down))
+    return out
+
+
+@_reports_errors
+def sim(
+    trace: Annotated[Path, typer.Option(help="Trace CSV: Philly's, or submit,duration,gpus,team")],
+    queues: Annotated[Path, typer.Option(help="YAML queue config (as for phalanx apply)")],
+    nodes: Annotated[Path, typer.Option(help="YAML list of nodes (entries may have count)")],
+    policy: Annotated[
+        str, typer.Option(help="config (file as written), phalanx (defaults), fifo (strict, "
+                               "no borrowing)")
+    ] = "config",
+    trace_format: Annotated[
+        TraceFormat, typer.Option("--format", help="Trace format")
+    ] = TraceFormat.AUTO,
+    restart: Annotated[
+        RestartMode, typer.Option(help="After preemption or node loss: restart from zero or "
+                                       "resume")
+    ] = RestartMode.RESTART,
+    failure_rate: Annotated[
+        float, typer.Option(help="Random node failures per node per day (0: none)")
+    ] = 0.0,
+    repair_seconds: Annotated[
+        float, typer.Option(help="Seconds a randomly failed node stays down")
+    ] = 3600.0,
+    failure_schedule: Annotated[
+        Path | None, typer.Option(help="YAML list of {at, node, downFor} failures")
+    ] = None,
+    seed: Annotated[int, typer.Option(help="Seed for random node failures")] = 0,
+    limit: Annotated[
+        int | None, typer.Option(help="Replay only the first N jobs (by submission time)",
+                                 min=1)
+    ] = None,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write results as JSON")] = None,
+    plots: Annotated[Path | None, typer.Option(help="Directory for PNG plots")] = None,
+) -> None:
+    """Replay a job trace through the scheduler in virtual time and report what happened."""
+    chosen = policy_named(policy)
+    config = load_queues(queues)
+    node_list = load_nodes(nodes)
+    jobs = read_trace(trace, trace_format)
+    if limit is not None:
+        jobs = jobs[:limit]
+    schedule = load_failure_schedule(failure_schedule) if failure_schedule else []
+    failures = FailureModel(rate_per_day=failure_rate, repair_seconds=repair_seconds,
+                            schedule=schedule, seed=seed)
+    note(f"replaying {len(jobs):,} jobs on {len(node_list):,} nodes, policy {chosen.name} "
+         f"({chosen.description})")
+    result = simulate(config, node_list, jobs, chosen, restart=restart.value,
+                      failures=failures)
+    console = out()
+    console.print(summary_table([result], f"Simulation of {trace.name}"))
+    console.print(teams_table([result]))
+    for example in result.summary["rejected_examples"]:
+        note(f"rejected {example}", style="yellow")
+    if json_out is not None:
+        payload: dict[str, Any] = {
+            "inputs": {"trace": str(trace), "queues": str(queues), "nodes": str(nodes),
+                       "policy": chosen.name, "restart": restart.value,
+                       "failureRate": failure_rate, "seed": seed, "limit": limit},
+            **result.to_dict(),
+        }
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(json.dumps(payload, indent=2) + "\n")
+        note(f"wrote {json_out}")
+    if plots is not None:
+        from phalanx.sim.plots import write_plots  # matplotlib loads only when asked for
+
+        for path in write_plots([result], plots):
+            note(f"wrote {path}")

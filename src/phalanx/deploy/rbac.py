@@ -1,0 +1,190 @@
+"""Least-privilege RBAC, rule for rule the MosaicML compute plane's documented set.
+
+The worker (the control plane) gets, in the runs namespace, every verb on pods,
+configmaps, secrets, services and PodGroups of both scheduler-plugins API
+groups, and read-only events; cluster-wide node and CRD reads only with
+``worker.rbac.allowNodeReads``; node update/patch only with ``allowNodeWrites``.
+Runs get ``pods get`` + ``pods/exec create`` with interactivity, ``pods get``
+with logging only, nothing otherwise. NodeDoctor reads pods in the main
+namespace and nodes cluster-wide.
+
+Two additions the worker cannot do without, each tied to the switch it serves:
+``pods/log get`` in the runs namespace (logs are a subresource, and the control
+plane streams every pod's log into its log store), and cluster-wide pod reads
+with ``allowNodeReads`` (a node's free capacity is its allocatable minus what
+pods Phalanx did not create already use, and those pods live in any namespace).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from phalanx.deploy.values import DOCTOR_ACCOUNT, RUNS_ACCOUNT, WORKER_ACCOUNT, Values
+
+Manifest = dict[str, Any]
+Rule = dict[str, list[str]]
+
+ALL_VERBS = ["get", "list", "watch", "create", "update", "patch", "delete"]
+READ_VERBS = ["get", "list", "watch"]
+PODGROUP_GROUPS = ["scheduling.x-k8s.io", "scheduling.sigs.k8s.io"]
+RBAC_API = "rbac.authorization.k8s.io/v1"
+
+
+def _rule(groups: list[str], resources: list[str], verbs: list[str]) -> Rule:
+    return {"apiGroups": list(groups), "resources": list(resources), "verbs": list(verbs)}
+
+
+def labels(component: str) -> dict[str, str]:
+    return {
+        "app.kubernetes.io/name": "phalanx",
+        "app.kubernetes.io/component": component,
+        "app.kubernetes.io/part-of": "phalanx",
+    }
+
+
+def _meta(name: str, component: str, namespace: str | None = None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name}
+    if namespace is not None:
+        meta["namespace"] = namespace
+    meta["labels"] = labels(component)
+    return meta
+
+
+# --------------------------------------------------------------------------- rules
+def worker_namespace_rules() -> list[Rule]:
+    """What the worker may do in the runs namespace."""
+    return [
+        _rule([""], ["pods", "configmaps", "secrets", "services"], ALL_VERBS),
+        _rule([""], ["pods/log"], ["get"]),
+        _rule(PODGROUP_GROUPS, ["podgroups"], ALL_VERBS),
+        _rule([""], ["events"], READ_VERBS),
+    ]
+
+
+def worker_cluster_rules(values: Values) -> list[Rule]:
+    """What the worker may do cluster-wide: nothing unless a switch allows it."""
+    rbac = values.worker.rbac
+    rules: list[Rule] = []
+    if rbac.allow_node_reads:
+        rules.append(_rule([""], ["nodes"], READ_VERBS))
+        rules.append(_rule(["apiextensions.k8s.io"], ["customresourcedefinitions"], READ_VERBS))
+        rules.append(_rule([""], ["pods"], READ_VERBS))
+    if rbac.allow_node_writes:
+        rules.append(_rule([""], ["nodes"], ["update", "patch"]))
+    return rules
+
+
+def runs_rules(values: Values) -> list[Rule]:
+    """What the runs' own ServiceAccount may do in the runs namespace."""
+    if values.worker.enable_run_interactivity:
+        return [_rule([""], ["pods"], ["get"]), _rule([""], ["pods/exec"], ["create"])]
+    if values.worker.enable_run_logging:
+        return [_rule([""], ["pods"], ["get"])]
+    return []
+
+
+def doctor_namespace_rules() -> list[Rule]:
+    return [_rule([""], ["pods"], READ_VERBS)]
+
+
+def doctor_cluster_rules() -> list[Rule]:
+    return [_rule([""], ["nodes"], READ_VERBS)]
+
+
+# --------------------------------------------------------------------------- accounts
+def worker_account(values: Values) -> str:
+    return values.worker.rbac.service_account_name or WORKER_ACCOUNT
+
+
+def runs_account(values: Values) -> str:
+    return values.runs.rbac.service_account_name or RUNS_ACCOUNT
+
+
+def doctor_account(values: Values) -> str:
+    return values.node_doctor.rbac.service_account_name or DOCTOR_ACCOUNT
+
+
+def _account(name: str, namespace: str, component: str, automount: bool) -> Manifest:
+    return {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": _meta(name, component, namespace),
+        "automountServiceAccountToken": automount,
+    }
+
+
+def _role(name: str, namespace: str, component: str, rules: list[Rule]) -> Manifest:
+    return {"apiVersion": RBAC_API, "kind": "Role", "metadata": _meta(name, component, namespace),
+            "rules": rules}
+
+
+def _cluster_role(name: str, component: str, rules: list[Rule]) -> Manifest:
+    return {"apiVersion": RBAC_API, "kind": "ClusterRole", "metadata": _meta(name, component),
+            "rules": rules}
+
+
+def _binding(
+    kind: str, name: str, namespace: str | None, component: str, account: str,
+    account_namespace: str,
+) -> Manifest:
+    return {
+        "apiVersion": RBAC_API,
+        "kind": kind,
+        "metadata": _meta(name, component, namespace),
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "ClusterRole" if kind == "ClusterRoleBinding" else "Role",
+            "name": name,
+        },
+        "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": account_namespace}],
+    }
+
+
+def cluster_name(values: Values, component: str) -> str:
+    # Cluster-scoped names carry the main namespace so two installations never collide.
+    return f"{values.namespace}-{component}"
+
+
+def worker_rbac(values: Values) -> list[Manifest]:
+    if not values.worker.rbac.create:
+        return []
+    ns, runs_ns, account = values.namespace, values.runs.namespace, worker_account(values)
+    name = "phalanx-worker"
+    objects = [
+        _account(account, ns, "control-plane", automount=True),
+        _role(name, runs_ns, "control-plane", worker_namespace_rules()),
+        _binding("RoleBinding", name, runs_ns, "control-plane", account, ns),
+    ]
+    cluster_rules = worker_cluster_rules(values)
+    if cluster_rules:
+        cname = cluster_name(values, "worker")
+        objects.append(_cluster_role(cname, "control-plane", cluster_rules))
+        objects.append(_binding("ClusterRoleBinding", cname, None, "control-plane", account, ns))
+    return objects
+
+
+def runs_rbac(values: Values) -> list[Manifest]:
+    if not values.runs.rbac.create:
+        return []
+    runs_ns, account = values.runs.namespace, runs_account(values)
+    rules = runs_rules(values)
+    # A run with no permissions has no use for an API token: do not mount one.
+    objects = [_account(account, runs_ns, "runs", automount=bool(rules))]
+    if rules:
+        objects.append(_role(RUNS_ACCOUNT, runs_ns, "runs", rules))
+        objects.append(_binding("RoleBinding", RUNS_ACCOUNT, runs_ns, "runs", account, runs_ns))
+    return objects
+
+
+def doctor_rbac(values: Values) -> list[Manifest]:
+    if not values.node_doctor.enabled or not values.node_doctor.rbac.create:
+        return []
+    ns, account = values.namespace, doctor_account(values)
+    cname = cluster_name(values, "node-doctor")
+    return [
+        _account(account, ns, "node-doctor", automount=True),
+        _role(DOCTOR_ACCOUNT, ns, "node-doctor", doctor_namespace_rules()),
+        _binding("RoleBinding", DOCTOR_ACCOUNT, ns, "node-doctor", account, ns),
+        _cluster_role(cname, "node-doctor", doctor_cluster_rules()),
+        _binding("ClusterRoleBinding", cname, None, "node-doctor", account, ns),
+    ]

@@ -1,0 +1,403 @@
+"""The typed values of a Kubernetes deployment of Phalanx.
+
+Value names follow the MosaicML compute plane's chart where it has one
+(``worker.rbac.allowNodeReads``, ``worker.enableRunInteractivity``,
+``runs.namespace``, ``nodeDoctor.enabled``, ``<component>.rbac.create`` with
+``serviceAccountName``), so platform engineers who know it recognise them.
+Here the *worker* is the control plane Deployment: the HTTP API, the scheduler
+and the Kubernetes compute plane that turns admitted jobs into pods.
+
+Every field is strict: an unknown or mistyped field is rejected naming it, and
+the checks that span fields (``rbac.create: false`` without a
+``serviceAccountName``, SQLite without a volume, requests above limits) name the
+field to change and how.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BeforeValidator, Field, model_validator
+
+from phalanx.errors import SpecError
+from phalanx.spec.base import Model, Name, validate
+from phalanx.spec.quantity import parse_quantity
+from phalanx.version import __version__
+
+API_PORT = 7780
+STATE_DIR = "/var/lib/phalanx"
+# The ServiceAccounts created when a component's rbac.serviceAccountName is not set.
+WORKER_ACCOUNT = "phalanx"
+RUNS_ACCOUNT = "phalanx-run"
+DOCTOR_ACCOUNT = "phalanx-node-doctor"
+
+_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_LABEL_NAME = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)$")
+_SECRET_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
+
+
+def _subdomain(value: object) -> object:
+    if isinstance(value, str) and (len(value) > 253 or not _SUBDOMAIN.match(value)):
+        raise ValueError(
+            f"{value!r} is not a valid object name; use lowercase letters, digits, '-' and '.', "
+            "starting and ending with a letter or digit"
+        )
+    return value
+
+
+def _qualified_name(value: str) -> bool:
+    """A label key or resource name: an optional DNS-subdomain prefix, '/', then a name."""
+    prefix, _, name = value.rpartition("/")
+    if prefix and (len(prefix) > 253 or not _SUBDOMAIN.match(prefix)):
+        return False
+    return 0 < len(name) <= 63 and bool(_LABEL_NAME.match(name))
+
+
+def _labels(value: object) -> object:
+    if not isinstance(value, dict):
+        return value
+    for key, text in value.items():
+        if not isinstance(key, str) or not _qualified_name(key):
+            raise ValueError(
+                f"{key!r} is not a valid label key; use an optional DNS prefix and '/', then "
+                "at most 63 letters, digits, '-', '_' or '.'"
+            )
+        if isinstance(text, str) and text and (len(text) > 63 or not _LABEL_NAME.match(text)):
+            raise ValueError(
+                f"{text!r} (for {key!r}) is not a valid label value; use at most 63 letters, "
+                "digits, '-', '_' or '.', starting and ending with a letter or digit"
+            )
+    return value
+
+
+def _quantity_text(value: object) -> object:
+    """Check a quantity the Kubernetes way but keep the text the user wrote."""
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise ValueError(f"expected a quantity, got {value!r}; write e.g. \"500m\" or \"1Gi\"")
+    try:
+        parse_quantity(value)
+    except SpecError as exc:
+        raise ValueError(f"{exc.message}; {exc.fix}") from None
+    return str(value)
+
+
+def _resource_names(value: object) -> object:
+    if isinstance(value, dict):
+        for key in value:
+            if not isinstance(key, str) or not _qualified_name(key):
+                raise ValueError(
+                    f"{key!r} is not a resource name; use e.g. cpu, memory or nvidia.com/gpu"
+                )
+    return value
+
+
+ObjectName = Annotated[str, BeforeValidator(_subdomain)]
+QuantityText = Annotated[str, BeforeValidator(_quantity_text)]
+LabelMap = Annotated[dict[str, str], BeforeValidator(_labels)]
+ResourceMap = Annotated[dict[str, QuantityText], BeforeValidator(_resource_names)]
+
+
+class Toleration(Model):
+    key: str | None = Field(default=None, description="Taint key; empty with Exists: every taint")
+    operator: Literal["Equal", "Exists"] = Field(default="Equal", description="Equal or Exists")
+    value: str | None = Field(default=None, description="Taint value (with Equal only)")
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = Field(
+        default=None, description="Effect tolerated; empty: every effect"
+    )
+    toleration_seconds: int | None = Field(
+        default=None, ge=0, description="With NoExecute: how long the pod stays after the taint"
+    )
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Toleration:
+        # The API server rejects these two shapes; say so before anything is applied.
+        if self.operator == "Exists" and self.value:
+            raise ValueError("operator Exists takes no value; remove value or use Equal")
+        if not self.key and self.operator != "Exists":
+            raise ValueError("a toleration without a key needs operator Exists; set key or "
+                             "use operator: Exists")
+        if self.toleration_seconds is not None and self.effect != "NoExecute":
+            raise ValueError("tolerationSeconds applies to effect NoExecute only; set effect: "
+                             "NoExecute or remove tolerationSeconds")
+        return self
+
+
+class Resources(Model):
+    requests: ResourceMap = Field(default_factory=dict, description="Resources requested")
+    limits: ResourceMap = Field(default_factory=dict, description="Resource limits")
+
+
+class Rbac(Model):
+    create: bool = Field(
+        default=True,
+        description="Create the ServiceAccount and its roles; false: bring your own "
+        "(serviceAccountName is then required)",
+    )
+    service_account_name: ObjectName | None = Field(
+        default=None,
+        description="The ServiceAccount to use (created with this name when create is true)",
+    )
+
+
+class WorkerRbac(Rbac):
+    allow_node_reads: bool = Field(
+        default=True,
+        description="Cluster-wide read of nodes and CRDs (and pods, to subtract capacity used "
+        "by other workloads); the Kubernetes compute plane schedules on the nodes it sees",
+    )
+    allow_node_writes: bool = Field(
+        default=False, description="Cluster-wide update/patch of nodes (cordon unhealthy nodes)"
+    )
+
+
+class ApiService(Model):
+    type: Literal["ClusterIP", "NodePort", "LoadBalancer"] = Field(
+        default="ClusterIP", description="Service type of the HTTP API"
+    )
+    port: int = Field(default=API_PORT, ge=1, le=65535, description="Service port of the API")
+    annotations: dict[str, str] = Field(default_factory=dict, description="Service annotations")
+
+
+class Worker(Model):
+    replicas: int = Field(
+        default=1, description="1, or 0 to stop the control plane (it is a single writer)"
+    )
+    resources: Resources = Field(
+        default_factory=lambda: Resources(
+            requests={"cpu": "500m", "memory": "1Gi"}, limits={"memory": "2Gi"}
+        ),
+        description="Resources of the control plane container (replaces the default whole)",
+    )
+    node_selector: LabelMap = Field(
+        default_factory=dict, description="Node labels the control plane must run on"
+    )
+    tolerations: list[Toleration] = Field(default_factory=list, description="Tolerations")
+    priority_class_name: ObjectName | None = Field(default=None, description="PriorityClass")
+    enable_run_interactivity: bool = Field(
+        default=True, description="Runs' ServiceAccount may get pods and exec into them"
+    )
+    enable_run_logging: bool = Field(
+        default=True, description="Runs' ServiceAccount may get pods (ignored with interactivity)"
+    )
+    rbac: WorkerRbac = Field(default_factory=WorkerRbac, description="The control plane's RBAC")
+    service: ApiService = Field(default_factory=ApiService, description="The API's Service")
+
+
+class Runs(Model):
+    namespace: Name = Field(default="phalanx-runs", description="Namespace the job pods run in")
+    rbac: Rbac = Field(default_factory=Rbac, description="The ServiceAccount job pods run as")
+
+
+def _gpu_nodes() -> dict[str, str]:
+    # Node Feature Discovery's label for an NVIDIA PCI device (vendor 10de).
+    return {"feature.node.kubernetes.io/pci-10de.present": "true"}
+
+
+class NodeDoctor(Model):
+    enabled: bool = Field(
+        default=False, description="Run `phalanx doctor` on every GPU node (a DaemonSet)"
+    )
+    resources: Resources = Field(
+        default_factory=lambda: Resources(
+            requests={"cpu": "50m", "memory": "128Mi"}, limits={"memory": "256Mi"}
+        ),
+        description="Resources of the doctor container (replaces the default whole)",
+    )
+    node_selector: LabelMap = Field(
+        default_factory=_gpu_nodes, description="Nodes to run on (default: nodes with a GPU)"
+    )
+    tolerations: list[Toleration] = Field(
+        default_factory=lambda: [Toleration(operator="Exists", effect="NoSchedule")],
+        description="Tolerations (default: every NoSchedule taint, so cordoned nodes are seen)",
+    )
+    priority_class_name: ObjectName | None = Field(
+        default="system-node-critical", description="PriorityClass"
+    )
+    rbac: Rbac = Field(default_factory=Rbac, description="The doctor's RBAC")
+
+
+class ApiKey(Model):
+    secret_name: ObjectName = Field(
+        default="phalanx-api-key", description="Secret holding the API token"
+    )
+    key: str = Field(default="token", description="Key of the token in that Secret")
+    value: str | None = Field(
+        default=None,
+        description="Create the Secret with this token; empty: the Secret must already exist",
+    )
+
+
+class Postgresql(Model):
+    secret_name: ObjectName = Field(
+        default="phalanx-db", description="Secret holding the PostgreSQL URL"
+    )
+    key: str = Field(default="url", description="Key of the URL in that Secret")
+    url: str | None = Field(
+        default=None,
+        description="Create the Secret with this URL (postgresql://user:pass@host/db); empty: "
+        "the Secret must already exist",
+    )
+
+
+class Store(Model):
+    kind: Literal["sqlite", "postgresql"] = Field(
+        default="sqlite", description="sqlite (a file on the state volume) or postgresql"
+    )
+    postgresql: Postgresql = Field(default_factory=Postgresql, description="With postgresql")
+
+
+class Persistence(Model):
+    enabled: bool = Field(
+        default=True,
+        description="Keep the state directory (SQLite store, job logs) on a PersistentVolumeClaim",
+    )
+    size: QuantityText = Field(default="10Gi", description="Size of the claim")
+    storage_class_name: ObjectName | None = Field(
+        default=None, description="StorageClass of the claim (empty: the cluster's default)"
+    )
+    existing_claim: ObjectName | None = Field(
+        default=None, description="Use this existing claim instead of creating one"
+    )
+
+
+class Image(Model):
+    repository: str = Field(default="phalanx", description="Image of the control plane")
+    tag: str = Field(default=__version__, description="Image tag")
+    pull_policy: Literal["Always", "IfNotPresent", "Never"] = Field(
+        default="IfNotPresent", description="Image pull policy"
+    )
+
+    @property
+    def reference(self) -> str:
+        return f"{self.repository}:{self.tag}"
+
+
+class Values(Model):
+    namespace: Name = Field(
+        default="phalanx-system", description="The main namespace: control plane and doctor"
+    )
+    create_namespaces: bool = Field(
+        default=True, description="Render the main and runs Namespaces"
+    )
+    image: Image = Field(default_factory=Image, description="Container image")
+    image_pull_secrets: list[ObjectName] = Field(
+        default_factory=list, description="Secrets to pull the image with"
+    )
+    api_key: ApiKey = Field(default_factory=ApiKey, description="The API token")
+    store: Store = Field(default_factory=Store, description="Where jobs and queues are stored")
+    persistence: Persistence = Field(
+        default_factory=Persistence, description="The state directory's volume"
+    )
+    worker: Worker = Field(default_factory=Worker, description="The control plane Deployment")
+    runs: Runs = Field(default_factory=Runs, description="Where and as whom job pods run")
+    node_doctor: NodeDoctor = Field(
+        default_factory=NodeDoctor, description="The node health agent (DaemonSet)"
+    )
+
+
+# --------------------------------------------------------------------------- checks
+def _require_account(rbac: Rbac, where: str) -> None:
+    if not rbac.create and not rbac.service_account_name:
+        raise SpecError(
+            "rbac.create is false but no ServiceAccount is named",
+            field=f"{where}.rbac.serviceAccountName",
+            fix="name an existing ServiceAccount, or set rbac.create: true",
+        )
+
+
+def _check_distinct_accounts(values: Values) -> None:
+    """Two created ServiceAccounts of one name in one namespace would be one account."""
+    created = [
+        ("worker", values.namespace, values.worker.rbac, WORKER_ACCOUNT),
+        ("runs", values.runs.namespace, values.runs.rbac, RUNS_ACCOUNT),
+    ]
+    if values.node_doctor.enabled:
+        created.append(("nodeDoctor", values.namespace, values.node_doctor.rbac,
+                        DOCTOR_ACCOUNT))
+    seen: dict[tuple[str, str], str] = {}
+    for where, namespace, rbac, default in created:
+        if not rbac.create:
+            continue
+        key = (namespace, rbac.service_account_name or default)
+        if key in seen:
+            raise SpecError(
+                f"names the same ServiceAccount as {seen[key]}.rbac in namespace {namespace}",
+                field=f"{where}.rbac.serviceAccountName",
+                fix="give each component its own ServiceAccount",
+            )
+        seen[key] = where
+
+
+def _check_resources(resources: Resources, where: str) -> None:
+    for name, limit in resources.limits.items():
+        request = resources.requests.get(name)
+        if request is not None and parse_quantity(request) > parse_quantity(limit):
+            raise SpecError(
+                f"request {request} is above the limit {limit}",
+                field=f"{where}.resources.requests.{name}",
+                fix=f"lower it to at most {limit}, or raise {where}.resources.limits.{name}",
+            )
+
+
+def _check_secret_key(key: str, field: str) -> None:
+    if not key or not _SECRET_KEY.match(key):
+        raise SpecError(f"{key!r} is not a valid Secret key", field=field,
+                        fix="use letters, digits, '-', '_' or '.'")
+
+
+def check(values: Values) -> None:
+    """The rules that span fields; each failure names the field to change."""
+    if values.worker.replicas not in (0, 1):
+        raise SpecError(
+            f"{values.worker.replicas} replicas", field="worker.replicas",
+            fix="use 1 (or 0 to stop it): the control plane is a single writer that locks "
+            "its state directory",
+        )
+    _require_account(values.worker.rbac, "worker")
+    _require_account(values.runs.rbac, "runs")
+    if values.node_doctor.enabled:
+        _require_account(values.node_doctor.rbac, "nodeDoctor")
+    _check_distinct_accounts(values)
+    _check_resources(values.worker.resources, "worker")
+    _check_resources(values.node_doctor.resources, "nodeDoctor")
+    _check_secret_key(values.api_key.key, "apiKey.key")
+    if values.api_key.value is not None and not values.api_key.value.strip():
+        raise SpecError("is empty", field="apiKey.value",
+                        fix="set a long random token, or remove apiKey.value")
+    if values.store.kind == "postgresql":
+        pg = values.store.postgresql
+        _check_secret_key(pg.key, "store.postgresql.key")
+        if pg.url is not None and not pg.url.startswith(("postgresql://", "postgresql+")):
+            raise SpecError(
+                "is not a PostgreSQL URL", field="store.postgresql.url",
+                fix="write postgresql://USER:PASSWORD@HOST:5432/DATABASE",
+            )
+    elif not values.persistence.enabled:
+        raise SpecError(
+            "the SQLite store needs a persistent state directory",
+            field="persistence.enabled",
+            fix="set persistence.enabled: true, or use store.kind: postgresql",
+        )
+
+
+def load_values(data: object, source: str = "values") -> Values:
+    """Validate a values document (a mapping; None or empty means the defaults)."""
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise SpecError(f"is not a mapping of values (got {type(data).__name__})",
+                        field=source, fix="write a YAML mapping such as `runs: {namespace: ml}`")
+    values = validate(Values, data)
+    check(values)
+    return values
+
+
+def load_values_yaml(text: str, source: str = "values") -> Values:
+    try:
+        data: Any = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise SpecError(f"is not valid YAML: {exc}", field=source,
+                        fix="fix the YAML syntax") from None
+    return load_values(data, source)

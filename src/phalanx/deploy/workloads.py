@@ -1,0 +1,246 @@
+"""The control plane Deployment, its Service, Secrets and volume, and the NodeDoctor DaemonSet."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from phalanx.deploy.rbac import Manifest, doctor_account, labels, runs_account, worker_account
+from phalanx.deploy.values import API_PORT, STATE_DIR, NodeDoctor, Resources, Values, Worker
+
+SERVICE_NAME = "phalanx"
+STATE_CLAIM = "phalanx-state"
+# A fixed non-root identity; fsGroup makes the state volume writable by it.
+RUN_AS = 10001
+
+
+def _meta(name: str, component: str, namespace: str | None = None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name}
+    if namespace is not None:
+        meta["namespace"] = namespace
+    meta["labels"] = labels(component)
+    return meta
+
+
+def _selector(component: str) -> dict[str, str]:
+    return {"app.kubernetes.io/name": "phalanx", "app.kubernetes.io/component": component}
+
+
+def namespaces(values: Values) -> list[Manifest]:
+    if not values.create_namespaces:
+        return []
+    names = dict.fromkeys([values.namespace, values.runs.namespace])  # ordered, deduplicated
+    return [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {
+            "name": name, "labels": {"app.kubernetes.io/part-of": "phalanx"}}}
+        for name in names
+    ]
+
+
+def secrets(values: Values) -> list[Manifest]:
+    """Secrets created from values; without a value the named Secret must already exist."""
+    out: list[Manifest] = []
+    if values.api_key.value is not None:
+        out.append(_secret(values, values.api_key.secret_name, values.api_key.key,
+                           values.api_key.value))
+    pg = values.store.postgresql
+    if values.store.kind == "postgresql" and pg.url is not None:
+        out.append(_secret(values, pg.secret_name, pg.key, pg.url))
+    return out
+
+
+def _secret(values: Values, name: str, key: str, value: str) -> Manifest:
+    return {"apiVersion": "v1", "kind": "Secret",
+            "metadata": _meta(name, "control-plane", values.namespace),
+            "type": "Opaque", "stringData": {key: value}}
+
+
+def state_claim(values: Values) -> list[Manifest]:
+    p = values.persistence
+    if not p.enabled or p.existing_claim:
+        return []
+    spec: dict[str, Any] = {
+        "accessModes": ["ReadWriteOnce"],
+        "resources": {"requests": {"storage": p.size}},
+    }
+    if p.storage_class_name:
+        spec["storageClassName"] = p.storage_class_name
+    return [{"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+             "metadata": _meta(STATE_CLAIM, "control-plane", values.namespace), "spec": spec}]
+
+
+def api_service(values: Values) -> Manifest:
+    svc = values.worker.service
+    meta = _meta(SERVICE_NAME, "control-plane", values.namespace)
+    if svc.annotations:
+        meta["annotations"] = dict(svc.annotations)
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": meta,
+        "spec": {
+            "type": svc.type,
+            "selector": _selector("control-plane"),
+            "ports": [{"name": "http", "port": svc.port, "targetPort": "http",
+                       "protocol": "TCP"}],
+        },
+    }
+
+
+def api_url(values: Values) -> str:
+    return f"http://{SERVICE_NAME}.{values.namespace}.svc:{values.worker.service.port}"
+
+
+def _resources(resources: Resources) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if resources.requests:
+        out["requests"] = dict(resources.requests)
+    if resources.limits:
+        out["limits"] = dict(resources.limits)
+    return out
+
+
+def _secret_env(name: str, secret: str, key: str) -> dict[str, Any]:
+    return {"name": name, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}
+
+
+def _container_security() -> dict[str, Any]:
+    return {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "capabilities": {"drop": ["ALL"]},
+    }
+
+
+def _pod_security() -> dict[str, Any]:
+    return {
+        "runAsNonRoot": True,
+        "runAsUser": RUN_AS,
+        "runAsGroup": RUN_AS,
+        "fsGroup": RUN_AS,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def _placement(spec: dict[str, Any], component: Worker | NodeDoctor, values: Values) -> None:
+    if component.node_selector:
+        spec["nodeSelector"] = dict(component.node_selector)
+    if component.tolerations:
+        spec["tolerations"] = [t.to_dict() for t in component.tolerations]
+    if component.priority_class_name:
+        spec["priorityClassName"] = component.priority_class_name
+    if values.image_pull_secrets:
+        spec["imagePullSecrets"] = [{"name": name} for name in values.image_pull_secrets]
+
+
+def control_plane_args(values: Values) -> list[str]:
+    """``phalanx up`` in the foreground, listening on every address of the pod."""
+    args = ["up", "--host", "0.0.0.0", "--port", str(API_PORT), "--compute", "kubernetes",
+            "--namespace", values.runs.namespace]
+    if values.store.kind == "postgresql":
+        # The kubelet expands $(VAR) from the container's env, so the URL stays in the Secret.
+        args += ["--db", "$(PHALANX_DB_URL)"]
+    return args
+
+
+def _state_volume(values: Values) -> dict[str, Any]:
+    p = values.persistence
+    if not p.enabled:
+        return {"name": "state", "emptyDir": {}}
+    return {"name": "state",
+            "persistentVolumeClaim": {"claimName": p.existing_claim or STATE_CLAIM}}
+
+
+def deployment(values: Values) -> Manifest:
+    worker = values.worker
+    env: list[dict[str, Any]] = [
+        {"name": "PHALANX_HOME", "value": STATE_DIR},
+        _secret_env("PHALANX_TOKEN", values.api_key.secret_name, values.api_key.key),
+        # The compute plane runs job pods as this ServiceAccount.
+        {"name": "PHALANX_RUNS_SERVICE_ACCOUNT", "value": runs_account(values)},
+    ]
+    if values.store.kind == "postgresql":
+        pg = values.store.postgresql
+        env.append(_secret_env("PHALANX_DB_URL", pg.secret_name, pg.key))
+    probe = {"httpGet": {"path": "/healthz", "port": "http"}}
+    container: dict[str, Any] = {
+        "name": "phalanx",
+        "image": values.image.reference,
+        "imagePullPolicy": values.image.pull_policy,
+        "command": ["phalanx"],
+        "args": control_plane_args(values),
+        "env": env,
+        "ports": [{"name": "http", "containerPort": API_PORT, "protocol": "TCP"}],
+        # Migrations run before the server listens: give startup its own, longer budget.
+        "startupProbe": {**probe, "periodSeconds": 2, "failureThreshold": 90},
+        "readinessProbe": {**probe, "periodSeconds": 5},
+        "livenessProbe": {**probe, "periodSeconds": 10, "failureThreshold": 6},
+        "resources": _resources(worker.resources),
+        "securityContext": _container_security(),
+        "volumeMounts": [{"name": "state", "mountPath": STATE_DIR},
+                         {"name": "tmp", "mountPath": "/tmp"}],
+    }
+    pod: dict[str, Any] = {
+        "serviceAccountName": worker_account(values),
+        "automountServiceAccountToken": True,  # in-cluster config reads the mounted token
+        "securityContext": _pod_security(),
+        # Time for the controller to flush its last cycle to the store on SIGTERM.
+        "terminationGracePeriodSeconds": 30,
+        "containers": [container],
+        "volumes": [_state_volume(values), {"name": "tmp", "emptyDir": {}}],
+    }
+    _placement(pod, worker, values)
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": _meta("phalanx", "control-plane", values.namespace),
+        "spec": {
+            "replicas": worker.replicas,
+            # One writer: the old pod lets go of the state volume before the new one starts.
+            "strategy": {"type": "Recreate"},
+            "selector": {"matchLabels": _selector("control-plane")},
+            "template": {"metadata": {"labels": labels("control-plane")}, "spec": pod},
+        },
+    }
+
+
+def node_doctor(values: Values) -> list[Manifest]:
+    doctor = values.node_doctor
+    if not doctor.enabled:
+        return []
+    container: dict[str, Any] = {
+        "name": "node-doctor",
+        "image": values.image.reference,
+        "imagePullPolicy": values.image.pull_policy,
+        "command": ["phalanx"],
+        "args": ["doctor"],
+        "env": [
+            {"name": "PHALANX_URL", "value": api_url(values)},
+            _secret_env("PHALANX_TOKEN", values.api_key.secret_name, values.api_key.key),
+            {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+            # The NVIDIA container runtime then exposes NVML for probing without the pod
+            # requesting (and so taking away) any nvidia.com/gpu.
+            {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"},
+            {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "utility"},
+        ],
+        "resources": _resources(doctor.resources),
+        "securityContext": _container_security(),
+        "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
+    }
+    pod: dict[str, Any] = {
+        "serviceAccountName": doctor_account(values),
+        "automountServiceAccountToken": True,
+        "securityContext": _pod_security(),
+        "containers": [container],
+        "volumes": [{"name": "tmp", "emptyDir": {}}],
+    }
+    _placement(pod, doctor, values)
+    return [{
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": _meta("phalanx-node-doctor", "node-doctor", values.namespace),
+        "spec": {
+            "selector": {"matchLabels": _selector("node-doctor")},
+            "updateStrategy": {"type": "RollingUpdate"},
+            "template": {"metadata": {"labels": labels("node-doctor")}, "spec": pod},
+        },
+    }]

@@ -1,0 +1,357 @@
+"""The discrete-event simulator: a trace replayed in virtual time through the real scheduler.
+
+Time jumps from one event to the next (a job arrives, a job finishes, a node
+fails or comes back). Every event at one instant is applied first (finishes,
+then repairs, failures and arrivals), then ``Scheduler.cycle`` runs; its
+admissions start jobs that will finish ``duration`` later, and its preemptions
+stop their victims on the spot and queue them again (termination takes no
+simulated time), after which the cycle runs again at the same instant so the
+preemptor gets the room it made. The scheduler is the same object the control
+plane drives; the simulator only plays the cluster around it.
+
+A job stopped early (preempted, or on a node that failed) restarts from zero by
+default, as training without checkpoints does; ``restart="resume"`` keeps its
+progress instead, as if it checkpointed continuously. Either way it keeps its
+submission time, so it keeps its place in its queue.
+
+Same inputs, same result: events are ordered by (time, kind, sequence), the
+scheduler is deterministic and node failures come from a seeded generator.
+"""
+
+from __future__ import annotations
+
+import heapq
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from phalanx.errors import SpecError
+from phalanx.scheduler import Scheduler
+from phalanx.sim.failures import FailureModel
+from phalanx.sim.metrics import JobOutcome, Series, SimResult, TeamShare, stats
+from phalanx.sim.policy import Policy, policy_named
+from phalanx.sim.trace import TraceJob
+from phalanx.spec import GPU, JobSpec, Node, QueueConfig, validate
+
+Restart = Literal["restart", "resume"]
+MAX_CYCLES_PER_INSTANT = 64
+PROGRESS_EVERY = 1000  # cycles re-run while preemptions free room at one instant
+# Event kinds at one instant, in the order they apply: capacity comes back before it is used.
+_REPAIR, _FAIL = 0, 1
+
+
+@dataclass(slots=True)
+class _Run:
+    outcome: JobOutcome
+    start: float
+    remaining: float  # seconds of work left when this run started
+    attempt: int
+    nodes: tuple[str, ...]
+
+
+class Simulator:
+    """Replays ``trace`` on ``nodes`` under ``config`` as transformed by ``policy``."""
+
+    def __init__(self, config: QueueConfig, nodes: Sequence[Node], trace: Sequence[TraceJob],
+                 policy: Policy | str = "config", *, restart: Restart = "restart",
+                 failures: FailureModel | None = None,
+                 progress: Callable[[int, int, float], None] | None = None) -> None:
+        if restart not in ("restart", "resume"):
+            raise SpecError(f"unknown restart mode {restart!r}", field="restart",
+                            fix="use 'restart' (from zero) or 'resume'")
+        self.policy = policy if isinstance(policy, Policy) else policy_named(policy)
+        self.config = self.policy.apply(config)
+        self.nodes = {n.name: n for n in nodes}
+        if len(self.nodes) != len(nodes):
+            raise SpecError("two nodes share a name", field="nodes",
+                            fix="give every node its own name")
+        self.trace = list(trace)
+        self.restart = restart
+        self.failures = failures if failures is not None and failures.enabled else None
+        # Called as (jobs arrived, jobs in the trace, simulated seconds) every PROGRESS_EVERY.
+        self.progress = progress
+        self.max_gpus_per_node = max((n.allocatable.get(GPU, 0) // 1000 for n in nodes),
+                                     default=0)
+        if self.max_gpus_per_node < 1:
+            raise SpecError("no node has a GPU", field="nodes",
+                            fix=f"give the nodes allocatable {GPU}")
+
+    # ------------------------------------------------------------------ jobs
+    def pods_for(self, gpus: int) -> tuple[int, int]:
+        """(replicas, GPUs per pod): the fewest pods of equal size that fit on a node."""
+        per_pod = max(d for d in range(1, min(gpus, self.max_gpus_per_node) + 1)
+                      if gpus % d == 0)
+        return gpus // per_pod, per_pod
+
+    def _templates(self, scheduler: Scheduler
+                   ) -> tuple[list[tuple[JobSpec, int] | str], dict[str, str]]:
+        """Per trace job: (spec template, priority value), or why it can never run."""
+        config = self.config
+        cache: dict[tuple[str, int, str | int], tuple[JobSpec, int] | str] = {}
+        out: list[tuple[JobSpec, int] | str] = []
+        for job in self.trace:
+            key = (job.team, job.gpus, job.priority)
+            found = cache.get(key)
+            if found is None:
+                where = f"trace row {job.row}"
+                if job.team not in config.local_queues:
+                    known = ", ".join(sorted(config.local_queues)) or "none"
+                    raise SpecError(f"team {job.team!r} is not a LocalQueue of the queues file",
+                                    field=f"{where}, column team",
+                                    fix=f"add a LocalQueue {job.team!r} or use one of {known}")
+                priority = config.priority_value(job.priority, f"{where}, column priority")
+                replicas, per_pod = self.pods_for(job.gpus)
+                spec = validate(JobSpec, {
+                    "name": "template", "queue": job.team, "priority": priority,
+                    "podSets": [{"name": "worker", "replicas": replicas,
+                                 "resources": {GPU: per_pod}}],
+                })
+                try:
+                    scheduler.check_feasible(spec)
+                    found = (spec, priority)
+                except SpecError as exc:
+                    found = str(exc)
+                cache[key] = found
+            out.append(found)
+        cq_of = {name: lq.cluster_queue for name, lq in config.local_queues.items()}
+        return out, cq_of
+
+    # ------------------------------------------------------------------ the run
+    def run(self) -> SimResult:
+        started = time.perf_counter()
+        scheduler = Scheduler(self.config, self.nodes.values())
+        scheduler.set_fair_sharing(self.policy.fair_sharing)
+        templates, cq_of = self._templates(scheduler)
+        gpus_of = {name: n.allocatable.get(GPU, 0) // 1000 for name, n in self.nodes.items()}
+        outcomes = [
+            JobOutcome(j.name, j.team, cq_of[j.team], j.gpus, j.submit, j.duration)
+            for j in self.trace
+        ]
+        by_name = {o.name: o for o in outcomes}
+        arrivals = list(zip(self.trace, templates, outcomes, strict=True))
+        restart = self.restart == "restart"
+        track_nodes = self.failures is not None
+
+        running: dict[str, _Run] = {}
+        finishes: list[tuple[float, int, str, int]] = []  # (time, seq, job, attempt)
+        node_events: list[tuple[float, int, int, str, float]] = []  # (time, kind, seq, node, down)
+        node_jobs: dict[str, set[str]] = {}
+        down: set[str] = set()
+        attempts: dict[str, int] = {}
+        remaining: dict[str, float] = {}
+        team_seconds: dict[str, float] = {}
+        series = Series()
+        seq = 0
+        busy = 0
+        capacity = sum(gpus_of.values())
+        pending = 0
+        cycles = instants = preemptions = evictions = node_failures = 0
+        wasted = goodput = 0.0
+
+        if self.failures is not None:
+            for f in self.failures.start(self.nodes):
+                seq += 1
+                heapq.heappush(node_events, (f.at, _FAIL, seq, f.node, f.down_for))
+
+        def stop(name: str, now: float, requeue: bool) -> None:
+            """A run ends early: account for it and (``requeue``) queue the job again."""
+            nonlocal busy, pending, wasted
+            run = running.pop(name)
+            o = run.outcome
+            ran = now - run.start
+            busy -= o.gpus
+            team_seconds[o.cluster_queue] = team_seconds.get(o.cluster_queue, 0.0) + ran * o.gpus
+            if restart:
+                wasted += ran * o.gpus
+            else:
+                remaining[name] = run.remaining - ran
+            for node in run.nodes if track_nodes else ():
+                node_jobs[node].discard(name)
+            if requeue:
+                scheduler.requeue(name)
+                pending += 1
+
+        index, total = 0, len(arrivals)
+        while True:
+            work_left = index < total or running or pending
+            if not work_left:
+                break
+            if index >= total and not running and not down:
+                break  # pending jobs that nothing will ever let in: reported as never admitted
+            now = float("inf")
+            if index < total:
+                now = arrivals[index][0].submit
+            if finishes and finishes[0][0] < now:
+                now = finishes[0][0]
+            if node_events and node_events[0][0] < now:
+                now = node_events[0][0]
+            instants += 1
+
+            while finishes and finishes[0][0] == now:
+                _, _, name, attempt = heapq.heappop(finishes)
+                run = running.get(name)
+                if run is None or run.attempt != attempt:
+                    continue  # a run that was stopped early
+                del running[name]
+                o = run.outcome
+                busy -= o.gpus
+                team_seconds[o.cluster_queue] = (team_seconds.get(o.cluster_queue, 0.0)
+                                                 + (now - run.start) * o.gpus)
+                goodput += (now - run.start) * o.gpus
+                o.finish = now
+                scheduler.remove(name)
+                for node in run.nodes if track_nodes else ():
+                    node_jobs[node].discard(name)
+
+            while node_events and node_events[0][0] == now:
+                _, kind, _, node, down_for = heapq.heappop(node_events)
+                if kind == _REPAIR:
+                    down.discard(node)
+                    scheduler.upsert_node(self.nodes[node])
+                    capacity += gpus_of[node]
+                    assert self.failures is not None
+                    nxt = self.failures.after_repair(node, now)
+                    if nxt is not None:
+                        seq += 1
+                        heapq.heappush(node_events, (nxt.at, _FAIL, seq, node, nxt.down_for))
+                    continue
+                if node in down:
+                    continue
+                node_failures += 1
+                down.add(node)
+                capacity -= gpus_of[node]
+                scheduler.remove_node(node)
+                for name in sorted(node_jobs.get(node, ())):
+                    by_name[name].evictions += 1
+                    evictions += 1
+                    stop(name, now, requeue=True)
+                seq += 1
+                heapq.heappush(node_events, (now + down_for, _REPAIR, seq, node, 0.0))
+
+            while index < total and arrivals[index][0].submit == now:
+                job, template, outcome = arrivals[index]
+                index += 1
+                if self.progress is not None and index % PROGRESS_EVERY == 0:
+                    self.progress(index, total, now)
+                if isinstance(template, str):
+                    outcome.rejected = template
+                    continue
+                spec, priority = template
+                scheduler.submit(spec.model_copy(update={"name": job.name}),
+                                 priority=priority, submitted_at=job.submit)
+                pending += 1
+
+            for _ in range(MAX_CYCLES_PER_INSTANT):
+                result = scheduler.cycle(now)
+                cycles += 1
+                for adm in result.admissions:
+                    name = adm.job
+                    o = by_name[name]
+                    if o.first_admit is None:
+                        o.first_admit = now
+                    attempt = attempts[name] = attempts.get(name, 0) + 1
+                    left = remaining.get(name, o.duration)
+                    placed = tuple(n for ps in adm.pod_sets for n in ps.nodes)
+                    running[name] = _Run(o, now, left, attempt, placed)
+                    busy += o.gpus
+                    pending -= 1
+                    seq += 1
+                    heapq.heappush(finishes, (now + left, seq, name, attempt))
+                    for node in placed if track_nodes else ():
+                        node_jobs.setdefault(node, set()).add(name)
+                for p in result.preemptions:
+                    if p.victim in running:
+                        by_name[p.victim].preemptions += 1
+                        preemptions += 1
+                        stop(p.victim, now, requeue=True)
+                if not result.preemptions:
+                    break
+            series.record(now, busy, capacity, pending, len(running))
+
+        wall = time.perf_counter() - started
+        return self._result(outcomes, series, team_seconds, {
+            "cycles": cycles, "instants": instants, "preemptions": preemptions,
+            "evictions": evictions, "node_failures": node_failures, "wasted": wasted,
+            "goodput": goodput, "wall": wall,
+        })
+
+    # ------------------------------------------------------------------ results
+    def _nominal_gpus(self) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for name, cq in self.config.cluster_queues.items():
+            out[name] = sum(q.nominal_quota for g in cq.resource_groups for f in g.flavors
+                            for q in f.resources if q.name == GPU) / 1000
+        return out
+
+    def _result(self, outcomes: list[JobOutcome], series: Series,
+                team_seconds: dict[str, float], counts: dict[str, float]) -> SimResult:
+        finished = [o for o in outcomes if o.finish is not None]
+        makespan = max((o.finish for o in finished if o.finish is not None), default=0.0)
+        end = max(makespan, series.t[-1] if series.t else 0.0)
+        area = series.integrals(end)
+        delays = [d for o in outcomes if (d := o.delay) is not None]
+        jcts = [j for o in outcomes if (j := o.jct) is not None]
+        rejected = [o for o in outcomes if o.rejected]
+        never = [o for o in outcomes if not o.rejected and o.finish is None]
+        cap = area["capacity"] or 1.0
+        used_total = sum(team_seconds.values()) or 1.0
+        wall = counts["wall"]
+        summary: dict[str, object] = {
+            "policy": self.policy.name,
+            "restart": self.restart,
+            "jobs": len(outcomes),
+            "completed": len(finished),
+            "rejected": len(rejected),
+            "unfinished": len(never),
+            "gpus": sum(n.allocatable.get(GPU, 0) // 1000 for n in self.nodes.values()),
+            "nodes": len(self.nodes),
+            "makespan": end,
+            "gpu_utilisation": area["busy"] / cap,
+            "utilisation_while_waiting": (area["wait_busy"] / area["wait_capacity"]
+                                          if area["wait_capacity"] else 0.0),
+            "time_with_waiting_jobs": area["wait_time"] / end if end else 0.0,
+            "goodput": counts["goodput"] / cap,
+            "queueing_delay": stats(delays),
+            "jct": stats(jcts),
+            "preemptions": int(counts["preemptions"]),
+            "evictions": int(counts["evictions"]),
+            "node_failures": int(counts["node_failures"]),
+            "wasted_gpu_hours": counts["wasted"] / 3600,
+            "cycles": int(counts["cycles"]),
+            "instants": int(counts["instants"]),
+            "wall_seconds": wall,
+            "jobs_per_wall_second": len(outcomes) / wall if wall > 0 else 0.0,
+            "rejected_examples": [f"{o.name}: {o.rejected}" for o in rejected[:5]],
+        }
+        nominal = self._nominal_gpus()
+        all_nominal = sum(nominal.values()) or 1.0
+        demand: dict[str, float] = {}
+        by_cq: dict[str, list[JobOutcome]] = {}
+        for o in outcomes:
+            demand[o.cluster_queue] = demand.get(o.cluster_queue, 0.0) + o.duration * o.gpus
+            by_cq.setdefault(o.cluster_queue, []).append(o)
+        all_demand = sum(demand.values()) or 1.0
+        teams = []
+        for name in sorted(self.config.cluster_queues):
+            jobs = by_cq.get(name, [])
+            team_delays = stats([d for o in jobs if (d := o.delay) is not None])
+            used = team_seconds.get(name, 0.0)
+            teams.append(TeamShare(
+                cluster_queue=name, jobs=len(jobs), nominal_gpus=nominal[name],
+                entitlement=nominal[name] / all_nominal, demand=demand.get(name, 0.0) / all_demand,
+                gpu_hours=used / 3600, share=used / used_total, share_of_capacity=used / cap,
+                mean_delay=team_delays["mean"], p99_delay=team_delays["p99"],
+                preemptions=sum(o.preemptions for o in jobs),
+            ))
+        return SimResult(self.policy.name, summary, teams, series, outcomes)
+
+
+def simulate(config: QueueConfig, nodes: Sequence[Node], trace: Sequence[TraceJob],
+             policy: Policy | str = "config", *, restart: Restart = "restart",
+             failures: FailureModel | None = None,
+             progress: Callable[[int, int, float], None] | None = None) -> SimResult:
+    """Run one simulation (see ``Simulator``)."""
+    return Simulator(config, nodes, trace, policy, restart=restart, failures=failures,
+                     progress=progress).run()
+

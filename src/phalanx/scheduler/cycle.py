@@ -21,6 +21,7 @@ import heapq
 from dataclasses import dataclass, field
 
 from phalanx.scheduler.cache import QueueInfo
+from phalanx.scheduler.dominance import Frontier, settled_reason
 from phalanx.scheduler.fairsharing import dominant_share
 from phalanx.scheduler.flavors import FIT, NOFIT, PREEMPT, Assignment
 from phalanx.scheduler.queue import BlockStamp, PendingClass, QueuePending
@@ -74,6 +75,8 @@ class Cycle:
         self.st = state
         self.result = CycleResult()
         self.holds: list[Workload] = []
+        self.frontiers: dict[str, Frontier] = {}  # this cycle's failures, per ClusterQueue
+        self.last_assignment: Assignment | None = None  # of the latest evaluation
 
     # ------------------------------------------------------------------ reasons
     def set_reason(self, wl: Workload, reason: PendingReason) -> None:
@@ -282,6 +285,14 @@ class Cycle:
             self.class_reason(cls, cls.reason, start)
             self.block_strict(turn, cls, start + 1, wl)
             return
+        frontier = self.frontiers.get(info.name)
+        settled = frontier.match(wl) if frontier is not None else None
+        if settled is not None:
+            cls.blocked = settled.stamp  # it fits no sooner than the job that settles it
+            self.class_reason(cls, settled_reason(wl, settled), start)
+            if info.strict:
+                self.block_strict(turn, cls, start + 1, wl)
+            return
         outcome, reason = self.evaluate(wl, info)
         if outcome == ADMITTED:
             turn.push(cls)
@@ -294,6 +305,8 @@ class Cycle:
             turn.push(cls)
             return
         assert reason is not None
+        self.frontiers.setdefault(info.name, Frontier()).add(
+            wl, reason, cls.blocked, self.last_assignment)
         self.class_reason(cls, reason, start)
         if info.strict:
             self.block_strict(turn, cls, start + 1, wl)
@@ -316,7 +329,7 @@ class Cycle:
     # ------------------------------------------------------------------ one job
     def evaluate(self, wl: Workload, info: QueueInfo) -> tuple[str, PendingReason | None]:
         st = self.st
-        a = st.assigner.assign(wl, info)
+        a = self.last_assignment = st.assigner.assign(wl, info)
         if a.mode == FIT and a.placement is not None:
             self.admit(wl, info, a)
             return ADMITTED, None

@@ -14,6 +14,7 @@ from phalanx.scheduler.types import Admission, PendingReason
 from phalanx.spec.resources import JobSpec, Toleration, TopologyConstraint
 
 if TYPE_CHECKING:
+    from phalanx.scheduler.dominance import Demand
     from phalanx.scheduler.placement import Placement, PodGroup
     from phalanx.scheduler.queue import PendingClass
 
@@ -82,6 +83,7 @@ class Workload:
     waiting_for: tuple[str, ...] = ()  # victims it preempted that still hold capacity
     hold: Hold | None = None
     estimate: dict[FR, int] | None = None  # usage in first flavors, for ordering across queues
+    demand: Demand | None = None  # what dominance compares, built on first use
     # Admitted state.
     admission: Admission | None = None
     usage: dict[FR, int] = field(default_factory=dict)

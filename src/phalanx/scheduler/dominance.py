@@ -1,0 +1,135 @@
+"""Skipping pending jobs that cannot fit because a smaller one just did not.
+
+Within one cycle a ClusterQueue's free quota and the nodes' free room only shrink
+as jobs are admitted (preemption victims keep their capacity until they are gone).
+So when a job fails, any later job of the same queue that asks for at least as much
+of everything, on the same nodes, under a constraint at least as strict, at a
+priority no higher (so with no more preemption candidates), fails too. Deep queues
+are mostly such jobs: one failure settles most of the queue for the cycle, and the
+expensive part of an evaluation (flavor assignment, node placement, the preemption
+search) is skipped for them.
+
+The dominated job gets a reason of its own: the same code as the failed job, its
+own demand, and the failed job's numbers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from phalanx.scheduler.flavors import Assignment
+from phalanx.scheduler.queue import BlockStamp
+from phalanx.scheduler.types import PendingReason
+from phalanx.scheduler.workload import Workload
+from phalanx.spec.quantity import format_amount
+
+# Failed jobs remembered per ClusterQueue and cycle; the smallest ones settle the most.
+FRONTIER_SIZE = 8
+
+
+@dataclass(frozen=True, slots=True)
+class Demand:
+    """What dominance compares, computed once per job."""
+
+    structure: tuple[object, ...]  # pod-set names, selectors, tolerations, resource names
+    floors: tuple[int, ...]  # fewest pods each pod set can run with
+    counts: tuple[int, ...]  # pods each pod set asks for
+    requests: tuple[tuple[int, ...], ...]  # per-pod amounts, in ``structure``'s resource order
+    required: str | None  # topology level the gang must share, if any
+
+
+def demand_of(wl: Workload) -> Demand:
+    if wl.demand is None:
+        wl.demand = _demand(wl)
+    return wl.demand
+
+
+def _demand(wl: Workload) -> Demand:
+    structure = tuple(
+        (p.name, p.selector, p.tolerations, tuple(r for r, _ in p.requests)) for p in wl.pod_sets
+    )
+    return Demand(
+        structure=structure,
+        floors=tuple(p.min_count for p in wl.pod_sets),
+        counts=tuple(p.count for p in wl.pod_sets),
+        requests=tuple(tuple(v for _, v in p.requests) for p in wl.pod_sets),
+        required=wl.topology.required if wl.topology is not None else None,
+    )
+
+
+def covers(big: Demand, small: Demand) -> bool:
+    """Whether every way of admitting ``big`` contains a way of admitting ``small``."""
+    if big.structure != small.structure:
+        return False
+    if small.required is not None and small.required != big.required:
+        return False
+    # ``small`` failed at every size up to its full count; ``big`` never asks for fewer pods.
+    if any(f < c for f, c in zip(big.floors, small.counts, strict=True)):
+        return False
+    return all(
+        b >= s
+        for big_ps, small_ps in zip(big.requests, small.requests, strict=True)
+        for b, s in zip(big_ps, small_ps, strict=True)
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    wl: Workload
+    demand: Demand
+    reason: PendingReason
+    stamp: BlockStamp | None
+    short: tuple[str, str] | None  # (flavor, resource) of the first quota shortfall
+
+
+class Frontier:
+    """The failed jobs of one ClusterQueue in this cycle."""
+
+    __slots__ = ("failures",)
+
+    def __init__(self) -> None:
+        self.failures: list[Failure] = []
+
+    def add(self, wl: Workload, reason: PendingReason, stamp: BlockStamp | None,
+            a: Assignment | None) -> None:
+        demand = demand_of(wl)
+        short = None
+        if a is not None and a.shortfalls and not a.no_flavor:
+            s = a.shortfalls[0]
+            short = (s.flavor, s.resource)
+        failure = Failure(wl, demand, reason, stamp, short)
+        # A newer failure that is smaller makes the bigger ones it covers redundant.
+        kept = [f for f in self.failures if not covers(f.demand, demand)
+                or f.wl.priority > wl.priority]
+        kept.append(failure)
+        self.failures = kept[-FRONTIER_SIZE:]
+
+    def match(self, wl: Workload) -> Failure | None:
+        """A failure that settles ``wl`` too, if any."""
+        if not self.failures:
+            return None
+        demand = demand_of(wl)
+        for f in self.failures:
+            # No higher priority, and not older at equal priority: never more candidates
+            # to preempt than the failed job had.
+            if f.wl.order_key < wl.order_key and f.wl.priority >= wl.priority \
+                    and covers(demand, f.demand):
+                return f
+        return None
+
+
+def settled_reason(wl: Workload, failure: Failure) -> PendingReason:
+    """``wl``'s own reason, given the smaller job whose failure settles it."""
+    message = failure.reason.message
+    if failure.short is not None and message.startswith("needs ") and "; " in message:
+        flavor, resource = failure.short
+        need = sum(p.count * v for p in wl.pod_sets for r, v in p.requests if r == resource)
+        rest = message.split("; ", 1)[1]
+        return PendingReason(
+            failure.reason.code,
+            f"needs {format_amount(need, resource)} {resource} of {flavor}; {rest}",
+        )
+    return PendingReason(
+        failure.reason.code,
+        f"asks for no less than {failure.wl.name}, which does not fit either: {message}",
+    )

@@ -72,6 +72,9 @@ class Controller:
         self._events: list[JobEvent] = []
         self._to_launch: list[_Launch] = []
         self.pods: dict[str, list[PodState]] = {}  # latest observation, current attempts only
+        # A plane whose nodes change (a cluster's) counts the changes in
+        # ``inventory_generation``; read before the inventory so no change is missed.
+        self._inventory_generation: int | None = getattr(plane, "inventory_generation", None)
         self.nodes: list[Node] = plane.inventory()
         # A plane that knows when its pods change (a watch, a timer) wakes the loop right
         # then, instead of leaving the change to the next tick.
@@ -207,6 +210,7 @@ class Controller:
             self._wake.clear()
 
     def step(self) -> CycleResult:
+        self._sync_nodes()
         observed = self.plane.observe()
         with self._lock:
             now = self.clock()
@@ -225,6 +229,23 @@ class Controller:
             with self._lock:
                 self._flush()
         return result
+
+    def _sync_nodes(self) -> None:
+        """Feed the scheduler the nodes that changed since the plane's last inventory."""
+        generation = getattr(self.plane, "inventory_generation", None)
+        if generation is None or generation == self._inventory_generation:
+            return
+        nodes = self.plane.inventory()
+        with self._lock:
+            self._inventory_generation = generation
+            old = {n.name: n for n in self.nodes}
+            new = {n.name: n for n in nodes}
+            for name in old.keys() - new.keys():
+                self.scheduler.remove_node(name)
+            for name, node in new.items():
+                if old.get(name) != node:
+                    self.scheduler.upsert_node(node)
+            self.nodes = nodes
 
     def refresh_metrics(self) -> None:
         with self._lock:

@@ -1,0 +1,243 @@
+"""The cluster's nodes as the scheduler sees them, kept current by two watches.
+
+A node offers its allocatable cpu, memory, pods and extended resources
+(``nvidia.com/gpu`` and any other ``domain/name``), minus what pods Phalanx did
+not create already request on it (any namespace, any non-terminal pod bound to
+the node): that capacity is not Phalanx's to give. Labels and taints come
+as they are; ``spec.unschedulable`` is the cordon flag; the Ready condition and
+the pressure conditions give the health.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from phalanx.compute.kubernetes.client import KubeClient
+from phalanx.compute.kubernetes.objects import MANAGED_BY, MANAGER
+from phalanx.compute.kubernetes.watch import Informer
+from phalanx.errors import SpecError
+from phalanx.spec.quantity import format_quantity, parse_quantity
+from phalanx.spec.resources import Node, NodeHealth, Taint
+
+log = logging.getLogger("phalanx.compute.kubernetes")
+
+Object = dict[str, Any]
+BASE_RESOURCES = ("cpu", "memory", "pods")
+PRESSURE = ("MemoryPressure", "DiskPressure", "PIDPressure", "NetworkUnavailable")
+EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+# Only pods that can still hold capacity: the API server filters the rest out, and sends
+# a pod that reaches Succeeded or Failed to this watch as deleted.
+LIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"
+
+
+def offered(name: str) -> bool:
+    """Resources the scheduler accounts for: cpu, memory, pods and extended resources."""
+    return name in BASE_RESOURCES or ("/" in name and not name.startswith("hugepages"))
+
+
+def _quantities(values: object) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for name, value in (values or {}).items() if isinstance(values, dict) else ():
+        if not offered(name):
+            continue
+        try:
+            out[name] = parse_quantity(value)
+        except SpecError:
+            log.warning("ignoring unreadable quantity %s=%r", name, value)
+    return out
+
+
+def pod_requests(pod: Object) -> dict[str, int]:
+    """What a pod holds on its node: the kube-scheduler's effective request (milli-units).
+
+    Regular containers and sidecars (restartable init containers) run together and add
+    up; each other init container runs alone, so only the largest of those counts when
+    it is above the sum; the pod's overhead comes on top; and the pod itself takes one
+    unit of "pods".
+    """
+    spec = pod.get("spec") or {}
+    total: dict[str, int] = {}
+    sidecars: dict[str, int] = {}
+    largest_init: dict[str, int] = {}
+    for container in spec.get("initContainers") or []:
+        requests = _quantities((container.get("resources") or {}).get("requests"))
+        if container.get("restartPolicy") == "Always":
+            for k, v in requests.items():
+                sidecars[k] = sidecars.get(k, 0) + v
+        else:
+            for k, v in requests.items():
+                largest_init[k] = max(largest_init.get(k, 0), v + sidecars.get(k, 0))
+    for container in spec.get("containers") or []:
+        for k, v in _quantities((container.get("resources") or {}).get("requests")).items():
+            total[k] = total.get(k, 0) + v
+    for k, v in sidecars.items():
+        total[k] = total.get(k, 0) + v
+    for k, v in largest_init.items():
+        total[k] = max(total.get(k, 0), v)
+    for k, v in _quantities(spec.get("overhead")).items():
+        total[k] = total.get(k, 0) + v
+    total["pods"] = total.get("pods", 0) + 1000
+    return total
+
+
+def node_from(obj: Object, used: dict[str, int] | None = None) -> Node:
+    """The scheduler's Node for a Node object, less ``used`` (foreign pods' requests)."""
+    meta, spec, status = obj.get("metadata", {}), obj.get("spec") or {}, obj.get("status") or {}
+    allocatable = _quantities(status.get("allocatable"))
+    for resource, amount in (used or {}).items():
+        if resource in allocatable:
+            allocatable[resource] = max(0, allocatable[resource] - amount)
+    taints = [
+        Taint(key=t["key"], value=t.get("value") or "", effect=t["effect"])
+        for t in spec.get("taints") or [] if t.get("key") and t.get("effect") in EFFECTS
+    ]
+    health, reasons = NodeHealth.HEALTHY, []
+    conditions = {c.get("type"): c for c in status.get("conditions") or []}
+    ready = conditions.get("Ready")
+    if ready is None or ready.get("status") != "True":
+        health = NodeHealth.UNHEALTHY
+        why = (ready or {}).get("reason") or "NotReady"
+        detail = (ready or {}).get("message") or "the node does not report Ready"
+        reasons.append(f"{why}: {detail}")
+    for kind in PRESSURE:
+        if conditions.get(kind, {}).get("status") == "True":
+            if health is NodeHealth.HEALTHY:
+                health = NodeHealth.DEGRADED
+            reasons.append(f"{kind}: {conditions[kind].get('message') or kind}")
+    return Node(
+        name=str(meta["name"]), labels=dict(meta.get("labels") or {}), taints=taints,
+        # The Node parses quantities: hand it their text, not milli-units.
+        allocatable={k: format_quantity(v, k) for k, v in allocatable.items()},
+        unschedulable=bool(spec.get("unschedulable")),
+        health=health, health_reasons=reasons,
+    )
+
+
+class NodeInventory:
+    """Nodes and foreign pods from two informers; ``snapshot()`` is the current view."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        *,
+        namespace: str,
+        on_change: Callable[[], None] | None = None,
+        read_timeout: float = 60.0,
+    ) -> None:
+        self.namespace = namespace
+        self.on_change = on_change
+        self._lock = threading.Lock()
+        self._nodes: dict[str, Object] = {}
+        self._pods: dict[str, tuple[str, dict[str, int]]] = {}  # uid -> (node, requests)
+        self._cache: list[Node] | None = None
+        self.generation = 0
+        self.nodes = Informer(client, "/api/v1/nodes", on_list=self._list_nodes,
+                              on_event=self._node_event, name="nodes", read_timeout=read_timeout)
+        self.pods = Informer(client, "/api/v1/pods", field_selector=LIVE_PODS,
+                             on_list=self._list_pods, on_event=self._pod_event,
+                             name="foreign-pods", read_timeout=read_timeout)
+
+    def start(self) -> None:
+        self.nodes.start()
+        self.pods.start()
+
+    def stop(self) -> None:
+        self.nodes.stop()
+        self.pods.stop()
+
+    def wait_synced(self, timeout: float) -> bool:
+        # Without rights to read pods cluster-wide the inventory still works (unreduced).
+        return self.nodes.synced.wait(timeout) and (
+            self.pods.synced.wait(timeout) or self.pods.error is not None
+        )
+
+    def snapshot(self) -> list[Node]:
+        with self._lock:
+            if self._cache is None:
+                used: dict[str, dict[str, int]] = {}
+                for node, requests in self._pods.values():
+                    into = used.setdefault(node, {})
+                    for k, v in requests.items():
+                        into[k] = into.get(k, 0) + v
+                self._cache = [node_from(obj, used.get(name))
+                               for name, obj in sorted(self._nodes.items())]
+            return list(self._cache)
+
+    def node_names(self) -> set[str]:
+        with self._lock:
+            return set(self._nodes)
+
+    def node_taints(self, name: str) -> list[Taint]:
+        with self._lock:
+            obj = self._nodes.get(name)
+        return node_from(obj).taints if obj is not None else []
+
+    # ------------------------------------------------------------------ informer callbacks
+    def _changed(self) -> None:
+        self._cache = None
+        self.generation += 1
+
+    def _notify(self) -> None:
+        if self.on_change is not None:
+            self.on_change()
+
+    def _list_nodes(self, items: list[Object], version: str) -> None:
+        with self._lock:
+            self._nodes = {str(o["metadata"]["name"]): o for o in items}
+            self._changed()
+        self._notify()
+
+    def _node_event(self, kind: str, obj: Object) -> None:
+        name = str(obj["metadata"]["name"])
+        with self._lock:
+            if kind == "DELETED":
+                self._nodes.pop(name, None)
+            else:
+                old = self._nodes.get(name)
+                self._nodes[name] = obj
+                # Heartbeats rewrite a node every few seconds; only a change the scheduler
+                # sees counts.
+                if old is not None and node_from(old) == node_from(obj):
+                    return
+            self._changed()
+        self._notify()
+
+    def _foreign(self, obj: Object) -> tuple[str, dict[str, int]] | None:
+        meta = obj.get("metadata", {})
+        node = (obj.get("spec") or {}).get("nodeName")
+        if not node:
+            return None
+        ours = (meta.get("labels") or {}).get(MANAGED_BY) == MANAGER
+        if ours and meta.get("namespace") == self.namespace:
+            return None
+        if (obj.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            return None
+        return str(node), pod_requests(obj)
+
+    def _list_pods(self, items: list[Object], version: str) -> None:
+        pods = {}
+        for obj in items:
+            found = self._foreign(obj)
+            if found is not None:
+                pods[str(obj["metadata"]["uid"])] = found
+        with self._lock:
+            if pods != self._pods:
+                self._pods = pods
+                self._changed()
+        self._notify()
+
+    def _pod_event(self, kind: str, obj: Object) -> None:
+        uid = str(obj["metadata"].get("uid"))
+        found = None if kind == "DELETED" else self._foreign(obj)
+        with self._lock:
+            if self._pods.get(uid) == found:
+                return
+            if found is None:
+                self._pods.pop(uid, None)
+            else:
+                self._pods[uid] = found
+            self._changed()
+        self._notify()

@@ -1,0 +1,279 @@
+"""The Kubernetes objects of one job attempt, built as plain dicts (no I/O).
+
+Per attempt: an anchor ConfigMap (the attempt's plan, and the owner of
+everything else, so deleting it cascades), a headless Service whose name is the
+pods' subdomain, one Pod per admitted replica, and a scheduler-plugins PodGroup
+when that API is served. Every name is a DNS-1123 label of at most 63
+characters (shortened with a hash when the job's names are long) and every
+label value is valid, so the real API server accepts what the plane sends.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from phalanx.compute import env as distributed
+from phalanx.compute.base import PodRef
+from phalanx.errors import SpecError
+from phalanx.scheduler.types import Admission
+from phalanx.spec.quantity import MILLI, format_quantity
+from phalanx.spec.resources import JobSpec, PodSet, Taint, Toleration
+
+Object = dict[str, Any]
+
+MANAGED_BY = "app.kubernetes.io/managed-by"
+MANAGER = "phalanx"
+JOB = "phalanx.dev/job"
+ATTEMPT = "phalanx.dev/attempt"
+POD_SET = "phalanx.dev/pod-set"
+INDEX = "phalanx.dev/index"
+RANK = "phalanx.dev/rank"
+COMPONENT = "phalanx.dev/component"  # "anchor" | "service" | "pod" | "pod-group"
+TERMINATE = "phalanx.dev/terminate-requested-at"  # anchor annotation: a stop was asked for
+LAUNCHED = "phalanx.dev/launched"  # anchor annotation: every object was created
+POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
+POD_GROUP_API = "scheduling.x-k8s.io/v1alpha1"
+CONTAINER = "main"
+MASTER_PORT = 29500
+SELECTOR = f"{MANAGED_BY}={MANAGER}"
+
+_NOT_LABEL = re.compile(r"[^a-z0-9-]+")
+# Taints the node lifecycle controller sets (not-ready, unreachable, pressure...): pods
+# must not tolerate them, or they would stay bound to a failing node.
+_SYSTEM_TAINT_PREFIX = "node.kubernetes.io/"
+
+
+def dns_label(text: str, *, letter_first: bool = False) -> str:
+    """``text`` as a DNS-1123 label (DNS-1035 with ``letter_first``), at most 63 characters.
+
+    Names that must change are shortened with a hash of the original, so two
+    different inputs never meet in one name.
+    """
+    clean = _NOT_LABEL.sub("-", text.lower()).strip("-") or "x"
+    if letter_first and not clean[0].isalpha():
+        clean = "p-" + clean
+    if clean == text and len(clean) <= 63:
+        return clean
+    digest = hashlib.sha256(text.encode()).hexdigest()[:8]
+    return f"{clean[:54].rstrip('-')}-{digest}"
+
+
+def attempt_name(job: str, attempt: int) -> str:
+    """Name of the attempt's anchor ConfigMap, Service (the pods' subdomain) and PodGroup."""
+    return dns_label(f"{job}-{attempt}", letter_first=True)
+
+
+def pod_name(ref: PodRef) -> str:
+    return dns_label(f"{ref.job}-{ref.attempt}-{ref.pod_set}-{ref.index}")
+
+
+def hostname(ref: PodRef) -> str:
+    return dns_label(f"{ref.pod_set}-{ref.index}")
+
+
+def attempt_labels(job: str, attempt: int, component: str) -> dict[str, str]:
+    # Job and pod-set names are DNS labels of at most 63 characters: valid label values.
+    return {MANAGED_BY: MANAGER, JOB: job, ATTEMPT: str(attempt), COMPONENT: component}
+
+
+def owner_reference(anchor: Object) -> Object:
+    meta = anchor["metadata"]
+    return {"apiVersion": "v1", "kind": "ConfigMap", "name": meta["name"], "uid": meta["uid"],
+            "controller": True, "blockOwnerDeletion": True}
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedPod:
+    ref: PodRef
+    node: str
+    name: str
+    hostname: str
+    env: dict[str, str]
+
+
+@dataclass(slots=True)
+class AttemptPlan:
+    job: str
+    attempt: int
+    namespace: str
+    name: str
+    master_addr: str
+    pods: list[PlannedPod] = field(default_factory=list)
+
+    def pods_json(self) -> str:
+        return json.dumps([
+            {"name": p.name, "podSet": p.ref.pod_set, "index": p.ref.index, "rank": p.ref.rank,
+             "node": p.node}
+            for p in self.pods
+        ])
+
+
+def plan_attempt(job: JobSpec, attempt: int, admission: Admission, namespace: str) -> AttemptPlan:
+    """Names, nodes and environments of the attempt's pods (raises SpecError on bad input)."""
+    name = attempt_name(job.name, attempt)
+    domain = f"{name}.{namespace}.svc"
+    # Ranks, nodes and env come from the shared builder: the same contract on every plane.
+    refs = distributed.pod_environments(
+        job, attempt, admission, master_addr="", master_port=MASTER_PORT,
+        pod_addresses=[""] * sum(p.count for p in admission.pod_sets),
+    )
+    hosts = [f"{hostname(ref)}.{domain}" for ref, _, _ in refs]
+    if len(set(hosts)) != len(hosts):  # only with pod-set names that clash once shortened
+        raise SpecError("two pods of the job would share a hostname", field="podSets",
+                        fix="give the pod sets names that differ in their first 50 characters")
+    pods = distributed.pod_environments(
+        job, attempt, admission, master_addr=hosts[0], master_port=MASTER_PORT,
+        pod_addresses=hosts,
+    )
+    plan = AttemptPlan(job=job.name, attempt=attempt, namespace=namespace, name=name,
+                       master_addr=hosts[0])
+    for ref, node, env in pods:
+        plan.pods.append(PlannedPod(ref=ref, node=node, name=pod_name(ref),
+                                    hostname=hostname(ref), env=env))
+    return plan
+
+
+def anchor(plan: AttemptPlan, admission: Admission, launched_at: float) -> Object:
+    return {
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": plan.name, "namespace": plan.namespace,
+                     "labels": attempt_labels(plan.job, plan.attempt, "anchor")},
+        "data": {
+            "job": plan.job, "attempt": str(plan.attempt),
+            "admission": json.dumps(admission.to_dict()),
+            "pods": plan.pods_json(), "launchedAt": repr(launched_at),
+            "masterAddr": plan.master_addr,
+        },
+    }
+
+
+def service(plan: AttemptPlan, owner: Object) -> Object:
+    labels = attempt_labels(plan.job, plan.attempt, "service")
+    return {
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": plan.name, "namespace": plan.namespace, "labels": labels,
+                     "ownerReferences": [owner]},
+        "spec": {
+            "clusterIP": "None",
+            # Rendezvous happens before any pod is ready: publish the names at once.
+            "publishNotReadyAddresses": True,
+            "selector": {JOB: plan.job, ATTEMPT: str(plan.attempt), COMPONENT: "pod"},
+            "ports": [{"name": "master", "port": MASTER_PORT, "targetPort": MASTER_PORT,
+                       "protocol": "TCP"}],
+        },
+    }
+
+
+def pod_group(plan: AttemptPlan, owner: Object) -> Object:
+    return {
+        "apiVersion": POD_GROUP_API, "kind": "PodGroup",
+        "metadata": {"name": plan.name, "namespace": plan.namespace,
+                     "labels": attempt_labels(plan.job, plan.attempt, "pod-group"),
+                     "ownerReferences": [owner]},
+        "spec": {"minMember": len(plan.pods)},
+    }
+
+
+def pod(
+    plan: AttemptPlan,
+    planned: PlannedPod,
+    job: JobSpec,
+    owner: Object,
+    *,
+    service_account: str | None = None,
+    priority_class: str | None = None,
+    node_taints: list[Taint] | None = None,
+    with_pod_group: bool = False,
+) -> Object:
+    ref = planned.ref
+    index, pod_set = next((i, p) for i, p in enumerate(job.pod_sets) if p.name == ref.pod_set)
+    where = f"podSets[{index}]"
+    if not pod_set.image:
+        raise SpecError(f"pod set {pod_set.name!r} names no image", field=f"{where}.image",
+                        fix="give the container image its pods run on Kubernetes")
+    labels = attempt_labels(plan.job, plan.attempt, "pod")
+    labels.update({POD_SET: ref.pod_set, INDEX: str(ref.index), RANK: str(ref.rank)})
+    if with_pod_group:
+        labels[POD_GROUP_LABEL] = plan.name
+    container: Object = {
+        "name": CONTAINER,
+        "image": pod_set.image,
+        "env": [{"name": k, "value": str(v)} for k, v in planned.env.items()],
+        "resources": _resources(pod_set, where),
+        "ports": [{"name": "master", "containerPort": MASTER_PORT, "protocol": "TCP"}],
+    }
+    if pod_set.command:
+        container["command"] = list(pod_set.command)
+    if pod_set.working_dir:
+        container["workingDir"] = pod_set.working_dir
+    spec: Object = {
+        "restartPolicy": "Never",
+        "hostname": planned.hostname,
+        "subdomain": plan.name,
+        "enableServiceLinks": False,
+        "containers": [container],
+        "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchFields": [
+                {"key": "metadata.name", "operator": "In", "values": [planned.node]},
+            ]}],
+        }}},
+    }
+    tolerations = _tolerations(pod_set.tolerations, node_taints or [])
+    if tolerations:
+        spec["tolerations"] = tolerations
+    if pod_set.node_selector:
+        spec["nodeSelector"] = dict(pod_set.node_selector)
+    if service_account:
+        spec["serviceAccountName"] = service_account
+    if priority_class:
+        spec["priorityClassName"] = priority_class
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {
+            "name": planned.name, "namespace": plan.namespace, "labels": labels,
+            "annotations": {"phalanx.dev/pod": ref.name, "phalanx.dev/node": planned.node},
+            "ownerReferences": [owner],
+        },
+        "spec": spec,
+    }
+
+
+def _resources(pod_set: PodSet, where: str) -> Object:
+    amounts: dict[str, str] = {}
+    for name, millis in sorted(pod_set.resources.items()):
+        if millis == 0:
+            continue
+        if "/" in name and not name.startswith(("kubernetes.io/", "requests.")) and millis % MILLI:
+            raise SpecError(f"{millis / MILLI:g} {name} requested; extended resources are whole",
+                            field=f"{where}.resources.{name}", fix="request a whole number")
+        amounts[name] = format_quantity(millis, name)
+    # requests == limits: the pod gets what the scheduler accounted for, no more (and the
+    # Guaranteed QoS class when cpu and memory are both given).
+    return {"requests": dict(amounts), "limits": dict(amounts)} if amounts else {}
+
+
+def _tolerations(own: list[Toleration], taints: list[Taint]) -> list[Object]:
+    out: list[Object] = []
+    for t in own:
+        item: Object = {"operator": t.operator}
+        if t.key is not None:
+            item["key"] = t.key
+        if t.operator == "Equal":
+            item["value"] = t.value
+        if t.effect is not None:
+            item["effect"] = t.effect
+        out.append(item)
+    # The scheduler placed the pod on this node knowing its taints (its flavor tolerates
+    # them): the pod tolerates exactly those, so the kubelet and kube-scheduler agree.
+    for taint in taints:
+        if taint.key.startswith(_SYSTEM_TAINT_PREFIX) or taint.effect == "PreferNoSchedule":
+            continue
+        item = {"key": taint.key, "operator": "Equal", "value": taint.value,
+                "effect": taint.effect}
+        if item not in out:
+            out.append(item)
+    return out

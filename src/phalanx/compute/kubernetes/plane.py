@@ -1,0 +1,548 @@
+"""The Kubernetes compute plane: cluster nodes in, Pods, Services and PodGroups out.
+
+State lives in the cluster, not in the control plane: each launched attempt has
+an anchor ConfigMap holding its plan (job spec, admission, pod names), which
+owns the attempt's other objects. A new plane relists the anchors and the pods,
+adopts every attempt it finds (completing a launch a crash interrupted; object
+names are deterministic and creation adopts what exists, so nothing is ever
+created twice), and reports them all from ``observe``; the control plane
+terminates and forgets those of jobs it no longer knows.
+
+Failures the job did not cause are "system" failures: OOM kills, evictions,
+node loss, pods deleted by someone else, containers stuck unable to start (an
+image that cannot be pulled) for ``image_pull_timeout``, and gangs whose pods
+are not all running within ``start_timeout`` (reported as ``PodsNotReady``, so
+the control plane releases the gang and requeues it with backoff, like Kueue's
+waitForPodsReady).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from phalanx.compute.base import PodPhase, PodRef, PodState
+from phalanx.compute.kubernetes import objects
+from phalanx.compute.kubernetes.client import KubeClient, KubeError, Object, configure
+from phalanx.compute.kubernetes.logs import LogCopier
+from phalanx.compute.kubernetes.nodes import NodeInventory
+from phalanx.compute.kubernetes.status import (
+    DELETED,
+    NODE_LOST,
+    NOT_READY,
+    STUCK,
+    TERMINATED,
+    observe_pod,
+)
+from phalanx.compute.kubernetes.watch import Informer
+from phalanx.errors import Conflict, SpecError
+from phalanx.scheduler.types import Admission
+from phalanx.spec.quantity import parse_duration
+from phalanx.spec.resources import JobSpec, Node
+from phalanx.store.logs import LogStore
+
+log = logging.getLogger("phalanx.compute.kubernetes")
+
+DEFAULT_NAMESPACE = "phalanx-runs"
+NAMESPACE_ENV = "PHALANX_K8S_NAMESPACE"
+SERVICE_ACCOUNT_ENV = "PHALANX_RUNS_SERVICE_ACCOUNT"
+START_TIMEOUT_ENV = "PHALANX_K8S_START_TIMEOUT"
+PRIORITY_CLASSES_ENV = "PHALANX_K8S_PRIORITY_CLASSES"
+
+
+@dataclass(slots=True)
+class _Pod:
+    ref: PodRef
+    name: str
+    node: str
+    obj: Object | None = None  # the latest object seen (the last one, once deleted)
+    seen: bool = False
+    gone: bool = False
+    stuck_since: float | None = None
+    final: PodState | None = None
+
+
+@dataclass(slots=True)
+class _Attempt:
+    job: str
+    attempt: int
+    name: str
+    launched_at: float
+    pods: list[_Pod]
+    spec: JobSpec | None = None
+    admission: Admission | None = None
+    uid: str | None = None
+    launched: bool = False  # every object was created
+    started: bool = False  # every pod has been running at once
+    stop_at: float | None = None  # when a stop was requested
+    deletes_sent: bool = False
+    grace: float = 10.0
+
+
+@dataclass(slots=True)
+class Settings:
+    namespace: str = DEFAULT_NAMESPACE
+    service_account: str | None = None
+    priority_classes: Mapping[str, str] = field(default_factory=dict)
+    start_timeout: float = 300.0
+    image_pull_timeout: float = 120.0
+    sync_timeout: float = 30.0
+    read_timeout: float = 60.0
+
+
+class KubernetesPlane:
+    """Runs admitted jobs as pods in one namespace of a cluster."""
+
+    name = "kubernetes"
+
+    def __init__(self, client: KubeClient, home: Path, settings: Settings | None = None) -> None:
+        self.client = client
+        self.home = Path(home)
+        self.settings = settings or Settings()
+        self.namespace = self.settings.namespace
+        self._base = f"/api/v1/namespaces/{self.namespace}"
+        self._lock = threading.RLock()
+        self._launching = threading.Lock()
+        self._listeners: list[Callable[[], None]] = []
+        self._attempts: dict[tuple[str, int], _Attempt] = {}
+        self._by_pod: dict[str, tuple[_Attempt, _Pod]] = {}
+        self.logs = LogCopier(client, self.namespace, LogStore(self.home / "logs"),
+                              self.home / "kubernetes" / "log-offsets")
+        self.inventory_source = NodeInventory(client, namespace=self.namespace,
+                                              on_change=self._notify,
+                                              read_timeout=self.settings.read_timeout)
+        self.pod_informer = Informer(
+            client, f"{self._base}/pods", label_selector=objects.SELECTOR,
+            on_list=self._list_pods, on_event=self._pod_event, name="pods",
+            read_timeout=self.settings.read_timeout,
+        )
+        self.pod_groups = False
+        self._started = False
+
+    # ------------------------------------------------------------------ connecting
+    @classmethod
+    def connect(
+        cls,
+        *,
+        home: Path,
+        kubeconfig: Path | None = None,
+        namespace: str | None = None,
+        context: str | None = None,
+        server: str | None = None,
+        token: str | None = None,
+        ca_file: Path | None = None,
+        insecure: bool | None = None,
+        settings: Settings | None = None,
+    ) -> KubernetesPlane:
+        """Connect (kubeconfig, in-cluster, or explicit server + token), adopt, start watching."""
+        configuration, _ = configure(kubeconfig=kubeconfig, context=context, server=server,
+                                     token=token, ca_file=ca_file, insecure=insecure)
+        settings = settings or settings_from_env()
+        settings.namespace = namespace or os.environ.get(NAMESPACE_ENV) or settings.namespace
+        plane = cls(KubeClient(configuration), home, settings)
+        try:
+            plane.start()
+        except BaseException:
+            plane.close()
+            raise
+        return plane
+
+    def start(self) -> None:
+        """Check the namespace, detect PodGroups, adopt attempts, start the watches."""
+        try:
+            self.client.get(f"/api/v1/namespaces/{self.namespace}")
+        except KubeError as exc:
+            if exc.status == 404:
+                raise SpecError(f"namespace {self.namespace!r} does not exist",
+                                field="--namespace",
+                                fix=f"create it (kubectl create namespace {self.namespace})"
+                                " or name another") from None
+            if exc.status != 403:  # not allowed to read namespaces: fine, carry on
+                raise
+        self.pod_groups = self._pod_groups_served()
+        self._adopt()
+        self.inventory_source.start()
+        self.pod_informer.start()
+        deadline = time.monotonic() + self.settings.sync_timeout
+        if not self.pod_informer.synced.wait(max(0.0, deadline - time.monotonic())):
+            raise SpecError(f"could not list pods in {self.namespace!r}: "
+                            f"{self.pod_informer.error or 'timed out'}", field="--namespace",
+                            fix="check the API server and the control plane's RBAC")
+        if not self.inventory_source.wait_synced(max(0.0, deadline - time.monotonic())):
+            log.warning("node inventory not synced yet: %s", self.inventory_source.nodes.error)
+        self._started = True
+        for current in list(self._attempts.values()):
+            if not current.launched and current.stop_at is None:
+                self._complete_launch(current)
+            elif current.stop_at is not None:
+                self._send_deletes(current)
+
+    def _pod_groups_served(self) -> bool:
+        group, version = objects.POD_GROUP_API.split("/")
+        try:
+            found = self.client.get(f"/apis/{group}/{version}")
+        except KubeError as exc:
+            if exc.status not in (403, 404):
+                log.warning("cannot tell whether PodGroups are served: %s", exc)
+            return False
+        return any(r.get("name") == "podgroups" for r in found.get("resources") or [])
+
+    def _adopt(self) -> None:
+        answer = self.client.get(f"{self._base}/configmaps",
+                                 labelSelector=f"{objects.SELECTOR},{objects.COMPONENT}=anchor")
+        for item in answer.get("items") or []:
+            try:
+                current = _attempt_from_anchor(item)
+            except (KeyError, ValueError, TypeError) as exc:
+                log.error("ignoring unreadable anchor %s: %s", item["metadata"]["name"], exc)
+                continue
+            self._register(current)
+        if self._attempts:
+            log.info("adopted %d attempt(s) in %s", len(self._attempts), self.namespace)
+
+    def _register(self, current: _Attempt) -> None:
+        with self._lock:
+            self._attempts[(current.job, current.attempt)] = current
+            for pod in current.pods:
+                self._by_pod[pod.name] = (current, pod)
+
+    # ------------------------------------------------------------------ ComputePlane
+    def subscribe(self, listener: Callable[[], None]) -> None:
+        self._listeners.append(listener)
+
+    @property
+    def inventory_generation(self) -> int:
+        return self.inventory_source.generation
+
+    def inventory(self) -> list[Node]:
+        return self.inventory_source.snapshot()
+
+    def launch(self, job: JobSpec, attempt: int, admission: Admission) -> None:
+        """Create the attempt's objects; a second call (or a restart) adopts what exists."""
+        with self._lock:
+            if (job.name, attempt) in self._attempts:
+                return
+        plan = objects.plan_attempt(job, attempt, admission, self.namespace)
+        placeholder = {"metadata": {"name": plan.name, "uid": "-"}}
+        for planned in plan.pods:  # everything is checked before anything is created
+            self._pod_object(plan, planned, job, objects.owner_reference(placeholder))
+        now = time.time()
+        current = _Attempt(
+            job=job.name, attempt=attempt, name=plan.name, launched_at=now, spec=job,
+            admission=admission,
+            pods=[_Pod(ref=p.ref, name=p.name, node=p.node) for p in plan.pods],
+        )
+        anchor, _ = self.client.create_or_get(
+            f"{self._base}/configmaps", _with_spec(objects.anchor(plan, admission, now), job))
+        _check_owner(anchor, job.name, attempt)
+        current.uid = anchor["metadata"]["uid"]
+        current.launched_at = float(anchor.get("data", {}).get("launchedAt") or now)
+        self._register(current)
+        self._complete_launch(current)
+
+    def observe(self) -> list[PodState]:
+        now = time.time()
+        nodes = self.inventory_source.node_names() if self.inventory_source.nodes.synced.is_set() \
+            else None
+        retry = []
+        with self._lock:
+            states = []
+            for current in self._attempts.values():
+                states.extend(self._observe_attempt(current, now, nodes))
+                if current.stop_at is not None and not current.deletes_sent:
+                    retry.append(current)
+        for current in retry:
+            self._send_deletes(current)
+        return states
+
+    def terminate(self, job: str, attempt: int, grace_seconds: float = 10.0) -> None:
+        """Delete the attempt's pods with a grace period; observe reports them until gone."""
+        with self._lock:
+            current = self._attempts.get((job, attempt))
+            if current is None:
+                return
+            first = current.stop_at is None
+            if first:
+                current.stop_at = time.time()
+                current.grace = grace_seconds
+            elif grace_seconds >= current.grace:
+                return
+            else:  # a shorter grace brings the end forward: delete again with it
+                current.grace = grace_seconds
+                current.deletes_sent = False
+        if first:
+            try:  # recorded on the anchor, so a restarted plane knows the pods were stopped
+                self.client.patch(f"{self._base}/configmaps/{current.name}", {
+                    "metadata": {"annotations": {objects.TERMINATE: repr(current.stop_at)}},
+                })
+            except KubeError as exc:
+                log.warning("could not record the stop of %s: %s", current.name, exc)
+        self._send_deletes(current)
+
+    def forget(self, job: str, attempt: int) -> None:
+        """Drop the attempt: deleting its anchor deletes whatever is left of it."""
+        with self._lock:
+            current = self._attempts.pop((job, attempt), None)
+            if current is None:
+                return
+            for pod in current.pods:
+                self._by_pod.pop(pod.name, None)
+        for pod in current.pods:
+            self.logs.forget(pod.name)
+        try:
+            self.client.delete(f"{self._base}/configmaps/{current.name}", grace_seconds=0)
+        except KubeError as exc:
+            log.warning("could not delete %s: %s", current.name, exc)
+
+    def close(self) -> None:
+        """Stop watching and copying logs; the pods keep running and a new plane adopts them."""
+        self.pod_informer.stop()
+        self.inventory_source.stop()
+        self.logs.close()
+        self.client.close()
+
+    def __enter__(self) -> KubernetesPlane:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ creating
+    def _pod_object(
+        self, plan: objects.AttemptPlan, planned: objects.PlannedPod, job: JobSpec, owner: Object
+    ) -> Object:
+        priority = self.settings.priority_classes.get(str(job.priority))
+        return objects.pod(
+            plan, planned, job, owner, service_account=self.settings.service_account,
+            priority_class=priority, node_taints=self.inventory_source.node_taints(planned.node),
+            with_pod_group=self.pod_groups,
+        )
+
+    def _complete_launch(self, current: _Attempt) -> None:
+        """Create whatever of the attempt does not exist yet, adopting what does."""
+        if current.spec is None or current.admission is None or current.uid is None:
+            log.error("cannot complete the launch of %s: its anchor lacks the plan", current.name)
+            return
+        with self._launching:
+            plan = objects.plan_attempt(current.spec, current.attempt, current.admission,
+                                        self.namespace)
+            owner = objects.owner_reference({"metadata": {"name": plan.name, "uid": current.uid}})
+            if self.pod_groups:
+                group, version = objects.POD_GROUP_API.split("/")
+                group_obj, _ = self.client.create_or_get(
+                    f"/apis/{group}/{version}/namespaces/{self.namespace}/podgroups",
+                    objects.pod_group(plan, owner))
+                _check_owner(group_obj, current.job, current.attempt)
+            svc, _ = self.client.create_or_get(f"{self._base}/services",
+                                               objects.service(plan, owner))
+            _check_owner(svc, current.job, current.attempt)
+            for planned in plan.pods:
+                body = self._pod_object(plan, planned, current.spec, owner)
+                created, _ = self.client.create_or_get(f"{self._base}/pods", body)
+                _check_owner(created, current.job, current.attempt)
+                self._pod_seen(created, deleted=False, from_create=True)
+            self.client.patch(f"{self._base}/configmaps/{current.name}",
+                              {"metadata": {"annotations": {objects.LAUNCHED: "true"}}})
+            current.launched = True
+        self._notify()
+
+    def _send_deletes(self, current: _Attempt) -> None:
+        try:
+            for pod in current.pods:
+                if not pod.gone:
+                    self.client.delete(f"{self._base}/pods/{pod.name}",
+                                       grace_seconds=current.grace)
+            self.client.delete(f"{self._base}/services/{current.name}")
+            if self.pod_groups:
+                group, version = objects.POD_GROUP_API.split("/")
+                self.client.delete(
+                    f"/apis/{group}/{version}/namespaces/{self.namespace}/podgroups/"
+                    f"{current.name}")
+            current.deletes_sent = True
+        except KubeError as exc:  # tried again at the next observe
+            log.warning("could not delete the pods of %s: %s", current.name, exc)
+
+    # ------------------------------------------------------------------ watching
+    def _notify(self) -> None:
+        for listener in list(self._listeners):
+            listener()
+
+    def _list_pods(self, items: list[Object], version: str) -> None:
+        present = {str(o["metadata"]["name"]): o for o in items}
+        with self._lock:
+            for name, (_, pod) in self._by_pod.items():
+                if name in present:
+                    self._pod_seen(present[name], deleted=False)
+                elif pod.seen and not pod.gone and not _newer(pod.obj, version):
+                    pod.gone = True  # deleted while the watch was down
+        self._notify()
+
+    def _pod_event(self, kind: str, obj: Object) -> None:
+        self._pod_seen(obj, deleted=kind == "DELETED")
+        self._notify()
+
+    def _pod_seen(self, obj: Object, *, deleted: bool, from_create: bool = False) -> None:
+        name = str(obj["metadata"]["name"])
+        with self._lock:
+            found = self._by_pod.get(name)
+            if found is None:
+                return
+            current, pod = found
+            if from_create and pod.seen:  # the watch was first: it is as new or newer
+                return
+            pod.obj, pod.seen = obj, True
+            if deleted:
+                pod.gone = True
+            started = observe_pod(obj).container_started
+        if started and not deleted:
+            self.logs.follow(name, current.job, pod.ref.name,
+                             lambda: self._pod_finished(name))
+
+    def _pod_finished(self, name: str) -> bool:
+        with self._lock:
+            found = self._by_pod.get(name)
+            if found is None:
+                return True
+            _, pod = found
+            if pod.gone or pod.obj is None:
+                return True
+            phase = (pod.obj.get("status") or {}).get("phase")
+            return phase in ("Succeeded", "Failed")
+
+    # ------------------------------------------------------------------ observing
+    def _observe_attempt(
+        self, current: _Attempt, now: float, nodes: set[str] | None
+    ) -> list[PodState]:
+        states = [self._observe_pod(current, pod, now, nodes) for pod in current.pods]
+        if not current.started and states and all(
+            s.phase in (PodPhase.RUNNING, PodPhase.SUCCEEDED) for s in states
+        ):
+            current.started = True
+        timeout = self.settings.start_timeout
+        if (not current.started and current.stop_at is None
+                and now - current.launched_at > timeout):
+            for i, (pod, state) in enumerate(zip(current.pods, states, strict=True)):
+                if pod.final is None and state.phase is PodPhase.PENDING:
+                    pod.final = _failed(state, NOT_READY, "system", now)
+                    states[i] = pod.final
+        return states
+
+    def _observe_pod(
+        self, current: _Attempt, pod: _Pod, now: float, nodes: set[str] | None
+    ) -> PodState:
+        if pod.final is not None:
+            return pod.final
+        stopping = current.stop_at is not None
+        base = PodState(ref=pod.ref, node=pod.node, phase=PodPhase.PENDING, reason="Pending")
+        if pod.obj is None:
+            if stopping:  # never created, or gone before it was ever seen
+                pod.final = _failed(base, TERMINATED, None, now)
+            elif current.launched and self.pod_informer.synced.is_set():
+                pod.final = _failed(base, DELETED, "system", now)
+            return pod.final or base
+        seen = observe_pod(pod.obj, stop_requested=stopping)
+        state = PodState(
+            ref=pod.ref, node=seen.node or pod.node, phase=seen.phase,
+            exit_code=seen.exit_code, signal=seen.signal, reason=seen.reason,
+            failure=seen.failure, started_at=seen.started_at, finished_at=seen.finished_at,
+        )
+        if seen.phase.done:
+            pod.final = state
+        elif pod.gone:
+            pod.final = _failed(state, TERMINATED if stopping else DELETED,
+                                None if stopping else "system", now)
+        elif stopping:
+            pass  # still going away: report it as it is until it is gone
+        elif seen.deleting:
+            pod.final = _failed(state, DELETED, "system", now)
+        elif nodes is not None and seen.node and seen.node not in nodes:
+            pod.final = _failed(state, NODE_LOST, "system", now)
+        elif seen.waiting in STUCK:
+            pod.stuck_since = pod.stuck_since or now
+            if now - pod.stuck_since > self.settings.image_pull_timeout:
+                pod.final = _failed(state, seen.waiting, "system", now)
+        else:
+            pod.stuck_since = None
+        return pod.final or state
+
+
+def _failed(state: PodState, reason: str, failure: Any, now: float) -> PodState:
+    return PodState(ref=state.ref, node=state.node, phase=PodPhase.FAILED,
+                    exit_code=state.exit_code, signal=state.signal, reason=reason,
+                    failure=failure, started_at=state.started_at,
+                    finished_at=state.finished_at or now)
+
+
+def _newer(obj: Object | None, version: str) -> bool:
+    """Whether ``obj`` was written after a list at ``version`` (so the list cannot show it).
+
+    Versions are etcd revisions, compared as numbers; when one is not a number the
+    object is taken as listed, and its absence as a deletion.
+    """
+    mine = str((obj or {}).get("metadata", {}).get("resourceVersion") or "")
+    return mine.isdigit() and version.isdigit() and int(mine) > int(version)
+
+
+def _with_spec(anchor: Object, job: JobSpec) -> Object:
+    anchor["data"]["spec"] = json.dumps(job.to_dict())
+    return anchor
+
+
+def _check_owner(obj: Object, job: str, attempt: int) -> None:
+    labels = obj.get("metadata", {}).get("labels") or {}
+    if labels.get(objects.JOB) != job or labels.get(objects.ATTEMPT) != str(attempt):
+        name = obj.get("metadata", {}).get("name")
+        raise Conflict(
+            f"{obj.get('kind', 'object')} {name!r} exists and belongs to another job "
+            f"({labels.get(objects.JOB)!r}, attempt {labels.get(objects.ATTEMPT)!r})",
+            field="name", fix="rename the job, or delete the stray object",
+        )
+
+
+def _attempt_from_anchor(item: Object) -> _Attempt:
+    meta, data = item["metadata"], item.get("data") or {}
+    annotations = meta.get("annotations") or {}
+    job, attempt = data["job"], int(data["attempt"])
+    pods = [
+        _Pod(ref=PodRef(job=job, attempt=attempt, pod_set=p["podSet"], index=int(p["index"]),
+                        rank=int(p["rank"])), name=p["name"], node=p["node"])
+        for p in json.loads(data["pods"])
+    ]
+    stop = annotations.get(objects.TERMINATE)
+    return _Attempt(
+        job=job, attempt=attempt, name=meta["name"], launched_at=float(data["launchedAt"]),
+        pods=pods, uid=meta.get("uid"),
+        spec=JobSpec.model_validate(json.loads(data["spec"])) if data.get("spec") else None,
+        admission=Admission.from_dict(json.loads(data["admission"])),
+        launched=annotations.get(objects.LAUNCHED) == "true",
+        stop_at=float(stop) if stop else None,
+    )
+
+
+def settings_from_env() -> Settings:
+    """Settings from the environment (the Deployment sets the runs ServiceAccount)."""
+    settings = Settings(service_account=os.environ.get(SERVICE_ACCOUNT_ENV) or None)
+    if os.environ.get(START_TIMEOUT_ENV):
+        settings.start_timeout = parse_duration(os.environ[START_TIMEOUT_ENV],
+                                                field=START_TIMEOUT_ENV)
+    mapping = os.environ.get(PRIORITY_CLASSES_ENV, "")
+    classes = {}
+    for pair in filter(None, (p.strip() for p in mapping.split(","))):
+        name, sep, value = pair.partition("=")
+        if not sep or not name.strip() or not value.strip():
+            raise SpecError(f"{pair!r} is not NAME=PRIORITYCLASS", field=PRIORITY_CLASSES_ENV,
+                            fix="write e.g. high=ml-high,low=ml-low")
+        classes[name.strip()] = value.strip()
+    settings.priority_classes = classes
+    return settings

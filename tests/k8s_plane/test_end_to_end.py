@@ -1,0 +1,81 @@
+"""`phalanx up --compute kubernetes --kubeconfig FILE` in a subprocess, against the fake API."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from phalanx.sdk import Client
+from phalanx.spec.status import JobStatus
+from tests.k8s_plane.conftest import RUNS
+from tests.k8s_plane.fake_apiserver import FakeAPIServer
+from tests.k8s_plane.helpers import IMAGE, pods
+
+REPO = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.slow
+
+
+def _up(home: Path, kubeconfig: Path) -> subprocess.Popen[bytes]:
+    log = open(home / "server.log", "ab")  # noqa: SIM115 - the child writes it
+    return subprocess.Popen(
+        [sys.executable, "-c", "from phalanx.cli.main import app; app()", "up", "--port", "0",
+         "--compute", "kubernetes", "--kubeconfig", str(kubeconfig), "--namespace", RUNS],
+        cwd=REPO, stdout=log, stderr=log, env={**os.environ, "PHALANX_HOME": str(home)},
+    )
+
+
+def _wait_for_server(proc: subprocess.Popen[bytes], home: Path) -> Client:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError("server died:\n" + (home / "server.log").read_text())
+        info = home / "server.json"
+        if info.exists():
+            client = Client(json.loads(info.read_text())["url"],
+                            (home / "token").read_text().strip())
+            if client.healthy():
+                return client
+        time.sleep(0.1)
+    raise AssertionError("server did not start:\n" + (home / "server.log").read_text())
+
+
+def test_up_runs_a_job_as_pods(api: FakeAPIServer, kubeconfig: Path, tmp_path: Path) -> None:
+    for name in ("gpu-1", "gpu-2"):
+        api.add_node(name, cpu="16", memory="64Gi", gpus=4)
+    api.autopilot = {"start_after": 0.2, "run_for": 0.5}
+    home = tmp_path / "home"
+    home.mkdir()
+    proc = _up(home, kubeconfig)
+    try:
+        client = _wait_for_server(proc, home)
+        assert {n["name"] for n in client.nodes()} == {"gpu-1", "gpu-2"}
+        client.submit({"name": "e2e", "podSets": [{
+            "name": "worker", "replicas": 2, "image": IMAGE,
+            "resources": {"cpu": "4", "memory": "8Gi", "nvidia.com/gpu": 4},
+            "command": ["python", "train.py"],
+        }]})
+        record = client.wait("e2e", timeout=30)
+        assert record.status is JobStatus.SUCCEEDED, record
+        # one pod per node (the gang needs all four GPUs of each), created once each
+        assert api.count("POST", f"/api/v1/namespaces/{RUNS}/pods", 201) == 2
+        bound = {c.new["spec"].get("nodeName") for c in api.history
+                 if c.plural == "pods" and c.new and c.new["spec"].get("nodeName")}
+        assert bound == {"gpu-1", "gpu-2"}
+        # the attempt is cleaned up once the job is done
+        deadline = time.monotonic() + 10
+        while pods(api, "e2e") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not pods(api, "e2e") and not api.list("services", RUNS)
+        lines = list(client.logs("e2e"))
+        assert any("hello from e2e-1-worker-0" in line for line in lines), lines
+        assert any("hello from e2e-1-worker-1" in line for line in lines), lines
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)

@@ -79,3 +79,44 @@ def test_up_runs_a_job_as_pods(api: FakeAPIServer, kubeconfig: Path, tmp_path: P
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=30)
+
+
+def test_describe_shows_the_clusters_events_for_the_pods(
+    api: FakeAPIServer, kubeconfig: Path, tmp_path: Path
+) -> None:
+    api.add_node("gpu-1", cpu="16", memory="64Gi", gpus=4)
+    api.autopilot = {"start_after": 0.1, "run_for": 60}
+    home = tmp_path / "home"
+    home.mkdir()
+    proc = _up(home, kubeconfig)
+    try:
+        client = _wait_for_server(proc, home)
+        client.submit({"name": "ev", "podSets": [{
+            "name": "worker", "replicas": 1, "image": IMAGE,
+            "resources": {"cpu": "1", "nvidia.com/gpu": 1}, "command": ["python", "train.py"],
+        }]})
+        deadline = time.monotonic() + 20
+        while client.get("ev").status is not JobStatus.RUNNING and time.monotonic() < deadline:
+            time.sleep(0.1)
+        pod = pods(api, "ev")[0]["metadata"]["name"]
+        api.add("events", {
+            "metadata": {"name": f"{pod}.1"}, "type": "Warning", "reason": "BackOff",
+            "message": "Back-off pulling image", "count": 3,
+            "involvedObject": {"kind": "Pod", "name": pod, "namespace": RUNS},
+            "lastTimestamp": "2030-01-01T00:00:00Z",
+        }, RUNS)
+        api.add("events", {  # about another pod: not this job's
+            "metadata": {"name": "other.1"}, "reason": "Scheduled", "message": "x",
+            "involvedObject": {"kind": "Pod", "name": "other", "namespace": RUNS},
+        }, RUNS)
+        events = client.get("ev").events
+        mine = [e for e in events if e.reason == "BackOff"]
+        assert len(mine) == 1 and mine[0].type == "Warning"
+        assert pod in mine[0].message and "(x3)" in mine[0].message
+        assert events[-1].reason == "BackOff"  # merged in time order with the job's own
+        assert "Submitted" in [e.reason for e in events]
+        assert not [e for e in events if "other" in e.message]
+        client.cancel("ev")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)

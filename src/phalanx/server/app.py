@@ -116,8 +116,9 @@ def create_app(controller: Controller, token: str, logs: LogStore, *, db_label: 
             )
             for p in sorted(controller.pods_of(name), key=lambda p: p.ref.rank)
         ]
-        detail = JobDetail(**record.model_dump(), pods=pods,
-                           events=controller.store.list_events(name))
+        events = controller.store.list_events(name) + controller.plane_events(name)
+        events.sort(key=lambda e: e.time)
+        detail = JobDetail(**record.model_dump(), pods=pods, events=events)
         return detail.to_dict()
 
     @app.get("/v1/jobs/{name}/events")

@@ -247,6 +247,11 @@ class Controller:
                     self.scheduler.upsert_node(node)
             self.nodes = nodes
 
+    def plane_events(self, name: str) -> list[JobEvent]:
+        """What the compute plane itself says about the job's pods (a cluster's Events)."""
+        read = getattr(self.plane, "pod_events", None)
+        return list(read(name)) if callable(read) else []
+
     def refresh_metrics(self) -> None:
         with self._lock:
             self.metrics.observe_queues(self.scheduler.queue_status())

@@ -32,6 +32,7 @@ from typing import Any
 from phalanx.compute.base import PodPhase, PodRef, PodState
 from phalanx.compute.kubernetes import objects
 from phalanx.compute.kubernetes.client import KubeClient, KubeError, Object, configure
+from phalanx.compute.kubernetes.events import pod_events
 from phalanx.compute.kubernetes.logs import LogCopier
 from phalanx.compute.kubernetes.nodes import NodeInventory
 from phalanx.compute.kubernetes.status import (
@@ -47,6 +48,7 @@ from phalanx.errors import Conflict, SpecError
 from phalanx.scheduler.types import Admission
 from phalanx.spec.quantity import parse_duration
 from phalanx.spec.resources import JobSpec, Node
+from phalanx.spec.status import JobEvent
 from phalanx.store.logs import LogStore
 
 log = logging.getLogger("phalanx.compute.kubernetes")
@@ -262,6 +264,12 @@ class KubernetesPlane:
         for current in retry:
             self._send_deletes(current)
         return states
+
+    def pod_events(self, job: str) -> list[JobEvent]:
+        """The cluster's Events about the pods of ``job``'s attempts still known here."""
+        with self._lock:
+            names = {p.name for a in self._attempts.values() if a.job == job for p in a.pods}
+        return pod_events(self.client, self._base, job, names)
 
     def terminate(self, job: str, attempt: int, grace_seconds: float = 10.0) -> None:
         """Delete the attempt's pods with a grace period; observe reports them until gone."""

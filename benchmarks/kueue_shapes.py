@@ -7,9 +7,12 @@ and large workloads of 1, 5 and 20 CPU), starts ``phalanx up --compute simulated
 in a fresh state directory (SQLite, or PostgreSQL with ``--db``), applies the
 queues over HTTP and creates the jobs over HTTP on Kueue's per-queue schedule
 (job k of a set is due (k+1) x its interval after the start). Each job's one pod
-runs ``runtimeMs`` on the simulated plane and succeeds. The simulated nodes hold
-exactly the sum of the nominal quotas, in nodes of 20 CPU or more, so quota, not
-node space, is what limits admission.
+runs ``runtimeMs`` on the simulated plane and succeeds. Kueue's harness has no
+nodes, only quota; so by default the simulated plane offers the whole nominal
+capacity as one node and placement never refuses what quota admits.
+``--node-cpu`` splits it into smaller nodes: then gangs meet fragmentation (a
+20-CPU job needs 20 free CPU on one node, and the jobs whose preemption would
+free them may sit on other nodes), which Kueue's figures do not include.
 
 Measured as Kueue's recorder does: wall time (first creation due to last job
 finished), usage per ClusterQueue class (admitted CPU x time over nominal quota x
@@ -380,7 +383,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None,
                         help="JSON file (default: benchmarks/results/kueue_shapes_<shape>.json)")
     parser.add_argument("--node-cpu", type=int, default=None,
-                        help="CPU per simulated node (default: one cohort's nominal quota)")
+                        help="CPU per simulated node (default: all nominal capacity in one node)")
     parser.add_argument("--per-job", action="store_true",
                         help="one request per job (from --clients threads) instead of batches")
     parser.add_argument("--clients", type=int, default=8, help="threads for --per-job")
@@ -388,7 +391,7 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=3600.0)
     args = parser.parse_args()
     shape = SHAPES[args.shape]
-    node_cpu = args.node_cpu or shape.queues_per_cohort * shape.nominal_cpu
+    node_cpu = args.node_cpu or shape.queues * shape.nominal_cpu
     if node_cpu < NODE_CPU_MIN:
         parser.error(f"--node-cpu must be at least {NODE_CPU_MIN} (a large job's request)")
     store = "postgresql" if args.db else "sqlite"

@@ -26,7 +26,9 @@ def test_quick_run_writes_sensible_json(tmp_path: Path) -> None:
 
     core = written["core"]
     assert set(core["events_us"]) == {"submit", "remove", "requeue", "node_update"}
-    assert set(core["cycles"]) == {"count", "p50_s", "p99_s", "mean_s", "max_s"}
+    assert set(core["cycles"]) == {"count", "p50_s", "p99_s", "mean_s", "max_s", "cpu_p50_s",
+                                   "cpu_mean_s"}
+    assert all(c["cpu_seconds"] > 0 for c in core["per_cycle"])
     assert core["first_cycle"]["admissions"] > 0
     assert core["admissions"] >= core["first_cycle"]["admissions"]
     assert core["cycles"]["count"] == written["params"]["cycles"] - 1

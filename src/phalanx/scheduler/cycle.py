@@ -77,6 +77,7 @@ class Cycle:
         self.holds: list[Workload] = []
         self.frontiers: dict[str, Frontier] = {}  # this cycle's failures, per ClusterQueue
         self.last_assignment: Assignment | None = None  # of the latest evaluation
+        self._open: dict[tuple[str, str], bool] = {}  # (ClusterQueue, LocalQueue) -> open
 
     # ------------------------------------------------------------------ reasons
     def set_reason(self, wl: Workload, reason: PendingReason) -> None:
@@ -185,8 +186,14 @@ class Cycle:
         self.holds = []
 
     def queue_open(self, info: QueueInfo, local_queue: str) -> bool:
-        lq = self.st.config.local_queues.get(local_queue)
-        return info.stop_policy == "None" and (lq is None or lq.stop_policy == "None")
+        # Asked once per pending class per cycle; the configuration cannot change meanwhile.
+        key = (info.name, local_queue)
+        found = self._open.get(key)
+        if found is None:
+            lq = self.st.config.local_queues.get(local_queue)
+            found = self._open[key] = info.stop_policy == "None" and (
+                lq is None or lq.stop_policy == "None")
+        return found
 
     # ------------------------------------------------------------------ ordering
     def estimate(self, wl: Workload, info: QueueInfo) -> dict[FR, int]:
@@ -263,10 +270,17 @@ class Cycle:
         heapq.heapify(turns)
         while turns:
             _, index, turn = heapq.heappop(turns)
-            self.step(turn)
-            head = turn.peek()
-            if head is not None and not turn.done:
-                heapq.heappush(turns, (self.global_key(head, turn.info), index, turn))
+            while True:
+                self.step(turn)
+                head = turn.peek()
+                if head is None or turn.done:
+                    break
+                key = self.global_key(head, turn.info)
+                # The queue goes on at once when it would come straight back out of the heap
+                # (entries never tie: indexes differ), which skips a push and a pop.
+                if turns and (turns[0][0], turns[0][1]) < (key, index):
+                    heapq.heappush(turns, (key, index, turn))
+                    break
 
     def step(self, turn: QueueTurn) -> None:
         """Try the queue's current head; advance its class."""

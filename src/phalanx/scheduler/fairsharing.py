@@ -29,8 +29,12 @@ def dominant_share(node: QuotaNode, extra: Mapping[FR, int] = EMPTY,
         return 0
     usage = node.usage
     borrowed: dict[str, int] = {}
+    plain = not extra and not minus  # the common call: skip two look-ups per resource
     for fr, quota in node.subtree.items():
-        over = usage.get(fr, 0) + extra.get(fr, 0) - minus.get(fr, 0) - quota
+        if plain:
+            over = usage.get(fr, 0) - quota
+        else:
+            over = usage.get(fr, 0) + extra.get(fr, 0) - minus.get(fr, 0) - quota
         if over > 0:
             borrowed[fr[1]] = borrowed.get(fr[1], 0) + over
     if not borrowed:

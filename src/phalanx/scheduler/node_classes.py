@@ -16,6 +16,7 @@ from phalanx.spec.resources import GPU, Node, NodeHealth, Taint, Toleration, tol
 
 PODS = "pods"
 POD_MILLIS = 1000  # one pod takes one unit of the "pods" resource
+MAX_TRACKED_SHAPES = 16  # pod shapes per class whose room is kept up to date
 
 FreeVector = tuple[int, ...]  # free milli-units, in the class's resource order
 Pairs = tuple[tuple[int, int], ...]  # (resource position, per-pod request) a pod needs
@@ -81,6 +82,7 @@ class NodeClass:
 
     __slots__ = (
         "_pairs",
+        "_rooms",
         "_sorted",
         "allocatable",
         "buckets",
@@ -111,6 +113,9 @@ class NodeClass:
         # Bucket order per ranking of requested resources; dropped when buckets appear or vanish.
         self._sorted: dict[tuple[int, ...], list[tuple[FreeVector, FreeVector]]] = {}
         self._pairs: dict[tuple[tuple[str, int], ...], Pairs | None] = {}
+        # Per pod shape asked about: [pods that fit node by node, nodes with room for one],
+        # kept up to date by add/discard so room questions cost nothing per call.
+        self._rooms: dict[Pairs, list[int]] = {}
 
     @property
     def usable(self) -> bool:
@@ -143,6 +148,11 @@ class NodeClass:
             if f > 0:
                 totals[i] += f
         self.size += 1
+        for pairs, room in self._rooms.items():
+            n = fit_count(free, pairs, 1 << 30)
+            if n:
+                room[0] += n
+                room[1] += 1
 
     def discard(self, name: str, free: FreeVector) -> None:
         bucket = self.buckets[free]
@@ -156,6 +166,11 @@ class NodeClass:
             if f > 0:
                 totals[i] -= f
         self.size -= 1
+        for pairs, room in self._rooms.items():
+            n = fit_count(free, pairs, 1 << 30)
+            if n:
+                room[0] -= n
+                room[1] -= 1
 
     def pairs(self, requests: tuple[tuple[str, int], ...]) -> Pairs | None:
         """A pod's needs in this class's positions; None if it asks for something absent."""
@@ -180,8 +195,22 @@ class NodeClass:
 
     def room(self, pairs: Pairs) -> int:
         """Pods of this shape that fit, node by node, in the free capacity."""
-        return sum(fit_count(free, pairs, 1 << 30) * len(names)
-                   for free, names in self.buckets.items())
+        return self.room_nodes(pairs)[0]
+
+    def room_nodes(self, pairs: Pairs) -> tuple[int, int]:
+        """(pods of this shape that fit node by node, nodes with room for one of them)."""
+        room = self._rooms.get(pairs)
+        if room is None:
+            if len(self._rooms) >= MAX_TRACKED_SHAPES:  # bounded: pod shapes are few
+                self._rooms.clear()
+            pods = nodes = 0
+            for free, names in self.buckets.items():
+                n = fit_count(free, pairs, 1 << 30)
+                if n:
+                    pods += n * len(names)
+                    nodes += len(names)
+            room = self._rooms[pairs] = [pods, nodes]
+        return room[0], room[1]
 
     def sorted_buckets(self, rank: tuple[int, ...]) -> list[tuple[FreeVector, FreeVector]]:
         """(free amounts of the ranked resources, bucket key), least free first."""

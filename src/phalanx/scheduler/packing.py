@@ -38,9 +38,11 @@ class Signature:
     lacking: list[NodeClass]  # usable matching classes without a requested resource
     untolerated: list[NodeClass]  # label-matching classes whose taints are not tolerated
     by_domain: dict[str, dict[str, list[Entry]]] = field(default_factory=dict)
-    # Cached room (pods that fit node by node): per class, checked against its version,
-    # and per label key and domain, checked against the pool's version.
-    class_room: dict[int, tuple[int, int]] = field(default_factory=dict)
+    # (pool membership version, node counts a failure message quotes: matching, untolerated,
+    # cordoned, unhealthy, lacking a resource), reused until nodes come, go or change class.
+    sizes: tuple[int, tuple[int, int, int, int, int]] | None = None
+    # Cached room (pods that fit node by node) per label key and domain, checked against
+    # the pool's version.
     domain_room: dict[str, tuple[int, dict[str, int], list[tuple[int, str]]]] = field(
         default_factory=dict)
 

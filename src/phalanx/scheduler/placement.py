@@ -87,6 +87,7 @@ class NodePool:
         self._jobs: dict[str, dict[str, dict[str, int]]] = {}
         self._signatures: dict[tuple[object, ...], Signature] = {}
         self._version = 0  # bumped whenever free capacity or the node set changes
+        self._members = 0  # bumped whenever the node set or a node's class changes
         for node in nodes:
             self.upsert(node)
 
@@ -94,6 +95,7 @@ class NodePool:
     def upsert(self, node: Node) -> None:
         """Add or change a node; reservations already on it stay."""
         self._version += 1
+        self._members += 1
         if node.name in self._nodes:
             self._detach(node.name)
         key, shape_key = class_key(node), class_key(node, labels=False)
@@ -117,6 +119,7 @@ class NodePool:
         """Forget a node; reservations on it stay accounted to their jobs until released."""
         if name in self._nodes:
             self._version += 1
+            self._members += 1
             self._detach(name)
 
     def _detach(self, name: str) -> None:
@@ -208,13 +211,9 @@ class NodePool:
         job's other groups: a cheap necessary condition checked before a full placement.
         """
         sig = self._signature(group)
-        class_room = sig.class_room
         total = 0
         for cls, pairs, _ in sig.flat:
-            seen = class_room.get(id(cls))
-            if seen is None or seen[0] != cls.version:
-                seen = class_room[id(cls)] = (cls.version, cls.room(pairs))
-            total += seen[1]
+            total += cls.room(pairs)
         if freed:
             by_class = {id(e[0]): e for e in sig.flat}
             for name, extra in freed.items():
@@ -249,6 +248,12 @@ class NodePool:
             return Placement((), ())
         sigs = [self._signature(g) for g in groups]
         overlay = self._freed_overlay(freed)
+        # The group packed first fails exactly when its room, node by node, is short of its
+        # minimum (identical pods pack greedily without loss); every topology then ends in
+        # the same explanation, so the walk is skipped.
+        first = min(range(len(groups)), key=lambda i: (-sigs[i].first_request, i))
+        if self._room(sigs[first].flat, overlay)[1] < groups[first].min_count:
+            return self._no_fit(groups, sigs, first, overlay)
         if topology is not None and topology.required:
             return self._place_required(groups, sigs, topology.required, overlay)
         if topology is not None and topology.preferred:
@@ -344,16 +349,12 @@ class NodePool:
         if cached is not None and cached[0] == self._version:
             return cached[1], cached[2]
         rooms: dict[str, int] = {}
-        class_room = sig.class_room
         for domain, entries in sig.domains(key).items():
             if domain == NO_DOMAIN:
                 continue
             total = 0
             for cls, pairs, _ in entries:
-                seen = class_room.get(id(cls))
-                if seen is None or seen[0] != cls.version:
-                    seen = class_room[id(cls)] = (cls.version, cls.room(pairs))
-                total += seen[1]
+                total += cls.room(pairs)
             rooms[domain] = total
         order = sorted((room, domain) for domain, room in rooms.items())
         sig.domain_room[key] = (self._version, rooms, order)
@@ -462,12 +463,9 @@ class NodePool:
         """(nodes with room for one more pod, pods that fit node by node)."""
         nodes = pods = 0
         for cls, pairs, _ in entries:
-            for free, names in cls.buckets.items():
-                per_node = fit_count(free, pairs, 1 << 30)
-                if per_node:
-                    count = len(names)
-                    nodes += count
-                    pods += per_node * count
+            room_pods, room_nodes = cls.room_nodes(pairs)
+            pods += room_pods
+            nodes += room_nodes
         by_class = {id(e[0]): e for e in entries}
         for name, free in overlay.items():
             found = self._entry_of(name, by_class)
@@ -482,10 +480,17 @@ class NodePool:
                 overlay: Overlay) -> PlacementFailure:
         group, sig = groups[failed], sigs[failed]
         text = _needs(group, sig, len(groups) > 1)
-        matching = sum(e[0].size for e in sig.entries) + sum(
-            c.size for c in sig.blocked + sig.lacking)
+        if sig.sizes is None or sig.sizes[0] != self._members:
+            sig.sizes = (self._members, (
+                sum(e[0].size for e in sig.entries) + sum(
+                    c.size for c in sig.blocked + sig.lacking),
+                sum(c.size for c in sig.untolerated),
+                sum(c.size for c in sig.blocked if c.status == Status.CORDONED),
+                sum(c.size for c in sig.blocked if c.status == Status.UNHEALTHY),
+                sum(c.size for c in sig.lacking),
+            ))
+        matching, untolerated, cordoned, unhealthy, lacking = sig.sizes[1]
         if not matching:
-            untolerated = sum(c.size for c in sig.untolerated)
             if untolerated:
                 taint = sig.untolerated[0].taints[0]
                 text += (f"; the {untolerated} nodes with those labels have taints it does not "
@@ -498,9 +503,9 @@ class NodePool:
         room_nodes, room_pods = self._room(sig.flat, overlay)
         text += f"; {room_nodes} of {matching} matching nodes have room, for {room_pods} pods"
         notes = [f"{n} {what}" for n, what in (
-            (sum(c.size for c in sig.blocked if c.status == Status.CORDONED), "cordoned"),
-            (sum(c.size for c in sig.blocked if c.status == Status.UNHEALTHY), "unhealthy"),
-            (sum(c.size for c in sig.lacking), "without " + "/".join(r for r, _ in sig.requests)),
+            (cordoned, "cordoned"),
+            (unhealthy, "unhealthy"),
+            (lacking, "without " + "/".join(r for r, _ in sig.requests)),
         ) if n]
         if notes:
             text += f" ({', '.join(notes)})"

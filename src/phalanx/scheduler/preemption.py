@@ -333,8 +333,10 @@ class _Search:
         self.node_checks += 1
         pool = self.owner.pool
         freed = self.freed
-        if any(pool.room_bound(g, freed) < g.min_count for g in self.a.groups):
-            return False  # what place() would say, without walking the nodes
+        groups = self.a.groups
+        # What place() would say, without walking the nodes (place() checks one group itself).
+        if len(groups) > 1 and any(pool.room_bound(g, freed) < g.min_count for g in groups):
+            return False
         placed = pool.place(self.a.groups, self.wl.topology, freed=freed)
         if isinstance(placed, Placement):
             self.placement = placed

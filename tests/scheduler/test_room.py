@@ -1,0 +1,118 @@
+"""Room bookkeeping behind placement: per-class room kept up to date, quick failures."""
+
+from __future__ import annotations
+
+import gc
+import random
+
+import pytest
+
+from phalanx.scheduler import Scheduler
+from phalanx.scheduler.node_classes import fit_count
+from phalanx.scheduler.placement import NodePool, Placement, PlacementFailure, PodGroup
+from phalanx.scheduler.types import PendingCode
+from phalanx.spec import TopologyConstraint
+
+from .strategies import cluster_queue, flavor, job, make_config
+from .test_placement import gpus, node, racked
+
+SHAPES = [gpus(1, 1), gpus(1, 8), gpus(1, 2, cpu=16), gpus(1, 4)]
+
+
+def brute_room(pool: NodePool, group: PodGroup) -> tuple[int, int]:
+    """(pods, nodes with room) over every usable matching node, one node at a time."""
+    pods = nodes = 0
+    sig = pool._signature(group)
+    for cls, pairs, _ in sig.flat:
+        for free, names in cls.buckets.items():
+            n = fit_count(free, pairs, 1 << 30)
+            pods += n * len(names)
+            nodes += len(names) if n else 0
+    return pods, nodes
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_room_follows_reservations_releases_and_node_changes(seed: int) -> None:
+    rng = random.Random(seed)
+    nodes = racked(4, 4)
+    pool = NodePool(nodes)
+    held: list[str] = []
+    for step in range(120):
+        draw = rng.random()
+        if draw < 0.55:
+            group = rng.choice(SHAPES)
+            sized = PodGroup(group.name, rng.randint(1, 6), 1, group.requests)
+            result = pool.place([sized])
+            if isinstance(result, Placement):
+                name = f"j{step}"
+                pool.reserve(name, [sized], result)
+                held.append(name)
+        elif draw < 0.85 and held:
+            pool.release(held.pop(rng.randrange(len(held))))
+        else:
+            victim = rng.choice(nodes)
+            pool.upsert(node(victim.name, labels=dict(victim.labels),
+                             cordoned=rng.random() < 0.5))
+        for shape in SHAPES:
+            pods, with_room = brute_room(pool, shape)
+            assert pool.room_bound(shape) == pods
+            sig = pool._signature(shape)
+            assert pool._room(sig.flat, {}) == (with_room, pods)
+
+
+@pytest.mark.parametrize("topology", [None, TopologyConstraint(required="rack"),
+                                      TopologyConstraint(preferred="rack")])
+def test_a_group_short_of_room_fails_the_same_under_any_topology(
+        topology: TopologyConstraint | None) -> None:
+    pool = NodePool(racked(2, 2))
+    taken = pool.place([gpus(3, 8)])
+    assert isinstance(taken, Placement)
+    pool.reserve("big", [gpus(3, 8)], taken)
+    result = pool.place([gpus(2, 8)], topology)
+    assert isinstance(result, PlacementFailure)
+    assert result.code == PendingCode.NO_NODE_FITS
+    assert result.message == (
+        "needs 2 pods x 8 nvidia.com/gpu; 1 of 4 matching nodes have room, for 1 pods")
+    # Freed capacity counts: with "big" gone the gang fits again.
+    freed = pool.place([gpus(2, 8)], topology, freed=pool.reserved("big"))
+    assert isinstance(freed, Placement)
+
+
+def test_failure_counts_follow_cordoned_nodes() -> None:
+    nodes = [node(f"n{i}") for i in range(3)]
+    pool = NodePool(nodes)
+    group = gpus(4, 8)
+    first = pool.place([group])
+    assert isinstance(first, PlacementFailure)
+    assert "3 of 3 matching nodes have room, for 3 pods" in first.message
+    assert "cordoned" not in first.message
+    pool.upsert(node("n1", cordoned=True))
+    second = pool.place([group])
+    assert isinstance(second, PlacementFailure)
+    assert "2 of 3 matching nodes have room, for 2 pods (1 cordoned)" in second.message
+    pool.upsert(node("n1"))
+    pool.remove("n2")
+    third = pool.place([group])
+    assert isinstance(third, PlacementFailure)
+    assert "2 of 2 matching nodes have room, for 2 pods" in third.message
+    assert "cordoned" not in third.message
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_a_cycle_leaves_the_collector_as_it_found_it(enabled: bool) -> None:
+    config = make_config(flavor("default"), cluster_queue("team", {"default": {"cpu": 4}}))
+    scheduler = Scheduler(config, [])
+    scheduler.submit(job("a", "team"), priority=0, submitted_at=1.0)
+    was = gc.isenabled()
+    try:
+        if enabled:
+            gc.enable()
+        else:
+            gc.disable()
+        scheduler.cycle(2.0)
+        assert gc.isenabled() is enabled
+    finally:
+        if was:
+            gc.enable()
+        else:
+            gc.disable()

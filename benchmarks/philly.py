@@ -12,10 +12,13 @@ through most of weeks 3 to 9 (weekly means up to 714), so queues build up and
 the scheduler's choices show; see the "time with jobs waiting" row.
 
 Both policies replay every job through ``phalanx.sim`` (the scheduler core in
-virtual time; preempted jobs restart from zero). Prints a table, writes
-``benchmarks/results/philly.json`` and plots beside it.
+virtual time; preempted jobs restart from zero) with a scheduling cycle at most
+once a simulated minute (``--tick``; 0 runs one at every event, slower). Prints
+a table, writes ``benchmarks/results/philly.json`` and PNG plots under
+``benchmarks/results/philly/``.
 
     python -m benchmarks.philly                 # the whole trace, both policies
+    python -m benchmarks.philly --workers 2     # the two policies in parallel
     python -m benchmarks.philly --limit 5000    # a quick look
     python -m benchmarks.philly --write-config DIR   # queues.yaml + nodes.yaml for `phalanx sim`
 """
@@ -27,7 +30,9 @@ import cProfile
 import math
 import pstats
 import sys
+import time
 from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +42,7 @@ from rich.console import Console
 from benchmarks.harness import RESULTS, write_json
 from phalanx.sim import SimResult, TraceJob, racked_nodes, read_trace, simulate
 from phalanx.sim.report import summary_table, teams_table
-from phalanx.spec import GPU, QueueConfig, parse_config_documents
+from phalanx.spec import GPU, Node, QueueConfig, parse_config_documents
 
 TRACE = Path(__file__).resolve().parents[2] / "shared" / "traces" / "philly.csv"
 GPUS = 512
@@ -46,6 +51,7 @@ RACK_SIZE = 16
 COHORT = "philly"
 FLAVOR = "gpu"
 POLICIES = ("fifo", "phalanx")
+TICK = 60.0  # a cycle a minute at most: Philly jobs run for hours, and cycles cost time
 
 
 def quotas(trace: Sequence[TraceJob], gpus: int) -> dict[str, int]:
@@ -105,6 +111,55 @@ def write_config(directory: Path, nominal: dict[str, int], gpus: int) -> None:
     (directory / "nodes.yaml").write_text(yaml.safe_dump(nodes, sort_keys=False))
 
 
+def figures(result: SimResult) -> dict[str, Any]:
+    """The headline numbers of one run, flat, for the README table and for comparisons."""
+    s = result.summary
+    return {
+        "gpu_utilisation": s["gpu_utilisation"],
+        "utilisation_while_waiting": s["utilisation_while_waiting"],
+        "queueing_delay_mean_s": s["queueing_delay"]["mean"],
+        "queueing_delay_p50_s": s["queueing_delay"]["p50"],
+        "queueing_delay_p99_s": s["queueing_delay"]["p99"],
+        "jct_mean_s": s["jct"]["mean"],
+        "makespan_s": s["makespan"],
+        "preemptions": s["preemptions"],
+        "wasted_gpu_hours": s["wasted_gpu_hours"],
+        "share_gap": share_gap(result),
+        "wall_seconds": s["wall_seconds"],
+        "jobs_per_wall_second": s["jobs_per_wall_second"],
+    }
+
+
+def share_gap(result: SimResult) -> float:
+    """Half the L1 distance between the teams' shares of used GPU-time and their
+    entitlements: the fraction of GPU-time that went to a team beyond its quota's share."""
+    return sum(abs(t.share - t.entitlement) for t in result.teams) / 2
+
+
+def replay(config: QueueConfig, nodes: list[Node], trace: list[TraceJob], policy: str,
+           tick: float, profile: bool) -> SimResult:
+    """One policy's run, with progress lines (and a profile on stderr when asked)."""
+    console = Console()
+    began = time.perf_counter()
+
+    def progress(done: int, total: int, now: float) -> None:
+        if done % 10_000 == 0:
+            console.print(f"  {policy}: {done:,} / {total:,} jobs arrived, day {now / 86400:.1f}, "
+                          f"{time.perf_counter() - began:.0f} s")
+
+    if profile:
+        profiler = cProfile.Profile()
+        result = profiler.runcall(simulate, config, nodes, trace, policy, tick=tick,
+                                  progress=progress)
+        pstats.Stats(profiler, stream=sys.stderr).sort_stats("cumulative").print_stats(40)
+        pstats.Stats(profiler, stream=sys.stderr).sort_stats("tottime").print_stats(25)
+    else:
+        result = simulate(config, nodes, trace, policy, tick=tick, progress=progress)
+    console.print(f"  {policy}: done in {result.summary['wall_seconds']:.1f} s "
+                  f"({result.summary['jobs_per_wall_second']:,.0f} jobs/s)")
+    return result
+
+
 def run(args: argparse.Namespace) -> list[SimResult]:
     console = Console()
     trace = read_trace(args.trace)
@@ -117,28 +172,28 @@ def run(args: argparse.Namespace) -> list[SimResult]:
         return []
     config = build_config(nominal)
     nodes = racked_nodes(args.gpus // GPUS_PER_NODE, GPUS_PER_NODE, RACK_SIZE)
-    runs = []
-    for policy in args.policy:
-        console.print(f"replaying {len(trace):,} jobs on {args.gpus} GPUs, policy {policy} ...")
-        if args.profile:
-            profiler = cProfile.Profile()
-            result = profiler.runcall(simulate, config, nodes, trace, policy)
-            pstats.Stats(profiler, stream=sys.stderr).sort_stats("cumulative").print_stats(30)
-        else:
-            result = simulate(config, nodes, trace, policy)
-        console.print(f"  done in {result.summary['wall_seconds']:.1f} s "
-                      f"({result.summary['jobs_per_wall_second']:,.0f} jobs/s)")
-        runs.append(result)
+    console.print(f"replaying {len(trace):,} jobs on {args.gpus} GPUs, policies "
+                  f"{', '.join(args.policy)}, scheduling period {args.tick:g} s ...")
+    jobs = [(config, nodes, trace, policy, args.tick, args.profile) for policy in args.policy]
+    if args.workers > 1 and len(jobs) > 1:
+        # One process per policy: the runs share nothing, and each reports its own wall time.
+        with ProcessPoolExecutor(min(args.workers, len(jobs))) as pool:
+            runs = list(pool.map(replay, *zip(*jobs, strict=True)))
+    else:
+        runs = [replay(*job) for job in jobs]
     console.print(summary_table(runs, f"Philly trace, {len(trace):,} jobs, {args.gpus} GPUs "
                                       f"({args.gpus // GPUS_PER_NODE} nodes x {GPUS_PER_NODE})"))
     console.print(teams_table(runs))
     payload = {
         "benchmark": "philly",
+        "command": "python -m benchmarks.philly " + " ".join(args.argv),
         "trace": str(args.trace),
         "jobs": len(trace),
+        "tick_seconds": args.tick,
         "cluster": {"gpus": args.gpus, "nodes": args.gpus // GPUS_PER_NODE,
                     "gpus_per_node": GPUS_PER_NODE, "rack_size": RACK_SIZE},
         "nominal_gpus": nominal,
+        "figures": {r.policy: figures(r) for r in runs},
         "runs": [r.to_dict() for r in runs],
     }
     path = write_json("philly", payload, args.json)
@@ -146,31 +201,41 @@ def run(args: argparse.Namespace) -> list[SimResult]:
     if args.plots:
         from phalanx.sim.plots import write_plots
 
-        for p in write_plots(runs, args.plots, prefix="philly_"):
+        for p in write_plots(runs, args.plots):
             console.print(f"wrote {p}")
     return runs
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--trace", type=Path, default=TRACE)
     parser.add_argument("--gpus", type=int, default=GPUS, help="cluster size in GPUs")
+    parser.add_argument("--tick", type=float, default=TICK,
+                        help=f"scheduling period in simulated seconds (default {TICK:g}; "
+                             "0: a cycle at every event)")
     parser.add_argument("--limit", type=int, default=0, help="replay only the first N jobs")
     parser.add_argument("--policy", action="append", choices=POLICIES,
                         help="policies to compare (default: fifo and phalanx)")
     parser.add_argument("--json", type=Path, default=None,
                         help="output JSON (default: benchmarks/results/philly.json)")
-    parser.add_argument("--plots", type=Path, default=RESULTS,
-                        help="directory for the PNG plots")
+    parser.add_argument("--plots", type=Path, default=RESULTS / "philly",
+                        help="directory for the PNG plots (default: benchmarks/results/philly)")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="run the policies in this many processes at once")
     parser.add_argument("--profile", action="store_true", help="print a cProfile of each run")
     parser.add_argument("--write-config", type=Path, default=None,
                         help="write queues.yaml and nodes.yaml for `phalanx sim` and stop")
     args = parser.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
     if not args.policy:
         args.policy = list(POLICIES)
-    if args.gpus % GPUS_PER_NODE:
-        parser.error(f"--gpus must be a multiple of {GPUS_PER_NODE}")
-    run(args)
+    if args.gpus < GPUS_PER_NODE or args.gpus % GPUS_PER_NODE:
+        parser.error(f"--gpus must be a positive multiple of {GPUS_PER_NODE}")
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    run(parse_args(argv))
 
 
 if __name__ == "__main__":

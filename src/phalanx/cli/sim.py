@@ -92,9 +92,10 @@ def sim(
     queues: Annotated[Path, typer.Option(help="YAML queue config (as for phalanx apply)")],
     nodes: Annotated[Path, typer.Option(help="YAML list of nodes (entries may have count)")],
     policy: Annotated[
-        str, typer.Option(help="config (file as written), phalanx (defaults), fifo (strict, "
-                               "no borrowing)")
-    ] = "config",
+        list[str] | None,
+        typer.Option(help="config (the file as written), phalanx (defaults: borrowing, reclaim, "
+                          "fair sharing), fifo (strict, no borrowing); repeat to compare")
+    ] = None,
     trace_format: Annotated[
         TraceFormat, typer.Option("--format", help="Trace format")
     ] = TraceFormat.AUTO,
@@ -112,6 +113,10 @@ def sim(
         Path | None, typer.Option(help="YAML list of {at, node, downFor} failures")
     ] = None,
     seed: Annotated[int, typer.Option(help="Seed for random node failures")] = 0,
+    tick: Annotated[
+        float, typer.Option(help="Scheduling period in simulated seconds (0: a cycle at every "
+                                 "event)")
+    ] = 0.0,
     limit: Annotated[
         int | None, typer.Option(help="Replay only the first N jobs (by submission time)",
                                  min=1)
@@ -120,7 +125,7 @@ def sim(
     plots: Annotated[Path | None, typer.Option(help="Directory for PNG plots")] = None,
 ) -> None:
     """Replay a job trace through the scheduler in virtual time and report what happened."""
-    chosen = policy_named(policy)
+    chosen = [policy_named(p) for p in policy or ["config"]]
     config = load_queues(queues)
     node_list = load_nodes(nodes)
     jobs = read_trace(trace, trace_format)
@@ -129,21 +134,24 @@ def sim(
     schedule = load_failure_schedule(failure_schedule) if failure_schedule else []
     failures = FailureModel(rate_per_day=failure_rate, repair_seconds=repair_seconds,
                             schedule=schedule, seed=seed)
-    note(f"replaying {len(jobs):,} jobs on {len(node_list):,} nodes, policy {chosen.name} "
-         f"({chosen.description})")
-    result = simulate(config, node_list, jobs, chosen, restart=restart.value,
-                      failures=failures)
+    results = []
+    for each in chosen:
+        note(f"replaying {len(jobs):,} jobs on {len(node_list):,} nodes, policy {each.name} "
+             f"({each.description})")
+        results.append(simulate(config, node_list, jobs, each, restart=restart.value,
+                                failures=failures, tick=tick))
     console = out()
-    console.print(summary_table([result], f"Simulation of {trace.name}"))
-    console.print(teams_table([result]))
-    for example in result.summary["rejected_examples"]:
+    console.print(summary_table(results, f"Simulation of {trace.name}"))
+    console.print(teams_table(results))
+    for example in results[0].summary["rejected_examples"]:
         note(f"rejected {example}", style="yellow")
     if json_out is not None:
         payload: dict[str, Any] = {
             "inputs": {"trace": str(trace), "queues": str(queues), "nodes": str(nodes),
-                       "policy": chosen.name, "restart": restart.value,
-                       "failureRate": failure_rate, "seed": seed, "limit": limit},
-            **result.to_dict(),
+                       "policies": [p.name for p in chosen], "restart": restart.value,
+                       "failureRate": failure_rate, "repairSeconds": repair_seconds,
+                       "seed": seed, "limit": limit, "tick": tick},
+            "runs": [r.to_dict() for r in results],
         }
         json_out.parent.mkdir(parents=True, exist_ok=True)
         json_out.write_text(json.dumps(payload, indent=2) + "\n")
@@ -151,5 +159,5 @@ def sim(
     if plots is not None:
         from phalanx.sim.plots import write_plots  # matplotlib loads only when asked for
 
-        for path in write_plots([result], plots):
+        for path in write_plots(results, plots):
             note(f"wrote {path}")

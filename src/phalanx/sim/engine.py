@@ -2,8 +2,8 @@
 
 Time jumps from one event to the next (a job arrives, a job finishes, a node
 fails or comes back). Every event at one instant is applied first (finishes,
-then repairs, failures and arrivals), then ``Scheduler.cycle`` runs; its
-admissions start jobs that will finish ``duration`` later, and its preemptions
+then repairs, failures and arrivals), then, if any job waits, ``Scheduler.cycle``
+runs; its admissions start jobs that will finish ``duration`` later, and its preemptions
 stop their victims on the spot and queue them again (termination takes no
 simulated time), after which the cycle runs again at the same instant so the
 preemptor gets the room it made. The scheduler is the same object the control
@@ -14,6 +14,13 @@ default, as training without checkpoints does; ``restart="resume"`` keeps its
 progress instead, as if it checkpointed continuously. Either way it keeps its
 submission time, so it keeps its place in its queue.
 
+With ``tick`` > 0 the scheduler runs periodically, as the control plane's loop
+does, instead of at every event: events still apply at their own time (a
+finished job frees its GPUs when it ends), but the cycle they call for runs at
+the next multiple of ``tick``, together with every other event up to then.
+Each job then waits up to ``tick`` longer, and a long trace needs far fewer
+cycles (the cycles, not the events, are what a replay spends its time on).
+
 Same inputs, same result: events are ordered by (time, kind, sequence), the
 scheduler is deterministic and node failures come from a seeded generator.
 """
@@ -21,6 +28,7 @@ scheduler is deterministic and node failures come from a seeded generator.
 from __future__ import annotations
 
 import heapq
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -35,8 +43,8 @@ from phalanx.sim.trace import TraceJob
 from phalanx.spec import GPU, JobSpec, Node, QueueConfig, validate
 
 Restart = Literal["restart", "resume"]
-MAX_CYCLES_PER_INSTANT = 64
-PROGRESS_EVERY = 1000  # cycles re-run while preemptions free room at one instant
+MAX_CYCLES_PER_INSTANT = 64  # cycles re-run while preemptions free room at one instant
+PROGRESS_EVERY = 1000  # arrivals between two progress calls
 # Event kinds at one instant, in the order they apply: capacity comes back before it is used.
 _REPAIR, _FAIL = 0, 1
 
@@ -55,8 +63,12 @@ class Simulator:
 
     def __init__(self, config: QueueConfig, nodes: Sequence[Node], trace: Sequence[TraceJob],
                  policy: Policy | str = "config", *, restart: Restart = "restart",
-                 failures: FailureModel | None = None,
+                 failures: FailureModel | None = None, tick: float = 0.0,
                  progress: Callable[[int, int, float], None] | None = None) -> None:
+        if not math.isfinite(tick) or tick < 0:
+            raise SpecError(f"scheduling period {tick:g} s is out of range", field="tick",
+                            fix="use 0 (a cycle at every event) or a positive number of seconds")
+        self.tick = tick
         if restart not in ("restart", "resume"):
             raise SpecError(f"unknown restart mode {restart!r}", field="restart",
                             fix="use 'restart' (from zero) or 'resume'")
@@ -172,15 +184,17 @@ class Simulator:
                 scheduler.requeue(name)
                 pending += 1
 
+        tick = self.tick
+        due: float | None = None  # when the next cycle runs (with tick > 0), once one is owed
         index, total = 0, len(arrivals)
         while True:
-            work_left = index < total or running or pending
-            if not work_left:
-                break
-            if index >= total and not running and not down:
-                break  # pending jobs that nothing will ever let in: reported as never admitted
-            now = float("inf")
-            if index < total:
+            if due is None:
+                if not (index < total or running or pending):
+                    break
+                if index >= total and not running and not down:
+                    break  # pending jobs that nothing will ever let in: never admitted
+            now = float("inf") if due is None else due
+            if index < total and arrivals[index][0].submit < now:
                 now = arrivals[index][0].submit
             if finishes and finishes[0][0] < now:
                 now = finishes[0][0]
@@ -242,6 +256,15 @@ class Simulator:
                                  priority=priority, submitted_at=job.submit)
                 pending += 1
 
+            if not pending:
+                due = None  # nothing waits, so a cycle has nothing to decide
+            elif due is None:
+                # Every event calls for a cycle: now, or at the next multiple of the period.
+                due = max(now, math.ceil(now / tick) * tick) if tick else now
+            if due is None or now < due:
+                series.record(now, busy, capacity, pending, len(running))
+                continue
+            due = None
             for _ in range(MAX_CYCLES_PER_INSTANT):
                 result = scheduler.cycle(now)
                 cycles += 1
@@ -300,6 +323,7 @@ class Simulator:
         summary: dict[str, object] = {
             "policy": self.policy.name,
             "restart": self.restart,
+            "tick_seconds": self.tick,
             "jobs": len(outcomes),
             "completed": len(finished),
             "rejected": len(rejected),
@@ -349,9 +373,9 @@ class Simulator:
 
 def simulate(config: QueueConfig, nodes: Sequence[Node], trace: Sequence[TraceJob],
              policy: Policy | str = "config", *, restart: Restart = "restart",
-             failures: FailureModel | None = None,
+             failures: FailureModel | None = None, tick: float = 0.0,
              progress: Callable[[int, int, float], None] | None = None) -> SimResult:
     """Run one simulation (see ``Simulator``)."""
     return Simulator(config, nodes, trace, policy, restart=restart, failures=failures,
-                     progress=progress).run()
+                     tick=tick, progress=progress).run()
 

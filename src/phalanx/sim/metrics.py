@@ -98,15 +98,17 @@ class Series:
         n = len(t)
         for i in range(n):
             start, stop = t[i], min(t[i + 1] if i + 1 < n else end, end)
+            b = min(int(start / width), bins - 1)
+            # Walk the bins by index: an edge recomputed from ``start`` can round back onto
+            # the bin just left, which would drop the rest of the step.
             while start < stop:
-                b = min(int(start / width), bins - 1)
-                edge = min(stop, (b + 1) * width) if b < bins - 1 else stop
+                edge = stop if b >= bins - 1 else min(stop, (b + 1) * width)
                 dt = edge - start
-                if dt <= 0:
-                    break
-                for k, col in columns.items():
-                    sums[k][b] += col[i] * dt
-                start = edge
+                if dt > 0:
+                    for k, col in columns.items():
+                        sums[k][b] += col[i] * dt
+                    start = edge
+                b += 1
         out: dict[str, list[float]] = {"t": [round((b + 0.5) * width, 3) for b in range(bins)]}
         for k, values in sums.items():
             out[k] = [round(v / width, 4) for v in values]

@@ -64,8 +64,13 @@ def read_trace(path: str | Path, fmt: TraceFormat | str = TraceFormat.AUTO) -> l
     """Read a trace file; ``fmt`` auto-detects Philly or generic from the header."""
     source = str(path)
     try:
+        chosen = TraceFormat(fmt)
+    except ValueError:
+        raise SpecError(f"unknown trace format {fmt!r}", field="--format",
+                        fix=f"use one of {', '.join(f.value for f in TraceFormat)}") from None
+    try:
         with Path(path).expanduser().open(newline="") as handle:
-            return parse_trace(handle, source, TraceFormat(fmt))
+            return parse_trace(handle, source, chosen)
     except FileNotFoundError:
         raise SpecError("no such file", field=source, fix="check the trace path") from None
     except IsADirectoryError:

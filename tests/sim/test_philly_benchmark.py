@@ -1,0 +1,72 @@
+"""The Philly benchmark at small scale: quotas, config files, JSON and plots."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from benchmarks import philly
+
+from phalanx.sim import TraceJob
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def job(team: str, gpus: int, duration: float) -> TraceJob:
+    return TraceJob(f"{team}-{gpus}-{duration:g}", 0.0, duration, gpus, team)
+
+
+def test_quotas_follow_gpu_time_with_a_floor_of_the_largest_job() -> None:
+    """GPU-time a 300, b 100 (largest job 8), c 600 on 16 GPUs: b's proportional 1.6 is below
+    its 8-GPU job, so b keeps 8 and a and c share the other 8 as 300:600 = 2.67:5.33; the one
+    GPU left after rounding down goes to a, the furthest below its exact share."""
+    trace = [job("a", 1, 300), job("b", 8, 12.5), job("c", 1, 400), job("c", 1, 200)]
+    assert philly.quotas(trace, 16) == {"a": 3, "b": 8, "c": 5}
+    assert sum(philly.quotas(trace, 40).values()) == 40
+    with pytest.raises(SystemExit, match="largest job"):
+        philly.quotas(trace, 9)
+
+
+def test_small_replay_writes_json_and_plots(tmp_path: Path) -> None:
+    out = tmp_path / "philly.json"
+    plots = tmp_path / "plots"
+    runs = philly.run(philly.parse_args(["--limit", "400", "--gpus", "128", "--json", str(out),
+                                         "--plots", str(plots)]))
+    assert [r.policy for r in runs] == ["fifo", "phalanx"]
+    data = json.loads(out.read_text())
+    assert data["jobs"] == 400
+    assert data["cluster"] == {"gpus": 128, "nodes": 16, "gpus_per_node": 8, "rack_size": 16}
+    assert sum(data["nominal_gpus"].values()) == 128
+    assert {"cpus", "python"} <= set(data["machine"])
+    fifo, phalanx = (r["summary"] for r in data["runs"])
+    for s in (fifo, phalanx):
+        assert s["completed"] + s["rejected"] + s["unfinished"] == 400
+        assert s["completed"] == 400
+        assert 0 < s["gpu_utilisation"] <= 1
+    assert fifo["preemptions"] == 0
+    assert data["figures"]["fifo"]["jobs_per_wall_second"] > 0
+    assert sorted(p.name for p in plots.iterdir()) == ["queue_length.png", "team_share.png",
+                                                      "utilisation.png"]
+
+
+@pytest.mark.skipif(not philly.TRACE.exists(), reason="the shared Philly trace is not here")
+def test_write_config_feeds_phalanx_sim(tmp_path: Path) -> None:
+    """The queues and nodes the benchmark uses, written out, replay part of the trace
+    through the CLI."""
+    philly.run(philly.parse_args(["--write-config", str(tmp_path)]))
+    nodes = (tmp_path / "nodes.yaml").read_text()
+    assert f"count: {philly.GPUS // 8}" in nodes and "rackSize: 16" in nodes
+    out = tmp_path / "cli.json"
+    trace = tmp_path / "trace.csv"
+    trace.write_text("\n".join(philly.TRACE.read_text().splitlines()[:301]) + "\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "phalanx.cli.main", "sim", "--trace", str(trace),
+         "--queues", str(tmp_path / "queues.yaml"), "--nodes", str(tmp_path / "nodes.yaml"),
+         "--policy", "phalanx", "--json", str(out)],
+        capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(out.read_text())["runs"][0]["summary"]
+    assert (summary["jobs"], summary["completed"], summary["gpus"]) == (300, 300, philly.GPUS)

@@ -161,6 +161,7 @@ class Cycle:
             alive = [v for v in wl.waiting_for if v in st.jobs and st.jobs[v].admitted]
             if not alive or wl.hold is None:
                 del st.waiting[wl.name]
+                st.waiting_changes += 1
                 wl.waiting_for = ()
                 wl.hold = None
                 nominated.append(wl)
@@ -296,7 +297,7 @@ class Cycle:
             turn.push(cls)
             return
         if info.strict and self.still_blocked(info, cls) and cls.reason is not None:
-            self.class_reason(cls, cls.reason, start)
+            self.own_reason(wl, cls.reason)  # the head; everyone behind it waits for it
             self.block_strict(turn, cls, start + 1, wl)
             return
         frontier = self.frontiers.get(info.name)
@@ -319,11 +320,14 @@ class Cycle:
             turn.push(cls)
             return
         assert reason is not None
+        if info.strict:
+            cls.reason = reason
+            self.own_reason(wl, reason)
+            self.block_strict(turn, cls, start + 1, wl)
+            return
         self.frontiers.setdefault(info.name, Frontier()).add(
             wl, reason, cls.blocked, self.last_assignment)
         self.class_reason(cls, reason, start)
-        if info.strict:
-            self.block_strict(turn, cls, start + 1, wl)
 
     def block_strict(self, turn: QueueTurn, cls: PendingClass, start: int,
                      head: Workload) -> None:
@@ -334,6 +338,15 @@ class Cycle:
         waiting = self.st.waiting
         rest = [(cls, start)] + [(c, turn.cursor.get(c.serial, 0)) for _, _, c in turn.heap]
         turn.heap = []
+        # Nothing joined or left the queue or the preemptors' wait since the last cycle
+        # blocked it behind the same head for the same reason: everyone behind already
+        # carries ``why``, and a walk over a deep queue every cycle would cost the most.
+        pending, cycle_no = turn.pending, self.st.cycle_no
+        seen = (head.name, why, pending.changes, self.st.waiting_changes)
+        unchanged = pending.strict_seen == seen and pending.strict_cycle == cycle_no - 1
+        pending.strict_seen, pending.strict_cycle = seen, cycle_no
+        if unchanged:
+            return
         for c, first in rest:
             for key in c.keys[first:]:
                 wl = c.by_key[key]
@@ -418,6 +431,7 @@ class Cycle:
         wl.waiting_for = tuple(names)
         wl.hold = Hold(info.name, dict(a.usage), a.groups, placement)  # type: ignore[arg-type]
         st.waiting[wl.name] = wl
+        st.waiting_changes += 1
         self.apply_hold(wl)
         self.own_reason(wl, waiting_reason(names))
 

@@ -73,7 +73,8 @@ class PendingClass:
 class QueuePending:
     """The pending jobs of one ClusterQueue."""
 
-    __slots__ = ("classes", "count", "epoch", "name", "settled")
+    __slots__ = ("changes", "classes", "count", "epoch", "name", "settled", "strict_cycle",
+                 "strict_seen")
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -82,6 +83,10 @@ class QueuePending:
         self.epoch = 0  # bumped when something needs a fresh look (new class, new head)
         # The epoch and capacity versions at which every class here was found blocked.
         self.settled: tuple[object, ...] | None = None
+        self.changes = 0  # bumped whenever a job joins or leaves
+        # StrictFIFO: what the last cycle blocked the queue behind, and that cycle's number.
+        self.strict_seen: tuple[object, ...] | None = None
+        self.strict_cycle = -1
 
     def ordered_classes(self) -> list[PendingClass]:
         return sorted(self.classes.values(), key=lambda c: (c.keys[0], c.serial))
@@ -111,6 +116,7 @@ class QueueManager:
         if cls.add(wl):
             q.epoch += 1
         q.count += 1
+        q.changes += 1
 
     def discard(self, wl: Workload) -> None:
         cls = wl.cls
@@ -119,6 +125,7 @@ class QueueManager:
         q = self.queues[cls.cluster_queue]
         cls.discard(wl)
         q.count -= 1
+        q.changes += 1
         if not cls.keys:
             del q.classes[cls.key]
 

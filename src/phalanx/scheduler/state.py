@@ -29,6 +29,7 @@ class State:
         self.jobs: dict[str, Workload] = {}
         self.admitted: dict[str, dict[str, Workload]] = {}
         self.waiting: dict[str, Workload] = {}  # preemptors whose victims still terminate
+        self.waiting_changes = 0  # bumped whenever ``waiting`` gains or loses a job
         self.unreported: dict[str, Workload] = {}  # pending jobs no cycle has given a reason
         self.orphans: dict[str, Workload] = {}  # pending jobs whose queue no longer exists
         self.seq = 0
@@ -196,7 +197,8 @@ class State:
     def _dequeue(self, wl: Workload) -> None:
         self.queues.discard(wl)
         self.orphans.pop(wl.name, None)
-        self.waiting.pop(wl.name, None)
+        if self.waiting.pop(wl.name, None) is not None:
+            self.waiting_changes += 1
         wl.waiting_for = ()
         wl.hold = None
 

@@ -110,7 +110,7 @@ class Preemptor:
         if not cq.can_preempt:
             return False
         frs = sorted(short)
-        cands = self.candidates(wl, cq, frs)
+        cands = self._gather(wl, cq, frs)  # sums only: the order does not matter here
         return all(sum(c.usage.get(fr, 0) for c in cands) >= need for fr, need in short.items())
 
     def would_have_candidates(self, wl: Workload, cq: QueueInfo, frs: list[FR]) -> str:

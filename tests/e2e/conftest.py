@@ -28,11 +28,15 @@ class ControlPlane:
         self.proc: subprocess.Popen[bytes] | None = None
         self.http: httpx.Client | None = None
 
+    def serve_args(self) -> str:
+        """What this control plane passes ``serve`` besides its home, port and grace."""
+        return f"db={self.db!r}"
+
     def start(self) -> ControlPlane:
         (self.home / "server.json").unlink(missing_ok=True)
         code = (
-            "import sys; from pathlib import Path; from phalanx.server import serve; "
-            f"serve(home=Path({str(self.home)!r}), port=0, db={self.db!r}, "
+            "from pathlib import Path; from phalanx.server import serve; "
+            f"serve(home=Path({str(self.home)!r}), port=0, {self.serve_args()}, "
             f"grace_seconds={self.grace})"
         )
         log = open(self.home / "server.log", "ab")  # noqa: SIM115

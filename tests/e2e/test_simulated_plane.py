@@ -11,7 +11,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from phalanx.errors import Conflict, SpecError
@@ -38,36 +37,8 @@ class SimulatedControlPlane(ControlPlane):
         super().__init__(home)
         self.nodes_file = nodes_file
 
-    def start(self) -> SimulatedControlPlane:
-        (self.home / "server.json").unlink(missing_ok=True)
-        code = (
-            "from pathlib import Path; from phalanx.server import serve; "
-            f"serve(home=Path({str(self.home)!r}), port=0, compute='simulated', "
-            f"nodes_file=Path({str(self.nodes_file)!r}), grace_seconds={self.grace})"
-        )
-        log = open(self.home / "server.log", "ab")  # noqa: SIM115
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", code], cwd=REPO, stdout=log, stderr=log,
-            env={**os.environ, "PHALANX_HOME": str(self.home)},
-        )
-        deadline = time.time() + 30
-        while time.time() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError("server died:\n" + (self.home / "server.log").read_text())
-            info = self.home / "server.json"
-            if info.exists():
-                url = json.loads(info.read_text())["url"]
-                token = (self.home / "token").read_text().strip()
-                self.http = httpx.Client(
-                    base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=30
-                )
-                try:
-                    if self.http.get("/healthz").status_code == 200:
-                        return self
-                except httpx.TransportError:
-                    pass
-            time.sleep(0.1)
-        raise RuntimeError("server did not start:\n" + (self.home / "server.log").read_text())
+    def serve_args(self) -> str:
+        return f"compute='simulated', nodes_file=Path({str(self.nodes_file)!r})"
 
 
 @pytest.fixture

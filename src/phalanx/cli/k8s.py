@@ -6,15 +6,13 @@ Nothing here talks to a cluster: ``render`` prints YAML for ``kubectl apply -f -
 
 from __future__ import annotations
 
-import functools
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, ParamSpec, TypeVar
+from typing import Annotated
 
 import typer
 
-from phalanx.cli.output import fail, note
+from phalanx.cli.output import note, reports_errors
 from phalanx.deploy import (
     Values,
     commented_values,
@@ -23,27 +21,13 @@ from phalanx.deploy import (
     to_yaml,
     write_kustomize,
 )
-from phalanx.errors import PhalanxError, SpecError
-
-P = ParamSpec("P")
-R = TypeVar("R")
+from phalanx.errors import SpecError
 
 app = typer.Typer(
     help="Render the Kubernetes manifests of a Phalanx deployment.",
     no_args_is_help=True,
     add_completion=False,
 )
-
-
-def _reports_errors(command: Callable[P, R]) -> Callable[P, R]:
-    @functools.wraps(command)
-    def run(*args: P.args, **kwargs: P.kwargs) -> R:
-        try:
-            return command(*args, **kwargs)
-        except PhalanxError as exc:
-            fail(exc)
-
-    return run
 
 
 def _load(file: Path | None) -> Values:
@@ -58,7 +42,7 @@ def _load(file: Path | None) -> Values:
 
 
 @app.command("render")
-@_reports_errors
+@reports_errors
 def render_command(
     file: Annotated[
         Path | None,
@@ -79,7 +63,7 @@ def render_command(
 
 
 @app.command("values")
-@_reports_errors
+@reports_errors
 def values_command(
     file: Annotated[
         Path | None,

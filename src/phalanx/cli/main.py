@@ -6,15 +6,13 @@ unreachable/broken server, 2 bad input (nothing was sent or changed).
 
 from __future__ import annotations
 
-import functools
 import re
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any, ParamSpec, TypeVar
+from typing import Annotated, Any
 
 import typer
 import yaml
@@ -23,8 +21,8 @@ from rich.live import Live
 from rich.text import Text
 
 from phalanx.cli import daemon, k8s, render, sim
-from phalanx.cli.output import EXIT_FAILED, err, fail, note, out, print_json
-from phalanx.errors import AuthError, ConnectionFailed, PhalanxError
+from phalanx.cli.output import EXIT_FAILED, err, note, out, print_json, reports_errors
+from phalanx.errors import AuthError, ConnectionFailed
 from phalanx.sdk.client import Client
 from phalanx.sdk.config import DEFAULT_HOST, DEFAULT_PORT, phalanx_home
 from phalanx.sdk.documents import to_config_documents, to_job_spec
@@ -44,8 +42,6 @@ app = typer.Typer(
 RECENT_SECONDS = 3600.0
 WATCH_SECONDS = 1.0
 
-P = ParamSpec("P")
-R = TypeVar("R")
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,21 +60,6 @@ class Settings:
 
 def _settings(ctx: typer.Context) -> Settings:
     return ctx.obj if isinstance(ctx.obj, Settings) else Settings()
-
-
-def reports_errors(command: Callable[P, R]) -> Callable[P, R]:
-    """Print PhalanxErrors as one red sentence with the fix, and exit with their code."""
-
-    @functools.wraps(command)
-    def run(*args: P.args, **kwargs: P.kwargs) -> R:
-        try:
-            return command(*args, **kwargs)
-        except PhalanxError as exc:
-            fail(exc)
-        except KeyboardInterrupt:
-            raise typer.Exit(130) from None
-
-    return run
 
 
 @app.callback()

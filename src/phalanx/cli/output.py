@@ -6,10 +6,12 @@ and ``phalanx jobs --json | jq``.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
-from typing import Any, NoReturn, TextIO
+from collections.abc import Callable
+from typing import Any, NoReturn, ParamSpec, TextIO, TypeVar
 
 import typer
 from rich.console import Console
@@ -66,3 +68,22 @@ def print_json(data: Any) -> None:
 def note(message: str, style: str = "") -> None:
     """A human remark on stderr (never mixed into results)."""
     err.print(Text(message, style=style))
+
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def reports_errors(command: Callable[P, R]) -> Callable[P, R]:
+    """Print PhalanxErrors as one red sentence with the fix, and exit with their code."""
+
+    @functools.wraps(command)
+    def run(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return command(*args, **kwargs)
+        except PhalanxError as exc:
+            fail(exc)
+        except KeyboardInterrupt:
+            raise typer.Exit(130) from None
+
+    return run

@@ -7,18 +7,16 @@ JSON (``--json``) and PNG plots (``--plots``).
 
 from __future__ import annotations
 
-import functools
 import json
-from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any, ParamSpec, TypeVar
+from typing import Annotated, Any
 
 import typer
 import yaml
 
-from phalanx.cli.output import fail, note, out
-from phalanx.errors import PhalanxError, SpecError
+from phalanx.cli.output import note, out, reports_errors
+from phalanx.errors import SpecError
 from phalanx.sdk.documents import read_text
 from phalanx.sim import (
     FailureModel,
@@ -32,24 +30,10 @@ from phalanx.sim import (
 from phalanx.sim.report import summary_table, teams_table
 from phalanx.spec import QueueConfig, load_config_yaml
 
-P = ParamSpec("P")
-R = TypeVar("R")
-
 
 class RestartMode(StrEnum):
     RESTART = "restart"
     RESUME = "resume"
-
-
-def _reports_errors(command: Callable[P, R]) -> Callable[P, R]:
-    @functools.wraps(command)
-    def run(*args: P.args, **kwargs: P.kwargs) -> R:
-        try:
-            return command(*args, **kwargs)
-        except PhalanxError as exc:
-            fail(exc)
-
-    return run
 
 
 def load_queues(path: Path) -> QueueConfig:
@@ -86,7 +70,7 @@ def load_failure_schedule(path: Path) -> list[NodeFailure]:
     return out
 
 
-@_reports_errors
+@reports_errors
 def sim(
     trace: Annotated[Path, typer.Option(help="Trace CSV: Philly's, or submit,duration,gpus,team")],
     queues: Annotated[Path, typer.Option(help="YAML queue config (as for phalanx apply)")],

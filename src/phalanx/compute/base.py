@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Literal, Protocol
+from types import TracebackType
+from typing import Literal, Protocol, Self
 
 from phalanx.scheduler.types import Admission
 from phalanx.spec.resources import JobSpec, Node
@@ -85,3 +86,19 @@ class ComputePlane(Protocol):
     def close(self) -> None:
         """Release the plane's own resources; running pods keep running."""
         ...
+
+
+class ClosesOnExit:
+    """``with plane:`` closes the plane on the way out; planes inherit this."""
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

@@ -42,7 +42,8 @@ def labels(component: str) -> dict[str, str]:
     }
 
 
-def _meta(name: str, component: str, namespace: str | None = None) -> dict[str, Any]:
+def metadata(name: str, component: str, namespace: str | None = None) -> dict[str, Any]:
+    """An object's metadata: its name, its namespace when it has one, the component labels."""
     meta: dict[str, Any] = {"name": name}
     if namespace is not None:
         meta["namespace"] = namespace
@@ -108,18 +109,18 @@ def _account(name: str, namespace: str, component: str, automount: bool) -> Mani
     return {
         "apiVersion": "v1",
         "kind": "ServiceAccount",
-        "metadata": _meta(name, component, namespace),
+        "metadata": metadata(name, component, namespace),
         "automountServiceAccountToken": automount,
     }
 
 
 def _role(name: str, namespace: str, component: str, rules: list[Rule]) -> Manifest:
-    return {"apiVersion": RBAC_API, "kind": "Role", "metadata": _meta(name, component, namespace),
-            "rules": rules}
+    return {"apiVersion": RBAC_API, "kind": "Role",
+            "metadata": metadata(name, component, namespace), "rules": rules}
 
 
 def _cluster_role(name: str, component: str, rules: list[Rule]) -> Manifest:
-    return {"apiVersion": RBAC_API, "kind": "ClusterRole", "metadata": _meta(name, component),
+    return {"apiVersion": RBAC_API, "kind": "ClusterRole", "metadata": metadata(name, component),
             "rules": rules}
 
 
@@ -130,7 +131,7 @@ def _binding(
     return {
         "apiVersion": RBAC_API,
         "kind": kind,
-        "metadata": _meta(name, component, namespace),
+        "metadata": metadata(name, component, namespace),
         "roleRef": {
             "apiGroup": "rbac.authorization.k8s.io",
             "kind": "ClusterRole" if kind == "ClusterRoleBinding" else "Role",

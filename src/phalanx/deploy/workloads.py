@@ -4,21 +4,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from phalanx.deploy.rbac import Manifest, doctor_account, labels, runs_account, worker_account
+from phalanx.deploy.rbac import (
+    Manifest,
+    doctor_account,
+    labels,
+    metadata,
+    runs_account,
+    worker_account,
+)
 from phalanx.deploy.values import API_PORT, STATE_DIR, NodeDoctor, Resources, Values, Worker
 
 SERVICE_NAME = "phalanx"
 STATE_CLAIM = "phalanx-state"
 # A fixed non-root identity; fsGroup makes the state volume writable by it.
 RUN_AS = 10001
-
-
-def _meta(name: str, component: str, namespace: str | None = None) -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": name}
-    if namespace is not None:
-        meta["namespace"] = namespace
-    meta["labels"] = labels(component)
-    return meta
 
 
 def _selector(component: str) -> dict[str, str]:
@@ -50,7 +49,7 @@ def secrets(values: Values) -> list[Manifest]:
 
 def _secret(values: Values, name: str, key: str, value: str) -> Manifest:
     return {"apiVersion": "v1", "kind": "Secret",
-            "metadata": _meta(name, "control-plane", values.namespace),
+            "metadata": metadata(name, "control-plane", values.namespace),
             "type": "Opaque", "stringData": {key: value}}
 
 
@@ -65,12 +64,12 @@ def state_claim(values: Values) -> list[Manifest]:
     if p.storage_class_name:
         spec["storageClassName"] = p.storage_class_name
     return [{"apiVersion": "v1", "kind": "PersistentVolumeClaim",
-             "metadata": _meta(STATE_CLAIM, "control-plane", values.namespace), "spec": spec}]
+             "metadata": metadata(STATE_CLAIM, "control-plane", values.namespace), "spec": spec}]
 
 
 def api_service(values: Values) -> Manifest:
     svc = values.worker.service
-    meta = _meta(SERVICE_NAME, "control-plane", values.namespace)
+    meta = metadata(SERVICE_NAME, "control-plane", values.namespace)
     if svc.annotations:
         meta["annotations"] = dict(svc.annotations)
     return {
@@ -192,7 +191,7 @@ def deployment(values: Values) -> Manifest:
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": _meta("phalanx", "control-plane", values.namespace),
+        "metadata": metadata("phalanx", "control-plane", values.namespace),
         "spec": {
             "replicas": worker.replicas,
             # One writer: the old pod lets go of the state volume before the new one starts.
@@ -237,7 +236,7 @@ def node_doctor(values: Values) -> list[Manifest]:
     return [{
         "apiVersion": "apps/v1",
         "kind": "DaemonSet",
-        "metadata": _meta("phalanx-node-doctor", "node-doctor", values.namespace),
+        "metadata": metadata("phalanx-node-doctor", "node-doctor", values.namespace),
         "spec": {
             "selector": {"matchLabels": _selector("node-doctor")},
             "updateStrategy": {"type": "RollingUpdate"},

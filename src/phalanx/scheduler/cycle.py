@@ -76,7 +76,6 @@ class Cycle:
         self.result = CycleResult()
         self.holds: list[Workload] = []
         self.frontiers: dict[str, Frontier] = {}  # this cycle's failures, per ClusterQueue
-        self.last_assignment: Assignment | None = None  # of the latest evaluation
         self._open: dict[tuple[str, str], bool] = {}  # (ClusterQueue, LocalQueue) -> open
 
     # ------------------------------------------------------------------ reasons
@@ -117,7 +116,7 @@ class Cycle:
         for wl in nominated:
             info = st.infos.get(wl.cluster_queue)
             if info is not None and wl.cls is not None and self.queue_open(info, wl.local_queue):
-                outcome, reason = self.evaluate(wl, info)
+                outcome, reason, _ = self.evaluate(wl, info)
                 if outcome == FAILED and reason is not None:
                     self.own_reason(wl, reason)
                     if wl.cls is not None:  # let the loop judge its class on its own turn
@@ -308,7 +307,7 @@ class Cycle:
             if info.strict:
                 self.block_strict(turn, cls, start + 1, wl)
             return
-        outcome, reason = self.evaluate(wl, info)
+        outcome, reason, assignment = self.evaluate(wl, info)
         if outcome == ADMITTED:
             turn.push(cls)
             return
@@ -326,7 +325,7 @@ class Cycle:
             self.block_strict(turn, cls, start + 1, wl)
             return
         self.frontiers.setdefault(info.name, Frontier()).add(
-            wl, reason, cls.blocked, self.last_assignment)
+            wl, reason, cls.blocked, assignment)
         self.class_reason(cls, reason, start)
 
     def block_strict(self, turn: QueueTurn, cls: PendingClass, start: int,
@@ -335,9 +334,7 @@ class Cycle:
         turn.done = True
         head_reason = head.reason or QUEUED
         why = strict_fifo_reason(turn.info.name, head.name, head_reason)
-        waiting = self.st.waiting
-        rest = [(cls, start)] + [(c, turn.cursor.get(c.serial, 0)) for _, _, c in turn.heap]
-        turn.heap = []
+        heap, turn.heap = turn.heap, []
         # Nothing joined or left the queue or the preemptors' wait since the last cycle
         # blocked it behind the same head for the same reason: everyone behind already
         # carries ``why``, and a walk over a deep queue every cycle would cost the most.
@@ -347,6 +344,8 @@ class Cycle:
         pending.strict_seen, pending.strict_cycle = seen, cycle_no
         if unchanged:
             return
+        waiting = self.st.waiting
+        rest = [(cls, start)] + [(c, turn.cursor.get(c.serial, 0)) for _, _, c in heap]
         for c, first in rest:
             for key in c.keys[first:]:
                 wl = c.by_key[key]
@@ -354,29 +353,31 @@ class Cycle:
                     self.own_reason(wl, why)
 
     # ------------------------------------------------------------------ one job
-    def evaluate(self, wl: Workload, info: QueueInfo) -> tuple[str, PendingReason | None]:
+    def evaluate(self, wl: Workload, info: QueueInfo
+                 ) -> tuple[str, PendingReason | None, Assignment]:
+        """The outcome, the reason when it failed, and the assignment it was judged on."""
         st = self.st
-        a = self.last_assignment = st.assigner.assign(wl, info)
+        a = st.assigner.assign(wl, info)
         if a.mode == FIT and a.placement is not None:
             self.admit(wl, info, a)
-            return ADMITTED, None
+            return ADMITTED, None, a
         cls = wl.cls
         if cls is not None:
             cls.blocked = self.stamp(info, a)
         if a.no_flavor:
-            return FAILED, quota_reason(info, st.cache, a)
+            return FAILED, quota_reason(info, st.cache, a), a
         if a.mode == NOFIT:
             frs = sorted({(s.flavor, s.resource) for s in a.shortfalls if not s.never})
             disabled = st.preemptor.would_have_candidates(wl, info, frs) if frs else ""
-            return FAILED, quota_reason(info, st.cache, a, "", disabled)
+            return FAILED, quota_reason(info, st.cache, a, "", disabled), a
         outcome = st.preemptor.find(wl, info, a)
         if outcome.targets:
             self.preempt(wl, info, a, outcome.targets, outcome.placement)
             if cls is not None:
                 cls.blocked = None
-            return PREEMPTING, None
+            return PREEMPTING, None, a
         if a.mode == FIT:
-            return FAILED, node_reason(info, a)
+            return FAILED, node_reason(info, a), a
         disabled = ""
         note = ""
         frs = [fr for fr, v in a.usage.items() if v > st.cache.available(info.node, fr)]
@@ -386,7 +387,7 @@ class Cycle:
             note = (f"preempting the {outcome.candidates} job"
                     f"{'s' if outcome.candidates != 1 else ''} its policies allow would not "
                     "make it fit")
-        return FAILED, quota_reason(info, st.cache, a, note, disabled)
+        return FAILED, quota_reason(info, st.cache, a, note, disabled), a
 
     def admit(self, wl: Workload, info: QueueInfo, a: Assignment) -> None:
         st = self.st

@@ -200,9 +200,10 @@ class QueueConfig(Model):
 
 
 # --------------------------------------------------------------------------- YAML
-def _load_yaml_documents(text: str, source: str) -> list[Any]:
+def yaml_documents(text: str, source: str) -> list[Any]:
+    """The non-empty documents of a YAML text; a syntax error names its line and column."""
     try:
-        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+        return [d for d in yaml.safe_load_all(text) if d is not None]
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -210,6 +211,10 @@ def _load_yaml_documents(text: str, source: str) -> list[Any]:
         raise SpecError(
             f"is not valid YAML{where}: {problem}", field=source, fix="fix the YAML syntax"
         ) from None
+
+
+def _load_yaml_documents(text: str, source: str) -> list[Any]:
+    docs = yaml_documents(text, source)
     if not docs:
         raise SpecError("holds no documents", field=source, fix="write at least one document")
     for i, doc in enumerate(docs):

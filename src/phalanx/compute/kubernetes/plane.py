@@ -26,10 +26,9 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
-from phalanx.compute.base import PodPhase, PodRef, PodState
+from phalanx.compute.base import ClosesOnExit, PodPhase, PodRef, PodState
 from phalanx.compute.kubernetes import objects
 from phalanx.compute.kubernetes.client import KubeClient, KubeError, Object, configure
 from phalanx.compute.kubernetes.events import pod_events
@@ -100,7 +99,7 @@ class Settings:
     read_timeout: float = 60.0
 
 
-class KubernetesPlane:
+class KubernetesPlane(ClosesOnExit):
     """Runs admitted jobs as pods in one namespace of a cluster."""
 
     name = "kubernetes"
@@ -316,15 +315,6 @@ class KubernetesPlane:
         self.inventory_source.stop()
         self.logs.close()
         self.client.close()
-
-    def __enter__(self) -> KubernetesPlane:
-        return self
-
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     # ------------------------------------------------------------------ creating
     def _pod_object(

@@ -36,10 +36,9 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 
 from phalanx.compute import env as distributed
-from phalanx.compute.base import PodPhase, PodState
+from phalanx.compute.base import ClosesOnExit, PodPhase, PodState
 from phalanx.compute.local import procs, shim
 from phalanx.compute.local.gpus import GPUInfo, assign_gpus, discover_gpus
 from phalanx.compute.local.inventory import default_node_name, machine_node
@@ -89,7 +88,7 @@ class _PodLaunch:
     env: dict[str, str]
 
 
-class LocalPlane:
+class LocalPlane(ClosesOnExit):
     """Runs admitted jobs' pods as process groups on this machine (one node)."""
 
     name = "local"
@@ -205,15 +204,6 @@ class LocalPlane:
         if self._escalator is not None:
             self._escalator.join(timeout=5)
             self._escalator = None
-
-    def __enter__(self) -> LocalPlane:
-        return self
-
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     # ------------------------------------------------------------------ launching
     def _plan(

@@ -22,10 +22,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from phalanx.errors import SpecError
 from phalanx.spec.base import validate
+from phalanx.spec.config import yaml_documents
 from phalanx.spec.resources import Node
 
 RACK_LABEL = "rack"
@@ -46,14 +45,7 @@ def load_nodes(path: str | Path) -> list[Node]:
 
 
 def parse_nodes(text: str, source: str = "nodes") -> list[Node]:
-    try:
-        docs = [d for d in yaml.safe_load_all(text) if d is not None]
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise SpecError(f"is not valid YAML{where}: {problem}", field=source,
-                        fix="fix the YAML syntax") from None
+    docs = yaml_documents(text, source)
     entries: list[Any] = []
     for doc in docs:
         if isinstance(doc, list):

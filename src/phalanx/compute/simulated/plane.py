@@ -41,10 +41,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 
 from phalanx.compute import env as distributed
-from phalanx.compute.base import PodPhase, PodRef, PodState
+from phalanx.compute.base import ClosesOnExit, PodPhase, PodRef, PodState
 from phalanx.compute.simulated.nodes import load_nodes
 from phalanx.errors import SpecError
 from phalanx.scheduler.types import Admission
@@ -78,7 +77,7 @@ class _Behaviour:
     exit_code: int
 
 
-class SimulatedPlane:
+class SimulatedPlane(ClosesOnExit):
     """Pods that pretend to run on nodes declared in configuration."""
 
     name = "simulated"
@@ -232,15 +231,6 @@ class SimulatedPlane:
             timer, self._timer = self._timer, None
         if timer is not None:
             timer.join(timeout=5)
-
-    def __enter__(self) -> SimulatedPlane:
-        return self
-
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     # ------------------------------------------------------------------ internals
     def _end(self, pod: _Pod) -> None:

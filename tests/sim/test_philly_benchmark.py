@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import random
 import subprocess
 import sys
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -30,11 +32,26 @@ def test_quotas_follow_gpu_time_with_a_floor_of_the_largest_job() -> None:
         philly.quotas(trace, 9)
 
 
+def philly_csv(path: Path, jobs: int, seed: int = 7) -> Path:
+    """A trace in Philly's format: five virtual clusters over one day, 1 to 8 GPUs a job."""
+    rng = random.Random(seed)
+    start = datetime(2017, 10, 9)
+    lines = ["timestamp,duration,num_gpus,gpu_time,cluster"]
+    for _ in range(jobs):
+        at = start + timedelta(seconds=rng.randrange(86_400))
+        duration, gpus = float(rng.randrange(60, 7_200)), rng.choice((1, 1, 2, 4, 8))
+        lines.append(f"{at:%Y-%m-%d %H:%M:%S},{duration},{gpus},{duration * gpus},"
+                     f"vc{rng.randrange(5)}")
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
 def test_small_replay_writes_json_and_plots(tmp_path: Path) -> None:
     out = tmp_path / "philly.json"
     plots = tmp_path / "plots"
-    runs = philly.run(philly.parse_args(["--limit", "400", "--gpus", "128", "--json", str(out),
-                                         "--plots", str(plots)]))
+    trace = philly_csv(tmp_path / "philly.csv", 400)
+    runs = philly.run(philly.parse_args(["--trace", str(trace), "--gpus", "128",
+                                         "--json", str(out), "--plots", str(plots)]))
     assert [r.policy for r in runs] == ["fifo", "phalanx"]
     data = json.loads(out.read_text())
     assert data["jobs"] == 400

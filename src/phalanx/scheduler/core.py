@@ -217,7 +217,7 @@ class Scheduler:
                 name=name,
                 cohort=info.spec.cohort,
                 pending=st.queues.pending_count(name),
-                admitted=len(st.admitted.get(name, {})),
+                admitted=len(st.admitted[name]) if name in st.admitted else 0,
                 usage=tuple(usage),
                 weighted_share=float("inf") if share >= MAX_SHARE else share / 1000,
                 stopped=info.stop_policy != "None",

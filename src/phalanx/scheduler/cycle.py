@@ -136,8 +136,9 @@ class Cycle:
             return
         for cq in sorted(st.admitted):
             info = st.infos.get(cq)
-            for name in sorted(st.admitted[cq]):
-                wl = st.admitted[cq][name]
+            jobs = st.admitted[cq].jobs
+            for name in sorted(jobs):
+                wl = jobs[name]
                 if wl.terminating:
                     continue
                 lq = st.config.local_queues.get(wl.local_queue)
@@ -147,7 +148,7 @@ class Cycle:
                     why = f"LocalQueue {lq.name} is stopped with stopPolicy HoldAndDrain"
                 else:
                     continue
-                wl.terminating = True
+                st.mark_terminating(wl)
                 self.result.preemptions.append(
                     Preemption(name, "", PreemptionReason.QUEUE_STOPPED, f"evicted: {why}")
                 )
@@ -420,7 +421,7 @@ class Cycle:
             names.append(victim.name)
             if victim.terminating:
                 continue
-            victim.terminating = True
+            st.mark_terminating(victim)
             victim.preempted_by = wl.name
             self.result.preemptions.append(Preemption(
                 victim=victim.name, preemptor=wl.name, reason=t.reason,

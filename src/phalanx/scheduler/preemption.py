@@ -20,6 +20,7 @@ import heapq
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from phalanx.scheduler.admitted import AdmittedJobs
 from phalanx.scheduler.cache import NEVER, QueueInfo, QuotaCache, QuotaNode
 from phalanx.scheduler.fairsharing import (
     dominant_share,
@@ -29,7 +30,7 @@ from phalanx.scheduler.fairsharing import (
 from phalanx.scheduler.flavors import Assignment
 from phalanx.scheduler.placement import NodePool, Placement
 from phalanx.scheduler.types import PreemptionReason
-from phalanx.scheduler.workload import FR, Workload
+from phalanx.scheduler.workload import FR, UsageKey, Workload
 
 R = PreemptionReason
 MAX_NODE_CHECKS = 48  # placement calls per preemption attempt, to bound a cycle's cost
@@ -41,6 +42,18 @@ class Target:
     reason: PreemptionReason
 
 
+@dataclass(frozen=True, slots=True)
+class Source:
+    """A queue candidates may come from: its jobs under ``below`` (any priority for None),
+    and, in the preemptor's own queue under LowerOrNewerEqualPriority, those of exactly
+    the preemptor's priority submitted after ``newer_than``."""
+
+    queue: str
+    jobs: AdmittedJobs
+    below: int | None
+    newer_than: Workload | None
+
+
 @dataclass(slots=True)
 class Outcome:
     targets: list[Target] | None  # None: preemption cannot make the job admissible
@@ -50,7 +63,7 @@ class Outcome:
 
 class Preemptor:
     def __init__(self, cache: QuotaCache, pool: NodePool,
-                 admitted: dict[str, dict[str, Workload]]) -> None:
+                 admitted: dict[str, AdmittedJobs]) -> None:
         self.cache = cache
         self.pool = pool
         self.admitted = admitted  # ClusterQueue -> admitted workloads by name
@@ -65,39 +78,61 @@ class Preemptor:
             found = self._trees[root.name] = self.cache.queues_in_tree(node)
         return found
 
-    def candidates(self, wl: Workload, cq: QueueInfo, frs: list[FR]) -> list[Workload]:
-        out = self._gather(wl, cq, frs)
-        self._order(out, cq)
-        return out
-
-    def _gather(self, wl: Workload, cq: QueueInfo, frs: list[FR]) -> list[Workload]:
-        """The candidates, unordered."""
-        out: list[Workload] = []
+    def _sources(self, wl: Workload, cq: QueueInfo, frs: list[FR]) -> list[Source]:
+        """The queues the policies let ``wl`` take from, with the bounds on their jobs."""
+        out: list[Source] = []
         p = wl.priority
-        if len(frs) == 1:  # the usual case: a plain membership test, no generator per job
-            only = frs[0]
-
-            def uses(c: Workload) -> bool:
-                return only in c.usage
-        else:
-
-            def uses(c: Workload) -> bool:
-                return any(fr in c.usage for fr in frs)
         if cq.within != NEVER:
-            newer_equal = cq.within == "LowerOrNewerEqualPriority"
-            for c in self.admitted.get(cq.name, {}).values():
-                if (c.priority < p or (newer_equal and c.priority == p and c.newer_than(wl))
-                        ) and uses(c):
-                    out.append(c)
+            jobs = self.admitted.get(cq.name)
+            if jobs:
+                newer = wl if cq.within == "LowerOrNewerEqualPriority" else None
+                out.append(Source(cq.name, jobs, p, newer))
         node = cq.node
         if node.parent is not None and cq.reclaim != NEVER:
-            any_priority = cq.reclaim == "Any"
+            limit = None if cq.reclaim == "Any" else p
+            admitted, is_borrowing = self.admitted, self.cache.is_borrowing
             for other in self._tree(node):
-                if other is node or not self.cache.is_borrowing(other, frs):
+                if other is node:
                     continue
-                for c in self.admitted.get(other.name, {}).values():
-                    if (any_priority or c.priority < p) and uses(c):
-                        out.append(c)
+                jobs = admitted.get(other.name)
+                if jobs and is_borrowing(other, frs):
+                    out.append(Source(other.name, jobs, limit, None))
+        return out
+
+    @staticmethod
+    def _tally(sources: list[Source], frs: list[FR]) -> tuple[int, dict[FR, int]]:
+        """How many candidates there are and how much of each of ``frs`` they hold."""
+        count = 0
+        held = dict.fromkeys(frs, 0)
+        for src in sources:
+            for u in src.jobs.counts(src.below):
+                if u.uses(frs):
+                    count += u.count
+                    for fr in frs:
+                        held[fr] += u.count * u.usage.get(fr, 0)
+            newer = src.newer_than
+            if newer is not None:
+                for c in src.jobs.by_priority.get(newer.priority, {}).values():
+                    if c.newer_than(newer) and any(fr in c.usage for fr in frs):
+                        count += 1
+                        for fr in frs:
+                            held[fr] += c.usage.get(fr, 0)
+        return count, held
+
+    @staticmethod
+    def _per_queue(sources: list[Source], frs: list[FR]) -> dict[str, list[Workload]]:
+        """Each source's candidates in candidate order (queues without any left out)."""
+        out: dict[str, list[Workload]] = {}
+        for src in sources:
+            if len(frs) == 1:
+                only = frs[0]
+                found = [c for c in src.jobs.in_order(src.below, src.newer_than)
+                         if only in c.usage]
+            else:
+                found = [c for c in src.jobs.in_order(src.below, src.newer_than)
+                         if any(fr in c.usage for fr in frs)]
+            if found:
+                out[src.queue] = found
         return out
 
     @staticmethod
@@ -110,16 +145,15 @@ class Preemptor:
         if not cq.can_preempt:
             return False
         frs = sorted(short)
-        cands = self._gather(wl, cq, frs)  # sums only: the order does not matter here
-        return all(sum(c.usage.get(fr, 0) for c in cands) >= need for fr, need in short.items())
+        _, held = self._tally(self._sources(wl, cq, frs), frs)
+        return all(held[fr] >= need for fr, need in short.items())
 
     def would_have_candidates(self, wl: Workload, cq: QueueInfo, frs: list[FR]) -> str:
         """The policy that forbids preempting jobs that could otherwise make room ("" if none)."""
-        if cq.within == NEVER and any(
-            c.priority < wl.priority and any(fr in c.usage for fr in frs)
-            for c in self.admitted.get(cq.name, {}).values()
-        ):
-            return "withinClusterQueue=Never"
+        if cq.within == NEVER:
+            jobs = self.admitted.get(cq.name)
+            if jobs and any(u.uses(frs) for u in jobs.counts(wl.priority)):
+                return "withinClusterQueue=Never"
         node = cq.node
         if node.parent is not None and cq.reclaim == NEVER and any(
             other is not node and self.cache.is_borrowing(other, frs)
@@ -139,23 +173,26 @@ class Preemptor:
         hopeless = fair and self._fair_hopeless(wl, a, cq, frs)
         if hopeless and nodes_only:
             # The caller then reports why nodes are short and never reads the candidate
-            # count, so the walk over every admitted job that counts them is skipped.
+            # count, so even counting them is skipped.
             return Outcome(None)
-        cands = self._gather(wl, cq, frs)
-        if not cands:
+        sources = self._sources(wl, cq, frs)
+        count, held = self._tally(sources, frs)
+        if not count:
             return Outcome(None)
-        if not self._could_cover(a, node, frs, cands):
-            return Outcome(None, candidates=len(cands))
-        if hopeless:
-            return Outcome(None, candidates=len(cands))
-        self._order(cands, cq)
-        removable = self._reclaimable(a, cq, cands, frs) if fair else cands
+        if hopeless or not self._could_cover(a, node, frs, held):
+            return Outcome(None, candidates=count)
+        per_queue = self._per_queue(sources, frs)
+        if fair:
+            removable = self._reclaimable(a, cq, per_queue, frs)
+        else:
+            removable = [c for queue in per_queue.values() for c in queue]
+            self._order(removable, cq)
         if not self._nodes_could_cover(a, removable):
-            return Outcome(None, candidates=len(cands))
+            return Outcome(None, candidates=count)
         search = _Search(self, wl, cq, a, frs)
         try:
-            targets = search.fair(cands) if fair else search.classic(cands)
-            return Outcome(targets, search.placement, len(cands))
+            targets = search.fair(per_queue) if fair else search.classic(removable)
+            return Outcome(targets, search.placement, count)
         finally:
             search.restore()
 
@@ -168,7 +205,8 @@ class Preemptor:
         with no job whose removal keeps it there, offers nobody. When no queue that could hold
         candidates (borrowing, with admitted jobs) offers anyone, with no candidate of the
         preemptor's own queue and no borrowWithinCohort, the search would come back empty
-        (the common case on a busy cohort).
+        (the common case on a busy cohort). Jobs of equal usage remove the same share, so
+        each distinct usage is looked at once.
         """
         if cq.borrow_within or (cq.within != NEVER and self.admitted.get(cq.name)):
             return False
@@ -177,8 +215,7 @@ class Preemptor:
             return True
         new_share = dominant_share(node, a.usage)
         cache, admitted = self.cache, self.admitted
-        any_priority = cq.reclaim == "Any"
-        p = wl.priority
+        limit = None if cq.reclaim == "Any" else wl.priority
         for other in self._tree(node):
             jobs = admitted.get(other.name)
             if other is node or not jobs or not cache.is_borrowing(other, frs):
@@ -188,19 +225,12 @@ class Preemptor:
                 return False
             if new_share > share:
                 continue
-            after_by_usage: dict[tuple[tuple[FR, int], ...], int] = {}
-            for c in jobs.values():
-                if not (any_priority or c.priority < p) or not any(fr in c.usage for fr in frs):
-                    continue
-                key = tuple(c.usage.items())
-                after = after_by_usage.get(key)
-                if after is None:
-                    after = after_by_usage[key] = dominant_share(other, minus=c.usage)
-                if new_share <= after:
+            for u in jobs.counts(limit):
+                if u.uses(frs) and new_share <= dominant_share(other, minus=u.usage):
                     return False
         return True
 
-    def _reclaimable(self, a: Assignment, cq: QueueInfo, cands: list[Workload],
+    def _reclaimable(self, a: Assignment, cq: QueueInfo, per_queue: dict[str, list[Workload]],
                      frs: list[FR]) -> list[Workload]:
         """The candidates the fair-sharing search could take at most, replayed without nodes.
 
@@ -209,31 +239,34 @@ class Preemptor:
         queue's share after its removal stays at least the preemptor's new share, until the
         queue stops borrowing; then at most the first job it skipped, if the queue's share
         is still above the new share. With candidates of the preemptor's own queue or
-        borrowWithinCohort the replay does not apply, and all of ``cands`` is returned.
+        borrowWithinCohort the replay does not apply, and every candidate is returned.
         """
-        node = cq.node
-        if cq.borrow_within or any(c.cluster_queue == cq.name for c in cands):
-            return cands
-        new_share = dominant_share(node, a.usage)
-        per_queue: dict[str, list[Workload]] = {}
-        for c in cands:
-            per_queue.setdefault(c.cluster_queue, []).append(c)
+        if cq.borrow_within or cq.name in per_queue:
+            return [c for queue in per_queue.values() for c in queue]
+        new_share = dominant_share(cq.node, a.usage)
         cqs = self.cache.cqs
         out: list[Workload] = []
         for name, queue in per_queue.items():
             other = cqs[name]
             gone: dict[FR, int] = {}
             skipped: Workload | None = None
+            # Until something is taken, jobs of equal usage get the same verdict.
+            refused: set[UsageKey] = set()
             for c in queue:
+                if c.usage_key in refused:
+                    continue
                 after = {fr: gone.get(fr, 0) + c.usage.get(fr, 0) for fr in gone.keys() | c.usage}
                 if new_share <= dominant_share(other, minus=after):
                     out.append(c)
                     gone = after
+                    refused.clear()
                     if not any(other.usage.get(fr, 0) - gone.get(fr, 0) > other.subtree.get(fr, 0)
                                for fr in frs):
                         break
-                elif skipped is None:
-                    skipped = c
+                else:
+                    refused.add(c.usage_key)
+                    if skipped is None:
+                        skipped = c
             if skipped is not None and new_share < dominant_share(other, minus=gone):
                 out.append(skipped)
         return out
@@ -253,11 +286,11 @@ class Preemptor:
         return all(pool.room_bound(g, freed) >= g.min_count for g in a.groups)
 
     def _could_cover(self, a: Assignment, node: QuotaNode, frs: list[FR],
-                     cands: list[Workload]) -> bool:
+                     held: dict[FR, int]) -> bool:
         """A cheap necessary condition: the candidates hold at least the shortfall."""
         for fr in frs:
             short = a.usage.get(fr, 0) - max(0, self.cache.available(node, fr))
-            if short > 0 and sum(c.usage.get(fr, 0) for c in cands) < short:
+            if short > 0 and held.get(fr, 0) < short:
                 return False
         return True
 
@@ -403,12 +436,10 @@ class _Search:
         return found
 
     # ---- fair sharing
-    def fair(self, cands: list[Workload]) -> list[Target] | None:
+    def fair(self, per_queue: dict[str, list[Workload]]) -> list[Target] | None:
+        """Take from the queues of highest share first; ``per_queue`` is consumed."""
         cache, cq, a = self.cache, self.cq, self.a
         node = cq.node
-        per_queue: dict[str, list[Workload]] = {}
-        for c in cands:
-            per_queue.setdefault(c.cluster_queue, []).append(c)
 
         def share(name: str) -> int:
             return dominant_share(cache.cqs[name])
@@ -437,13 +468,12 @@ class _Search:
             other = cache.cqs[name]
             # Candidates of one queue mostly share a handful of sizes, and nothing is taken
             # from ``other`` until this loop breaks: its share after each removal is memoised.
-            after_by_usage: dict[tuple[tuple[FR, int], ...], int] = {}
+            after_by_usage: dict[UsageKey, int] = {}
             for i, c in enumerate(queue):
                 below = self.borrow_below is not None and c.priority < self.borrow_below
-                usage_key = tuple(c.usage.items())
-                after = after_by_usage.get(usage_key, -1)
+                after = after_by_usage.get(c.usage_key, -1)
                 if after < 0:
-                    after = after_by_usage[usage_key] = dominant_share(other, minus=c.usage)
+                    after = after_by_usage[c.usage_key] = dominant_share(other, minus=c.usage)
                 if below or strategy(new_share, -neg_share, after):
                     self.take(c)
                     targets.append(Target(c, self._cohort_reason(below)))

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from phalanx.errors import Conflict, SpecError
+from phalanx.scheduler.admitted import AdmittedJobs
 from phalanx.scheduler.cache import QueueInfo, QuotaCache
 from phalanx.scheduler.flavors import Assigner
 from phalanx.scheduler.placement import NodePool, Placement, PodGroup
@@ -27,7 +28,7 @@ class State:
     def __init__(self, config: QueueConfig, nodes: Iterable[Node] = ()) -> None:
         self.pool = NodePool(nodes)
         self.jobs: dict[str, Workload] = {}
-        self.admitted: dict[str, dict[str, Workload]] = {}
+        self.admitted: dict[str, AdmittedJobs] = {}
         self.waiting: dict[str, Workload] = {}  # preemptors whose victims still terminate
         self.waiting_changes = 0  # bumped whenever ``waiting`` gains or loses a job
         self.unreported: dict[str, Workload] = {}  # pending jobs no cycle has given a reason
@@ -69,11 +70,11 @@ class State:
         old = self.admitted
         self.admitted = {}
         self.preemptor.admitted = self.admitted
-        for by_name in old.values():
-            for wl in by_name.values():
-                if wl.cluster_queue in self.infos:
-                    self.cache.charge(wl.cluster_queue, wl.usage)
-                self.admitted.setdefault(wl.cluster_queue, {})[wl.name] = wl
+        for wl in sorted((wl for jobs in old.values() for wl in jobs.jobs.values()),
+                         key=lambda w: w.admitted_seq):
+            if wl.cluster_queue in self.infos:
+                self.cache.charge(wl.cluster_queue, wl.usage)
+            self._index(wl)
         self.orphans = {}
         for wl in pending:
             wl.cls = None
@@ -162,19 +163,37 @@ class State:
         self.admit_seq += 1
         wl.admission = admission
         wl.usage = usage
+        wl.usage_key = tuple(sorted(usage.items()))
         wl.admitted_seq = self.admit_seq
         wl.reason = None
         self.cache.charge(admission.cluster_queue, usage)
-        self.admitted.setdefault(admission.cluster_queue, {})[wl.name] = wl
+        self._index(wl)
+
+    def _index(self, wl: Workload) -> None:
+        jobs = self.admitted.get(wl.cluster_queue)
+        if jobs is None:
+            jobs = self.admitted[wl.cluster_queue] = AdmittedJobs()
+        jobs.add(wl)
+
+    def mark_terminating(self, wl: Workload) -> None:
+        """A preempted or drained job: it holds its capacity until it is requeued or removed."""
+        jobs = self.admitted.get(wl.cluster_queue)
+        if jobs is not None:
+            jobs.mark_terminating(wl)
+        else:
+            wl.terminating = True
 
     def _release(self, wl: Workload) -> None:
         """Give back an admitted job's quota and nodes."""
         self.cache.charge(wl.cluster_queue, wl.usage, -1)
         self.pool.release(wl.name)
         self.node_free_version += 1
-        self.admitted.get(wl.cluster_queue, {}).pop(wl.name, None)
+        jobs = self.admitted.get(wl.cluster_queue)
+        if jobs is not None:
+            jobs.discard(wl)
         wl.admission = None
         wl.usage = {}
+        wl.usage_key = ()
         wl.terminating = False
         wl.preempted_by = ""
 

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
 FR = tuple[str, str]  # (flavor, resource)
 OrderKey = tuple[int, float, int]  # (-priority, submitted_at, sequence): smaller goes first
+UsageKey = tuple[tuple[FR, int], ...]  # an admitted job's usage, sorted: equal usages, equal keys
 PODS = "pods"
 POD_MILLIS = 1000
 
@@ -87,6 +88,7 @@ class Workload:
     # Admitted state.
     admission: Admission | None = None
     usage: dict[FR, int] = field(default_factory=dict)
+    usage_key: UsageKey = ()
     admitted_seq: int = 0
     terminating: bool = False  # preempted; holds its capacity until requeue/remove
     preempted_by: str = ""

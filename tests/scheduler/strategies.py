@@ -237,6 +237,8 @@ class Driver:
     admitted: dict[str, Admission] = field(default_factory=dict)
     victims: set[str] = field(default_factory=set)
     results: list[CycleResult] = field(default_factory=list)
+    # Every pending job's (code, message) after each cycle.
+    reasons: list[dict[str, tuple[str, str]]] = field(default_factory=list)
     preemptions: list[Preemption] = field(default_factory=list)
     ever_admitted: list[str] = field(default_factory=list)
     # Nodes whose allocatable went down (or that left) while jobs may hold room on them.
@@ -293,6 +295,12 @@ class Driver:
         self.clock += 1
         result = self.scheduler.cycle(self.clock)
         self.results.append(result)
+        reasons: dict[str, tuple[str, str]] = {}
+        for name in sorted(self.jobs):
+            reason = self.scheduler.pending_reason(name)
+            if reason is not None:
+                reasons[name] = (str(reason.code), reason.message)
+        self.reasons.append(reasons)
         for adm in result.admissions:
             assert adm.job in self.jobs, f"admitted unknown or removed job {adm.job}"
             assert adm.job not in self.admitted, f"{adm.job} admitted twice"
@@ -588,16 +596,16 @@ def replay(driver: Driver, events: Iterable[Event]) -> None:
                 driver.upsert_node(_changed(driver.nodes[name], kind))
 
 
-def digest(results: Iterable[CycleResult]) -> list[dict[str, Any]]:
-    """Decisions as plain data, for comparing runs."""
+def digest(driver: Driver) -> list[dict[str, Any]]:
+    """Decisions and every pending job's reason after each cycle, as plain data."""
     return [
         {
             "admissions": [a.to_dict() for a in r.admissions],
             "preemptions": [[p.victim, p.preemptor, str(p.reason), p.message]
                             for p in r.preemptions],
-            "pending": {k: [str(v.code), v.message] for k, v in sorted(r.pending.items())},
+            "pending": {k: list(v) for k, v in reasons.items()},
         }
-        for r in results
+        for r, reasons in zip(driver.results, driver.reasons, strict=True)
     ]
 
 

@@ -91,6 +91,7 @@ class QuotaCache:
     def __init__(self, config: QueueConfig) -> None:
         self.cqs: dict[str, QuotaNode] = {}
         self.cohorts: dict[str, QuotaNode] = {}
+        self.usage_version = 0  # bumped by every charge, what-ifs and holds included
         for name in sorted(config.cohorts):
             co = config.cohorts[name]
             self.cohorts[name] = QuotaNode(name, True, quotas_of(co.resource_groups),
@@ -142,6 +143,7 @@ class QuotaCache:
         node = self.cqs.get(cq)
         if node is None:
             return
+        self.usage_version += 1
         for fr, amount in usage.items():
             delta = sign * amount
             current: QuotaNode | None = node

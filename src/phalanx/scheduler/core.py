@@ -16,7 +16,6 @@ from phalanx.scheduler.cycle import Cycle
 from phalanx.scheduler.fairsharing import MAX_SHARE, dominant_share
 from phalanx.scheduler.flavors import flavor_mismatch
 from phalanx.scheduler.placement import PodGroup
-from phalanx.scheduler.reasons import QUEUED
 from phalanx.scheduler.state import State
 from phalanx.scheduler.types import (
     Admission,
@@ -188,7 +187,7 @@ class Scheduler:
         wl = self._state.jobs.get(name)
         if wl is None or wl.admitted:
             return None
-        return wl.reason or QUEUED
+        return self._state.reason_of(wl)
 
     def queue_status(self) -> list[ClusterQueueStatus]:
         st = self._state

@@ -80,32 +80,12 @@ class Cycle:
 
     # ------------------------------------------------------------------ reasons
     def set_reason(self, wl: Workload, reason: PendingReason) -> None:
-        if wl.reason != reason:
-            wl.reason = reason
-            self.result.pending[wl.name] = reason
+        """A reason for this job alone, until its class or queue gets a later one."""
+        wl.reason, wl.reason_serial = reason, self.st.tick_reason()
 
-    def own_reason(self, wl: Workload, reason: PendingReason) -> None:
-        """A reason for this job alone (not its class)."""
-        if wl.cls is not None:
-            wl.cls.uniform = False
-        self.set_reason(wl, reason)
-
-    def class_reason(self, cls: PendingClass, reason: PendingReason, start: int = 0) -> None:
-        changed = cls.reason != reason
-        cls.reason = reason
-        waiting = self.st.waiting
-        if cls.uniform and start == 0 and not changed:
-            for wl in cls.fresh:
-                if wl.cls is cls and wl.name not in waiting:
-                    self.set_reason(wl, reason)
-            cls.fresh.clear()
-            return
-        for key in cls.keys[start:]:
-            wl = cls.by_key[key]
-            if wl.name not in waiting:
-                self.set_reason(wl, reason)
-        cls.fresh.clear()
-        cls.uniform = start == 0
+    def class_reason(self, cls: PendingClass, reason: PendingReason) -> None:
+        """A reason for every member of the class that has no later one of its own."""
+        cls.reason, cls.reason_serial = reason, self.st.tick_reason()
 
     # ------------------------------------------------------------------ the cycle
     def run(self) -> CycleResult:
@@ -118,7 +98,7 @@ class Cycle:
             if info is not None and wl.cls is not None and self.queue_open(info, wl.local_queue):
                 outcome, reason, _ = self.evaluate(wl, info)
                 if outcome == FAILED and reason is not None:
-                    self.own_reason(wl, reason)
+                    self.set_reason(wl, reason)
                     if wl.cls is not None:  # let the loop judge its class on its own turn
                         wl.cls.blocked = None
         self.admit_loop()
@@ -161,14 +141,13 @@ class Cycle:
             alive = [v for v in wl.waiting_for if v in st.jobs and st.jobs[v].admitted]
             if not alive or wl.hold is None:
                 del st.waiting[wl.name]
-                st.waiting_changes += 1
                 wl.waiting_for = ()
                 wl.hold = None
                 nominated.append(wl)
                 continue
             wl.waiting_for = tuple(alive)
             self.apply_hold(wl)
-            self.own_reason(wl, waiting_reason(alive))
+            self.set_reason(wl, waiting_reason(alive))
         return nominated
 
     def apply_hold(self, wl: Workload) -> None:
@@ -292,21 +271,21 @@ class Cycle:
         if wl.name in self.st.waiting:  # has a hold already; the rest of its class goes on
             turn.cursor[serial] = start + 1
             if info.strict:
-                self.block_strict(turn, cls, start + 1, wl)
+                self.block_strict(turn, wl)
                 return
             turn.push(cls)
             return
         if info.strict and self.still_blocked(info, cls) and cls.reason is not None:
-            self.own_reason(wl, cls.reason)  # the head; everyone behind it waits for it
-            self.block_strict(turn, cls, start + 1, wl)
+            self.set_reason(wl, cls.reason)  # the head; everyone behind it waits for it
+            self.block_strict(turn, wl)
             return
         frontier = self.frontiers.get(info.name)
         settled = frontier.match(wl) if frontier is not None else None
         if settled is not None:
             cls.blocked = settled.stamp  # it fits no sooner than the job that settles it
-            self.class_reason(cls, settled_reason(wl, settled), start)
+            self.class_reason(cls, settled_reason(wl, settled))
             if info.strict:
-                self.block_strict(turn, cls, start + 1, wl)
+                self.block_strict(turn, wl)
             return
         outcome, reason, assignment = self.evaluate(wl, info)
         if outcome == ADMITTED:
@@ -315,43 +294,28 @@ class Cycle:
         if outcome == PREEMPTING:
             turn.cursor[serial] = start + 1
             if info.strict:
-                self.block_strict(turn, cls, start + 1, wl)
+                self.block_strict(turn, wl)
                 return
             turn.push(cls)
             return
         assert reason is not None
         if info.strict:
             cls.reason = reason
-            self.own_reason(wl, reason)
-            self.block_strict(turn, cls, start + 1, wl)
+            self.set_reason(wl, reason)
+            self.block_strict(turn, wl)
             return
         self.frontiers.setdefault(info.name, Frontier()).add(
             wl, reason, cls.blocked, assignment)
-        self.class_reason(cls, reason, start)
+        self.class_reason(cls, reason)
 
-    def block_strict(self, turn: QueueTurn, cls: PendingClass, start: int,
-                     head: Workload) -> None:
+    def block_strict(self, turn: QueueTurn, head: Workload) -> None:
         """StrictFIFO: everything behind a head that cannot go waits for it."""
         turn.done = True
-        head_reason = head.reason or QUEUED
-        why = strict_fifo_reason(turn.info.name, head.name, head_reason)
-        heap, turn.heap = turn.heap, []
-        # Nothing joined or left the queue or the preemptors' wait since the last cycle
-        # blocked it behind the same head for the same reason: everyone behind already
-        # carries ``why``, and a walk over a deep queue every cycle would cost the most.
-        pending, cycle_no = turn.pending, self.st.cycle_no
-        seen = (head.name, why, pending.changes, self.st.waiting_changes)
-        unchanged = pending.strict_seen == seen and pending.strict_cycle == cycle_no - 1
-        pending.strict_seen, pending.strict_cycle = seen, cycle_no
-        if unchanged:
-            return
-        waiting = self.st.waiting
-        rest = [(cls, start)] + [(c, turn.cursor.get(c.serial, 0)) for _, _, c in heap]
-        for c, first in rest:
-            for key in c.keys[first:]:
-                wl = c.by_key[key]
-                if wl.name not in waiting:
-                    self.own_reason(wl, why)
+        turn.heap = []
+        why = strict_fifo_reason(turn.info.name, head.name, self.st.reason_of(head))
+        pending = turn.pending
+        pending.strict_reason, pending.strict_head = why, head.name
+        pending.strict_serial = self.st.tick_reason()
 
     # ------------------------------------------------------------------ one job
     def evaluate(self, wl: Workload, info: QueueInfo
@@ -410,7 +374,6 @@ class Cycle:
         st._admit(wl, admission, dict(a.usage))
         st.pool.reserve(wl.name, a.groups, placement)
         self.result.admissions.append(admission)
-        self.result.pending.pop(wl.name, None)
 
     def preempt(self, wl: Workload, info: QueueInfo, a: Assignment, targets: list,
                 placement: object) -> None:
@@ -433,23 +396,23 @@ class Cycle:
         wl.waiting_for = tuple(names)
         wl.hold = Hold(info.name, dict(a.usage), a.groups, placement)  # type: ignore[arg-type]
         st.waiting[wl.name] = wl
-        st.waiting_changes += 1
         self.apply_hold(wl)
-        self.own_reason(wl, waiting_reason(names))
+        self.set_reason(wl, waiting_reason(names))
 
     # ------------------------------------------------------------------ leftovers
     def report_rest(self) -> None:
         st = self.st
         for wl in st.orphans.values():
             self.set_reason(wl, orphan_reason(wl.local_queue))
-        for wl in list(st.unreported.values()):
-            if wl.admitted:
+        for wl in st.unreported.values():
+            if wl.admitted or wl.name in st.orphans or wl.name in st.waiting:
                 continue
-            if wl.reason is None or wl.reason.code == QUEUED.code:
-                cls = wl.cls
-                if cls is not None and cls.reason is not None:
-                    self.set_reason(wl, cls.reason)
-                elif wl.name not in st.orphans:
-                    self.set_reason(wl, PendingReason(
-                        QUEUED.code, "not looked at yet: its ClusterQueue had no turn"))
+            if st.reason_of(wl).code != QUEUED.code:
+                continue  # told something this cycle
+            cls = wl.cls
+            if cls is not None and cls.reason is not None:
+                wl.reason, wl.reason_serial = None, 0  # its class's reason holds for it too
+            else:
+                self.set_reason(wl, PendingReason(
+                    QUEUED.code, "not looked at yet: its ClusterQueue had no turn"))
         st.unreported.clear()

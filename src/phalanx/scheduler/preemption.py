@@ -69,6 +69,41 @@ class Preemptor:
         self.admitted = admitted  # ClusterQueue -> admitted workloads by name
         self.fair_sharing = True
         self._trees: dict[str, list[QuotaNode]] = {}
+        # What depends only on usage, kept until the next charge: between two charges a cycle
+        # asks the same of every queue of a cohort once per pending head it looks at.
+        self._memo_version = -1
+        self._borrowers: dict[tuple[str, tuple[FR, ...]], list[QuotaNode]] = {}
+        self._tallies: dict[tuple[str, int | None, tuple[FR, ...]], tuple[int, list[int]]] = {}
+        self._shares: dict[str, int] = {}
+
+    def _memo(self) -> None:
+        version = self.cache.usage_version
+        if version != self._memo_version:
+            self._memo_version = version
+            self._borrowers.clear()
+            self._tallies.clear()
+            self._shares.clear()
+
+    def share(self, node: QuotaNode) -> int:
+        """``dominant_share(node)``, remembered until usage changes."""
+        self._memo()
+        found = self._shares.get(node.name)
+        if found is None:
+            found = self._shares[node.name] = dominant_share(node)
+        return found
+
+    def _borrowing(self, node: QuotaNode, frs: list[FR]) -> list[QuotaNode]:
+        """The queues of ``node``'s tree with admitted jobs that borrow some of ``frs``."""
+        self._memo()
+        key = (node.root().name, tuple(frs))
+        found = self._borrowers.get(key)
+        if found is None:
+            admitted, is_borrowing = self.admitted, self.cache.is_borrowing
+            found = self._borrowers[key] = [
+                other for other in self._tree(node)
+                if admitted.get(other.name) and is_borrowing(other, frs)
+            ]
+        return found
 
     # ------------------------------------------------------------------ candidates
     def _tree(self, node: QuotaNode) -> list[QuotaNode]:
@@ -90,34 +125,40 @@ class Preemptor:
         node = cq.node
         if node.parent is not None and cq.reclaim != NEVER:
             limit = None if cq.reclaim == "Any" else p
-            admitted, is_borrowing = self.admitted, self.cache.is_borrowing
-            for other in self._tree(node):
-                if other is node:
-                    continue
-                jobs = admitted.get(other.name)
-                if jobs and is_borrowing(other, frs):
-                    out.append(Source(other.name, jobs, limit, None))
+            admitted = self.admitted
+            for other in self._borrowing(node, frs):
+                if other is not node:
+                    out.append(Source(other.name, admitted[other.name], limit, None))
         return out
 
-    @staticmethod
-    def _tally(sources: list[Source], frs: list[FR]) -> tuple[int, dict[FR, int]]:
+    def _tally(self, sources: list[Source], frs: list[FR]) -> tuple[int, dict[FR, int]]:
         """How many candidates there are and how much of each of ``frs`` they hold."""
         count = 0
-        held = dict.fromkeys(frs, 0)
+        held = [0] * len(frs)
+        self._memo()
+        tallies, frs_key = self._tallies, tuple(frs)
         for src in sources:
-            for u in src.jobs.counts(src.below):
-                if u.uses(frs):
-                    count += u.count
-                    for fr in frs:
-                        held[fr] += u.count * u.usage.get(fr, 0)
+            key = (src.queue, src.below, frs_key)
+            found = tallies.get(key)
+            if found is None:
+                n, amounts = 0, [0] * len(frs)
+                for u in src.jobs.counts(src.below):
+                    if u.uses(frs):
+                        n += u.count
+                        for i, fr in enumerate(frs):
+                            amounts[i] += u.count * u.usage.get(fr, 0)
+                found = tallies[key] = (n, amounts)
+            count += found[0]
+            for i, amount in enumerate(found[1]):
+                held[i] += amount
             newer = src.newer_than
             if newer is not None:
                 for c in src.jobs.by_priority.get(newer.priority, {}).values():
                     if c.newer_than(newer) and any(fr in c.usage for fr in frs):
                         count += 1
-                        for fr in frs:
-                            held[fr] += c.usage.get(fr, 0)
-        return count, held
+                        for i, fr in enumerate(frs):
+                            held[i] += c.usage.get(fr, 0)
+        return count, dict(zip(frs, held, strict=True))
 
     @staticmethod
     def _per_queue(sources: list[Source], frs: list[FR]) -> dict[str, list[Workload]]:
@@ -214,18 +255,17 @@ class Preemptor:
         if cq.reclaim == NEVER:
             return True
         new_share = dominant_share(node, a.usage)
-        cache, admitted = self.cache, self.admitted
+        admitted = self.admitted
         limit = None if cq.reclaim == "Any" else wl.priority
-        for other in self._tree(node):
-            jobs = admitted.get(other.name)
-            if other is node or not jobs or not cache.is_borrowing(other, frs):
+        for other in self._borrowing(node, frs):
+            if other is node:
                 continue
-            share = dominant_share(other)
+            share = self.share(other)
             if new_share < share:
                 return False
             if new_share > share:
                 continue
-            for u in jobs.counts(limit):
+            for u in admitted[other.name].counts(limit):
                 if u.uses(frs) and new_share <= dominant_share(other, minus=u.usage):
                     return False
         return True

@@ -22,8 +22,7 @@ BlockStamp = tuple[int | None, int | None]
 
 class PendingClass:
     __slots__ = (
-        "blocked", "by_key", "cluster_queue", "fresh", "key", "keys", "reason", "serial",
-        "uniform",
+        "blocked", "by_key", "cluster_queue", "key", "keys", "reason", "reason_serial", "serial",
     )
 
     def __init__(self, key: tuple[object, ...], cluster_queue: str, serial: int) -> None:
@@ -33,24 +32,18 @@ class PendingClass:
         self.keys: list[OrderKey] = []
         self.by_key: dict[OrderKey, Workload] = {}
         self.blocked: BlockStamp | None = None
-        self.reason: PendingReason | None = None  # the class's latest reason
-        self.uniform = False  # every member not in a special state carries ``reason``
-        # Members added while ``uniform``: the only ones that still need ``reason`` set, so a
-        # deep class costs one assignment per new member, not a walk per cycle.
-        self.fresh: list[Workload] = []
+        # The class's latest reason: every member's, unless the member has a later one.
+        self.reason: PendingReason | None = None
+        self.reason_serial = 0
 
-    def add(self, wl: Workload) -> bool:
-        """Insert; True when ``wl`` became the head (the class must be looked at again)."""
+    def add(self, wl: Workload) -> None:
+        """Insert; a new head unblocks the class (it must be looked at again)."""
         key = wl.order_key
         insort(self.keys, key)
         self.by_key[key] = wl
         wl.cls = self
-        if self.uniform:
-            self.fresh.append(wl)
         if self.keys[0] == key:
             self.blocked = None
-            return True
-        return False
 
     def discard(self, wl: Workload) -> None:
         key = wl.order_key
@@ -73,20 +66,16 @@ class PendingClass:
 class QueuePending:
     """The pending jobs of one ClusterQueue."""
 
-    __slots__ = ("changes", "classes", "count", "epoch", "name", "settled", "strict_cycle",
-                 "strict_seen")
+    __slots__ = ("classes", "count", "name", "strict_head", "strict_reason", "strict_serial")
 
     def __init__(self, name: str) -> None:
         self.name = name
         self.classes: dict[tuple[object, ...], PendingClass] = {}
         self.count = 0
-        self.epoch = 0  # bumped when something needs a fresh look (new class, new head)
-        # The epoch and capacity versions at which every class here was found blocked.
-        self.settled: tuple[object, ...] | None = None
-        self.changes = 0  # bumped whenever a job joins or leaves
-        # StrictFIFO: what the last cycle blocked the queue behind, and that cycle's number.
-        self.strict_seen: tuple[object, ...] | None = None
-        self.strict_cycle = -1
+        # StrictFIFO: the reason of everyone behind a head that cannot go, and that head.
+        self.strict_reason: PendingReason | None = None
+        self.strict_head = ""
+        self.strict_serial = 0
 
     def ordered_classes(self) -> list[PendingClass]:
         return sorted(self.classes.values(), key=lambda c: (c.keys[0], c.serial))
@@ -112,11 +101,8 @@ class QueueManager:
         if cls is None:
             self._serial += 1
             cls = q.classes[key] = PendingClass(key, q.name, self._serial)
-            q.epoch += 1
-        if cls.add(wl):
-            q.epoch += 1
+        cls.add(wl)
         q.count += 1
-        q.changes += 1
 
     def discard(self, wl: Workload) -> None:
         cls = wl.cls
@@ -125,7 +111,6 @@ class QueueManager:
         q = self.queues[cls.cluster_queue]
         cls.discard(wl)
         q.count -= 1
-        q.changes += 1
         if not cls.keys:
             del q.classes[cls.key]
 

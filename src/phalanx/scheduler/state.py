@@ -16,7 +16,8 @@ from phalanx.scheduler.flavors import Assigner
 from phalanx.scheduler.placement import NodePool, Placement, PodGroup
 from phalanx.scheduler.preemption import Preemptor
 from phalanx.scheduler.queue import QueueManager
-from phalanx.scheduler.types import Admission
+from phalanx.scheduler.reasons import QUEUED
+from phalanx.scheduler.types import Admission, PendingReason
 from phalanx.scheduler.workload import FR, POD_MILLIS, PODS, Workload, make_workload
 from phalanx.spec.config import QueueConfig
 from phalanx.spec.resources import JobSpec, Node
@@ -30,13 +31,13 @@ class State:
         self.jobs: dict[str, Workload] = {}
         self.admitted: dict[str, AdmittedJobs] = {}
         self.waiting: dict[str, Workload] = {}  # preemptors whose victims still terminate
-        self.waiting_changes = 0  # bumped whenever ``waiting`` gains or loses a job
         self.unreported: dict[str, Workload] = {}  # pending jobs no cycle has given a reason
         self.orphans: dict[str, Workload] = {}  # pending jobs whose queue no longer exists
         self.seq = 0
         self.admit_seq = 0
         self.cycle_no = 0
         self.node_free_version = 0
+        self.reason_clock = 0  # orders reasons given to jobs, classes and StrictFIFO queues
         self.fair_sharing = True
         self._configure(config)
 
@@ -82,7 +83,6 @@ class State:
             wl.cluster_queue = self._cluster_queue_of(wl.local_queue)
             self._enqueue(wl)
             self.unreported[wl.name] = wl
-            wl.reason = None
 
     def _cluster_queue_of(self, local_queue: str) -> str:
         lq = self.config.local_queues.get(local_queue)
@@ -91,10 +91,35 @@ class State:
         return lq.cluster_queue
 
     def _enqueue(self, wl: Workload) -> None:
+        # Waiting for the next cycle, whatever its class was told before it came.
+        wl.reason, wl.reason_serial = QUEUED, self.tick_reason()
         if wl.cluster_queue:
             self.queues.push(wl)
         else:
             self.orphans[wl.name] = wl
+
+    # ------------------------------------------------------------------ reasons
+    def tick_reason(self) -> int:
+        self.reason_clock += 1
+        return self.reason_clock
+
+    def reason_of(self, wl: Workload) -> PendingReason:
+        """A pending job's reason: the latest of its own, its class's and, in a StrictFIFO
+        queue blocked behind another job, the queue's. Reasons are given to whole classes and
+        queues, never copied to every member: under a deep queue whose head's numbers change
+        every cycle, copying would be most of a cycle's work."""
+        reason, serial = wl.reason, wl.reason_serial
+        if wl.name in self.waiting:  # a preemptor's wait is its own business
+            return reason or QUEUED
+        cls = wl.cls
+        if cls is not None:
+            if cls.reason is not None and cls.reason_serial > serial:
+                reason, serial = cls.reason, cls.reason_serial
+            q = self.queues.queues.get(cls.cluster_queue)
+            if (q is not None and q.strict_reason is not None and q.strict_serial > serial
+                    and q.strict_head != wl.name):
+                reason = q.strict_reason
+        return reason or QUEUED
 
     # ------------------------------------------------------------------ nodes
     def upsert_node(self, node: Node) -> None:
@@ -165,7 +190,7 @@ class State:
         wl.usage = usage
         wl.usage_key = tuple(sorted(usage.items()))
         wl.admitted_seq = self.admit_seq
-        wl.reason = None
+        wl.reason, wl.reason_serial = None, 0
         self.cache.charge(admission.cluster_queue, usage)
         self._index(wl)
 
@@ -211,13 +236,11 @@ class State:
             wl.submitted_at = submitted_at
         self._enqueue(wl)
         self.unreported[wl.name] = wl
-        wl.reason = None
 
     def _dequeue(self, wl: Workload) -> None:
         self.queues.discard(wl)
         self.orphans.pop(wl.name, None)
-        if self.waiting.pop(wl.name, None) is not None:
-            self.waiting_changes += 1
+        self.waiting.pop(wl.name, None)
         wl.waiting_for = ()
         wl.hold = None
 

@@ -94,8 +94,8 @@ class Preemption:
 class CycleResult:
     admissions: list[Admission] = field(default_factory=list)
     preemptions: list[Preemption] = field(default_factory=list)
-    # Only reasons that changed since the last cycle, keyed by job name.
-    pending: dict[str, PendingReason] = field(default_factory=dict)
+    # Pending jobs' reasons are read with Scheduler.pending_reason: a cycle gives them to
+    # whole classes and queues at once, so listing every pending job would cost the most.
 
 
 @dataclass(frozen=True, slots=True)

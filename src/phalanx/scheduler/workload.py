@@ -80,7 +80,8 @@ class Workload:
     shape: tuple[object, ...]
     # Pending state.
     cls: PendingClass | None = None
-    reason: PendingReason | None = None  # the reason last reported for it
+    reason: PendingReason | None = None  # its own latest reason (its class may have a later one)
+    reason_serial: int = 0  # when ``reason`` was given, on the scheduler's reason clock
     waiting_for: tuple[str, ...] = ()  # victims it preempted that still hold capacity
     hold: Hold | None = None
     estimate: dict[FR, int] | None = None  # usage in first flavors, for ordering across queues

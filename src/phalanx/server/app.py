@@ -102,7 +102,7 @@ def create_app(controller: Controller, token: str, logs: LogStore, *, db_label: 
         limit: int | None = Query(None, ge=1),
     ) -> dict[str, Any]:
         records = controller.store.list_jobs(statuses=status, queue=queue, limit=limit)
-        live = controller.jobs
+        live = controller.live(r.name for r in records)
         return {"items": [(live.get(r.name) or r).to_dict() for r in records]}
 
     @app.get("/v1/jobs/{name}")

@@ -13,12 +13,12 @@ import logging
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from phalanx.compute.base import ComputePlane, PodState
 from phalanx.errors import Conflict, NotFound, PhalanxError
-from phalanx.scheduler import Admission, CycleResult, Scheduler
+from phalanx.scheduler import Admission, CycleResult, PendingCode, Scheduler
 from phalanx.server.lifecycle import GangPhase, gang_status, restart_decision
 from phalanx.server.metrics import Metrics
 from phalanx.spec.config import QueueConfig
@@ -166,8 +166,30 @@ class Controller:
         with self._lock:
             record = self.jobs.get(name)
             if record is not None:
-                return record.model_copy()
+                return self._view(record)
         return self.store.get_job(name)
+
+    def live(self, names: Iterable[str]) -> dict[str, JobRecord]:
+        """Copies of the records of ``names`` that are still active, with current reasons."""
+        with self._lock:
+            return {name: self._view(record) for name in names
+                    if (record := self.jobs.get(name)) is not None}
+
+    def _view(self, record: JobRecord) -> JobRecord:
+        """A copy of a live record; a queued job's reason is the scheduler's of this moment.
+
+        Reasons are read, not copied after each cycle: a cycle gives one to whole classes of
+        jobs at once, and copying it to every waiting record would cost more than the cycle.
+        """
+        view = record.model_copy()
+        if record.status is JobStatus.QUEUED:
+            reason = self.scheduler.pending_reason(record.name)
+            # Until the scheduler has looked at a requeued job, the record says why it came back.
+            if reason is not None and not (reason.code is PendingCode.QUEUED
+                                           and record.pending_code):
+                view.pending_code = reason.code.value
+                view.pending_message = reason.message
+        return view
 
     def apply_config(self, objects: list[ConfigObject]) -> list[dict[str, str]]:
         with self._lock:
@@ -450,15 +472,8 @@ class Controller:
                 continue
             self.metrics.preemptions.labels(preemption.reason.value).inc()
             self._begin_stop(victim, PREEMPTED, preemption.message)
-        # Pending reasons live in memory only: the API serves the live records, and the first
-        # cycle after a restart works every reason out again. Storing them would rewrite a
-        # whole record each time a waiting job's reason changes, which under a deep queue is
-        # most of the writes.
-        for name, reason in result.pending.items():
-            waiting = self.jobs.get(name)
-            if waiting is not None and waiting.status is JobStatus.QUEUED:
-                waiting.pending_code = reason.code.value
-                waiting.pending_message = reason.message
+        # Pending reasons are not stored: ``_view`` reads them from the scheduler, and the first
+        # cycle after a restart works every reason out again.
 
     def _launch(self, launch: _Launch) -> None:
         try:

@@ -46,6 +46,14 @@ class Signature:
     domain_room: dict[str, tuple[int, dict[str, int], list[tuple[int, str]]]] = field(
         default_factory=dict)
 
+    flat_by_class: dict[int, Entry] | None = None
+
+    def flat_index(self) -> dict[int, Entry]:
+        """``flat`` by the id of each entry's class or shape."""
+        if self.flat_by_class is None:
+            self.flat_by_class = {id(e[0]): e for e in self.flat}
+        return self.flat_by_class
+
     def domains(self, key: str) -> dict[str, list[Entry]]:
         table = self.by_domain.get(key)
         if table is None:

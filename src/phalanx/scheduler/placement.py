@@ -214,24 +214,27 @@ class NodePool:
         total = 0
         for cls, pairs, _ in sig.flat:
             total += cls.room(pairs)
-        if freed:
-            by_class = {id(e[0]): e for e in sig.flat}
-            for name, extra in freed.items():
-                home = self._class_of.get(name)
-                if home is None:
-                    continue
-                entry = self._entry_of(name, by_class)
-                if entry is None:
-                    continue
-                free = self._free[name]
-                more = list(free)
-                for resource, amount in extra.items():
-                    i = home.index.get(resource)
-                    if i is not None:
-                        more[i] += amount
-                pairs = entry[1]
-                total += fit_count(tuple(more), pairs, 1 << 30) - fit_count(free, pairs, 1 << 30)
+        for name, extra in (freed or {}).items():
+            total += self.room_gain(group, name, extra)
         return total
+
+    def room_gain(self, group: PodGroup, name: str, extra: Mapping[str, int]) -> int:
+        """How many more pods of ``group`` fit on node ``name`` with ``extra`` freed there
+        (0 on a node the group cannot use)."""
+        home = self._class_of.get(name)
+        if home is None:
+            return 0
+        entry = self._entry_of(name, self._signature(group).flat_index())
+        if entry is None:
+            return 0
+        free = self._free[name]
+        more = list(free)
+        for resource, amount in extra.items():
+            i = home.index.get(resource)
+            if i is not None:
+                more[i] += amount
+        pairs = entry[1]
+        return fit_count(tuple(more), pairs, 1 << 30) - fit_count(free, pairs, 1 << 30)
 
     def place(
         self,

@@ -17,7 +17,7 @@ share with the two fair-sharing strategies.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from phalanx.scheduler.admitted import AdmittedJobs
@@ -33,7 +33,7 @@ from phalanx.scheduler.types import PreemptionReason
 from phalanx.scheduler.workload import FR, UsageKey, Workload
 
 R = PreemptionReason
-MAX_NODE_CHECKS = 48  # placement calls per preemption attempt, to bound a cycle's cost
+MAX_NODE_CHECKS = 48  # placements tried per preemption search (not counting hopeless ones)
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,17 +161,19 @@ class Preemptor:
         return count, dict(zip(frs, held, strict=True))
 
     @staticmethod
-    def _per_queue(sources: list[Source], frs: list[FR]) -> dict[str, list[Workload]]:
+    def _candidates(src: Source, frs: list[FR]) -> Iterator[Workload]:
+        """One source's candidates, lazily, in candidate order."""
+        jobs = src.jobs.in_order(src.below, src.newer_than)
+        if len(frs) == 1:  # the usual case: a plain membership test
+            only = frs[0]
+            return (c for c in jobs if only in c.usage)
+        return (c for c in jobs if any(fr in c.usage for fr in frs))
+
+    def _per_queue(self, sources: list[Source], frs: list[FR]) -> dict[str, list[Workload]]:
         """Each source's candidates in candidate order (queues without any left out)."""
         out: dict[str, list[Workload]] = {}
         for src in sources:
-            if len(frs) == 1:
-                only = frs[0]
-                found = [c for c in src.jobs.in_order(src.below, src.newer_than)
-                         if only in c.usage]
-            else:
-                found = [c for c in src.jobs.in_order(src.below, src.newer_than)
-                         if any(fr in c.usage for fr in frs)]
+            found = list(self._candidates(src, frs))
             if found:
                 out[src.queue] = found
         return out
@@ -222,17 +224,19 @@ class Preemptor:
             return Outcome(None)
         if hopeless or not self._could_cover(a, node, frs, held):
             return Outcome(None, candidates=count)
-        per_queue = self._per_queue(sources, frs)
         if fair:
-            removable = self._reclaimable(a, cq, per_queue, frs)
+            removable = self._reclaimable(a, cq, sources, frs)
         else:
-            removable = [c for queue in per_queue.values() for c in queue]
+            removable = [c for src in sources for c in self._candidates(src, frs)]
             self._order(removable, cq)
         if not self._nodes_could_cover(a, removable):
             return Outcome(None, candidates=count)
         search = _Search(self, wl, cq, a, frs)
         try:
-            targets = search.fair(per_queue) if fair else search.classic(removable)
+            if fair:
+                targets = search.fair(self._per_queue(sources, frs))
+            else:
+                targets = search.classic(removable)
             return Outcome(targets, search.placement, count)
         finally:
             search.restore()
@@ -270,7 +274,7 @@ class Preemptor:
                     return False
         return True
 
-    def _reclaimable(self, a: Assignment, cq: QueueInfo, per_queue: dict[str, list[Workload]],
+    def _reclaimable(self, a: Assignment, cq: QueueInfo, sources: list[Source],
                      frs: list[FR]) -> list[Workload]:
         """The candidates the fair-sharing search could take at most, replayed without nodes.
 
@@ -281,13 +285,16 @@ class Preemptor:
         is still above the new share. With candidates of the preemptor's own queue or
         borrowWithinCohort the replay does not apply, and every candidate is returned.
         """
-        if cq.borrow_within or cq.name in per_queue:
-            return [c for queue in per_queue.values() for c in queue]
+        own = [src for src in sources if src.queue == cq.name]
+        if cq.borrow_within or any(next(self._candidates(src, frs), None) for src in own):
+            return [c for src in sources for c in self._candidates(src, frs)]
         new_share = dominant_share(cq.node, a.usage)
         cqs = self.cache.cqs
         out: list[Workload] = []
-        for name, queue in per_queue.items():
-            other = cqs[name]
+        for src in sources:
+            other = cqs[src.queue]
+            # Walked lazily: a queue usually stops borrowing after its first few jobs.
+            queue = self._candidates(src, frs)
             gone: dict[FR, int] = {}
             skipped: Workload | None = None
             # Until something is taken, jobs of equal usage get the same verdict.
@@ -352,6 +359,13 @@ class _Search:
         self.freed: dict[str, dict[str, int]] = {}
         self.placement: Placement | None = None
         self.node_checks = 0
+        # Pods of each group that fit node by node, the removed candidates' room included: a
+        # necessary condition for a placement (``room_bound``), kept up to date node by node
+        # as candidates come and go, so no placement is tried while it is short.
+        pool = owner.pool
+        self.base_rooms = [pool.room_bound(g) for g in a.groups]
+        self.rooms = list(self.base_rooms)
+        self.gains: dict[str, list[int]] = {}  # node -> what its freed room adds per group
         node = cq.node
         self.preemptor_borrows = any(
             self.cache.borrowing_with(node, fr, v) for fr, v in a.usage.items()
@@ -372,6 +386,7 @@ class _Search:
             into = freed.setdefault(name, {})
             for res, amount in held.items():
                 into[res] = into.get(res, 0) + amount
+            self._regain(name)
 
     def put_back(self, c: Workload) -> None:
         self.cache.charge(c.cluster_queue, c.usage, 1, bump=False)
@@ -387,12 +402,28 @@ class _Search:
                     del into[res]
             if not into:
                 del freed[name]
+            self._regain(name)
+
+    def _regain(self, name: str) -> None:
+        extra = self.freed.get(name)
+        groups, rooms = self.a.groups, self.rooms
+        old = self.gains.pop(name, None)
+        if old is not None:
+            for i, gain in enumerate(old):
+                rooms[i] -= gain
+        if extra:
+            room_gain = self.owner.pool.room_gain
+            new = self.gains[name] = [room_gain(g, name, extra) for g in groups]
+            for i, gain in enumerate(new):
+                rooms[i] += gain
 
     def restore(self) -> None:
         for c in self.removed:
             self.cache.charge(c.cluster_queue, c.usage, 1, bump=False)
         self.removed = []
         self.freed = {}
+        self.gains = {}
+        self.rooms = list(self.base_rooms)
 
     def fits(self, allow_borrowing: bool) -> bool:
         cache, node = self.cache, self.cq.node
@@ -401,16 +432,13 @@ class _Search:
                 return False
             if not allow_borrowing and cache.borrowing_with(node, fr, v):
                 return False
+        groups = self.a.groups
+        if any(room < g.min_count for room, g in zip(self.rooms, groups, strict=True)):
+            return False  # what place() would say, without walking the nodes
         if self.node_checks >= MAX_NODE_CHECKS:
             return False
         self.node_checks += 1
-        pool = self.owner.pool
-        freed = self.freed
-        groups = self.a.groups
-        # What place() would say, without walking the nodes (place() checks one group itself).
-        if len(groups) > 1 and any(pool.room_bound(g, freed) < g.min_count for g in groups):
-            return False
-        placed = pool.place(self.a.groups, self.wl.topology, freed=freed)
+        placed = self.owner.pool.place(groups, self.wl.topology, freed=self.freed)
         if isinstance(placed, Placement):
             self.placement = placed
             return True

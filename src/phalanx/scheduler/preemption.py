@@ -26,6 +26,7 @@ from phalanx.scheduler.fairsharing import (
     dominant_share,
     less_than_initial_share,
     less_than_or_equal_to_final_share,
+    max_removal,
 )
 from phalanx.scheduler.flavors import Assignment
 from phalanx.scheduler.placement import NodePool, Placement
@@ -293,6 +294,12 @@ class Preemptor:
         out: list[Workload] = []
         for src in sources:
             other = cqs[src.queue]
+            if len(frs) == 1:
+                sizes = {u.usage.get(frs[0], 0) for u in src.jobs.counts(src.below)
+                         if len(u.usage) == 1}
+                if sizes and all(len(u.usage) == 1 for u in src.jobs.counts(src.below)):
+                    out.extend(self._reclaimable_of(src, other, frs[0], new_share, min(sizes)))
+                    continue
             # Walked lazily: a queue usually stops borrowing after its first few jobs.
             queue = self._candidates(src, frs)
             gone: dict[FR, int] = {}
@@ -316,6 +323,32 @@ class Preemptor:
                         skipped = c
             if skipped is not None and new_share < dominant_share(other, minus=gone):
                 out.append(skipped)
+        return out
+
+    def _reclaimable_of(self, src: Source, other: QuotaNode, fr: FR, new_share: int,
+                        smallest: int) -> list[Workload]:
+        """``_reclaimable`` for one queue whose candidates hold nothing but ``fr``: how much
+        may go is worked out once, and the walk ends as soon as nothing more could."""
+        most = max_removal(other, fr, new_share)
+        limit = (1 << 62) if most is None else most
+        borrowed = other.usage.get(fr, 0) - other.subtree.get(fr, 0)
+        out: list[Workload] = []
+        gone = 0
+        skipped: Workload | None = None
+        for c in self._candidates(src, [fr]):
+            amount = c.usage[fr]
+            if gone + amount <= limit:
+                out.append(c)
+                gone += amount
+                if gone >= borrowed:
+                    break  # the queue no longer borrows
+            else:
+                if skipped is None:
+                    skipped = c
+                if limit - gone < smallest:
+                    break  # nothing left in this queue is small enough
+        if skipped is not None and new_share < dominant_share(other, minus={fr: gone}):
+            out.append(skipped)
         return out
 
     def _nodes_could_cover(self, a: Assignment, cands: list[Workload]) -> bool:

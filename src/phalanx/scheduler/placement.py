@@ -215,16 +215,20 @@ class NodePool:
         for cls, pairs, _ in sig.flat:
             total += cls.room(pairs)
         for name, extra in (freed or {}).items():
-            total += self.room_gain(group, name, extra)
+            total += self.room_gain(sig, name, extra)
         return total
 
-    def room_gain(self, group: PodGroup, name: str, extra: Mapping[str, int]) -> int:
-        """How many more pods of ``group`` fit on node ``name`` with ``extra`` freed there
-        (0 on a node the group cannot use)."""
+    def signature(self, group: PodGroup) -> Signature:
+        """What every group of the same shape shares (for repeated ``room_gain`` calls)."""
+        return self._signature(group)
+
+    def room_gain(self, sig: Signature, name: str, extra: Mapping[str, int]) -> int:
+        """How many more pods of a group with signature ``sig`` fit on node ``name`` with
+        ``extra`` freed there (0 on a node the group cannot use)."""
         home = self._class_of.get(name)
         if home is None:
             return 0
-        entry = self._entry_of(name, self._signature(group).flat_index())
+        entry = self._entry_of(name, sig.flat_index())
         if entry is None:
             return 0
         free = self._free[name]

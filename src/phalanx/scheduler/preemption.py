@@ -76,6 +76,8 @@ class Preemptor:
         self._borrowers: dict[tuple[str, tuple[FR, ...]], list[QuotaNode]] = {}
         self._tallies: dict[tuple[str, int | None, tuple[FR, ...]], tuple[int, list[int]]] = {}
         self._shares: dict[str, int] = {}
+        self._last: tuple[tuple[str, str, tuple[FR, ...]],
+                          tuple[list[Source], int, dict[FR, int]]] | None = None
 
     def _memo(self) -> None:
         version = self.cache.usage_version
@@ -84,6 +86,7 @@ class Preemptor:
             self._borrowers.clear()
             self._tallies.clear()
             self._shares.clear()
+            self._last = None
 
     def share(self, node: QuotaNode) -> int:
         """``dominant_share(node)``, remembered until usage changes."""
@@ -184,12 +187,26 @@ class Preemptor:
         cands.sort(key=lambda c: (not c.terminating, c.cluster_queue == cq.name, c.priority,
                                   -c.admitted_seq, c.name))
 
+    def _counted(self, wl: Workload, cq: QueueInfo, frs: list[FR]
+                 ) -> tuple[list[Source], int, dict[FR, int]]:
+        """The sources and their tally; flavor assignment and the search that follows it ask
+        the same of the same job with nothing charged in between, so the last answer is kept."""
+        self._memo()
+        key = (wl.name, cq.name, tuple(sorted(frs)))
+        last = self._last
+        if last is not None and last[0] == key:
+            return last[1]
+        sources = self._sources(wl, cq, frs)
+        count, held = self._tally(sources, frs)
+        found = (sources, count, held)
+        self._last = (key, found)
+        return found
+
     def possible(self, wl: Workload, cq: QueueInfo, short: dict[FR, int]) -> bool:
         """Whether candidates exist that hold at least ``short`` (fr -> missing amount)."""
         if not cq.can_preempt:
             return False
-        frs = sorted(short)
-        _, held = self._tally(self._sources(wl, cq, frs), frs)
+        _, _, held = self._counted(wl, cq, sorted(short))
         return all(held[fr] >= need for fr, need in short.items())
 
     def would_have_candidates(self, wl: Workload, cq: QueueInfo, frs: list[FR]) -> str:
@@ -219,8 +236,7 @@ class Preemptor:
             # The caller then reports why nodes are short and never reads the candidate
             # count, so even counting them is skipped.
             return Outcome(None)
-        sources = self._sources(wl, cq, frs)
-        count, held = self._tally(sources, frs)
+        sources, count, held = self._counted(wl, cq, frs)
         if not count:
             return Outcome(None)
         if hopeless or not self._could_cover(a, node, frs, held):
@@ -396,6 +412,7 @@ class _Search:
         # necessary condition for a placement (``room_bound``), kept up to date node by node
         # as candidates come and go, so no placement is tried while it is short.
         pool = owner.pool
+        self.sigs = [pool.signature(g) for g in a.groups]
         self.base_rooms = [pool.room_bound(g) for g in a.groups]
         self.rooms = list(self.base_rooms)
         self.gains: dict[str, list[int]] = {}  # node -> what its freed room adds per group
@@ -439,14 +456,14 @@ class _Search:
 
     def _regain(self, name: str) -> None:
         extra = self.freed.get(name)
-        groups, rooms = self.a.groups, self.rooms
+        rooms = self.rooms
         old = self.gains.pop(name, None)
         if old is not None:
             for i, gain in enumerate(old):
                 rooms[i] -= gain
         if extra:
             room_gain = self.owner.pool.room_gain
-            new = self.gains[name] = [room_gain(g, name, extra) for g in groups]
+            new = self.gains[name] = [room_gain(sig, name, extra) for sig in self.sigs]
             for i, gain in enumerate(new):
                 rooms[i] += gain
 

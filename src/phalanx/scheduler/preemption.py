@@ -363,8 +363,11 @@ class Preemptor:
                     skipped = c
                 if limit - gone < smallest:
                     break  # nothing left in this queue is small enough
-        if skipped is not None and new_share < dominant_share(other, minus={fr: gone}):
-            out.append(skipped)
+        if skipped is not None:
+            # Its share stays above the new share: what the second strategy may still take.
+            above = max_removal(other, fr, new_share + 1)
+            if above is None or gone <= above:
+                out.append(skipped)
         return out
 
     def _nodes_could_cover(self, a: Assignment, cands: list[Workload]) -> bool:

@@ -1,8 +1,9 @@
 """StrictFIFO reasons stay right across cycles while a deep queue waits behind its head.
 
-A blocked StrictFIFO queue re-marks the jobs behind its head only when something
-changed (a job joined or left, the head or its reason changed); these tests change
-each of those between cycles and check every job's reason afterwards.
+A blocked StrictFIFO queue gives its reason once, to the queue, and every job behind
+its head reads it; these tests change what could leave a job with a stale reason
+(a job joins or leaves, the head or its reason changes) between cycles and check
+every job's reason afterwards.
 """
 
 from __future__ import annotations

@@ -227,6 +227,7 @@ class Cycle:
     def admit_loop(self) -> None:
         st = self.st
         turns: list[tuple[tuple[int, int, float, int], int, QueueTurn]] = []
+        stopped: list[tuple[PendingClass, PendingReason]] = []
         for index, name in enumerate(sorted(st.queues.queues)):
             pending = st.queues.queues[name]
             if not pending.count:
@@ -241,7 +242,7 @@ class Cycle:
                     else:
                         assert lq is not None
                         why = stopped_reason("LocalQueue", lq.name, lq.stop_policy)
-                    self.class_reason(cls, why)
+                    stopped.append((cls, why))
                 elif info.strict or not self.still_blocked(info, cls):
                     turn.push(cls)
             head = turn.peek()
@@ -261,6 +262,9 @@ class Cycle:
                 if turns and (turns[0][0], turns[0][1]) < (key, index):
                     heapq.heappush(turns, (key, index, turn))
                     break
+        # Given last, so a StrictFIFO block of the same queue does not cover them.
+        for cls, why in stopped:
+            self.class_reason(cls, why)
 
     def step(self, turn: QueueTurn) -> None:
         """Try the queue's current head; advance its class."""

@@ -76,7 +76,7 @@ class Preemptor:
         self._borrowers: dict[tuple[str, tuple[FR, ...]], list[QuotaNode]] = {}
         self._tallies: dict[tuple[str, int | None, tuple[FR, ...]], tuple[int, list[int]]] = {}
         self._shares: dict[str, int] = {}
-        self._last: tuple[tuple[str, str, tuple[FR, ...]],
+        self._last: tuple[tuple[Workload, int, float, str, tuple[FR, ...]],
                           tuple[list[Source], int, dict[FR, int]]] | None = None
 
     def _memo(self) -> None:
@@ -192,7 +192,8 @@ class Preemptor:
         """The sources and their tally; flavor assignment and the search that follows it ask
         the same of the same job with nothing charged in between, so the last answer is kept."""
         self._memo()
-        key = (wl.name, cq.name, tuple(sorted(frs)))
+        # The job itself and its order: a job resubmitted under the same name is another.
+        key = (wl, wl.priority, wl.submitted_at, cq.name, tuple(sorted(frs)))
         last = self._last
         if last is not None and last[0] == key:
             return last[1]
@@ -311,8 +312,8 @@ class Preemptor:
         for src in sources:
             other = cqs[src.queue]
             if len(frs) == 1:
-                sizes = {u.usage.get(frs[0], 0) for u in src.jobs.counts(src.below)
-                         if len(u.usage) == 1}
+                sizes = {u.usage[frs[0]] for u in src.jobs.counts(src.below)
+                         if frs[0] in u.usage}
                 if sizes and all(len(u.usage) == 1 for u in src.jobs.counts(src.below)):
                     out.extend(self._reclaimable_of(src, other, frs[0], new_share, min(sizes)))
                     continue

@@ -184,7 +184,8 @@ class Controller:
         view = record.model_copy()
         if record.status is JobStatus.QUEUED:
             reason = self.scheduler.pending_reason(record.name)
-            # Until the scheduler has looked at a requeued job, the record says why it came back.
+            # A record that says why it waits outside the scheduler (a backoff) keeps saying so
+            # until the scheduler has looked at the job.
             if reason is not None and not (reason.code is PendingCode.QUEUED
                                            and record.pending_code):
                 view.pending_code = reason.code.value
@@ -449,6 +450,7 @@ class Controller:
                 del self._backoff[name]
                 record = self.jobs[name]
                 record.not_before = None
+                record.pending_code = record.pending_message = None  # the scheduler's from now
                 self._queue(record)
 
     def _apply(self, result: CycleResult, now: float) -> None:

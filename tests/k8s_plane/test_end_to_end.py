@@ -8,6 +8,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -46,15 +48,24 @@ def _wait_for_server(proc: subprocess.Popen[bytes], home: Path) -> Client:
     raise AssertionError("server did not start:\n" + (home / "server.log").read_text())
 
 
-def test_up_runs_a_job_as_pods(api: FakeAPIServer, kubeconfig: Path, tmp_path: Path) -> None:
-    for name in ("gpu-1", "gpu-2"):
-        api.add_node(name, cpu="16", memory="64Gi", gpus=4)
-    api.autopilot = {"start_after": 0.2, "run_for": 0.5}
+@contextmanager
+def _control_plane(tmp_path: Path, kubeconfig: Path) -> Iterator[Client]:
+    """`phalanx up` against the fake API, stopped with SIGTERM however the test ends."""
     home = tmp_path / "home"
     home.mkdir()
     proc = _up(home, kubeconfig)
     try:
-        client = _wait_for_server(proc, home)
+        yield _wait_for_server(proc, home)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+
+
+def test_up_runs_a_job_as_pods(api: FakeAPIServer, kubeconfig: Path, tmp_path: Path) -> None:
+    for name in ("gpu-1", "gpu-2"):
+        api.add_node(name, cpu="16", memory="64Gi", gpus=4)
+    api.autopilot = {"start_after": 0.2, "run_for": 0.5}
+    with _control_plane(tmp_path, kubeconfig) as client:
         assert {n["name"] for n in client.nodes()} == {"gpu-1", "gpu-2"}
         client.submit({"name": "e2e", "podSets": [{
             "name": "worker", "replicas": 2, "image": IMAGE,
@@ -76,9 +87,6 @@ def test_up_runs_a_job_as_pods(api: FakeAPIServer, kubeconfig: Path, tmp_path: P
         lines = list(client.logs("e2e"))
         assert any("hello from e2e-1-worker-0" in line for line in lines), lines
         assert any("hello from e2e-1-worker-1" in line for line in lines), lines
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=30)
 
 
 def test_describe_shows_the_clusters_events_for_the_pods(
@@ -86,11 +94,7 @@ def test_describe_shows_the_clusters_events_for_the_pods(
 ) -> None:
     api.add_node("gpu-1", cpu="16", memory="64Gi", gpus=4)
     api.autopilot = {"start_after": 0.1, "run_for": 60}
-    home = tmp_path / "home"
-    home.mkdir()
-    proc = _up(home, kubeconfig)
-    try:
-        client = _wait_for_server(proc, home)
+    with _control_plane(tmp_path, kubeconfig) as client:
         client.submit({"name": "ev", "podSets": [{
             "name": "worker", "replicas": 1, "image": IMAGE,
             "resources": {"cpu": "1", "nvidia.com/gpu": 1}, "command": ["python", "train.py"],
@@ -117,6 +121,3 @@ def test_describe_shows_the_clusters_events_for_the_pods(
         assert "Submitted" in [e.reason for e in events]
         assert not [e for e in events if "other" in e.message]
         client.cancel("ev")
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=30)

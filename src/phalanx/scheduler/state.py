@@ -202,11 +202,7 @@ class State:
 
     def mark_terminating(self, wl: Workload) -> None:
         """A preempted or drained job: it holds its capacity until it is requeued or removed."""
-        jobs = self.admitted.get(wl.cluster_queue)
-        if jobs is not None:
-            jobs.mark_terminating(wl)
-        else:
-            wl.terminating = True
+        self.admitted[wl.cluster_queue].mark_terminating(wl)
 
     def _release(self, wl: Workload) -> None:
         """Give back an admitted job's quota and nodes."""

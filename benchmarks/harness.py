@@ -19,13 +19,31 @@ RESULTS = REPO / "benchmarks" / "results"
 
 
 def machine() -> dict[str, Any]:
-    """Where a figure was measured: it means little without this."""
+    """Where a figure was measured, and with which build of the core: it means little
+    without this."""
+    from phalanx.scheduler import COMPILED
+
+    model = platform.processor() or "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
     return {
+        "cpu_model": model,
         "cpus": os.cpu_count(),
         "python": platform.python_version(),
+        "implementation": platform.python_implementation(),
         "platform": platform.platform(),
         "machine": platform.machine(),
+        "scheduler_core": core_build(COMPILED),
     }
+
+
+def core_build(compiled: bool) -> str:
+    return "compiled (mypyc)" if compiled else "Python (editable install: figures run slower)"
 
 
 def percentile(values: list[float], q: float) -> float:

@@ -44,7 +44,7 @@ if __package__ in (None, ""):  # run as a script: make `benchmarks` importable
 from rich.console import Console
 from rich.table import Table
 
-from benchmarks.harness import RESULTS, ServerProcess, percentile, write_json
+from benchmarks.harness import RESULTS, ServerProcess, machine, percentile, write_json
 from phalanx.sdk import Client
 from phalanx.spec.status import JobRecord
 
@@ -370,6 +370,7 @@ def print_table(shape: Shape, summary: dict[str, Any], checks: dict[str, bool],
                       f"{c['p90_time_to_admission_s']:.2f} / {c['max_time_to_admission_s']:.2f} s"
                       f", {c['evictions']}", "", "", "")
     Console(width=120).print(table)
+    Console(width=120).print(f"scheduler core: {machine()['scheduler_core']}")
     Console().print(f"creation: {creation}")
     lags = [c["max_creation_lag_s"] for c in summary["workload_classes"].values()]
     Console().print(f"creation lag behind Kueue's schedule: max {max(lags):.2f} s; "

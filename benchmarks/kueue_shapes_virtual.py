@@ -29,7 +29,7 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
-from benchmarks.harness import RESULTS, write_json
+from benchmarks.harness import RESULTS, machine, write_json
 from benchmarks.kueue_shapes import SHAPES, Shape, nodes_yaml, queue_documents, schedule
 from phalanx.scheduler import Scheduler
 from phalanx.spec import JobSpec, Node, QueueConfig
@@ -121,6 +121,7 @@ def main() -> None:
                       f"{c['mean_time_to_admission_s']:.2f} s ({c['evictions']} evictions)")
     table.add_row("cycles / real time", f"{result['cycles']:,} / {result['real_seconds']:.1f} s")
     Console().print(table)
+    Console().print(f"scheduler core: {machine()['scheduler_core']}")
     out = args.out or RESULTS / f"kueue_shapes_virtual_{shape.name}.json"
     write_json(f"kueue_shapes_virtual_{shape.name}",
                {"shape": shape.name, "tick_s": args.tick, "node_cpu": node_cpu, **result}, out)

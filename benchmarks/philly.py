@@ -39,7 +39,7 @@ from typing import Any
 import yaml
 from rich.console import Console
 
-from benchmarks.harness import RESULTS, write_json
+from benchmarks.harness import RESULTS, machine, write_json
 from phalanx.sim import SimResult, TraceJob, racked_nodes, read_trace, simulate
 from phalanx.sim.report import summary_table, teams_table
 from phalanx.spec import GPU, Node, QueueConfig, parse_config_documents
@@ -173,7 +173,8 @@ def run(args: argparse.Namespace) -> list[SimResult]:
     config = build_config(nominal)
     nodes = racked_nodes(args.gpus // GPUS_PER_NODE, GPUS_PER_NODE, RACK_SIZE)
     console.print(f"replaying {len(trace):,} jobs on {args.gpus} GPUs, policies "
-                  f"{', '.join(args.policy)}, scheduling period {args.tick:g} s ...")
+                  f"{', '.join(args.policy)}, scheduling period {args.tick:g} s, "
+                  f"scheduler core {machine()['scheduler_core']} ...")
     jobs = [(config, nodes, trace, policy, args.tick, args.profile) for policy in args.policy]
     if args.workers > 1 and len(jobs) > 1:
         # One process per policy: the runs share nothing, and each reports its own wall time.

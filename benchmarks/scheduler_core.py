@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import random
 import resource
 import statistics
@@ -31,6 +29,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from benchmarks.harness import machine
 from phalanx.scheduler import Scheduler
 from phalanx.scheduler.placement import NodePool, Placement, PodGroup
 from phalanx.spec import (
@@ -185,24 +184,6 @@ def percentile(values: Sequence[float], q: float) -> float:
 def peak_rss_mb() -> float:
     # ru_maxrss is in KiB on Linux.
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-def machine() -> dict[str, Any]:
-    model = platform.processor() or "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {
-        "cpu_model": model,
-        "cores": os.cpu_count(),
-        "python": platform.python_version(),
-        "implementation": platform.python_implementation(),
-        "platform": platform.platform(),
-    }
 
 
 # ---------------------------------------------------------------------------- the core run
@@ -429,7 +410,8 @@ def render(results: dict[str, Any], console: Console) -> None:
         table.add_row(f"place(): {label}", f"{us:,.0f} us")
     table.add_row("peak memory (max RSS)", f"{results['peak_rss_mb']:,.0f} MB")
     m = results["machine"]
-    table.add_row("machine", f"{m['cpu_model']}, {m['cores']} cores, Python {m['python']}")
+    table.add_row("machine", f"{m['cpu_model']}, {m['cpus']} cores, Python {m['python']}")
+    table.add_row("scheduler core", m["scheduler_core"])
     console.print(table)
 
 

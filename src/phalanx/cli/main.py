@@ -207,10 +207,14 @@ def version(
             server = client.version()
         except (ConnectionFailed, AuthError) as exc:
             problem = exc.message
+    from phalanx.scheduler import COMPILED  # only here: the core is heavy for other verbs
+
+    core = "compiled" if COMPILED else "python"
     if as_json:
-        print_json({"client": __version__, "server": server, "url": client.url})
+        print_json({"client": __version__, "server": server, "url": client.url,
+                    "schedulerCore": core})
         return
-    out().print(f"client {__version__}")
+    out().print(f"client {__version__} (scheduler core: {core})")
     out().print(f"server {server} at {client.url}" if server else f"server: {problem}")
 
 

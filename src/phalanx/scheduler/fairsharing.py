@@ -68,7 +68,8 @@ def max_removal(node: QuotaNode, fr: FR, target: int) -> int | None:
     The fair-sharing replay asks this once per queue instead of computing a share per
     candidate it walks.
     """
-    unlimited, never = None, -1
+    unlimited: int | None = None
+    never = -1
     if target <= 0:
         return unlimited
     parent = node.parent

@@ -10,13 +10,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from phalanx.scheduler.placement import Placement, PodGroup
 from phalanx.scheduler.types import Admission, PendingReason
 from phalanx.spec.resources import JobSpec, Toleration, TopologyConstraint
 
 if TYPE_CHECKING:
     from phalanx.scheduler.dominance import Demand
-    from phalanx.scheduler.placement import Placement, PodGroup
     from phalanx.scheduler.queue import PendingClass
+
+# Those modules import this one, so their classes are imported for the type checker only.
+# Compiled, the dataclass below still looks its field types up by name as the module loads
+# (its fields are checked against the real classes all the same).
+for _name in ("Demand", "PendingClass"):
+    globals().setdefault(_name, object)
 
 FR = tuple[str, str]  # (flavor, resource)
 OrderKey = tuple[int, float, int]  # (-priority, submitted_at, sequence): smaller goes first

@@ -21,7 +21,7 @@ def test_quick_run_writes_sensible_json(tmp_path: Path) -> None:
 
     assert set(written) >= {"benchmark", "command", "machine", "params", "placement", "core",
                             "peak_rss_mb"}
-    assert set(written["machine"]) >= {"cpu_model", "cores", "python"}
+    assert set(written["machine"]) >= {"cpu_model", "cpus", "python", "scheduler_core"}
     assert written["params"]["jobs"] == 2_000 and written["params"]["nodes"] == 64
 
     core = written["core"]

@@ -33,12 +33,15 @@ class Quota:
 class Tree:
     """Version counters of one cohort tree (or of a ClusterQueue without a cohort)."""
 
-    __slots__ = ("any_version", "free_version", "name")
+    __slots__ = ("any_version", "free_version", "name", "usage_version")
 
     def __init__(self, name: str) -> None:
         self.name = name
         self.free_version = 0  # bumped when capacity is released or quotas change
         self.any_version = 0  # bumped on every usage change (admissions create candidates)
+        # Changed by every charge, what-ifs and holds included, to a stamp never used before
+        # (so a what-if that puts usage back can put the stamp back too).
+        self.usage_version = 0
 
 
 class QuotaNode:
@@ -91,7 +94,7 @@ class QuotaCache:
     def __init__(self, config: QueueConfig) -> None:
         self.cqs: dict[str, QuotaNode] = {}
         self.cohorts: dict[str, QuotaNode] = {}
-        self.usage_version = 0  # bumped by every charge, what-ifs and holds included
+        self._stamps = 0  # the last usage stamp handed out, in any tree
         for name in sorted(config.cohorts):
             co = config.cohorts[name]
             self.cohorts[name] = QuotaNode(name, True, quotas_of(co.resource_groups),
@@ -143,7 +146,9 @@ class QuotaCache:
         node = self.cqs.get(cq)
         if node is None:
             return
-        self.usage_version += 1
+        tree = node.tree
+        self._stamps += 1
+        tree.usage_version = self._stamps
         for fr, amount in usage.items():
             delta = sign * amount
             current: QuotaNode | None = node
@@ -155,7 +160,6 @@ class QuotaCache:
                 delta = max(0, after - g) - max(0, before - g)
                 current = current.parent
         if bump:
-            tree = node.tree
             tree.any_version += 1
             if sign < 0:
                 tree.free_version += 1

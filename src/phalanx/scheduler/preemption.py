@@ -21,12 +21,14 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from phalanx.scheduler.admitted import AdmittedJobs
-from phalanx.scheduler.cache import NEVER, QueueInfo, QuotaCache, QuotaNode
+from phalanx.scheduler.cache import NEVER, QueueInfo, QuotaCache, QuotaNode, Tree
 from phalanx.scheduler.fairsharing import (
     dominant_share,
+    keeps_share,
     less_than_initial_share,
     less_than_or_equal_to_final_share,
     max_removal,
+    removal_limits,
 )
 from phalanx.scheduler.flavors import Assignment
 from phalanx.scheduler.placement import NodePool, Placement
@@ -55,6 +57,26 @@ class Source:
     newer_than: Workload | None
 
 
+class _TreeMemo:
+    """A cohort tree's preemption look-ups at one usage version."""
+
+    __slots__ = ("borrowers", "counted", "shares", "tallies", "version")
+
+    def __init__(self, version: int) -> None:
+        self.version = version
+        self.borrowers: dict[tuple[FR, ...], list[QuotaNode]] = {}
+        self.tallies: dict[tuple[str, int | None, tuple[FR, ...]], tuple[int, list[int]]] = {}
+        self.shares: dict[str, int] = {}
+        self.counted: dict[tuple[object, ...], tuple[list[Source], int, dict[FR, int]]] = {}
+
+    def reset(self, version: int) -> None:
+        self.version = version
+        self.borrowers.clear()
+        self.tallies.clear()
+        self.shares.clear()
+        self.counted.clear()
+
+
 @dataclass(slots=True)
 class Outcome:
     targets: list[Target] | None  # None: preemption cannot make the job admissible
@@ -70,40 +92,36 @@ class Preemptor:
         self.admitted = admitted  # ClusterQueue -> admitted workloads by name
         self.fair_sharing = True
         self._trees: dict[str, list[QuotaNode]] = {}
-        # What depends only on usage, kept until the next charge: between two charges a cycle
-        # asks the same of every queue of a cohort once per pending head it looks at.
-        self._memo_version = -1
-        self._borrowers: dict[tuple[str, tuple[FR, ...]], list[QuotaNode]] = {}
-        self._tallies: dict[tuple[str, int | None, tuple[FR, ...]], tuple[int, list[int]]] = {}
-        self._shares: dict[str, int] = {}
-        self._last: tuple[tuple[Workload, int, float, str, tuple[FR, ...]],
-                          tuple[list[Source], int, dict[FR, int]]] | None = None
+        self._memos: dict[Tree, _TreeMemo] = {}  # by identity: names may repeat across kinds
 
-    def _memo(self) -> None:
-        version = self.cache.usage_version
-        if version != self._memo_version:
-            self._memo_version = version
-            self._borrowers.clear()
-            self._tallies.clear()
-            self._shares.clear()
-            self._last = None
+    def _memo(self, node: QuotaNode) -> _TreeMemo:
+        """What depends only on the usage of ``node``'s cohort tree, kept until it changes:
+        between two charges of a tree a cycle asks the same of its queues once per pending
+        head of the tree it looks at, and charges elsewhere do not matter."""
+        tree = node.tree
+        memo = self._memos.get(tree)
+        if memo is None:
+            memo = self._memos[tree] = _TreeMemo(tree.usage_version)
+        elif memo.version != tree.usage_version:
+            memo.reset(tree.usage_version)
+        return memo
 
     def share(self, node: QuotaNode) -> int:
         """``dominant_share(node)``, remembered until usage changes."""
-        self._memo()
-        found = self._shares.get(node.name)
+        shares = self._memo(node).shares
+        found = shares.get(node.name)
         if found is None:
-            found = self._shares[node.name] = dominant_share(node)
+            found = shares[node.name] = dominant_share(node)
         return found
 
     def _borrowing(self, node: QuotaNode, frs: list[FR]) -> list[QuotaNode]:
         """The queues of ``node``'s tree with admitted jobs that borrow some of ``frs``."""
-        self._memo()
-        key = (node.root().name, tuple(frs))
-        found = self._borrowers.get(key)
+        borrowers = self._memo(node).borrowers
+        key = tuple(frs)
+        found = borrowers.get(key)
         if found is None:
             admitted, is_borrowing = self.admitted, self.cache.is_borrowing
-            found = self._borrowers[key] = [
+            found = borrowers[key] = [
                 other for other in self._tree(node)
                 if admitted.get(other.name) and is_borrowing(other, frs)
             ]
@@ -139,8 +157,10 @@ class Preemptor:
         """How many candidates there are and how much of each of ``frs`` they hold."""
         count = 0
         held = [0] * len(frs)
-        self._memo()
-        tallies, frs_key = self._tallies, tuple(frs)
+        tallies: dict[tuple[str, int | None, tuple[FR, ...]], tuple[int, list[int]]] = {}
+        if sources:  # every source is in one tree, the preemptor's
+            tallies = self._memo(self.cache.cqs[sources[0].queue]).tallies
+        frs_key = tuple(frs)
         for src in sources:
             key = (src.queue, src.below, frs_key)
             found = tallies.get(key)
@@ -189,18 +209,17 @@ class Preemptor:
 
     def _counted(self, wl: Workload, cq: QueueInfo, frs: list[FR]
                  ) -> tuple[list[Source], int, dict[FR, int]]:
-        """The sources and their tally; flavor assignment and the search that follows it ask
-        the same of the same job with nothing charged in between, so the last answer is kept."""
-        self._memo()
-        # The job itself and its order: a job resubmitted under the same name is another.
-        key = (wl, wl.priority, wl.submitted_at, cq.name, tuple(sorted(frs)))
-        last = self._last
-        if last is not None and last[0] == key:
-            return last[1]
-        sources = self._sources(wl, cq, frs)
-        count, held = self._tally(sources, frs)
-        found = (sources, count, held)
-        self._last = (key, found)
+        """The sources and their tally. They depend on the job only through its queue and
+        priority, and under LowerOrNewerEqualPriority on the job itself (its order among its
+        peers), so heads alike share one answer until their tree's usage changes."""
+        newer = (wl, wl.submitted_at, wl.seq) if cq.within == "LowerOrNewerEqualPriority" else None
+        key = (cq.name, wl.priority, newer, tuple(sorted(frs)))
+        counted = self._memo(cq.node).counted
+        found = counted.get(key)
+        if found is None:
+            sources = self._sources(wl, cq, frs)
+            count, held = self._tally(sources, frs)
+            found = counted[key] = (sources, count, held)
         return found
 
     def possible(self, wl: Workload, cq: QueueInfo, short: dict[FR, int]) -> bool:
@@ -323,13 +342,19 @@ class Preemptor:
             skipped: Workload | None = None
             # Until something is taken, jobs of equal usage get the same verdict.
             refused: set[UsageKey] = set()
+            limits = removal_limits(other, new_share)
             for c in queue:
                 if c.usage_key in refused:
                     continue
-                after = {fr: gone.get(fr, 0) + c.usage.get(fr, 0) for fr in gone.keys() | c.usage}
-                if new_share <= dominant_share(other, minus=after):
+                if limits is not None:
+                    keeps = keeps_share(limits, gone, c.usage)
+                else:
+                    keeps = new_share <= dominant_share(other, minus={
+                        fr: gone.get(fr, 0) + c.usage.get(fr, 0) for fr in gone.keys() | c.usage})
+                if keeps:
                     out.append(c)
-                    gone = after
+                    for fr, amount in c.usage.items():
+                        gone[fr] = gone.get(fr, 0) + amount
                     refused.clear()
                     if not any(other.usage.get(fr, 0) - gone.get(fr, 0) > other.subtree.get(fr, 0)
                                for fr in frs):
@@ -407,6 +432,8 @@ class _Search:
         self.a = a
         self.frs = frs
         self.removed: list[Workload] = []
+        self.tree = cq.node.tree
+        self.stamp = self.tree.usage_version  # put back with the usage (see restore)
         # What the removed candidates hold per node, kept as they come and go (a node leaves
         # when nothing removed holds anything on it, as if rebuilt from ``removed``).
         self.freed: dict[str, dict[str, int]] = {}
@@ -475,6 +502,9 @@ class _Search:
         for c in self.removed:
             self.cache.charge(c.cluster_queue, c.usage, 1, bump=False)
         self.removed = []
+        # Usage is as it was, so what was remembered of it still holds: the tree gets its
+        # stamp back (stamps are never reused, so nothing seen meanwhile can match it).
+        self.tree.usage_version = self.stamp
         self.freed = {}
         self.gains = {}
         self.rooms = list(self.base_rooms)

@@ -116,3 +116,34 @@ def test_a_cycle_leaves_the_collector_as_it_found_it(enabled: bool) -> None:
             gc.enable()
         else:
             gc.disable()
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_one_group_domain_order_with_freed_nodes_matches_the_general_ranking(seed: int) -> None:
+    """The preemption search's ranking of racks (freed nodes count as room) is the general
+    ranking, computed from cached lists plus the few racks with freed nodes."""
+    rng = random.Random(seed)
+    pool = NodePool(racked(6, 4))
+    for i in range(rng.randrange(5, 30)):  # uneven racks: some full, some partly free
+        group = rng.choice(SHAPES)
+        result = pool.place([group])
+        if isinstance(result, Placement):
+            pool.reserve(f"j{i}", [group], result)
+    jobs = [f"j{i}" for i in range(30) if pool.holdings(f"j{i}")]
+    compared = 0
+    for _ in range(40):
+        count = rng.randrange(1, 9)
+        group = gpus(count, rng.choice([1, 2, 4, 8]), min_count=rng.randrange(1, count + 1))
+        freed: dict[str, dict[str, int]] = {}
+        for job_name in rng.sample(jobs, min(len(jobs), rng.randrange(0, 4))):
+            for name, held in pool.holdings(job_name).items():
+                into = freed.setdefault(name, {})
+                for res, amount in held.items():
+                    into[res] = into.get(res, 0) + amount
+        sig = pool._signature(group)
+        for prune in (True, False):
+            fast = pool._domains([group], [sig], "rack", freed, prune=prune)
+            general = pool._domains_general([group], [sig], "rack", freed, prune=prune)
+            assert fast == general
+            compared += bool(freed)
+    assert compared  # some comparisons had freed nodes

@@ -46,6 +46,12 @@ class Signature:
     domain_room: dict[str, tuple[int, dict[str, int], list[tuple[int, str]]]] = field(
         default_factory=dict)
 
+    # Per (label key, count, min_count, prune): the values with room for the whole group by
+    # name, and the others roomiest first, checked against the pool's version.
+    domain_lists: dict[tuple[str, int, int, bool],
+                       tuple[int, list[tuple[str, int]], list[tuple[str, int]]]] = field(
+        default_factory=dict)
+
     flat_by_class: dict[int, Entry] | None = None
 
     def flat_index(self) -> dict[int, Entry]:

@@ -317,8 +317,14 @@ class NodePool:
         those with room for the whole job, tightest first (packing domains like nodes),
         then the rest, roomiest first. ``prune`` drops values without room for every
         group's minimum (a value holding freed capacity is always kept)."""
-        if len(sigs) == 1 and not overlay:
-            return self._domains_one_group(groups[0], sigs[0], key, prune=prune)
+        if len(sigs) == 1:
+            if not overlay:
+                return self._domains_one_group(groups[0], sigs[0], key, prune=prune)
+            return self._domains_one_group_freed(groups[0], sigs[0], key, overlay, prune=prune)
+        return self._domains_general(groups, sigs, key, overlay, prune=prune)
+
+    def _domains_general(self, groups: Sequence[PodGroup], sigs: list[Signature], key: str,
+                         overlay: Overlay, *, prune: bool) -> list[tuple[str, int]]:
         rooms = [self._domain_rooms(s, key)[0] for s in sigs]
         common = set(rooms[0]).intersection(*rooms[1:])
         freed = {self._class_of[name].labels.get(key, NO_DOMAIN) for name in overlay}
@@ -347,6 +353,36 @@ class NodePool:
         low = bisect_left(order, (group.min_count, "")) if prune else 0
         partial = sorted(order[low:cut], key=lambda rd: (-rd[0], rd[1]))
         return full + [(d, room) for room, d in partial]
+
+    def _domains_one_group_freed(self, group: PodGroup, sig: Signature, key: str,
+                                 overlay: Overlay, *, prune: bool) -> list[tuple[str, int]]:
+        """``_domains_general`` for one group with capacity freed on a few nodes (what each
+        step of a preemption search asks): the order of the values nothing was freed in is
+        kept for the pool's version, and only the few values with freed nodes move."""
+        rooms, order = self._domain_rooms(sig, key)
+        lists_key = (key, group.count, group.min_count, prune)
+        cached = sig.domain_lists.get(lists_key)
+        if cached is None or cached[0] != self._version:
+            cut = bisect_left(order, (group.count, ""))
+            full = sorted((d, group.count) for _, d in order[cut:])  # whole-group ties: by name
+            low = bisect_left(order, (group.min_count, "")) if prune else 0
+            partial = [(d, room) for room, d in sorted(order[low:cut],
+                                                       key=lambda rd: (-rd[0], rd[1]))]
+            cached = sig.domain_lists[lists_key] = (self._version, full, partial)
+        _, full, partial = cached
+        freed = {self._class_of[name].labels.get(key, NO_DOMAIN) for name in overlay}
+        freed.discard(NO_DOMAIN)
+        # A value with freed nodes counts as having room for the whole group, ranked by the
+        # room it has without them.
+        short = sorted((rooms[d], d) for d in freed if d in rooms and rooms[d] < group.count)
+        out = [(d, room) for room, d in short]
+        out.extend(full)
+        if short:
+            moved = {d for _, d in short}
+            out.extend(entry for entry in partial if entry[0] not in moved)
+        else:
+            out.extend(partial)
+        return out
 
     def _domain_rooms(self, sig: Signature, key: str
                       ) -> tuple[dict[str, int], list[tuple[int, str]]]:

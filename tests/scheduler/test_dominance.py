@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from phalanx.scheduler import PendingCode
-from phalanx.scheduler.dominance import Frontier, covers, demand_of
+from phalanx.scheduler.dominance import Frontier, _Numbers, covers, demand_of
 from phalanx.scheduler.types import PendingReason
 from phalanx.scheduler.workload import Workload, make_workload
 from phalanx.spec import JobSpec, TopologyConstraint
@@ -130,3 +130,13 @@ def test_a_job_settled_by_a_node_failure_names_the_job_that_failed() -> None:
     assert "needs 3 pods x (8 nvidia.com/gpu, 1 cpu)" in three.message
     assert "2 of 2 matching nodes have room, for 2 pods" in three.message
     assert four.message.startswith("asks for no less than three, which does not fit either")
+
+
+def test_structure_numbers_are_never_reused_once_the_table_is_cleared() -> None:
+    numbers = _Numbers(limit=2)
+    a, b, c = ("a",), ("b",), ("c",)
+    first = [numbers.of(a), numbers.of(b), numbers.of(a)]
+    assert first[0] == first[2] != first[1]
+    later = numbers.of(c)  # the table was full: cleared, and c numbered after a and b
+    assert later not in first
+    assert numbers.of(a) not in {*first, later}  # a again: a new number, never an old one

@@ -67,7 +67,7 @@ class QueueTurn:
         if not self.heap:
             return None
         _, serial, cls = self.heap[0]
-        return cls.by_key[cls.keys[self.cursor.get(serial, 0)]]
+        return cls.wls[self.cursor.get(serial, 0)]
 
 
 class Cycle:
@@ -270,7 +270,7 @@ class Cycle:
         """Try the queue's current head; advance its class."""
         _, serial, cls = heapq.heappop(turn.heap)
         start = turn.cursor.get(serial, 0)
-        wl = cls.by_key[cls.keys[start]]
+        wl = cls.wls[start]
         info = turn.info
         if wl.name in self.st.waiting:  # has a hold already; the rest of its class goes on
             turn.cursor[serial] = start + 1

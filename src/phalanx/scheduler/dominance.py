@@ -31,7 +31,7 @@ FRONTIER_SIZE = 8
 class Demand:
     """What dominance compares, computed once per job."""
 
-    structure: tuple[object, ...]  # pod-set names, selectors, tolerations, resource names
+    structure: int  # pod-set names, selectors, tolerations, resource names (interned)
     floors: tuple[int, ...]  # fewest pods each pod set can run with
     counts: tuple[int, ...]  # pods each pod set asks for
     requests: tuple[tuple[int, ...], ...]  # per-pod amounts, in ``structure``'s resource order
@@ -44,12 +44,36 @@ def demand_of(wl: Workload) -> Demand:
     return wl.demand
 
 
+class _Numbers:
+    """A number per structure seen: comparing two jobs' numbers is one integer comparison
+    where the structures are nested tuples. Numbers are never reused, so when the table is
+    cleared (it is bounded) a structure seen again merely gets a new one, and jobs numbered
+    before and after just do not settle each other."""
+
+    def __init__(self, limit: int = 10_000) -> None:
+        self.limit = limit
+        self.table: dict[tuple[object, ...], int] = {}
+        self.last = 0
+
+    def of(self, structure: tuple[object, ...]) -> int:
+        number = self.table.get(structure)
+        if number is None:
+            if len(self.table) >= self.limit:
+                self.table.clear()
+            self.last += 1
+            number = self.table[structure] = self.last
+        return number
+
+
+_STRUCTURES = _Numbers()
+
+
 def _demand(wl: Workload) -> Demand:
     structure = tuple(
         (p.name, p.selector, p.tolerations, tuple(r for r, _ in p.requests)) for p in wl.pod_sets
     )
     return Demand(
-        structure=structure,
+        structure=_STRUCTURES.of(structure),
         floors=tuple(p.min_count for p in wl.pod_sets),
         counts=tuple(p.count for p in wl.pod_sets),
         requests=tuple(tuple(v for _, v in p.requests) for p in wl.pod_sets),
@@ -64,13 +88,15 @@ def covers(big: Demand, small: Demand) -> bool:
     if small.required is not None and small.required != big.required:
         return False
     # ``small`` failed at every size up to its full count; ``big`` never asks for fewer pods.
-    if any(f < c for f, c in zip(big.floors, small.counts, strict=True)):
-        return False
-    return all(
-        b >= s
-        for big_ps, small_ps in zip(big.requests, small.requests, strict=True)
-        for b, s in zip(big_ps, small_ps, strict=True)
-    )
+    # (Plain loops: this is asked for every pending class a cycle reaches.)
+    for floor, count in zip(big.floors, small.counts, strict=True):
+        if floor < count:
+            return False
+    for big_ps, small_ps in zip(big.requests, small.requests, strict=True):
+        for b, s in zip(big_ps, small_ps, strict=True):
+            if b < s:
+                return False
+    return True
 
 
 @dataclass(frozen=True, slots=True)

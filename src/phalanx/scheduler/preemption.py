@@ -261,12 +261,14 @@ class Preemptor:
             return Outcome(None)
         if hopeless or not self._could_cover(a, node, frs, held):
             return Outcome(None, candidates=count)
+        removable: list[Workload] = []
         if fair:
-            removable = self._reclaimable(a, cq, sources, frs)
+            batches: Iterator[list[Workload]] = self._reclaimable(a, cq, sources, frs)
         else:
             removable = [c for src in sources for c in self._candidates(src, frs)]
             self._order(removable, cq)
-        if not self._nodes_could_cover(a, removable):
+            batches = iter([removable])
+        if not self._nodes_could_cover(a, batches):
             return Outcome(None, candidates=count)
         search = _Search(self, wl, cq, a, frs)
         try:
@@ -312,7 +314,7 @@ class Preemptor:
         return True
 
     def _reclaimable(self, a: Assignment, cq: QueueInfo, sources: list[Source],
-                     frs: list[FR]) -> list[Workload]:
+                     frs: list[FR]) -> Iterator[list[Workload]]:
         """The candidates the fair-sharing search could take at most, replayed without nodes.
 
         Each queue's share depends only on its own usage, so what the search takes from a
@@ -321,20 +323,23 @@ class Preemptor:
         queue stops borrowing; then at most the first job it skipped, if the queue's share
         is still above the new share. With candidates of the preemptor's own queue or
         borrowWithinCohort the replay does not apply, and every candidate is returned.
+        One list per source queue, lazily: the caller stops once it has seen enough.
         """
         own = [src for src in sources if src.queue == cq.name]
         if cq.borrow_within or any(next(self._candidates(src, frs), None) for src in own):
-            return [c for src in sources for c in self._candidates(src, frs)]
+            for src in sources:
+                yield list(self._candidates(src, frs))
+            return
         new_share = dominant_share(cq.node, a.usage)
         cqs = self.cache.cqs
-        out: list[Workload] = []
         for src in sources:
+            out: list[Workload] = []
             other = cqs[src.queue]
             if len(frs) == 1:
                 sizes = {u.usage[frs[0]] for u in src.jobs.counts(src.below)
                          if frs[0] in u.usage}
                 if sizes and all(len(u.usage) == 1 for u in src.jobs.counts(src.below)):
-                    out.extend(self._reclaimable_of(src, other, frs[0], new_share, min(sizes)))
+                    yield self._reclaimable_of(src, other, frs[0], new_share, min(sizes))
                     continue
             # Walked lazily: a queue usually stops borrowing after its first few jobs.
             queue = self._candidates(src, frs)
@@ -365,7 +370,7 @@ class Preemptor:
                         skipped = c
             if skipped is not None and new_share < dominant_share(other, minus=gone):
                 out.append(skipped)
-        return out
+            yield out
 
     def _reclaimable_of(self, src: Source, other: QuotaNode, fr: FR, new_share: int,
                         smallest: int) -> list[Workload]:
@@ -396,19 +401,38 @@ class Preemptor:
                 out.append(skipped)
         return out
 
-    def _nodes_could_cover(self, a: Assignment, cands: list[Workload]) -> bool:
+    def _nodes_could_cover(self, a: Assignment, batches: Iterator[list[Workload]]) -> bool:
         """Whether the job's pods could fit on nodes even with every candidate gone (if not,
-        no subset makes room and the search would come back empty)."""
-        if not a.groups:
+        no subset makes room and the search would come back empty). Candidates come in
+        batches, and the answer is yes as soon as the room suffices, without the rest."""
+        groups = a.groups
+        if not groups:
             return True
         pool = self.pool
+        short = [g.min_count - pool.room_bound(g) for g in groups]
+        if all(n <= 0 for n in short):
+            return True
+        sigs = [pool.signature(g) for g in groups]
         freed: dict[str, dict[str, int]] = {}
-        for c in cands:
-            for name, held in pool.holdings(c.name).items():
-                into = freed.setdefault(name, {})
-                for res, amount in held.items():
-                    into[res] = into.get(res, 0) + amount
-        return all(pool.room_bound(g, freed) >= g.min_count for g in a.groups)
+        gains: dict[str, list[int]] = {}  # node -> what its freed room adds per group
+        for batch in batches:
+            touched: set[str] = set()
+            for c in batch:
+                for name, held in pool.holdings(c.name).items():
+                    into = freed.setdefault(name, {})
+                    for res, amount in held.items():
+                        into[res] = into.get(res, 0) + amount
+                    touched.add(name)
+            for name in touched:
+                extra = freed[name]
+                new = [pool.room_gain(sig, name, extra) for sig in sigs]
+                old = gains.get(name)
+                for i, gain in enumerate(new):
+                    short[i] -= gain - (old[i] if old is not None else 0)
+                gains[name] = new
+            if all(n <= 0 for n in short):
+                return True
+        return False
 
     def _could_cover(self, a: Assignment, node: QuotaNode, frs: list[FR],
                      held: dict[FR, int]) -> bool:

@@ -11,7 +11,7 @@ submission time (Kueue's BestEffortFIFO and StrictFIFO order).
 
 from __future__ import annotations
 
-from bisect import bisect_left, insort
+from bisect import bisect_left, bisect_right
 
 from phalanx.scheduler.types import PendingReason
 from phalanx.scheduler.workload import OrderKey, Workload
@@ -22,7 +22,7 @@ BlockStamp = tuple[int | None, int | None]
 
 class PendingClass:
     __slots__ = (
-        "blocked", "by_key", "cluster_queue", "key", "keys", "reason", "reason_serial", "serial",
+        "blocked", "cluster_queue", "key", "keys", "reason", "reason_serial", "serial", "wls",
     )
 
     def __init__(self, key: tuple[object, ...], cluster_queue: str, serial: int) -> None:
@@ -30,7 +30,7 @@ class PendingClass:
         self.cluster_queue = cluster_queue
         self.serial = serial  # creation order, the deterministic tie-break between classes
         self.keys: list[OrderKey] = []
-        self.by_key: dict[OrderKey, Workload] = {}
+        self.wls: list[Workload] = []  # the members, in the order of ``keys``
         self.blocked: BlockStamp | None = None
         # The class's latest reason: every member's, unless the member has a later one.
         self.reason: PendingReason | None = None
@@ -39,10 +39,11 @@ class PendingClass:
     def add(self, wl: Workload) -> None:
         """Insert; a new head unblocks the class (it must be looked at again)."""
         key = wl.order_key
-        insort(self.keys, key)
-        self.by_key[key] = wl
+        i = bisect_right(self.keys, key)
+        self.keys.insert(i, key)
+        self.wls.insert(i, wl)
         wl.cls = self
-        if self.keys[0] == key:
+        if not i:
             self.blocked = None
 
     def discard(self, wl: Workload) -> None:
@@ -50,14 +51,14 @@ class PendingClass:
         i = bisect_left(self.keys, key)
         if i < len(self.keys) and self.keys[i] == key:
             del self.keys[i]
-            del self.by_key[key]
+            del self.wls[i]
         wl.cls = None
 
     def head(self, start: int = 0) -> Workload | None:
-        return self.by_key[self.keys[start]] if start < len(self.keys) else None
+        return self.wls[start] if start < len(self.wls) else None
 
     def members(self) -> list[Workload]:
-        return [self.by_key[k] for k in self.keys]
+        return list(self.wls)
 
     def __len__(self) -> int:
         return len(self.keys)

@@ -147,3 +147,23 @@ def test_one_group_domain_order_with_freed_nodes_matches_the_general_ranking(see
             assert fast == general
             compared += bool(freed)
     assert compared  # some comparisons had freed nodes
+
+
+def test_a_gang_that_did_not_fit_is_answered_again_until_capacity_changes() -> None:
+    pool = NodePool(racked(1, 2))  # 16 GPUs
+    small, big = gpus(1, 8), gpus(2, 8)
+    pool.reserve("a", [small], placed_on(pool, small))
+    first = pool.place([big])
+    assert isinstance(first, PlacementFailure)
+    assert pool.place([big]) is first  # nothing changed: the same answer, not re-walked
+    pool.release("a")
+    assert isinstance(pool.place([big]), Placement)  # released: looked at afresh
+    pool.reserve("b", [small], placed_on(pool, small))
+    again = pool.place([big])
+    assert isinstance(again, PlacementFailure) and again is not first
+
+
+def placed_on(pool: NodePool, group: PodGroup) -> Placement:
+    result = pool.place([group])
+    assert isinstance(result, Placement)
+    return result

@@ -135,11 +135,15 @@ class Frontier:
         if not self.failures:
             return None
         demand = demand_of(wl)
+        priority = wl.priority
         for f in self.failures:
             # No higher priority, and not older at equal priority: never more candidates
             # to preempt than the failed job had.
-            if f.wl.order_key < wl.order_key and f.wl.priority >= wl.priority \
-                    and covers(demand, f.demand):
+            other = f.wl
+            if other.priority < priority or (other.priority == priority and (
+                    other.submitted_at, other.seq) >= (wl.submitted_at, wl.seq)):
+                continue
+            if covers(demand, f.demand):
                 return f
         return None
 

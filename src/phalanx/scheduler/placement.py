@@ -70,6 +70,12 @@ def _toleration_key(tolerations: tuple[Toleration, ...]) -> tuple[tuple[object, 
     return tuple((t.key, t.operator, t.value, t.effect) for t in tolerations)
 
 
+def _group_key(g: PodGroup) -> tuple[object, ...]:
+    """A hashable stand-in for a group with tolerations (which do not hash)."""
+    return (g.name, g.count, g.min_count, g.requests, g.node_selector,
+            _toleration_key(g.tolerations))
+
+
 class NodePool:
     """Nodes, what jobs have reserved on them, and where new gangs would fit."""
 
@@ -87,6 +93,10 @@ class NodePool:
         self._jobs: dict[str, dict[str, dict[str, int]]] = {}
         self._signatures: dict[tuple[object, ...], Signature] = {}
         self._version = 0  # bumped whenever free capacity or the node set changes
+        # Gangs that did not fit at ``_failed_version``: a cycle asks again for the same gang
+        # from other queues while nothing was reserved or released in between.
+        self._failed: dict[tuple[object, ...], PlacementFailure] = {}
+        self._failed_version = -1
         self._members = 0  # bumped whenever the node set or a node's class changes
         for node in nodes:
             self.upsert(node)
@@ -253,6 +263,24 @@ class NodePool:
         """
         if not groups:
             return Placement((), ())
+        if freed:
+            return self._place(groups, topology, freed)
+        if self._failed_version != self._version:
+            self._failed.clear()
+            self._failed_version = self._version
+        key = (tuple(g if not g.tolerations else _group_key(g) for g in groups),
+               topology.required if topology is not None else None,
+               topology.preferred if topology is not None else None)
+        known = self._failed.get(key)
+        if known is not None:
+            return known
+        result = self._place(groups, topology, None)
+        if isinstance(result, PlacementFailure):
+            self._failed[key] = result
+        return result
+
+    def _place(self, groups: Sequence[PodGroup], topology: TopologyConstraint | None,
+               freed: Mapping[str, Mapping[str, int]] | None) -> Placement | PlacementFailure:
         sigs = [self._signature(g) for g in groups]
         overlay = self._freed_overlay(freed)
         # The group packed first fails exactly when its room, node by node, is short of its

@@ -45,16 +45,20 @@ class Target:
     reason: PreemptionReason
 
 
-@dataclass(frozen=True, slots=True)
 class Source:
     """A queue candidates may come from: its jobs under ``below`` (any priority for None),
     and, in the preemptor's own queue under LowerOrNewerEqualPriority, those of exactly
-    the preemptor's priority submitted after ``newer_than``."""
+    the preemptor's priority submitted after ``newer_than``. (A plain class: many are made
+    per cycle, and a dataclass's generated constructor is slow in the compiled core.)"""
 
-    queue: str
-    jobs: AdmittedJobs
-    below: int | None
-    newer_than: Workload | None
+    __slots__ = ("below", "jobs", "newer_than", "queue")
+
+    def __init__(self, queue: str, jobs: AdmittedJobs, below: int | None,
+                 newer_than: Workload | None) -> None:
+        self.queue = queue
+        self.jobs = jobs
+        self.below = below
+        self.newer_than = newer_than
 
 
 class _TreeMemo:
@@ -336,10 +340,20 @@ class Preemptor:
             out: list[Workload] = []
             other = cqs[src.queue]
             if len(frs) == 1:
-                sizes = {u.usage[frs[0]] for u in src.jobs.counts(src.below)
-                         if frs[0] in u.usage}
-                if sizes and all(len(u.usage) == 1 for u in src.jobs.counts(src.below)):
-                    yield self._reclaimable_of(src, other, frs[0], new_share, min(sizes))
+                only = frs[0]
+                sizes: set[int] = set()
+                single, every = True, True  # each usage is one resource; each is ``only``
+                for u in src.jobs.counts(src.below):
+                    if len(u.usage) != 1:
+                        single = False
+                        break
+                    amount = u.usage.get(only)
+                    if amount is None:
+                        every = False
+                    else:
+                        sizes.add(amount)
+                if sizes and single:
+                    yield self._reclaimable_of(src, other, only, new_share, min(sizes), every)
                     continue
             # Walked lazily: a queue usually stops borrowing after its first few jobs.
             queue = self._candidates(src, frs)
@@ -373,16 +387,20 @@ class Preemptor:
             yield out
 
     def _reclaimable_of(self, src: Source, other: QuotaNode, fr: FR, new_share: int,
-                        smallest: int) -> list[Workload]:
+                        smallest: int, every: bool) -> list[Workload]:
         """``_reclaimable`` for one queue whose candidates hold nothing but ``fr``: how much
-        may go is worked out once, and the walk ends as soon as nothing more could."""
+        may go is worked out once, and the walk ends as soon as nothing more could.
+        ``every``: all the queue's jobs under the bound hold ``fr``, so none is filtered."""
         most = max_removal(other, fr, new_share)
         limit = (1 << 62) if most is None else most
         borrowed = other.usage.get(fr, 0) - other.subtree.get(fr, 0)
         out: list[Workload] = []
         gone = 0
         skipped: Workload | None = None
-        for c in self._candidates(src, [fr]):
+        # (Equal-priority newer jobs are not among the counted ones: those are filtered.)
+        jobs = src.jobs.in_order(src.below) if every and src.newer_than is None \
+            else self._candidates(src, [fr])
+        for c in jobs:
             amount = c.usage[fr]
             if gone + amount <= limit:
                 out.append(c)

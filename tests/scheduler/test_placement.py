@@ -362,3 +362,16 @@ def test_random_gangs_never_overcommit(nodes: list[Node],
                 assert amount <= allocatable.get(resource, 0), (name, resource)
         if rnd.random() < 0.3:
             pool.release(f"job-{rnd.randrange(j + 1)}")
+
+
+def test_freed_capacity_counts_under_preferred_topology_in_a_full_rack() -> None:
+    # Every rack is full; what a victim would free is the only room, in a rack that has
+    # none without it. A preferred topology must still spill onto it.
+    pool = NodePool(racked(2, 1))
+    whole = gpus(1, 8)
+    admit(pool, "a", [whole])
+    admit(pool, "b", [whole])
+    freed = pool.reserved("a")
+    two = gpus(2, 4)
+    result = placed(pool.place([two], TopologyConstraint(preferred="rack"), freed=freed))
+    assert set(result.nodes[0]) == set(freed)

@@ -304,8 +304,10 @@ class NodePool:
         wanted = sum(g.count for g in groups)
         best: list[list[str]] | None = None
         best_pods = -1
+        # Values with freed nodes come first, ranked by their room without them: always tried.
+        freed = {self._class_of[name].labels.get(key, NO_DOMAIN) for name in overlay}
         for domain, room in self._domains(groups, sigs, key, overlay, prune=True):
-            if room <= best_pods:
+            if room <= best_pods and domain not in freed:
                 break  # the rest are roomier-first partial candidates that cannot do better
             scopes = [[s.domains(key).get(domain, [])] for s in sigs]
             nodes, failed = self._assign(groups, sigs, scopes, overlay)
@@ -323,8 +325,11 @@ class NodePool:
                          overlay: Overlay) -> Placement | PlacementFailure:
         wanted = sum(g.count for g in groups)
         ranked = self._domains(groups, sigs, key, overlay, prune=False)
+        # Values with freed nodes rank first by the room they have without them, which
+        # says nothing of the room they have with them: they are always tried.
+        freed = {self._class_of[name].labels.get(key, NO_DOMAIN) for name in overlay}
         for domain, room in ranked:
-            if room < wanted:
+            if room < wanted and domain not in freed:
                 break
             scopes = [[s.domains(key).get(domain, [])] for s in sigs]
             nodes, failed = self._assign(groups, sigs, scopes, overlay)
@@ -332,7 +337,7 @@ class NodePool:
                 return _placement(nodes)
         # No single domain holds it all: spill over the roomiest domains first so the job
         # spans as few as possible, then nodes without the label.
-        order = [d for d, room in ranked if room] + [NO_DOMAIN]
+        order = [d for d, room in ranked if room or d in freed] + [NO_DOMAIN]
         scopes = [[s.domains(key).get(d, []) for d in order] for s in sigs]
         nodes, failed = self._assign(groups, sigs, scopes, overlay)
         if failed is not None:

@@ -272,7 +272,7 @@ class Preemptor:
             removable = [c for src in sources for c in self._candidates(src, frs)]
             self._order(removable, cq)
             batches = iter([removable])
-        if not self._nodes_could_cover(a, batches):
+        if not self._could_make_room(a, node, frs, batches):
             return Outcome(None, candidates=count)
         search = _Search(self, wl, cq, a, frs)
         try:
@@ -419,36 +419,45 @@ class Preemptor:
                 out.append(skipped)
         return out
 
-    def _nodes_could_cover(self, a: Assignment, batches: Iterator[list[Workload]]) -> bool:
-        """Whether the job's pods could fit on nodes even with every candidate gone (if not,
-        no subset makes room and the search would come back empty). Candidates come in
-        batches, and the answer is yes as soon as the room suffices, without the rest."""
-        groups = a.groups
-        if not groups:
-            return True
-        pool = self.pool
+    def _could_make_room(self, a: Assignment, node: QuotaNode, frs: list[FR],
+                         batches: Iterator[list[Workload]]) -> bool:
+        """Whether taking every candidate the search could take (``batches``, a superset)
+        would leave room for the job: someone to take, the quota shortfall held by them,
+        and the pods fitting on nodes with their capacity freed. If not, no subset makes
+        room and the search would come back empty. The answer is yes as soon as it is
+        known, without the rest of the batches."""
+        cache, pool, groups = self.cache, self.pool, a.groups
+        need: dict[FR, int] = {}
+        for fr in frs:
+            missing = a.usage.get(fr, 0) - max(0, cache.available(node, fr))
+            if missing > 0:
+                need[fr] = missing
         short = [g.min_count - pool.room_bound(g) for g in groups]
-        if all(n <= 0 for n in short):
-            return True
         sigs = [pool.signature(g) for g in groups]
         freed: dict[str, dict[str, int]] = {}
         gains: dict[str, list[int]] = {}  # node -> what its freed room adds per group
         for batch in batches:
-            touched: set[str] = set()
+            if not batch:
+                continue
             for c in batch:
-                for name, held in pool.holdings(c.name).items():
-                    into = freed.setdefault(name, {})
-                    for res, amount in held.items():
-                        into[res] = into.get(res, 0) + amount
-                    touched.add(name)
-            for name in touched:
-                extra = freed[name]
-                new = [pool.room_gain(sig, name, extra) for sig in sigs]
-                old = gains.get(name)
-                for i, gain in enumerate(new):
-                    short[i] -= gain - (old[i] if old is not None else 0)
-                gains[name] = new
-            if all(n <= 0 for n in short):
+                for fr in need:
+                    need[fr] -= c.usage.get(fr, 0)
+            if any(n > 0 for n in short):
+                touched: set[str] = set()
+                for c in batch:
+                    for name, held in pool.holdings(c.name).items():
+                        into = freed.setdefault(name, {})
+                        for res, amount in held.items():
+                            into[res] = into.get(res, 0) + amount
+                        touched.add(name)
+                for name in touched:
+                    extra = freed[name]
+                    new = [pool.room_gain(sig, name, extra) for sig in sigs]
+                    old = gains.get(name)
+                    for i, gain in enumerate(new):
+                        short[i] -= gain - (old[i] if old is not None else 0)
+                    gains[name] = new
+            if all(n <= 0 for n in short) and all(n <= 0 for n in need.values()):
                 return True
         return False
 

@@ -15,6 +15,7 @@ from typer.testing import CliRunner, Result
 
 from phalanx import Client, JobStatus
 from phalanx.cli.main import app
+from phalanx.scheduler import COMPILED
 from tests.sdk.live_server import LiveServer, live_server
 
 __all__ = ["live_server"]
@@ -183,4 +184,5 @@ def test_nodes_status_version(live_server: LiveServer) -> None:
     assert status.exit_code == 0 and live_server.url in status.stdout
     version = cli(live_server, "version", "--json")
     assert json.loads(version.stdout) == {"client": "0.1.0", "server": "0.1.0",
-                                          "url": live_server.url}
+                                          "url": live_server.url,
+                                          "schedulerCore": "compiled" if COMPILED else "python"}

@@ -275,7 +275,8 @@ def test_a_new_plane_honours_the_grace_deadline(home: Path, tmp_path: Path) -> N
     second = LocalPlane(home, node_name=NODE)
     try:
         wait_gone([pid])  # killed by the new plane's own thread, without any call
-        [pod] = second.observe()
+        # The command is gone; its supervisor, killed with it, may take a moment more.
+        [pod] = wait_pods(second, all_done)
         assert (pod.reason, pod.failure, pod.signal) == ("Terminated", None, signal.SIGKILL)
         second.forget("deadline", 1)
         assert second.observe() == [] and not (home / "pods" / "deadline").exists()

@@ -5,14 +5,17 @@ with mypyc it runs about twice as fast, which is what the benchmarks measure. An
 editable install would put the compiled modules next to the sources, where they
 would shadow every later edit, so ``pip install -e .`` never compiles.
 
-``PHALANX_COMPILE=0`` builds a pure-Python wheel (for a machine without a C compiler).
-Everything else about the project lives in ``pyproject.toml``.
+Without a C compiler the wheel is pure Python, with a note; ``PHALANX_COMPILE=0`` asks
+for that, ``PHALANX_COMPILE=1`` makes a missing compiler an error. Everything else about
+the project lives in ``pyproject.toml``.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import sys
+import sysconfig
 from pathlib import Path
 
 from setuptools import setup
@@ -29,10 +32,20 @@ BUILDS = {"bdist_wheel", "build", "build_ext", "install"}
 
 
 def compile_core() -> bool:
-    if os.environ.get("PHALANX_COMPILE", "1").strip().lower() in {"0", "false", "no", "off"}:
+    choice = os.environ.get("PHALANX_COMPILE", "").strip().lower()
+    if choice in {"0", "false", "no", "off"}:
         return False
     args = set(sys.argv[1:])
-    return bool(args & BUILDS) and not args & {"editable_wheel", "develop"}
+    if not args & BUILDS or args & {"editable_wheel", "develop"}:
+        return False
+    compiler = (os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc").split()[0]
+    if shutil.which(compiler) is None:
+        if choice in {"1", "true", "yes", "on"}:
+            raise SystemExit(f"PHALANX_COMPILE=1 but no C compiler ({compiler}) is installed")
+        print(f"phalanx: no C compiler ({compiler}): the scheduler core is installed as "
+              "Python (about half as fast)", file=sys.stderr)
+        return False
+    return True
 
 
 def extensions() -> list:  # type: ignore[type-arg]

@@ -15,8 +15,6 @@ own demand, and the failed job's numbers.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from phalanx.scheduler.flavors import Assignment
 from phalanx.scheduler.queue import BlockStamp
 from phalanx.scheduler.types import PendingReason
@@ -27,15 +25,19 @@ from phalanx.spec.quantity import format_amount
 FRONTIER_SIZE = 8
 
 
-@dataclass(frozen=True, slots=True)
 class Demand:
-    """What dominance compares, computed once per job."""
+    """What dominance compares, computed once per job. (Plain classes here: one is made
+    per job and per failure, and a dataclass's constructor runs as Python when compiled.)"""
 
-    structure: int  # pod-set names, selectors, tolerations, resource names (interned)
-    floors: tuple[int, ...]  # fewest pods each pod set can run with
-    counts: tuple[int, ...]  # pods each pod set asks for
-    requests: tuple[tuple[int, ...], ...]  # per-pod amounts, in ``structure``'s resource order
-    required: str | None  # topology level the gang must share, if any
+    __slots__ = ("counts", "floors", "requests", "required", "structure")
+
+    def __init__(self, structure: int, floors: tuple[int, ...], counts: tuple[int, ...],
+                 requests: tuple[tuple[int, ...], ...], required: str | None) -> None:
+        self.structure = structure  # pod-set names, selectors, tolerations, resources (interned)
+        self.floors = floors  # fewest pods each pod set can run with
+        self.counts = counts  # pods each pod set asks for
+        self.requests = requests  # per-pod amounts, in ``structure``'s resource order
+        self.required = required  # topology level the gang must share, if any
 
 
 def demand_of(wl: Workload) -> Demand:
@@ -99,13 +101,16 @@ def covers(big: Demand, small: Demand) -> bool:
     return True
 
 
-@dataclass(frozen=True, slots=True)
 class Failure:
-    wl: Workload
-    demand: Demand
-    reason: PendingReason
-    stamp: BlockStamp | None
-    short: tuple[str, str] | None  # (flavor, resource) of the first quota shortfall
+    __slots__ = ("demand", "reason", "short", "stamp", "wl")
+
+    def __init__(self, wl: Workload, demand: Demand, reason: PendingReason,
+                 stamp: BlockStamp | None, short: tuple[str, str] | None) -> None:
+        self.wl = wl
+        self.demand = demand
+        self.reason = reason
+        self.stamp = stamp
+        self.short = short  # (flavor, resource) of the first quota shortfall
 
 
 class Frontier:

@@ -15,7 +15,6 @@ flavors (``NodePool.place``); if it does not, the next flavor is tried.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 from phalanx.scheduler.cache import FlavorRef, QueueInfo, QuotaCache
 from phalanx.scheduler.placement import NodePool, Placement, PlacementFailure, PodGroup
@@ -26,35 +25,45 @@ NOFIT, PREEMPT, FIT = 0, 1, 2
 MAX_NODE_RETRIES = 8
 
 
-@dataclass(frozen=True, slots=True)
+# Plain classes rather than dataclasses: several are made per job looked at, and a
+# dataclass's generated constructor runs as Python even in the compiled core.
 class Shortfall:
     """Why a flavor did not simply fit: ``need`` of ``resource`` vs what was ``available``."""
 
-    flavor: str
-    resource: str
-    need: int
-    available: int
-    never: bool  # more than the queue could ever get
+    __slots__ = ("available", "flavor", "need", "never", "resource")
+
+    def __init__(self, flavor: str, resource: str, need: int, available: int,
+                 never: bool) -> None:
+        self.flavor = flavor
+        self.resource = resource
+        self.need = need
+        self.available = available
+        self.never = never  # more than the queue could ever get
 
 
-@dataclass(slots=True)
 class Choice:
-    pod_set: PodSetDemand
-    count: int
-    flavors: dict[str, str]  # resource -> flavor (requested resources, plus pods if covered)
+    __slots__ = ("count", "flavors", "pod_set")
+
+    def __init__(self, pod_set: PodSetDemand, count: int, flavors: dict[str, str]) -> None:
+        self.pod_set = pod_set
+        self.count = count
+        self.flavors = flavors  # resource -> flavor (requested resources, plus pods if covered)
 
 
-@dataclass(slots=True)
 class Assignment:
-    mode: int
-    choices: list[Choice] = field(default_factory=list)
-    usage: dict[FR, int] = field(default_factory=dict)
-    borrowing: bool = False
-    shortfalls: list[Shortfall] = field(default_factory=list)
-    no_flavor: str = ""  # set when no flavor can ever serve a pod set, with the reason
-    groups: tuple[PodGroup, ...] = ()
-    placement: Placement | None = None
-    node_failure: PlacementFailure | None = None
+    __slots__ = ("borrowing", "choices", "groups", "mode", "no_flavor", "node_failure",
+                 "placement", "shortfalls", "usage")
+
+    def __init__(self, mode: int) -> None:
+        self.mode = mode
+        self.choices: list[Choice] = []
+        self.usage: dict[FR, int] = {}
+        self.borrowing = False
+        self.shortfalls: list[Shortfall] = []
+        self.no_flavor = ""  # set when no flavor can ever serve a pod set, with the reason
+        self.groups: tuple[PodGroup, ...] = ()
+        self.placement: Placement | None = None
+        self.node_failure: PlacementFailure | None = None
 
     @property
     def counts(self) -> tuple[int, ...]:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 
 from phalanx.scheduler.admitted import AdmittedJobs
 from phalanx.scheduler.cache import NEVER, QueueInfo, QuotaCache, QuotaNode, Tree
@@ -39,10 +38,12 @@ R = PreemptionReason
 MAX_NODE_CHECKS = 48  # placements tried per preemption search (not counting hopeless ones)
 
 
-@dataclass(frozen=True, slots=True)
 class Target:
-    wl: Workload
-    reason: PreemptionReason
+    __slots__ = ("reason", "wl")
+
+    def __init__(self, wl: Workload, reason: PreemptionReason) -> None:
+        self.wl = wl
+        self.reason = reason
 
 
 class Source:
@@ -81,11 +82,14 @@ class _TreeMemo:
         self.counted.clear()
 
 
-@dataclass(slots=True)
 class Outcome:
-    targets: list[Target] | None  # None: preemption cannot make the job admissible
-    placement: Placement | None = None
-    candidates: int = 0  # how many candidates the policies allowed
+    __slots__ = ("candidates", "placement", "targets")
+
+    def __init__(self, targets: list[Target] | None, placement: Placement | None = None,
+                 candidates: int = 0) -> None:
+        self.targets = targets  # None: preemption cannot make the job admissible
+        self.placement = placement
+        self.candidates = candidates  # how many candidates the policies allowed
 
 
 class Preemptor:

@@ -141,9 +141,11 @@ def test_one_group_domain_order_with_freed_nodes_matches_the_general_ranking(see
                 for res, amount in held.items():
                     into[res] = into.get(res, 0) + amount
         sig = pool._signature(group)
+        overlay = pool._freed_overlay(freed)
+        racks = pool._freed_domains(overlay, "rack")
         for prune in (True, False):
-            fast = pool._domains([group], [sig], "rack", freed, prune=prune)
-            general = pool._domains_general([group], [sig], "rack", freed, prune=prune)
+            fast = pool._domains([group], [sig], "rack", overlay, racks, prune=prune)
+            general = pool._domains_general([group], [sig], "rack", racks, prune=prune)
             assert fast == general
             compared += bool(freed)
     assert compared  # some comparisons had freed nodes

@@ -305,8 +305,8 @@ class NodePool:
         best: list[list[str]] | None = None
         best_pods = -1
         # Values with freed nodes come first, ranked by their room without them: always tried.
-        freed = {self._class_of[name].labels.get(key, NO_DOMAIN) for name in overlay}
-        for domain, room in self._domains(groups, sigs, key, overlay, prune=True):
+        freed = self._freed_domains(overlay, key)
+        for domain, room in self._domains(groups, sigs, key, overlay, freed, prune=True):
             if room <= best_pods and domain not in freed:
                 break  # the rest are roomier-first partial candidates that cannot do better
             scopes = [[s.domains(key).get(domain, [])] for s in sigs]
@@ -324,10 +324,10 @@ class NodePool:
     def _place_preferred(self, groups: Sequence[PodGroup], sigs: list[Signature], key: str,
                          overlay: Overlay) -> Placement | PlacementFailure:
         wanted = sum(g.count for g in groups)
-        ranked = self._domains(groups, sigs, key, overlay, prune=False)
         # Values with freed nodes rank first by the room they have without them, which
         # says nothing of the room they have with them: they are always tried.
-        freed = {self._class_of[name].labels.get(key, NO_DOMAIN) for name in overlay}
+        freed = self._freed_domains(overlay, key)
+        ranked = self._domains(groups, sigs, key, overlay, freed, prune=False)
         for domain, room in ranked:
             if room < wanted and domain not in freed:
                 break
@@ -344,8 +344,12 @@ class NodePool:
             return self._no_fit(groups, sigs, failed, overlay)
         return _placement(nodes)
 
+    def _freed_domains(self, overlay: Overlay, key: str) -> set[str]:
+        """The values of label ``key`` on the nodes with freed capacity."""
+        return {self._class_of[name].labels.get(key, NO_DOMAIN) for name in overlay}
+
     def _domains(self, groups: Sequence[PodGroup], sigs: list[Signature], key: str,
-                 overlay: Overlay, *, prune: bool) -> list[tuple[str, int]]:
+                 overlay: Overlay, freed: set[str], *, prune: bool) -> list[tuple[str, int]]:
         """(label value, room in pods) for values every group can use, in the order to try:
         those with room for the whole job, tightest first (packing domains like nodes),
         then the rest, roomiest first. ``prune`` drops values without room for every
@@ -353,14 +357,13 @@ class NodePool:
         if len(sigs) == 1:
             if not overlay:
                 return self._domains_one_group(groups[0], sigs[0], key, prune=prune)
-            return self._domains_one_group_freed(groups[0], sigs[0], key, overlay, prune=prune)
-        return self._domains_general(groups, sigs, key, overlay, prune=prune)
+            return self._domains_one_group_freed(groups[0], sigs[0], key, freed, prune=prune)
+        return self._domains_general(groups, sigs, key, freed, prune=prune)
 
     def _domains_general(self, groups: Sequence[PodGroup], sigs: list[Signature], key: str,
-                         overlay: Overlay, *, prune: bool) -> list[tuple[str, int]]:
+                         freed: set[str], *, prune: bool) -> list[tuple[str, int]]:
         rooms = [self._domain_rooms(s, key)[0] for s in sigs]
         common = set(rooms[0]).intersection(*rooms[1:])
-        freed = {self._class_of[name].labels.get(key, NO_DOMAIN) for name in overlay}
         ranked: list[tuple[tuple[int, int, str], str, int]] = []
         for domain in common:
             full, total, short = True, 0, False
@@ -388,7 +391,7 @@ class NodePool:
         return full + [(d, room) for room, d in partial]
 
     def _domains_one_group_freed(self, group: PodGroup, sig: Signature, key: str,
-                                 overlay: Overlay, *, prune: bool) -> list[tuple[str, int]]:
+                                 freed: set[str], *, prune: bool) -> list[tuple[str, int]]:
         """``_domains_general`` for one group with capacity freed on a few nodes (what each
         step of a preemption search asks): the order of the values nothing was freed in is
         kept for the pool's version, and only the few values with freed nodes move."""
@@ -403,10 +406,8 @@ class NodePool:
                                                        key=lambda rd: (-rd[0], rd[1]))]
             cached = sig.domain_lists[lists_key] = (self._version, full, partial)
         _, full, partial = cached
-        freed = {self._class_of[name].labels.get(key, NO_DOMAIN) for name in overlay}
-        freed.discard(NO_DOMAIN)
         # A value with freed nodes counts as having room for the whole group, ranked by the
-        # room it has without them.
+        # room it has without them (nodes without the label have no entry in ``rooms``).
         short = sorted((rooms[d], d) for d in freed if d in rooms and rooms[d] < group.count)
         out = [(d, room) for room, d in short]
         out.extend(full)
@@ -599,7 +600,8 @@ class NodePool:
             _needs(g, s, False)[len("needs "):] for g, s in zip(groups, sigs, strict=True)
         )
         text = f"needs {pods} within one {key} (required topology)"
-        ranked = self._domains(groups, sigs, key, overlay, prune=False)
+        ranked = self._domains(groups, sigs, key, overlay, self._freed_domains(overlay, key),
+                               prune=False)
         if not ranked:
             text += f", but no matching node has the label {key}"
         else:

@@ -30,6 +30,7 @@ from phalanx.scheduler.fairsharing import (
     removal_limits,
 )
 from phalanx.scheduler.flavors import Assignment
+from phalanx.scheduler.freed import FreedRoom
 from phalanx.scheduler.placement import NodePool, Placement
 from phalanx.scheduler.types import PreemptionReason
 from phalanx.scheduler.workload import FR, UsageKey, Workload
@@ -430,38 +431,22 @@ class Preemptor:
         and the pods fitting on nodes with their capacity freed. If not, no subset makes
         room and the search would come back empty. The answer is yes as soon as it is
         known, without the rest of the batches."""
-        cache, pool, groups = self.cache, self.pool, a.groups
+        cache = self.cache
         need: dict[FR, int] = {}
         for fr in frs:
             missing = a.usage.get(fr, 0) - max(0, cache.available(node, fr))
             if missing > 0:
                 need[fr] = missing
-        short = [g.min_count - pool.room_bound(g) for g in groups]
-        sigs = [pool.signature(g) for g in groups]
-        freed: dict[str, dict[str, int]] = {}
-        gains: dict[str, list[int]] = {}  # node -> what its freed room adds per group
+        room = FreedRoom(self.pool, a.groups)
         for batch in batches:
             if not batch:
                 continue
             for c in batch:
                 for fr in need:
                     need[fr] -= c.usage.get(fr, 0)
-            if any(n > 0 for n in short):
-                touched: set[str] = set()
-                for c in batch:
-                    for name, held in pool.holdings(c.name).items():
-                        into = freed.setdefault(name, {})
-                        for res, amount in held.items():
-                            into[res] = into.get(res, 0) + amount
-                        touched.add(name)
-                for name in touched:
-                    extra = freed[name]
-                    new = [pool.room_gain(sig, name, extra) for sig in sigs]
-                    old = gains.get(name)
-                    for i, gain in enumerate(new):
-                        short[i] -= gain - (old[i] if old is not None else 0)
-                    gains[name] = new
-            if all(n <= 0 for n in short) and all(n <= 0 for n in need.values()):
+            if not room.enough():  # (once it is, the nodes the rest hold do not matter)
+                room.add(c.name for c in batch)
+            if room.enough() and all(n <= 0 for n in need.values()):
                 return True
         return False
 
@@ -489,19 +474,11 @@ class _Search:
         self.removed: list[Workload] = []
         self.tree = cq.node.tree
         self.stamp = self.tree.usage_version  # put back with the usage (see restore)
-        # What the removed candidates hold per node, kept as they come and go (a node leaves
-        # when nothing removed holds anything on it, as if rebuilt from ``removed``).
-        self.freed: dict[str, dict[str, int]] = {}
+        # What the removed candidates free, node by node: no placement is tried while the
+        # room it leaves is short.
+        self.room = FreedRoom(owner.pool, a.groups)
         self.placement: Placement | None = None
         self.node_checks = 0
-        # Pods of each group that fit node by node, the removed candidates' room included: a
-        # necessary condition for a placement (``room_bound``), kept up to date node by node
-        # as candidates come and go, so no placement is tried while it is short.
-        pool = owner.pool
-        self.sigs = [pool.signature(g) for g in a.groups]
-        self.base_rooms = [pool.room_bound(g) for g in a.groups]
-        self.rooms = list(self.base_rooms)
-        self.gains: dict[str, list[int]] = {}  # node -> what its freed room adds per group
         node = cq.node
         self.preemptor_borrows = any(
             self.cache.borrowing_with(node, fr, v) for fr, v in a.usage.items()
@@ -517,41 +494,12 @@ class _Search:
     def take(self, c: Workload) -> None:
         self.cache.charge(c.cluster_queue, c.usage, -1, bump=False)
         self.removed.append(c)
-        freed = self.freed
-        for name, held in self.owner.pool.holdings(c.name).items():
-            into = freed.setdefault(name, {})
-            for res, amount in held.items():
-                into[res] = into.get(res, 0) + amount
-            self._regain(name)
+        self.room.add((c.name,))
 
     def put_back(self, c: Workload) -> None:
         self.cache.charge(c.cluster_queue, c.usage, 1, bump=False)
         self.removed.remove(c)
-        freed = self.freed
-        for name, held in self.owner.pool.holdings(c.name).items():
-            into = freed[name]
-            for res, amount in held.items():
-                left = into[res] - amount
-                if left:
-                    into[res] = left
-                else:
-                    del into[res]
-            if not into:
-                del freed[name]
-            self._regain(name)
-
-    def _regain(self, name: str) -> None:
-        extra = self.freed.get(name)
-        rooms = self.rooms
-        old = self.gains.pop(name, None)
-        if old is not None:
-            for i, gain in enumerate(old):
-                rooms[i] -= gain
-        if extra:
-            room_gain = self.owner.pool.room_gain
-            new = self.gains[name] = [room_gain(sig, name, extra) for sig in self.sigs]
-            for i, gain in enumerate(new):
-                rooms[i] += gain
+        self.room.remove(c.name)
 
     def restore(self) -> None:
         for c in self.removed:
@@ -560,9 +508,7 @@ class _Search:
         # Usage is as it was, so what was remembered of it still holds: the tree gets its
         # stamp back (stamps are never reused, so nothing seen meanwhile can match it).
         self.tree.usage_version = self.stamp
-        self.freed = {}
-        self.gains = {}
-        self.rooms = list(self.base_rooms)
+        self.room.reset()
 
     def fits(self, allow_borrowing: bool) -> bool:
         cache, node = self.cache, self.cq.node
@@ -571,13 +517,12 @@ class _Search:
                 return False
             if not allow_borrowing and cache.borrowing_with(node, fr, v):
                 return False
-        groups = self.a.groups
-        if any(room < g.min_count for room, g in zip(self.rooms, groups, strict=True)):
+        if not self.room.enough():
             return False  # what place() would say, without walking the nodes
         if self.node_checks >= MAX_NODE_CHECKS:
             return False
         self.node_checks += 1
-        placed = self.owner.pool.place(groups, self.wl.topology, freed=self.freed)
+        placed = self.owner.pool.place(self.a.groups, self.wl.topology, freed=self.room.freed)
         if isinstance(placed, Placement):
             self.placement = placed
             return True

@@ -301,6 +301,10 @@ def summarise(shape: Shape, plan: list[Planned], start: float,
         admission = [r.admitted_at - r.submitted_at for r in mine if r.admitted_at is not None]
         finish = [r.finished_at - r.submitted_at for r in mine if r.finished_at is not None]
         lag = [r.submitted_at - (start + by_name[r.name].due) for r in mine]
+        # The last attempt held its quota this long beyond its pods' run time: the control
+        # loop's latency from admission to launch and from the pods' end to the release.
+        overhead = [r.finished_at - r.admitted_at - ws.runtime_ms / 1000 for r in mine
+                    if r.finished_at is not None and r.admitted_at is not None]
         classes[ws.name] = {
             "count": len(mine),
             "mean_time_to_admission_s": sum(admission) / len(admission),
@@ -311,6 +315,8 @@ def summarise(shape: Shape, plan: list[Planned], start: float,
             "evictions": sum(r.preemptions for r in mine),
             "mean_creation_lag_s": sum(lag) / len(lag),
             "max_creation_lag_s": max(lag),
+            "mean_hold_overhead_s": sum(overhead) / len(overhead),
+            "p90_hold_overhead_s": percentile(overhead, 90),
         }
     return {
         "wall_s": wall,

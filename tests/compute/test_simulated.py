@@ -135,6 +135,7 @@ def test_forget_stops_a_running_attempt(sim: SimulatedPlane, tmp_path: Path) -> 
     sim.launch(spec, 1, admit(spec))
     sim.forget("j", 1)
     assert sim.observe() == []
+    sim.flush_logs()
     log = LogStore(tmp_path / "logs").read("j", "j-w-0")[0].decode()
     assert "terminated" in log
 
@@ -143,6 +144,7 @@ def test_pods_write_a_start_and_an_end_line(sim: SimulatedPlane, clock: Clock,
                                              tmp_path: Path) -> None:
     spec = job("j", 2, PHALANX_SIM_DURATION="500ms", PHALANX_SIM_EXIT_CODE="4")
     sim.launch(spec, 1, admit(spec, "a", "b"))
+    sim.flush_logs()
     logs = LogStore(tmp_path / "logs")
     assert logs.pods("j") == ["j-w-0", "j-w-1"]
     first = logs.read("j", "j-w-1")[0].decode().splitlines()
@@ -150,6 +152,7 @@ def test_pods_write_a_start_and_an_end_line(sim: SimulatedPlane, clock: Clock,
     clock.now += 0.5
     sim.observe()
     sim.observe()  # the end is logged once
+    sim.flush_logs()
     lines = logs.read("j", "j-w-1")[0].decode().splitlines()
     assert len(lines) == 2 and "exited with code 4 after 0.500s" in lines[1]
 

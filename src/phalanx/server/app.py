@@ -133,6 +133,7 @@ def create_app(controller: Controller, token: str, logs: LogStore, *, db_label: 
     @app.get("/v1/jobs/{name}/logs")
     def job_logs(name: str, pod: str | None = None, follow: bool = False) -> Response:
         record = controller.get(name)
+        controller.flush_logs()
         follower = LogFollower(logs, record, pod)
 
         def finished() -> bool:
@@ -146,6 +147,7 @@ def create_app(controller: Controller, token: str, logs: LogStore, *, db_label: 
             while follow and not finished():
                 time.sleep(0.2)
                 yield from follower.drain()
+            controller.flush_logs()
             yield from follower.drain(final=True)
 
         if not follow:

@@ -206,6 +206,12 @@ class Controller:
         self._wake.set()
         return actions
 
+    def flush_logs(self) -> None:
+        """Wait for the logs of what the plane has reported, if it writes them in the background."""
+        flush = getattr(self.plane, "flush_logs", None)
+        if callable(flush):
+            flush()
+
     def pods_of(self, name: str) -> list[PodState]:
         with self._lock:
             return list(self.pods.get(name, ()))
@@ -223,14 +229,19 @@ class Controller:
 
     def _run(self) -> None:
         while not self._stop.is_set():
+            # Cleared before the step, so news during the step wakes the next one at once.
+            self._wake.clear()
             try:
                 self.step()
             except Exception:  # keep scheduling; the next step re-reads the world
                 log.exception("control loop step failed")
             if self._wake.wait(self.tick_seconds) and self.batch_seconds:
-                # Woken by a request: let a burst of submissions land so one cycle takes them.
+                # Woken (a request, pods that ended): let the rest of a burst land so one
+                # cycle takes it. Cycles as often as every pod's end would also let small
+                # jobs take each freed unit before a big one could ever gather its room.
                 self._stop.wait(self.batch_seconds)
-            self._wake.clear()
+        with self._lock:
+            self._flush()
 
     def step(self) -> CycleResult:
         self._sync_nodes()
@@ -244,13 +255,11 @@ class Controller:
             result = self.scheduler.cycle(now)
             self.metrics.cycle_seconds.observe(time.perf_counter() - started)
             self._apply(result, now)
-            self._flush()
+            self._flush()  # the admissions are stored before any pod starts
             launches, self._to_launch = self._to_launch, []
-        for launch in launches:
-            self._launch(launch)
-        if launches:
-            with self._lock:
-                self._flush()
+        # What launching changes (Starting, or a failed launch) is stored by the next step's
+        # write: the store then lags memory, which the API reads, by one step at most.
+        self._launch_all(launches)
         return result
 
     def _sync_nodes(self) -> None:
@@ -313,8 +322,7 @@ class Controller:
                             f"{record.attempt} after a control-plane restart")
         self._flush()
         launches, self._to_launch = self._to_launch, []
-        for launch in launches:
-            self._launch(launch)
+        self._launch_all(launches)
         self._flush()
 
     # ------------------------------------------------------------------ lifecycle
@@ -477,25 +485,29 @@ class Controller:
         # Pending reasons are not stored: ``_view`` reads them from the scheduler, and the first
         # cycle after a restart works every reason out again.
 
-    def _launch(self, launch: _Launch) -> None:
-        try:
-            self.plane.launch(launch.spec, launch.attempt, launch.admission)
-        except Exception as exc:  # a launch that fails is a system failure of that attempt
-            log.exception("launch of %s failed", launch.spec.name)
-            with self._lock:
-                record = self.jobs.get(launch.spec.name)
-                if record is not None and record.attempt == launch.attempt:
-                    self._begin_stop(record, FAILED, f"could not start pods: {exc}", "system")
+    def _launch_all(self, launches: list[_Launch]) -> None:
+        """Start the pods of each admission, then record in one go how each launch went."""
+        failed: dict[int, Exception] = {}
+        for i, launch in enumerate(launches):
+            try:
+                self.plane.launch(launch.spec, launch.attempt, launch.admission)
+            except Exception as exc:  # a launch that fails is a system failure of that attempt
+                log.exception("launch of %s failed", launch.spec.name)
+                failed[i] = exc
+        if not launches:
             return
         with self._lock:
-            record = self.jobs.get(launch.spec.name)
-            if (
-                record is not None and record.attempt == launch.attempt
-                and record.status is JobStatus.ADMITTED
-            ):
-                record.status = JobStatus.STARTING
-                self._event(record, "Starting", f"launched {_expected_pods(record)} pod(s) "
-                            f"on the {self.plane.name} compute plane")
+            for i, launch in enumerate(launches):
+                record = self.jobs.get(launch.spec.name)
+                if record is None or record.attempt != launch.attempt:
+                    continue
+                if i in failed:
+                    self._begin_stop(record, FAILED, f"could not start pods: {failed[i]}",
+                                     "system")
+                elif record.status is JobStatus.ADMITTED:
+                    record.status = JobStatus.STARTING
+                    self._event(record, "Starting", f"launched {_expected_pods(record)} pod(s) "
+                                f"on the {self.plane.name} compute plane")
 
     # ------------------------------------------------------------------ persistence
     def _event(

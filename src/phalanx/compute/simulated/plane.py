@@ -24,7 +24,10 @@ a pod's time is up, so it sees the pod end then rather than at its next tick.
 
 Logs: each pod gets two lines in the LogStore, when it starts and when it ends,
 where ``logs_root`` says (the control plane's ``<home>/logs``, from which its
-API serves logs); without a ``logs_root`` no log is written.
+API serves logs); without a ``logs_root`` no log is written. A thread of the
+plane's writes them, in order, so that launching a pod never waits on the disk
+(a directory and two file opens per pod cost more than the rest of a launch);
+``flush_logs`` waits until every line so far is written, and ``close`` does too.
 
 Pods live in memory only: a new plane knows none, so a restarted control plane
 finds its running jobs' pods gone and handles them as lost (a system failure,
@@ -36,6 +39,7 @@ from __future__ import annotations
 import heapq
 import logging
 import os
+import queue
 import threading
 import time
 from collections.abc import Callable
@@ -67,7 +71,6 @@ class _Pod:
     ends: float | None  # plane clock; None: runs until terminated
     exit_code: int
     running: PodState
-    log: Path | None  # its log file, when the plane keeps logs
     final: PodState | None = None
 
 
@@ -97,7 +100,7 @@ class SimulatedPlane(ClosesOnExit):
         self.clock = clock
         # Pods report epoch timestamps, like the local plane's, whatever the clock counts.
         self._epoch = time.time() - clock()
-        self.logs = LogStore(logs_root) if logs_root is not None else None
+        self._logs = _LogWriter(LogStore(logs_root)) if logs_root is not None else None
         self._lock = threading.Lock()
         self._attempts: dict[tuple[str, int], list[_Pod]] = {}
         # Upcoming pod ends (plane clock), for subscribers; stale entries are harmless.
@@ -141,24 +144,22 @@ class SimulatedPlane(ClosesOnExit):
                     field="admission.podSets.nodes",
                     fix="admit the job onto nodes the simulated plane's inventory declares",
                 )
-        logs: list[Path | None] = []
-        for ref, node, _ in placed:  # before the pods exist, so it comes before their end
-            how = behaviour[ref.pod_set]
-            runs = "until stopped" if how.duration is None else f"for {how.duration:g}s"
-            logs.append(self._log_file(ref))
-            _append(logs[-1], f"simulated pod {ref.name} (attempt {attempt}) started on node "
-                              f"{node}; runs {runs}, then exits {how.exit_code}")
         with self._lock:
             if (job.name, attempt) in self._attempts:
                 return
             now = self.clock()
             pods = []
-            for (ref, node, _), log_file in zip(placed, logs, strict=True):
+            for ref, node, _ in placed:
                 how = behaviour[ref.pod_set]
                 ends = None if how.duration is None else now + how.duration
                 running = PodState(ref=ref, node=node, phase=PodPhase.RUNNING,
                                    started_at=now + self._epoch)
-                pods.append(_Pod(ref, node, now, ends, how.exit_code, running, log_file))
+                pods.append(_Pod(ref, node, now, ends, how.exit_code, running))
+                if self._logs is not None:  # queued under the lock: before the pod's end line
+                    runs = "until stopped" if how.duration is None else f"for {how.duration:g}s"
+                    self._logs.write(ref, f"simulated pod {ref.name} (attempt {attempt}) "
+                                          f"started on node {node}; runs {runs}, then exits "
+                                          f"{how.exit_code}")
                 if ends is not None and self._listeners:
                     heapq.heappush(self._due, ends)
             self._attempts[(job.name, attempt)] = pods
@@ -224,6 +225,11 @@ class SimulatedPlane(ClosesOnExit):
                 self._timer.start()
             self._changed.notify()
 
+    def flush_logs(self) -> None:
+        """Wait until every log line so far is written."""
+        if self._logs is not None:
+            self._logs.flush()
+
     def close(self) -> None:
         with self._lock:
             self._closed = True
@@ -231,6 +237,8 @@ class SimulatedPlane(ClosesOnExit):
             timer, self._timer = self._timer, None
         if timer is not None:
             timer.join(timeout=5)
+        if self._logs is not None:
+            self._logs.close()
 
     # ------------------------------------------------------------------ internals
     def _end(self, pod: _Pod) -> None:
@@ -246,23 +254,16 @@ class SimulatedPlane(ClosesOnExit):
         )
 
     def _log_ends(self, pods: list[_Pod]) -> None:
+        if self._logs is None:
+            return
         for pod in pods:
             final = pod.final
             assert final is not None
             ran = max(0.0, (final.finished_at or 0.0) - (final.started_at or 0.0))
             if final.reason == "Terminated":
-                _append(pod.log, f"terminated after {ran:.3f}s")
+                self._logs.write(pod.ref, f"terminated after {ran:.3f}s")
             else:
-                _append(pod.log, f"exited with code {final.exit_code} after {ran:.3f}s")
-
-    def _log_file(self, ref: PodRef) -> Path | None:
-        if self.logs is None:
-            return None
-        try:
-            return self.logs.path(ref.job, ref.name)
-        except (OSError, SpecError) as exc:  # a log we cannot keep must not stop the pod
-            log.warning("cannot keep the log of %s: %s", ref.name, exc)
-            return None
+                self._logs.write(pod.ref, f"exited with code {final.exit_code} after {ran:.3f}s")
 
     def _run_timer(self) -> None:
         with self._lock:
@@ -285,18 +286,59 @@ class SimulatedPlane(ClosesOnExit):
                 self._changed.wait(timeout)
 
 
-def _append(path: Path | None, line: str) -> None:
-    """One line at the end of a log file; O_APPEND keeps concurrent writers' lines whole."""
-    if path is None:
-        return
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+class _LogWriter:
+    """Appends pods' log lines from a thread of its own, in the order they were queued."""
+
+    def __init__(self, store: LogStore) -> None:
+        self.store = store
+        self._queue: queue.Queue[tuple[PodRef, str] | None] = queue.Queue()
+        self._files: dict[PodRef, Path | None] = {}  # pods with a line written already
+        self._thread = threading.Thread(target=self._run, name="phalanx-sim-logs", daemon=True)
+        self._thread.start()
+
+    def write(self, ref: PodRef, line: str) -> None:
+        self._queue.put((ref, line))
+
+    def flush(self) -> None:
+        self._queue.join()
+
+    def close(self) -> None:
+        if self._thread.is_alive():
+            self._queue.put(None)
+            self._thread.join(timeout=30)
+
+    def _run(self) -> None:
+        while (item := self._queue.get()) is not None:
+            try:
+                self._append(*item)
+            finally:
+                self._queue.task_done()
+        self._queue.task_done()
+
+    def _append(self, ref: PodRef, line: str) -> None:
+        # A pod writes two lines, a start and an end: its directory is made once.
+        path = self._files.pop(ref, None) if ref in self._files else self._path(ref)
+        if path is None:
+            return
         try:
-            os.write(fd, (line + "\n").encode())
-        finally:
-            os.close(fd)
-    except OSError as exc:
-        log.warning("cannot write the log %s: %s", path, exc)
+            # O_APPEND keeps lines whole should anything else write to the same file.
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                os.write(fd, (line + "\n").encode())
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            log.warning("cannot write the log %s: %s", path, exc)
+
+    def _path(self, ref: PodRef) -> Path | None:
+        try:
+            path: Path | None = self.store.path(ref.job, ref.name)
+        except (OSError, SpecError) as exc:  # a log we cannot keep must not stop the pod
+            log.warning("cannot keep the log of %s: %s", ref.name, exc)
+            path = None
+        if len(self._files) < 100_000:  # pods that never end must not grow it without bound
+            self._files[ref] = path
+        return path
 
 
 def _behaviour(index: int, env: dict[str, str]) -> _Behaviour:

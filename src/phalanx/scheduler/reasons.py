@@ -8,6 +8,7 @@ from __future__ import annotations
 from phalanx.scheduler.cache import QueueInfo, QuotaCache
 from phalanx.scheduler.flavors import Assignment, Shortfall
 from phalanx.scheduler.types import PendingCode, PendingReason
+from phalanx.scheduler.workload import FR
 from phalanx.spec.quantity import format_amount
 
 C = PendingCode
@@ -81,6 +82,17 @@ def waiting_reason(victims: list[str]) -> PendingReason:
         C.WAITING_FOR_PREEMPTED_PODS,
         f"waiting for {len(victims)} preempted job{'s' if len(victims) != 1 else ''} "
         f"({shown}) to release their capacity",
+    )
+
+
+def reserved_reason(holder: str, holder_cq: str, priority: int, cohort: str,
+                    frs: list[FR]) -> PendingReason:
+    what = ", ".join(f"{res} of {flavor}" for flavor, res in frs)
+    return PendingReason(
+        C.COHORT_EXHAUSTED,
+        f"cohort {cohort} keeps its free {what} for {holder} (ClusterQueue {holder_cq}, "
+        f"priority {priority}), which waits for enough of it to borrow; this job has a "
+        "lower priority and would borrow it too",
     )
 
 

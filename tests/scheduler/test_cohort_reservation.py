@@ -81,3 +81,52 @@ def test_nothing_is_kept_for_a_job_its_own_borrowing_limit_stops() -> None:
     s = _world(a_borrowing_limit=2)  # big would take a to 8 CPU, above 4 + 2
     s.remove("c0")
     assert [a.job for a in s.cycle(3).admissions] == ["c4"]
+
+
+def test_the_hold_lasts_through_a_cycle_that_does_not_look_at_its_job() -> None:
+    s = _world()
+    s.remove("c0")
+    assert not s.cycle(3).admissions
+    # Nothing big waits for changed, so the cycle skips it; the hold must not lapse.
+    s.submit(job("c-new", "c", cpu=1), priority=0, submitted_at=3.5)
+    assert not s.cycle(4).admissions
+    held = s.pending_reason("c4")
+    assert held is not None and "big" in held.message
+
+
+def test_a_bigger_job_that_fits_its_own_flavor_is_not_settled_by_a_held_one() -> None:
+    config = make_config(
+        flavor("f1"), flavor("f2"), cohort("co"),
+        cluster_queue("a", {"f1": {"cpu": 4}}, cohort="co", reclaim="Any"),
+        cluster_queue("b", {"f1": {"cpu": 4}}, cohort="co", reclaim="Any"),
+        cluster_queue("c", {"f1": {"cpu": 0}, "f2": {"cpu": 3}}, cohort="co", reclaim="Any"),
+    )
+    s = Scheduler(config, [node("n1", cpu=8, pool="f1"), node("n2", cpu=8, pool="f2")])
+    s.set_fair_sharing(False)
+    s.submit(job("a-own", "a", cpu=4), priority=100, submitted_at=1)
+    s.submit(job("b-own", "b", cpu=3), priority=100, submitted_at=1)
+    s.cycle(1)
+    s.submit(job("big", "a", cpu=2), priority=200, submitted_at=2)
+    s.submit(job("c1", "c", cpu=1), priority=0, submitted_at=3)  # would borrow f1: held
+    s.submit(job("c2", "c", cpu=3), priority=0, submitted_at=4)  # f2, within c's quota
+    assert [a.job for a in s.cycle(5).admissions] == ["c2"]
+    held = s.pending_reason("c1")
+    assert held is not None and "big" in held.message
+
+
+def test_a_job_that_could_never_fit_keeps_nothing() -> None:
+    config = make_config(
+        flavor("default"), cohort("co"),
+        cluster_queue("a", {"default": {"cpu": 4, "memory": "8Gi"}}, cohort="co",
+                      reclaim="Any"),
+        cluster_queue("c", {"default": {"cpu": 0, "memory": "8Gi"}}, cohort="co",
+                      reclaim="Any"),
+    )
+    s = Scheduler(config, [node("n", cpu=4, pool="default")])
+    s.set_fair_sharing(False)
+    s.submit(job("a-own", "a", cpu=3), priority=100, submitted_at=1)
+    s.cycle(1)
+    # 2 CPU would fit once a-own ends, but 100Gi of memory never will.
+    s.submit(job("big", "a", cpu=2, memory="100Gi"), priority=200, submitted_at=2)
+    s.submit(job("c1", "c", cpu=1), priority=0, submitted_at=3)
+    assert [a.job for a in s.cycle(2).admissions] == ["c1"]

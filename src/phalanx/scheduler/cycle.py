@@ -30,11 +30,11 @@ from phalanx.scheduler.reasons import (
     node_reason,
     orphan_reason,
     quota_reason,
-    reserved_reason,
     stopped_reason,
     strict_fifo_reason,
     waiting_reason,
 )
+from phalanx.scheduler.reservation import held_reason
 from phalanx.scheduler.state import HOLD_PREFIX, State
 from phalanx.scheduler.types import (
     Admission,
@@ -46,7 +46,8 @@ from phalanx.scheduler.types import (
 )
 from phalanx.scheduler.workload import FR, Hold, Workload
 
-ADMITTED, PREEMPTING, FAILED = "admitted", "preempting", "failed"
+# HELD: it failed because a higher-priority job keeps what it would borrow (reservation.py).
+ADMITTED, PREEMPTING, FAILED, HELD = "admitted", "preempting", "failed", "held"
 
 
 @dataclass(slots=True)
@@ -78,9 +79,6 @@ class Cycle:
         self.holds: list[Workload] = []
         self.frontiers: dict[str, Frontier] = {}  # this cycle's failures, per ClusterQueue
         self._open: dict[tuple[str, str], bool] = {}  # (ClusterQueue, LocalQueue) -> open
-        # Per cohort tree: the first job this cycle that waits to borrow what the cohort
-        # frees, and the flavor-resources it waits for (see ``reserve``).
-        self.reserved: dict[str, tuple[Workload, frozenset[FR]]] = {}
 
     # ------------------------------------------------------------------ reasons
     def set_reason(self, wl: Workload, reason: PendingReason) -> None:
@@ -96,12 +94,14 @@ class Cycle:
         st = self.st
         st.cycle_no += 1
         self.drain()
+        if st.reservations:
+            st.reservations.keep_pending(st.jobs)
         nominated = self.settle_waiting()
         for wl in nominated:
             info = st.infos.get(wl.cluster_queue)
             if info is not None and wl.cls is not None and self.queue_open(info, wl.local_queue):
                 outcome, reason, _ = self.evaluate(wl, info)
-                if outcome == FAILED and reason is not None:
+                if outcome in (FAILED, HELD) and reason is not None:
                     self.set_reason(wl, reason)
                     if wl.cls is not None:  # let the loop judge its class on its own turn
                         wl.cls.blocked = None
@@ -202,6 +202,12 @@ class Cycle:
             cache = self.st.cache
             first = int(any(cache.borrowing_with(node, fr, v) for fr, v in est.items()))
         return (first, -wl.priority, wl.submitted_at, wl.seq)
+
+    def ranks_before(self, wl: Workload, info: QueueInfo, other: Workload) -> bool:
+        other_info = self.st.infos.get(other.cluster_queue)
+        if other_info is None:
+            return True
+        return self.global_key(wl, info) < self.global_key(other, other_info)
 
     def stamp(self, info: QueueInfo, assignment: Assignment | None) -> BlockStamp:
         """The capacity versions whose change could let a failed head through."""
@@ -312,8 +318,11 @@ class Cycle:
             self.set_reason(wl, reason)
             self.block_strict(turn, wl)
             return
-        self.frontiers.setdefault(info.name, Frontier()).add(
-            wl, reason, cls.blocked, assignment)
+        if outcome == FAILED:
+            # Not a held job: a bigger one may be judged on another flavor, within its
+            # own quota, so a hold settles nothing for it.
+            self.frontiers.setdefault(info.name, Frontier()).add(
+                wl, reason, cls.blocked, assignment)
         self.class_reason(cls, reason)
 
     def block_strict(self, turn: QueueTurn, head: Workload) -> None:
@@ -331,12 +340,15 @@ class Cycle:
         """The outcome, the reason when it failed, and the assignment it was judged on."""
         st = self.st
         a = st.assigner.assign(wl, info)
-        held = (self.reserved_for_another(wl, info, a)
-                if self.reserved and a.borrowing and not a.no_flavor else None)
-        if held is not None:
-            if wl.cls is not None:
-                wl.cls.blocked = None  # free again once the holder is admitted
-            return FAILED, held, a
+        reservations = st.reservations
+        if reservations:
+            reservations.release(wl)  # it holds again below if it fails the same way
+            if a.borrowing and not a.no_flavor:
+                found = reservations.hold_on(wl, info, a, st.cache)
+                if found is not None and not self.ranks_before(wl, info, found[0].holder):
+                    if wl.cls is not None:
+                        wl.cls.blocked = None  # looked at again while the hold lasts
+                    return HELD, held_reason(*found), a
         if a.mode == FIT and a.placement is not None:
             self.admit(wl, info, a)
             return ADMITTED, None, a
@@ -349,7 +361,7 @@ class Cycle:
             frs = sorted({(s.flavor, s.resource) for s in a.shortfalls if not s.never})
             disabled = st.preemptor.would_have_candidates(wl, info, frs) if frs else ""
             if frs:
-                self.reserve(wl, info, a)
+                reservations.offer(wl, info, a, st.cache)
             return FAILED, quota_reason(info, st.cache, a, "", disabled), a
         outcome = st.preemptor.find(wl, info, a)
         if outcome.targets:
@@ -369,52 +381,8 @@ class Cycle:
                     f"{'s' if outcome.candidates != 1 else ''} its policies allow would not "
                     "make it fit")
         if a.mode == PREEMPT:
-            self.reserve(wl, info, a)
+            reservations.offer(wl, info, a, st.cache)
         return FAILED, quota_reason(info, st.cache, a, note, disabled), a
-
-    def reserve(self, wl: Workload, info: QueueInfo, a: Assignment) -> None:
-        """Keep what the cohort frees this cycle for a job short of the cohort's capacity.
-
-        Without this, every unit the cohort frees goes to whichever lower-ranked job
-        borrows next, and a big job never sees enough of it at once: small jobs starve
-        it. Kept: each flavor-resource the job is short of, within its queue's limits,
-        where it would borrow (a borrowing job reclaims nothing) or where its queue cannot
-        reclaim what it lent (reclaimWithinCohort other than Any, as Kueue keeps it).
-        Later jobs of lower priority that would borrow the same are held back for the rest
-        of the cycle; jobs within their own nominal quota are not (that capacity is
-        theirs), nor are jobs of the same priority, which fair sharing or submission
-        order already ranks, so small jobs keep flowing past a big one among equals.
-        """
-        node = info.node
-        tree = node.tree.name
-        if node.parent is None:
-            return
-        held = self.reserved.get(tree)
-        if held is not None and held[0].priority >= wl.priority:
-            return  # a job of at least this priority holds it already
-        cache = self.st.cache
-        frs = frozenset(
-            fr for s in a.shortfalls if not s.never
-            if (cache.borrowing_with(node, fr := (s.flavor, s.resource), s.need)
-                or info.reclaim != "Any")
-            and within_borrowing_limits(info, fr, s.need)
-        )
-        if frs:
-            self.reserved[tree] = (wl, frs)
-
-    def reserved_for_another(self, wl: Workload, info: QueueInfo,
-                             a: Assignment) -> PendingReason | None:
-        held = self.reserved.get(info.node.tree.name)
-        if held is None or held[0].priority <= wl.priority:
-            return None  # among equals, whatever fits goes (BestEffortFIFO across queues)
-        holder, frs = held
-        cache, node = self.st.cache, info.node
-        hit = sorted(fr for fr, v in a.usage.items()
-                     if fr in frs and cache.borrowing_with(node, fr, v))
-        if not hit:
-            return None
-        return reserved_reason(holder.name, holder.cluster_queue, holder.priority,
-                               info.node.tree.name, hit)
 
     def admit(self, wl: Workload, info: QueueInfo, a: Assignment) -> None:
         st = self.st
@@ -479,14 +447,3 @@ class Cycle:
                     QUEUED.code, "not looked at yet: its ClusterQueue had no turn"))
         st.unreported.clear()
 
-
-def within_borrowing_limits(info: QueueInfo, fr: FR, need: int) -> bool:
-    """Whether ``need`` more of ``fr`` is within every borrowing limit on the queue's path."""
-    node = info.node
-    while node.parent is not None:
-        q = node.quotas.get(fr)
-        if (q is not None and q.borrowing_limit is not None
-                and node.usage.get(fr, 0) + need > node.subtree.get(fr, 0) + q.borrowing_limit):
-            return False
-        node = node.parent
-    return True

@@ -17,6 +17,7 @@ from phalanx.scheduler.placement import NodePool, Placement, PodGroup
 from phalanx.scheduler.preemption import Preemptor
 from phalanx.scheduler.queue import QueueManager
 from phalanx.scheduler.reasons import QUEUED
+from phalanx.scheduler.reservation import Reservations
 from phalanx.scheduler.types import Admission, PendingReason
 from phalanx.scheduler.workload import FR, POD_MILLIS, PODS, Workload, make_workload
 from phalanx.spec.config import QueueConfig
@@ -31,6 +32,7 @@ class State:
         self.jobs: dict[str, Workload] = {}
         self.admitted: dict[str, AdmittedJobs] = {}
         self.waiting: dict[str, Workload] = {}  # preemptors whose victims still terminate
+        self.reservations = Reservations()  # what cohorts keep for jobs waiting to borrow
         self.unreported: dict[str, Workload] = {}  # pending jobs no cycle has given a reason
         self.orphans: dict[str, Workload] = {}  # pending jobs whose queue no longer exists
         self.seq = 0

@@ -5,7 +5,17 @@ from __future__ import annotations
 from phalanx.scheduler import PendingCode, Scheduler
 from phalanx.spec import LocalQueue
 
-from .strategies import cluster_queue, flavor, job, make_config, node
+from .strategies import (
+    Driver,
+    RandomPicker,
+    cluster_queue,
+    flavor,
+    job,
+    make_config,
+    node,
+    random_scenario,
+    replay,
+)
 
 
 def test_a_job_resubmitted_with_a_higher_priority_preempts_at_once() -> None:
@@ -36,3 +46,13 @@ def test_jobs_of_a_stopped_local_queue_say_so_in_a_blocked_strict_fifo_queue() -
         assert stopped is not None and stopped.code is PendingCode.QUEUE_STOPPED, stopped
         head = s.pending_reason("head")
         assert head is not None and head.code is not PendingCode.STRICT_FIFO_BLOCKED, head
+
+
+def test_a_job_is_never_preempted_in_the_cycle_that_admitted_it() -> None:
+    # Found by a wider sweep of random scenarios: j6 (priority 0) was admitted and then, in
+    # the same cycle, preempted by j7 (priority 100) of its own queue. The control plane
+    # would have started its pods only to stop them. The Driver's bookkeeping asserts it.
+    scenario = random_scenario(RandomPicker(1355))
+    driver = Driver.start(scenario.config, scenario.nodes)
+    replay(driver, scenario.events)
+    assert driver.preemptions, "the scenario no longer preempts anything"

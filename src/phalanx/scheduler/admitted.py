@@ -102,11 +102,18 @@ class AdmittedJobs:
         for p in self.below(priority):
             yield from usages[p].values()
 
-    def in_order(self, priority: int | None, newer_than: Workload | None = None
-                 ) -> Iterator[Workload]:
+    def in_order(self, priority: int | None, newer_than: Workload | None = None,
+                 admitted_by: int | None = None) -> Iterator[Workload]:
         """The jobs under ``priority`` in candidate order: terminating ones first, then lowest
         priority, most recently admitted first. ``newer_than`` adds the jobs of exactly
-        ``priority`` submitted after that job."""
+        ``priority`` submitted after that job. ``admitted_by`` leaves out the jobs admitted
+        after that admission sequence number (this cycle's: a job is never preempted in the
+        cycle that admitted it)."""
+        if admitted_by is not None:
+            for c in self.in_order(priority, newer_than):
+                if c.admitted_seq <= admitted_by:
+                    yield c
+            return
         if self.terminating:
             gone = sorted(
                 (c for c in self.terminating.values()

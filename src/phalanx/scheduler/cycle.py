@@ -93,6 +93,7 @@ class Cycle:
     def run(self) -> CycleResult:
         st = self.st
         st.cycle_no += 1
+        st.preemptor.admitted_by = st.admit_seq
         self.drain()
         if st.reservations:
             st.reservations.keep_pending(st.jobs)

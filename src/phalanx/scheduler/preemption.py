@@ -100,6 +100,9 @@ class Preemptor:
         self.pool = pool
         self.admitted = admitted  # ClusterQueue -> admitted workloads by name
         self.fair_sharing = True
+        # Jobs admitted after this admission sequence number (in the running cycle) are no
+        # candidates: the control plane would start them only to stop them at once.
+        self.admitted_by: int | None = None
         self._trees: dict[str, list[QuotaNode]] = {}
         self._memos: dict[Tree, _TreeMemo] = {}  # by identity: names may repeat across kinds
 
@@ -193,10 +196,9 @@ class Preemptor:
                             held[i] += c.usage.get(fr, 0)
         return count, dict(zip(frs, held, strict=True))
 
-    @staticmethod
-    def _candidates(src: Source, frs: list[FR]) -> Iterator[Workload]:
+    def _candidates(self, src: Source, frs: list[FR]) -> Iterator[Workload]:
         """One source's candidates, lazily, in candidate order."""
-        jobs = src.jobs.in_order(src.below, src.newer_than)
+        jobs = src.jobs.in_order(src.below, src.newer_than, self.admitted_by)
         if len(frs) == 1:  # the usual case: a plain membership test
             only = frs[0]
             return (c for c in jobs if only in c.usage)
@@ -403,7 +405,8 @@ class Preemptor:
         gone = 0
         skipped: Workload | None = None
         # (Equal-priority newer jobs are not among the counted ones: those are filtered.)
-        jobs = src.jobs.in_order(src.below) if every and src.newer_than is None \
+        jobs = src.jobs.in_order(src.below, None, self.admitted_by) \
+            if every and src.newer_than is None \
             else self._candidates(src, [fr])
         for c in jobs:
             amount = c.usage[fr]

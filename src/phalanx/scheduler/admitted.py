@@ -109,11 +109,7 @@ class AdmittedJobs:
         ``priority`` submitted after that job. ``admitted_by`` leaves out the jobs admitted
         after that admission sequence number (this cycle's: a job is never preempted in the
         cycle that admitted it)."""
-        if admitted_by is not None:
-            for c in self.in_order(priority, newer_than):
-                if c.admitted_seq <= admitted_by:
-                    yield c
-            return
+        # (A terminating job was admitted in an earlier cycle: nothing preempts this cycle's.)
         if self.terminating:
             gone = sorted(
                 (c for c in self.terminating.values()
@@ -121,16 +117,16 @@ class AdmittedJobs:
                 key=lambda c: (c.priority, -c.admitted_seq),
             )
             yield from gone
+        last = (1 << 62) if admitted_by is None else admitted_by
         by_priority = self.by_priority
         for p in self.below(priority):
             for c in reversed(by_priority[p].values()):
-                if not c.terminating:
+                if not c.terminating and c.admitted_seq <= last:
                     yield c
         if newer_than is not None and priority is not None:
             for c in reversed(by_priority.get(priority, {}).values()):
-                if not c.terminating and c.newer_than(newer_than):
+                if not c.terminating and c.admitted_seq <= last and c.newer_than(newer_than):
                     yield c
-
 
 def _qualifies(c: Workload, priority: int | None, newer_than: Workload | None) -> bool:
     if priority is None or c.priority < priority:

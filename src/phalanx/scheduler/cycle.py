@@ -361,8 +361,7 @@ class Cycle:
         if a.mode == NOFIT:
             frs = sorted({(s.flavor, s.resource) for s in a.shortfalls if not s.never})
             disabled = st.preemptor.would_have_candidates(wl, info, frs) if frs else ""
-            if frs:
-                reservations.offer(wl, info, a, st.cache)
+            reservations.offer(wl, info, a, st.cache)
             return FAILED, quota_reason(info, st.cache, a, "", disabled), a
         outcome = st.preemptor.find(wl, info, a)
         if outcome.targets:
@@ -447,4 +446,3 @@ class Cycle:
                 self.set_reason(wl, PendingReason(
                     QUEUED.code, "not looked at yet: its ClusterQueue had no turn"))
         st.unreported.clear()
-

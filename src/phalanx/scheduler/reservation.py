@@ -66,9 +66,8 @@ class Reservations:
             and within_borrowing_limits(info, fr, s.need)
         )
         if frs:
-            self.release(wl)
             if held is not None:
-                self.by_holder.pop(held.holder.name, None)
+                self.release(held.holder)
             self.holds[parent.name] = Hold(wl, parent.name, frs)
             self.by_holder[wl.name] = parent.name
 
@@ -77,7 +76,7 @@ class Reservations:
         cohort = self.by_holder.pop(wl.name, None)
         if cohort is not None:
             held = self.holds.get(cohort)
-            if held is not None and held.holder.name == wl.name:
+            if held is not None and held.holder is wl:
                 del self.holds[cohort]
 
     def keep_pending(self, jobs: dict[str, Workload]) -> None:
@@ -108,6 +107,7 @@ class Reservations:
 def held_reason(hold: Hold, frs: list[FR]) -> PendingReason:
     holder = hold.holder
     return reserved_reason(holder.name, holder.cluster_queue, holder.priority, hold.cohort, frs)
+
 
 def within_borrowing_limits(info: QueueInfo, fr: FR, need: int) -> bool:
     """Whether ``need`` more of ``fr`` is within every borrowing limit on the queue's path."""

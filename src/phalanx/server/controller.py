@@ -487,6 +487,8 @@ class Controller:
 
     def _launch_all(self, launches: list[_Launch]) -> None:
         """Start the pods of each admission, then record in one go how each launch went."""
+        if not launches:
+            return
         failed: dict[int, Exception] = {}
         for i, launch in enumerate(launches):
             try:
@@ -494,8 +496,6 @@ class Controller:
             except Exception as exc:  # a launch that fails is a system failure of that attempt
                 log.exception("launch of %s failed", launch.spec.name)
                 failed[i] = exc
-        if not launches:
-            return
         with self._lock:
             for i, launch in enumerate(launches):
                 record = self.jobs.get(launch.spec.name)

@@ -292,7 +292,6 @@ class _LogWriter:
     def __init__(self, store: LogStore) -> None:
         self.store = store
         self._queue: queue.Queue[tuple[PodRef, str] | None] = queue.Queue()
-        self._files: dict[PodRef, Path | None] = {}  # pods with a line written already
         self._thread = threading.Thread(target=self._run, name="phalanx-sim-logs", daemon=True)
         self._thread.start()
 
@@ -316,9 +315,10 @@ class _LogWriter:
         self._queue.task_done()
 
     def _append(self, ref: PodRef, line: str) -> None:
-        # A pod writes two lines, a start and an end: its directory is made once.
-        path = self._files.pop(ref, None) if ref in self._files else self._path(ref)
-        if path is None:
+        try:
+            path = self.store.path(ref.job, ref.name)
+        except (OSError, SpecError) as exc:  # a log we cannot keep must not stop the pod
+            log.warning("cannot keep the log of %s: %s", ref.name, exc)
             return
         try:
             # O_APPEND keeps lines whole should anything else write to the same file.
@@ -329,16 +329,6 @@ class _LogWriter:
                 os.close(fd)
         except OSError as exc:
             log.warning("cannot write the log %s: %s", path, exc)
-
-    def _path(self, ref: PodRef) -> Path | None:
-        try:
-            path: Path | None = self.store.path(ref.job, ref.name)
-        except (OSError, SpecError) as exc:  # a log we cannot keep must not stop the pod
-            log.warning("cannot keep the log of %s: %s", ref.name, exc)
-            path = None
-        if len(self._files) < 100_000:  # pods that never end must not grow it without bound
-            self._files[ref] = path
-        return path
 
 
 def _behaviour(index: int, env: dict[str, str]) -> _Behaviour:

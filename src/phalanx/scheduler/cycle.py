@@ -21,7 +21,7 @@ import heapq
 from dataclasses import dataclass, field
 
 from phalanx.scheduler.cache import QueueInfo
-from phalanx.scheduler.dominance import Frontier, settled_reason
+from phalanx.scheduler.dominance import Frontier, class_reason
 from phalanx.scheduler.fairsharing import dominant_share
 from phalanx.scheduler.flavors import FIT, NOFIT, PREEMPT, Assignment
 from phalanx.scheduler.queue import BlockStamp, PendingClass, QueuePending
@@ -65,6 +65,11 @@ class QueueTurn:
         if start < len(cls.keys):
             heapq.heappush(self.heap, (cls.keys[start], cls.serial, cls))
 
+    def start(self, classes: list[PendingClass]) -> None:
+        """The classes' heads, all at once (a cycle starts with every cursor at 0)."""
+        self.heap = [(cls.keys[0], cls.serial, cls) for cls in classes if cls.keys]
+        heapq.heapify(self.heap)
+
     def peek(self) -> Workload | None:
         if not self.heap:
             return None
@@ -88,6 +93,7 @@ class Cycle:
     def class_reason(self, cls: PendingClass, reason: PendingReason) -> None:
         """A reason for every member of the class that has no later one of its own."""
         cls.reason, cls.reason_serial = reason, self.st.tick_reason()
+        cls.settled = None
 
     # ------------------------------------------------------------------ the cycle
     def run(self) -> CycleResult:
@@ -245,6 +251,7 @@ class Cycle:
                 continue
             info = st.infos[name]
             turn = QueueTurn(info, pending)
+            ready: list[PendingClass] = []
             for cls in pending.classes.values():
                 if not self.queue_open(info, cls.key[0]):  # type: ignore[arg-type]
                     lq = st.config.local_queues.get(cls.key[0])  # type: ignore[call-overload]
@@ -255,15 +262,23 @@ class Cycle:
                         why = stopped_reason("LocalQueue", lq.name, lq.stop_policy)
                     stopped.append((cls, why))
                 elif info.strict or not self.still_blocked(info, cls):
-                    turn.push(cls)
+                    ready.append(cls)
+            turn.start(ready)
+            while not turn.done and self.settle(turn):
+                pass
             head = turn.peek()
-            if head is not None:
+            if head is not None and not turn.done:
                 turns.append((self.global_key(head, info), index, turn))
         heapq.heapify(turns)
         while turns:
             _, index, turn = heapq.heappop(turns)
             while True:
                 self.step(turn)
+                # Heads that a failure of their own queue settles change no capacity, so
+                # they are done here, out of the global order; only a head that needs a
+                # real evaluation waits for its turn.
+                while not turn.done and self.settle(turn):
+                    pass
                 head = turn.peek()
                 if head is None or turn.done:
                     break
@@ -277,30 +292,45 @@ class Cycle:
         for cls, why in stopped:
             self.class_reason(cls, why)
 
-    def step(self, turn: QueueTurn) -> None:
-        """Try the queue's current head; advance its class."""
-        _, serial, cls = heapq.heappop(turn.heap)
+    def settle(self, turn: QueueTurn) -> bool:
+        """Deal with the queue's current head if that takes no evaluation: it already holds
+        capacity, or a failure of its own queue in this cycle settles its class. Neither
+        depends on other queues, so it may be done at any point of the cycle."""
+        if not turn.heap:
+            return False
+        _, serial, cls = turn.heap[0]
         start = turn.cursor.get(serial, 0)
         wl = cls.wls[start]
         info = turn.info
         if wl.name in self.st.waiting:  # has a hold already; the rest of its class goes on
+            heapq.heappop(turn.heap)
             turn.cursor[serial] = start + 1
             if info.strict:
                 self.block_strict(turn, wl)
-                return
+                return True
             turn.push(cls)
-            return
-        if info.strict and self.still_blocked(info, cls) and cls.reason is not None:
-            self.set_reason(wl, cls.reason)  # the head; everyone behind it waits for it
-            self.block_strict(turn, wl)
-            return
+            return True
         frontier = self.frontiers.get(info.name)
         settled = frontier.match(wl) if frontier is not None else None
-        if settled is not None:
-            cls.blocked = settled.stamp  # it fits no sooner than the job that settles it
-            self.class_reason(cls, settled_reason(wl, settled))
-            if info.strict:
-                self.block_strict(turn, wl)
+        if settled is None:
+            return False
+        heapq.heappop(turn.heap)
+        cls.blocked = settled.stamp  # it fits no sooner than the job that settles it
+        cls.reason, cls.settled, cls.reason_serial = None, (wl, settled), self.st.tick_reason()
+        if info.strict:
+            self.block_strict(turn, wl)
+        return True
+
+    def step(self, turn: QueueTurn) -> None:
+        """Try the queue's current head (one ``settle`` has turned down); advance its class."""
+        _, serial, cls = heapq.heappop(turn.heap)
+        start = turn.cursor.get(serial, 0)
+        wl = cls.wls[start]
+        info = turn.info
+        reason = class_reason(cls) if info.strict else None
+        if reason is not None and self.still_blocked(info, cls):
+            self.set_reason(wl, reason)  # the head; everyone behind it waits for it
+            self.block_strict(turn, wl)
             return
         outcome, reason, assignment = self.evaluate(wl, info)
         if outcome == ADMITTED:
@@ -315,7 +345,7 @@ class Cycle:
             return
         assert reason is not None
         if info.strict:
-            cls.reason = reason
+            cls.reason, cls.settled = reason, None
             self.set_reason(wl, reason)
             self.block_strict(turn, wl)
             return
@@ -437,10 +467,12 @@ class Cycle:
         for wl in st.unreported.values():
             if wl.admitted or wl.name in st.orphans or wl.name in st.waiting:
                 continue
+            cls = wl.cls
+            if cls is not None and cls.settled is not None and cls.reason_serial > wl.reason_serial:
+                continue  # settled this cycle (asked first: it spares writing the sentence)
             if st.reason_of(wl).code != QUEUED.code:
                 continue  # told something this cycle
-            cls = wl.cls
-            if cls is not None and cls.reason is not None:
+            if cls is not None and (cls.reason is not None or cls.settled is not None):
                 wl.reason, wl.reason_serial = None, 0  # its class's reason holds for it too
             else:
                 self.set_reason(wl, PendingReason(

@@ -16,7 +16,7 @@ own demand, and the failed job's numbers.
 from __future__ import annotations
 
 from phalanx.scheduler.flavors import Assignment
-from phalanx.scheduler.queue import BlockStamp
+from phalanx.scheduler.queue import BlockStamp, PendingClass
 from phalanx.scheduler.types import PendingReason
 from phalanx.scheduler.workload import Workload
 from phalanx.spec.quantity import format_amount
@@ -29,14 +29,16 @@ class Demand:
     """What dominance compares, computed once per job. (Plain classes here: one is made
     per job and per failure, and a dataclass's constructor runs as Python when compiled.)"""
 
-    __slots__ = ("counts", "floors", "requests", "required", "structure")
+    __slots__ = ("least", "most", "required", "structure")
 
-    def __init__(self, structure: int, floors: tuple[int, ...], counts: tuple[int, ...],
-                 requests: tuple[tuple[int, ...], ...], required: str | None) -> None:
+    def __init__(self, structure: int, least: tuple[int, ...], most: tuple[int, ...],
+                 required: str | None) -> None:
         self.structure = structure  # pod-set names, selectors, tolerations, resources (interned)
-        self.floors = floors  # fewest pods each pod set can run with
-        self.counts = counts  # pods each pod set asks for
-        self.requests = requests  # per-pod amounts, in ``structure``'s resource order
+        # The fewest pods each pod set can run with, then every per-pod amount in
+        # ``structure``'s order; ``most`` has the pods each pod set asks for instead. One
+        # flat vector each, so comparing two jobs is a single loop.
+        self.least = least
+        self.most = most
         self.required = required  # topology level the gang must share, if any
 
 
@@ -74,11 +76,11 @@ def _demand(wl: Workload) -> Demand:
     structure = tuple(
         (p.name, p.selector, p.tolerations, tuple(r for r, _ in p.requests)) for p in wl.pod_sets
     )
+    amounts = tuple(v for p in wl.pod_sets for _, v in p.requests)
     return Demand(
         structure=_STRUCTURES.of(structure),
-        floors=tuple(p.min_count for p in wl.pod_sets),
-        counts=tuple(p.count for p in wl.pod_sets),
-        requests=tuple(tuple(v for _, v in p.requests) for p in wl.pod_sets),
+        least=tuple(p.min_count for p in wl.pod_sets) + amounts,
+        most=tuple(p.count for p in wl.pod_sets) + amounts,
         required=wl.topology.required if wl.topology is not None else None,
     )
 
@@ -89,16 +91,10 @@ def covers(big: Demand, small: Demand) -> bool:
         return False
     if small.required is not None and small.required != big.required:
         return False
-    # ``small`` failed at every size up to its full count; ``big`` never asks for fewer pods.
-    # (Plain loops: this is asked for every pending class a cycle reaches.)
-    for floor, count in zip(big.floors, small.counts, strict=True):
-        if floor < count:
-            return False
-    for big_ps, small_ps in zip(big.requests, small.requests, strict=True):
-        for b, s in zip(big_ps, small_ps, strict=True):
-            if b < s:
-                return False
-    return True
+    # ``small`` failed at every size up to its full count; ``big`` never asks for fewer pods,
+    # nor less per pod. (Equal structures: the vectors have the same length.)
+    least, most = big.least, small.most
+    return all(least[i] >= most[i] for i in range(len(least)))
 
 
 class Failure:
@@ -168,3 +164,11 @@ def settled_reason(wl: Workload, failure: Failure) -> PendingReason:
         failure.reason.code,
         f"asks for no less than {failure.wl.name}, which does not fit either: {message}",
     )
+
+
+def class_reason(cls: PendingClass) -> PendingReason | None:
+    """The class's latest reason, its sentence written now if it was settled."""
+    if cls.reason is None and cls.settled is not None:
+        cls.reason = settled_reason(*cls.settled)
+        cls.settled = None
+    return cls.reason

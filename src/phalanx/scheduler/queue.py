@@ -12,9 +12,13 @@ submission time (Kueue's BestEffortFIFO and StrictFIFO order).
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
+from typing import TYPE_CHECKING
 
 from phalanx.scheduler.types import PendingReason
 from phalanx.scheduler.workload import OrderKey, Workload
+
+if TYPE_CHECKING:
+    from phalanx.scheduler.dominance import Failure
 
 # The capacity versions a class head failed at: (tree version or None, node version or None).
 BlockStamp = tuple[int | None, int | None]
@@ -22,7 +26,8 @@ BlockStamp = tuple[int | None, int | None]
 
 class PendingClass:
     __slots__ = (
-        "blocked", "cluster_queue", "key", "keys", "reason", "reason_serial", "serial", "wls",
+        "blocked", "cluster_queue", "key", "keys", "reason", "reason_serial", "serial",
+        "settled", "wls",
     )
 
     def __init__(self, key: tuple[object, ...], cluster_queue: str, serial: int) -> None:
@@ -35,6 +40,10 @@ class PendingClass:
         # The class's latest reason: every member's, unless the member has a later one.
         self.reason: PendingReason | None = None
         self.reason_serial = 0
+        # Or, instead of ``reason``: the head and the smaller job whose failure settled the
+        # class. Most classes a cycle reaches are settled and few reasons are ever read, so
+        # the sentence is written when it is (``dominance.class_reason``).
+        self.settled: tuple[Workload, Failure] | None = None
 
     def add(self, wl: Workload) -> None:
         """Insert; a new head unblocks the class (it must be looked at again)."""

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from phalanx.errors import Conflict, SpecError
 from phalanx.scheduler.admitted import AdmittedJobs
 from phalanx.scheduler.cache import QueueInfo, QuotaCache
+from phalanx.scheduler.dominance import class_reason
 from phalanx.scheduler.flavors import Assigner
 from phalanx.scheduler.placement import NodePool, Placement, PodGroup
 from phalanx.scheduler.preemption import Preemptor
@@ -115,8 +116,10 @@ class State:
             return reason or QUEUED
         cls = wl.cls
         if cls is not None:
-            if cls.reason is not None and cls.reason_serial > serial:
-                reason, serial = cls.reason, cls.reason_serial
+            if cls.reason_serial > serial:
+                latest = class_reason(cls)
+                if latest is not None:
+                    reason, serial = latest, cls.reason_serial
             q = self.queues.queues.get(cls.cluster_queue)
             if (q is not None and q.strict_reason is not None and q.strict_serial > serial
                     and q.strict_head != wl.name):

@@ -68,7 +68,7 @@ class FreedRoom:
             for i, gain in enumerate(old):
                 rooms[i] -= gain
         if extra:
-            room_gain = self.pool.room_gain
-            new = self.gains[name] = [room_gain(sig, name, extra) for sig in self.sigs]
+            pool = self.pool  # (a method called on it, not a bound method kept: a native call)
+            new = self.gains[name] = [pool.room_gain(sig, name, extra) for sig in self.sigs]
             for i, gain in enumerate(new):
                 rooms[i] += gain

@@ -23,11 +23,8 @@ from phalanx.scheduler.admitted import AdmittedJobs
 from phalanx.scheduler.cache import NEVER, QueueInfo, QuotaCache, QuotaNode, Tree
 from phalanx.scheduler.fairsharing import (
     dominant_share,
-    keeps_share,
     less_than_initial_share,
     less_than_or_equal_to_final_share,
-    max_removal,
-    removal_limits,
 )
 from phalanx.scheduler.flavors import Assignment
 from phalanx.scheduler.freed import FreedRoom
@@ -273,14 +270,11 @@ class Preemptor:
         if hopeless or not self._could_cover(a, node, frs, held):
             return Outcome(None, candidates=count)
         removable: list[Workload] = []
-        if fair:
-            batches: Iterator[list[Workload]] = self._reclaimable(a, cq, sources, frs)
-        else:
+        if not fair:
             removable = [c for src in sources for c in self._candidates(src, frs)]
             self._order(removable, cq)
-            batches = iter([removable])
-        if not self._could_make_room(a, node, frs, batches):
-            return Outcome(None, candidates=count)
+            if not self._could_make_room(a, node, frs, removable):
+                return Outcome(None, candidates=count)
         search = _Search(self, wl, cq, a, frs)
         try:
             if fair:
@@ -324,134 +318,21 @@ class Preemptor:
                     return False
         return True
 
-    def _reclaimable(self, a: Assignment, cq: QueueInfo, sources: list[Source],
-                     frs: list[FR]) -> Iterator[list[Workload]]:
-        """The candidates the fair-sharing search could take at most, replayed without nodes.
-
-        Each queue's share depends only on its own usage, so what the search takes from a
-        queue does not depend on the others: in candidate order, a job is taken when the
-        queue's share after its removal stays at least the preemptor's new share, until the
-        queue stops borrowing; then at most the first job it skipped, if the queue's share
-        is still above the new share. With candidates of the preemptor's own queue or
-        borrowWithinCohort the replay does not apply, and every candidate is returned.
-        One list per source queue, lazily: the caller stops once it has seen enough.
-        """
-        own = [src for src in sources if src.queue == cq.name]
-        if cq.borrow_within or any(next(self._candidates(src, frs), None) for src in own):
-            for src in sources:
-                yield list(self._candidates(src, frs))
-            return
-        new_share = dominant_share(cq.node, a.usage)
-        cqs = self.cache.cqs
-        for src in sources:
-            out: list[Workload] = []
-            other = cqs[src.queue]
-            if len(frs) == 1:
-                only = frs[0]
-                sizes: set[int] = set()
-                single, every = True, True  # each usage is one resource; each is ``only``
-                for u in src.jobs.counts(src.below):
-                    if len(u.usage) != 1:
-                        single = False
-                        break
-                    amount = u.usage.get(only)
-                    if amount is None:
-                        every = False
-                    else:
-                        sizes.add(amount)
-                if sizes and single:
-                    yield self._reclaimable_of(src, other, only, new_share, min(sizes), every)
-                    continue
-            # Walked lazily: a queue usually stops borrowing after its first few jobs.
-            queue = self._candidates(src, frs)
-            gone: dict[FR, int] = {}
-            skipped: Workload | None = None
-            # Until something is taken, jobs of equal usage get the same verdict.
-            refused: set[UsageKey] = set()
-            limits = removal_limits(other, new_share)
-            for c in queue:
-                if c.usage_key in refused:
-                    continue
-                if limits is not None:
-                    keeps = keeps_share(limits, gone, c.usage)
-                else:
-                    keeps = new_share <= dominant_share(other, minus={
-                        fr: gone.get(fr, 0) + c.usage.get(fr, 0) for fr in gone.keys() | c.usage})
-                if keeps:
-                    out.append(c)
-                    for fr, amount in c.usage.items():
-                        gone[fr] = gone.get(fr, 0) + amount
-                    refused.clear()
-                    if not any(other.usage.get(fr, 0) - gone.get(fr, 0) > other.subtree.get(fr, 0)
-                               for fr in frs):
-                        break
-                else:
-                    refused.add(c.usage_key)
-                    if skipped is None:
-                        skipped = c
-            if skipped is not None and new_share < dominant_share(other, minus=gone):
-                out.append(skipped)
-            yield out
-
-    def _reclaimable_of(self, src: Source, other: QuotaNode, fr: FR, new_share: int,
-                        smallest: int, every: bool) -> list[Workload]:
-        """``_reclaimable`` for one queue whose candidates hold nothing but ``fr``: how much
-        may go is worked out once, and the walk ends as soon as nothing more could.
-        ``every``: all the queue's jobs under the bound hold ``fr``, so none is filtered."""
-        most = max_removal(other, fr, new_share)
-        limit = (1 << 62) if most is None else most
-        borrowed = other.usage.get(fr, 0) - other.subtree.get(fr, 0)
-        out: list[Workload] = []
-        gone = 0
-        skipped: Workload | None = None
-        # (Equal-priority newer jobs are not among the counted ones: those are filtered.)
-        jobs = src.jobs.in_order(src.below, None, self.admitted_by) \
-            if every and src.newer_than is None \
-            else self._candidates(src, [fr])
-        for c in jobs:
-            amount = c.usage[fr]
-            if gone + amount <= limit:
-                out.append(c)
-                gone += amount
-                if gone >= borrowed:
-                    break  # the queue no longer borrows
-            else:
-                if skipped is None:
-                    skipped = c
-                if limit - gone < smallest:
-                    break  # nothing left in this queue is small enough
-        if skipped is not None:
-            # Its share stays above the new share: what the second strategy may still take.
-            above = max_removal(other, fr, new_share + 1)
-            if above is None or gone <= above:
-                out.append(skipped)
-        return out
-
     def _could_make_room(self, a: Assignment, node: QuotaNode, frs: list[FR],
-                         batches: Iterator[list[Workload]]) -> bool:
-        """Whether taking every candidate the search could take (``batches``, a superset)
-        would leave room for the job: someone to take, the quota shortfall held by them,
-        and the pods fitting on nodes with their capacity freed. If not, no subset makes
-        room and the search would come back empty. The answer is yes as soon as it is
-        known, without the rest of the batches."""
+                         cands: list[Workload]) -> bool:
+        """Whether taking every candidate would leave room for the job: the quota shortfall
+        held by them and the pods fitting on nodes with their capacity freed. If not, no
+        subset makes room. Classic preemption asks first because it may walk the candidates
+        twice (without borrowing, then with); the fair-sharing search walks them once and
+        stops at the first fit, so there the check would cost more than it saves."""
         cache = self.cache
-        need: dict[FR, int] = {}
         for fr in frs:
             missing = a.usage.get(fr, 0) - max(0, cache.available(node, fr))
-            if missing > 0:
-                need[fr] = missing
+            if missing > 0 and sum(c.usage.get(fr, 0) for c in cands) < missing:
+                return False
         room = FreedRoom(self.pool, a.groups)
-        for batch in batches:
-            if not batch:
-                continue
-            for c in batch:
-                for fr in need:
-                    need[fr] -= c.usage.get(fr, 0)
-            if not room.enough():  # (once it is, the nodes the rest hold do not matter)
-                room.add(c.name for c in batch)
-            if room.enough() and all(n <= 0 for n in need.values()):
-                return True
-        return False
+        room.add(c.name for c in cands)
+        return room.enough()
 
     def _could_cover(self, a: Assignment, node: QuotaNode, frs: list[FR],
                      held: dict[FR, int]) -> bool:

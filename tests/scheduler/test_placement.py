@@ -375,3 +375,45 @@ def test_freed_capacity_counts_under_preferred_topology_in_a_full_rack() -> None
     two = gpus(2, 4)
     result = placed(pool.place([two], TopologyConstraint(preferred="rack"), freed=freed))
     assert set(result.nodes[0]) == set(freed)
+
+
+def test_a_long_lived_pool_places_as_a_fresh_one_after_every_change() -> None:
+    """Tables a pool keeps per version (each rack's room, in order) are brought up to date
+    from the nodes that changed; a pool built anew with the same reservations never
+    disagrees with it, whatever mix of reservations, releases, cordons and frees."""
+    import random
+
+    for seed in range(30):
+        rng = random.Random(seed)
+        nodes = racked(racks=6, per_rack=4)
+        pool = NodePool(nodes)
+        held: dict[str, tuple[list[PodGroup], Placement]] = {}
+        current = {n.name: n for n in nodes}
+        probes = [([gpus(c, p)], TopologyConstraint(required=level))
+                  for c, p in ((1, 8), (2, 4), (4, 8), (3, 2)) for level in ("rack", "block")]
+        probes.append(([gpus(2, 8)], TopologyConstraint(preferred="rack")))
+        for step in range(40):
+            draw = rng.random()
+            if draw < 0.55:
+                groups = [gpus(rng.choice((1, 2, 3, 4)), rng.choice((1, 2, 4, 8)))]
+                level = rng.choice((None, "rack", "block"))
+                topology = TopologyConstraint(required=level) if level else None
+                result = pool.place(groups, topology)
+                if isinstance(result, Placement):
+                    name = f"j{step}"
+                    pool.reserve(name, groups, result)
+                    held[name] = (groups, result)
+            elif draw < 0.85 and held:
+                name = rng.choice(sorted(held))
+                pool.release(name)
+                del held[name]
+            else:
+                n = current[rng.choice(sorted(current))]
+                current[n.name] = n.model_copy(update={"unschedulable": not n.unschedulable})
+                pool.upsert(current[n.name])
+            fresh = NodePool(current.values())
+            for name, (groups, result) in held.items():
+                fresh.reserve(name, groups, result)
+            for groups, topology in probes:
+                assert pool.place(groups, topology) == fresh.place(groups, topology), (
+                    seed, step, groups, topology)

@@ -13,7 +13,7 @@ proportional to classes plus pods rather than to nodes.
 
 from __future__ import annotations
 
-from bisect import bisect_left
+from bisect import bisect_left, insort
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -33,6 +33,11 @@ from phalanx.scheduler.packing import NO_DOMAIN, Entry, Overlay, Signature, fill
 from phalanx.scheduler.types import PendingCode
 from phalanx.spec.quantity import format_amount
 from phalanx.spec.resources import Node, Toleration, TopologyConstraint
+
+# Version changes remembered for bringing per-version tables up to date, and the most
+# worth replaying: beyond that, rebuilding a table costs less than walking the changes.
+LOG_KEPT = 4096
+REPLAY_LIMIT = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +98,11 @@ class NodePool:
         self._jobs: dict[str, dict[str, dict[str, int]]] = {}
         self._signatures: dict[tuple[object, ...], Signature] = {}
         self._version = 0  # bumped whenever free capacity or the node set changes
+        # The node each recent version changed ("" for a change of the node set): tables
+        # kept per version are brought up to date from it instead of rebuilt.
+        # ``_log[i]`` is the change that made version ``_log_base + i + 1``.
+        self._log: list[str] = []
+        self._log_base = 0
         # Gangs that did not fit at ``_failed_version``: a cycle asks again for the same gang
         # from other queues while nothing was reserved or released in between.
         self._failed: dict[tuple[object, ...], PlacementFailure] = {}
@@ -102,9 +112,26 @@ class NodePool:
             self.upsert(node)
 
     # ------------------------------------------------------------------ nodes
+    def _bump(self, node: str) -> None:
+        self._version += 1
+        log = self._log
+        log.append(node)
+        if len(log) > 2 * LOG_KEPT:
+            del log[:LOG_KEPT]
+            self._log_base += LOG_KEPT
+
+    def _changed_since(self, version: int) -> set[str] | None:
+        """The nodes whose free capacity changed after ``version``; None when the node set
+        changed too, or the changes are too many (or too old) to be worth replaying."""
+        start = version - self._log_base
+        if start < 0 or self._version - version > REPLAY_LIMIT:
+            return None
+        changed = set(self._log[start:])
+        return None if "" in changed else changed
+
     def upsert(self, node: Node) -> None:
         """Add or change a node; reservations already on it stay."""
-        self._version += 1
+        self._bump("")
         self._members += 1
         if node.name in self._nodes:
             self._detach(node.name)
@@ -128,7 +155,7 @@ class NodePool:
     def remove(self, name: str) -> None:
         """Forget a node; reservations on it stay accounted to their jobs until released."""
         if name in self._nodes:
-            self._version += 1
+            self._bump("")
             self._members += 1
             self._detach(name)
 
@@ -183,7 +210,7 @@ class NodePool:
         return {name: dict(res) for name, res in self._used.items() if res}
 
     def _charge(self, name: str, delta: Mapping[str, int], sign: int) -> None:
-        self._version += 1
+        self._bump(name)
         used = self._used.setdefault(name, {})
         for resource, amount in delta.items():
             left = used.get(resource, 0) + sign * amount
@@ -423,9 +450,16 @@ class NodePool:
         """Pods of ``sig`` that fit node by node in each value of label ``key``, as a table
         and sorted by room."""
         cached = sig.domain_room.get(key)
-        if cached is not None and cached[0] == self._version:
-            return cached[1], cached[2]
-        rooms: dict[str, int] = {}
+        if cached is not None:
+            version, rooms, order = cached
+            if version == self._version:
+                return rooms, order
+            changed = self._changed_since(version)
+            if changed is not None:
+                self._update_domain_rooms(sig, key, changed, rooms, order)
+                sig.domain_room[key] = (self._version, rooms, order)
+                return rooms, order
+        rooms = {}
         for domain, entries in sig.domains(key).items():
             if domain == NO_DOMAIN:
                 continue
@@ -436,6 +470,24 @@ class NodePool:
         order = sorted((room, domain) for domain, room in rooms.items())
         sig.domain_room[key] = (self._version, rooms, order)
         return rooms, order
+
+    def _update_domain_rooms(self, sig: Signature, key: str, changed: set[str],
+                             rooms: dict[str, int], order: list[tuple[int, str]]) -> None:
+        """Bring ``_domain_rooms``'s table and order up to date for the values of the
+        ``changed`` nodes alone (in place: nobody keeps them across a change)."""
+        by_domain = sig.domains(key)
+        for domain in {self._class_of[name].labels.get(key, NO_DOMAIN) for name in changed
+                       if name in self._class_of}:
+            old = rooms.get(domain)
+            if old is None:
+                continue  # not a value this signature can use
+            total = 0
+            for cls, pairs, _ in by_domain[domain]:
+                total += cls.room(pairs)
+            if total != old:
+                rooms[domain] = total
+                del order[bisect_left(order, (old, domain))]
+                insort(order, (total, domain))
 
     # ------------------------------------------------------------------ the packing itself
     def _assign(self, groups: Sequence[PodGroup], sigs: list[Signature],

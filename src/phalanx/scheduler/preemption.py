@@ -201,14 +201,10 @@ class Preemptor:
             return (c for c in jobs if only in c.usage)
         return (c for c in jobs if any(fr in c.usage for fr in frs))
 
-    def _per_queue(self, sources: list[Source], frs: list[FR]) -> dict[str, list[Workload]]:
-        """Each source's candidates in candidate order (queues without any left out)."""
-        out: dict[str, list[Workload]] = {}
-        for src in sources:
-            found = list(self._candidates(src, frs))
-            if found:
-                out[src.queue] = found
-        return out
+    def _per_queue(self, sources: list[Source], frs: list[FR]) -> dict[str, Iterator[Workload]]:
+        """Each source's candidates in candidate order, lazily: a search mostly stops after
+        the first few of a queue."""
+        return {src.queue: self._candidates(src, frs) for src in sources}
 
     @staticmethod
     def _order(cands: list[Workload], cq: QueueInfo) -> None:
@@ -472,15 +468,13 @@ class _Search:
         return found
 
     # ---- fair sharing
-    def fair(self, per_queue: dict[str, list[Workload]]) -> list[Target] | None:
-        """Take from the queues of highest share first; ``per_queue`` is consumed."""
+    def fair(self, per_queue: dict[str, Iterator[Workload]]) -> list[Target] | None:
+        """Take from the queues of highest share first; ``per_queue`` (each queue's
+        candidates, in candidate order, walked lazily) is consumed."""
         cache, cq, a = self.cache, self.cq, self.a
         node = cq.node
-
-        def share(name: str) -> int:
-            return dominant_share(cache.cqs[name])
-
-        heap = [(-share(name), name) for name in per_queue]
+        cqs = cache.cqs
+        heap = [(-dominant_share(cqs[name]), name) for name in per_queue]
         heapq.heapify(heap)
         new_share = dominant_share(node, a.usage)
         targets: list[Target] = []
@@ -491,21 +485,22 @@ class _Search:
             neg_share, name = heapq.heappop(heap)
             queue = per_queue[name]
             if name == cq.name:
-                c = queue.pop(0)
+                c = next(queue, None)
+                if c is None:
+                    continue
                 self.take(c)
                 targets.append(Target(c, R.IN_CLUSTER_QUEUE))
                 if self.fits(True):
                     fits = True
                     break
                 new_share = dominant_share(node, a.usage)
-                if queue:
-                    heapq.heappush(heap, (-share(name), name))
+                heapq.heappush(heap, (-dominant_share(cqs[name]), name))
                 continue
-            other = cache.cqs[name]
+            other = cqs[name]
             # Candidates of one queue mostly share a handful of sizes, and nothing is taken
             # from ``other`` until this loop breaks: its share after each removal is memoised.
             after_by_usage: dict[UsageKey, int] = {}
-            for i, c in enumerate(queue):
+            for c in queue:
                 below = self.borrow_below is not None and c.priority < self.borrow_below
                 after = after_by_usage.get(c.usage_key, -1)
                 if after < 0:
@@ -516,10 +511,8 @@ class _Search:
                     if self.fits(True):
                         fits = True
                         break
-                    rest = queue[i + 1:]
-                    per_queue[name] = rest
-                    if rest and cache.is_borrowing(other, self.frs):
-                        heapq.heappush(heap, (-share(name), name))
+                    if cache.is_borrowing(other, self.frs):
+                        heapq.heappush(heap, (-dominant_share(other), name))
                     break
                 retry.append(c)
         if not fits and retry:
@@ -527,7 +520,7 @@ class _Search:
             for c in retry:
                 if c not in self.removed:
                     by_queue.setdefault(c.cluster_queue, []).append(c)
-            second = [(-share(name), name) for name in by_queue]
+            second = [(-dominant_share(cqs[name]), name) for name in by_queue]
             heapq.heapify(second)
             while second and not fits:
                 neg_share, name = heapq.heappop(second)

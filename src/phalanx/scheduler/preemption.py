@@ -203,8 +203,17 @@ class Preemptor:
 
     def _per_queue(self, sources: list[Source], frs: list[FR]) -> dict[str, Iterator[Workload]]:
         """Each source's candidates in candidate order, lazily: a search mostly stops after
-        the first few of a queue."""
-        return {src.queue: self._candidates(src, frs) for src in sources}
+        the first few of a queue. Sources the tally found nobody in are left out."""
+        if not sources:
+            return {}
+        tallies = self._memo(self.cache.cqs[sources[0].queue]).tallies
+        frs_key = tuple(frs)
+        out: dict[str, Iterator[Workload]] = {}
+        for src in sources:
+            found = tallies.get((src.queue, src.below, frs_key))
+            if found is None or found[0] or src.newer_than is not None:
+                out[src.queue] = self._candidates(src, frs)
+        return out
 
     @staticmethod
     def _order(cands: list[Workload], cq: QueueInfo) -> None:
@@ -474,7 +483,8 @@ class _Search:
         cache, cq, a = self.cache, self.cq, self.a
         node = cq.node
         cqs = cache.cqs
-        heap = [(-dominant_share(cqs[name]), name) for name in per_queue]
+        owner = self.owner  # its shares are remembered: good until the first take
+        heap = [(-owner.share(cqs[name]), name) for name in per_queue]
         heapq.heapify(heap)
         new_share = dominant_share(node, a.usage)
         targets: list[Target] = []

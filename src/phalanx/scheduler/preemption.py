@@ -23,8 +23,11 @@ from phalanx.scheduler.admitted import AdmittedJobs
 from phalanx.scheduler.cache import NEVER, QueueInfo, QuotaCache, QuotaNode, Tree
 from phalanx.scheduler.fairsharing import (
     dominant_share,
+    keeps_share,
     less_than_initial_share,
     less_than_or_equal_to_final_share,
+    max_removal,
+    removal_limits,
 )
 from phalanx.scheduler.flavors import Assignment
 from phalanx.scheduler.freed import FreedRoom
@@ -201,18 +204,19 @@ class Preemptor:
             return (c for c in jobs if only in c.usage)
         return (c for c in jobs if any(fr in c.usage for fr in frs))
 
-    def _per_queue(self, sources: list[Source], frs: list[FR]) -> dict[str, Iterator[Workload]]:
+    def _per_queue(self, sources: list[Source], frs: list[FR]
+                   ) -> dict[str, tuple[Source, Iterator[Workload]]]:
         """Each source's candidates in candidate order, lazily: a search mostly stops after
         the first few of a queue. Sources the tally found nobody in are left out."""
         if not sources:
             return {}
         tallies = self._memo(self.cache.cqs[sources[0].queue]).tallies
         frs_key = tuple(frs)
-        out: dict[str, Iterator[Workload]] = {}
+        out: dict[str, tuple[Source, Iterator[Workload]]] = {}
         for src in sources:
             found = tallies.get((src.queue, src.below, frs_key))
             if found is None or found[0] or src.newer_than is not None:
-                out[src.queue] = self._candidates(src, frs)
+                out[src.queue] = (src, self._candidates(src, frs))
         return out
 
     @staticmethod
@@ -278,8 +282,14 @@ class Preemptor:
         if not fair:
             removable = [c for src in sources for c in self._candidates(src, frs)]
             self._order(removable, cq)
-            if not self._could_make_room(a, node, frs, removable):
+            if not self._could_make_room(a, node, frs, iter([removable])):
                 return Outcome(None, candidates=count)
+        elif not nodes_only and not self._could_make_room(
+                a, node, frs, self._reclaimable(a, cq, sources, frs)):
+            # Quota is short: the fair-sharing strategies often let the search take too
+            # little, which this check sees from a few sizes per queue. (With only nodes
+            # short, the search itself stops sooner than the check would.)
+            return Outcome(None, candidates=count)
         search = _Search(self, wl, cq, a, frs)
         try:
             if fair:
@@ -323,21 +333,134 @@ class Preemptor:
                     return False
         return True
 
+    def _reclaimable(self, a: Assignment, cq: QueueInfo, sources: list[Source],
+                     frs: list[FR]) -> Iterator[list[Workload]]:
+        """The candidates the fair-sharing search could take at most, replayed without nodes.
+
+        Each queue's share depends only on its own usage, so what the search takes from a
+        queue does not depend on the others: in candidate order, a job is taken when the
+        queue's share after its removal stays at least the preemptor's new share, until the
+        queue stops borrowing; then at most the first job it skipped, if the queue's share
+        is still above the new share. With candidates of the preemptor's own queue or
+        borrowWithinCohort the replay does not apply, and every candidate is returned.
+        One list per source queue, lazily: the caller stops once it has seen enough.
+        """
+        own = [src for src in sources if src.queue == cq.name]
+        if cq.borrow_within or any(next(self._candidates(src, frs), None) for src in own):
+            for src in sources:
+                yield list(self._candidates(src, frs))
+            return
+        new_share = dominant_share(cq.node, a.usage)
+        cqs = self.cache.cqs
+        for src in sources:
+            out: list[Workload] = []
+            other = cqs[src.queue]
+            if len(frs) == 1:
+                only = frs[0]
+                sizes: set[int] = set()
+                single, every = True, True  # each usage is one resource; each is ``only``
+                for u in src.jobs.counts(src.below):
+                    if len(u.usage) != 1:
+                        single = False
+                        break
+                    amount = u.usage.get(only)
+                    if amount is None:
+                        every = False
+                    else:
+                        sizes.add(amount)
+                if sizes and single:
+                    yield self._reclaimable_of(src, other, only, new_share, min(sizes), every)
+                    continue
+            # Walked lazily: a queue usually stops borrowing after its first few jobs.
+            queue = self._candidates(src, frs)
+            gone: dict[FR, int] = {}
+            skipped: Workload | None = None
+            # Until something is taken, jobs of equal usage get the same verdict.
+            refused: set[UsageKey] = set()
+            limits = removal_limits(other, new_share)
+            for c in queue:
+                if c.usage_key in refused:
+                    continue
+                if limits is not None:
+                    keeps = keeps_share(limits, gone, c.usage)
+                else:
+                    keeps = new_share <= dominant_share(other, minus={
+                        fr: gone.get(fr, 0) + c.usage.get(fr, 0) for fr in gone.keys() | c.usage})
+                if keeps:
+                    out.append(c)
+                    for fr, amount in c.usage.items():
+                        gone[fr] = gone.get(fr, 0) + amount
+                    refused.clear()
+                    if not any(other.usage.get(fr, 0) - gone.get(fr, 0) > other.subtree.get(fr, 0)
+                               for fr in frs):
+                        break
+                else:
+                    refused.add(c.usage_key)
+                    if skipped is None:
+                        skipped = c
+            if skipped is not None and new_share < dominant_share(other, minus=gone):
+                out.append(skipped)
+            yield out
+
+    def _reclaimable_of(self, src: Source, other: QuotaNode, fr: FR, new_share: int,
+                        smallest: int, every: bool) -> list[Workload]:
+        """``_reclaimable`` for one queue whose candidates hold nothing but ``fr``: how much
+        may go is worked out once, and the walk ends as soon as nothing more could.
+        ``every``: all the queue's jobs under the bound hold ``fr``, so none is filtered."""
+        most = max_removal(other, fr, new_share)
+        limit = (1 << 62) if most is None else most
+        borrowed = other.usage.get(fr, 0) - other.subtree.get(fr, 0)
+        out: list[Workload] = []
+        gone = 0
+        skipped: Workload | None = None
+        # (Equal-priority newer jobs are not among the counted ones: those are filtered.)
+        jobs = src.jobs.in_order(src.below, None, self.admitted_by) \
+            if every and src.newer_than is None \
+            else self._candidates(src, [fr])
+        for c in jobs:
+            amount = c.usage[fr]
+            if gone + amount <= limit:
+                out.append(c)
+                gone += amount
+                if gone >= borrowed:
+                    break  # the queue no longer borrows
+            else:
+                if skipped is None:
+                    skipped = c
+                if limit - gone < smallest:
+                    break  # nothing left in this queue is small enough
+        if skipped is not None:
+            # Its share stays above the new share: what the second strategy may still take.
+            above = max_removal(other, fr, new_share + 1)
+            if above is None or gone <= above:
+                out.append(skipped)
+        return out
+
     def _could_make_room(self, a: Assignment, node: QuotaNode, frs: list[FR],
-                         cands: list[Workload]) -> bool:
-        """Whether taking every candidate would leave room for the job: the quota shortfall
-        held by them and the pods fitting on nodes with their capacity freed. If not, no
-        subset makes room. Classic preemption asks first because it may walk the candidates
-        twice (without borrowing, then with); the fair-sharing search walks them once and
-        stops at the first fit, so there the check would cost more than it saves."""
+                         batches: Iterator[list[Workload]]) -> bool:
+        """Whether taking every candidate the search could take (``batches``, a superset)
+        would leave room for the job: someone to take, the quota shortfall held by them,
+        and the pods fitting on nodes with their capacity freed. If not, no subset makes
+        room and the search would come back empty. The answer is yes as soon as it is
+        known, without the rest of the batches."""
         cache = self.cache
+        need: dict[FR, int] = {}
         for fr in frs:
             missing = a.usage.get(fr, 0) - max(0, cache.available(node, fr))
-            if missing > 0 and sum(c.usage.get(fr, 0) for c in cands) < missing:
-                return False
+            if missing > 0:
+                need[fr] = missing
         room = FreedRoom(self.pool, a.groups)
-        room.add(c.name for c in cands)
-        return room.enough()
+        for batch in batches:
+            if not batch:
+                continue
+            for c in batch:
+                for fr in need:
+                    need[fr] -= c.usage.get(fr, 0)
+            if not room.enough():  # (once it is, the nodes the rest hold do not matter)
+                room.add(c.name for c in batch)
+            if room.enough() and all(n <= 0 for n in need.values()):
+                return True
+        return False
 
     def _could_cover(self, a: Assignment, node: QuotaNode, frs: list[FR],
                      held: dict[FR, int]) -> bool:
@@ -477,7 +600,8 @@ class _Search:
         return found
 
     # ---- fair sharing
-    def fair(self, per_queue: dict[str, Iterator[Workload]]) -> list[Target] | None:
+    def fair(self, per_queue: dict[str, tuple[Source, Iterator[Workload]]]
+             ) -> list[Target] | None:
         """Take from the queues of highest share first; ``per_queue`` (each queue's
         candidates, in candidate order, walked lazily) is consumed."""
         cache, cq, a = self.cache, self.cq, self.a
@@ -493,7 +617,7 @@ class _Search:
         strategy: Callable[[int, int, int], bool] = less_than_or_equal_to_final_share
         while heap and not fits:
             neg_share, name = heapq.heappop(heap)
-            queue = per_queue[name]
+            src, queue = per_queue[name]
             if name == cq.name:
                 c = next(queue, None)
                 if c is None:
@@ -510,6 +634,7 @@ class _Search:
             # Candidates of one queue mostly share a handful of sizes, and nothing is taken
             # from ``other`` until this loop breaks: its share after each removal is memoised.
             after_by_usage: dict[UsageKey, int] = {}
+            refused = False
             for c in queue:
                 below = self.borrow_below is not None and c.priority < self.borrow_below
                 after = after_by_usage.get(c.usage_key, -1)
@@ -525,6 +650,13 @@ class _Search:
                         heapq.heappush(heap, (-dominant_share(other), name))
                     break
                 retry.append(c)
+                # After the first refusal, ask whether the queue offers anybody at all: its
+                # jobs come in a handful of sizes, and the second strategy reads only the
+                # first refused job of each queue, so the rest of the walk can be skipped.
+                if not refused and self.borrow_below is None:
+                    refused = True
+                    if not self._offers_any(src, other, new_share, -neg_share, strategy):
+                        break
         if not fits and retry:
             by_queue: dict[str, list[Workload]] = {}
             for c in retry:
@@ -545,6 +677,15 @@ class _Search:
         found = self.fill_back(targets, True)
         self.restore()
         return found
+
+    def _offers_any(self, src: Source, other: QuotaNode, new_share: int, share: int,
+                    strategy: Callable[[int, int, int], bool]) -> bool:
+        """Whether ``strategy`` lets some job of ``src`` (any of its sizes) go."""
+        frs = self.frs
+        for u in src.jobs.counts(src.below):
+            if u.uses(frs) and strategy(new_share, share, dominant_share(other, minus=u.usage)):
+                return True
+        return False
 
     def _cohort_reason(self, below_threshold: bool) -> PreemptionReason:
         if below_threshold:

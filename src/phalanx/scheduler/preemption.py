@@ -11,56 +11,27 @@ with the victims' capacity ``freed``); then the set is minimised by putting
 candidates back, last but one first, while it still fits. Classic mode follows
 Kueue's rules for borrowing (only from one's own queue unless borrowWithinCohort
 allows it, below its maxPriorityThreshold); fair-sharing mode walks queues by
-share with the two fair-sharing strategies.
+share with the two fair-sharing strategies. This module finds the candidates and
+rules out hopeless searches; the search itself is ``search.VictimSearch``.
 """
 
 from __future__ import annotations
 
-import heapq
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 from phalanx.scheduler.admitted import AdmittedJobs
 from phalanx.scheduler.cache import NEVER, QueueInfo, QuotaCache, QuotaNode, Tree
 from phalanx.scheduler.fairsharing import (
     dominant_share,
     keeps_share,
-    less_than_initial_share,
-    less_than_or_equal_to_final_share,
     max_removal,
     removal_limits,
 )
 from phalanx.scheduler.flavors import Assignment
 from phalanx.scheduler.freed import FreedRoom
 from phalanx.scheduler.placement import NodePool, Placement
-from phalanx.scheduler.types import PreemptionReason
+from phalanx.scheduler.search import Source, Target, VictimSearch
 from phalanx.scheduler.workload import FR, UsageKey, Workload
-
-R = PreemptionReason
-MAX_NODE_CHECKS = 48  # placements tried per preemption search (not counting hopeless ones)
-
-
-class Target:
-    __slots__ = ("reason", "wl")
-
-    def __init__(self, wl: Workload, reason: PreemptionReason) -> None:
-        self.wl = wl
-        self.reason = reason
-
-
-class Source:
-    """A queue candidates may come from: its jobs under ``below`` (any priority for None),
-    and, in the preemptor's own queue under LowerOrNewerEqualPriority, those of exactly
-    the preemptor's priority submitted after ``newer_than``. (A plain class: many are made
-    per cycle, and a dataclass's generated constructor is slow in the compiled core.)"""
-
-    __slots__ = ("below", "jobs", "newer_than", "queue")
-
-    def __init__(self, queue: str, jobs: AdmittedJobs, below: int | None,
-                 newer_than: Workload | None) -> None:
-        self.queue = queue
-        self.jobs = jobs
-        self.below = below
-        self.newer_than = newer_than
 
 
 class _TreeMemo:
@@ -290,7 +261,7 @@ class Preemptor:
             # little, which this check sees from a few sizes per queue. (With only nodes
             # short, the search itself stops sooner than the check would.)
             return Outcome(None, candidates=count)
-        search = _Search(self, wl, cq, a, frs)
+        search = VictimSearch(self, wl, cq, a, frs)
         try:
             if fair:
                 targets = search.fair(self._per_queue(sources, frs))
@@ -470,226 +441,3 @@ class Preemptor:
             if short > 0 and held.get(fr, 0) < short:
                 return False
         return True
-
-
-class _Search:
-    """One what-if: candidates are taken out of the quota tree and put back on restore()."""
-
-    def __init__(self, owner: Preemptor, wl: Workload, cq: QueueInfo, a: Assignment,
-                 frs: list[FR]) -> None:
-        self.owner = owner
-        self.cache = owner.cache
-        self.wl = wl
-        self.cq = cq
-        self.a = a
-        self.frs = frs
-        self.removed: list[Workload] = []
-        self.tree = cq.node.tree
-        self.stamp = self.tree.usage_version  # put back with the usage (see restore)
-        # What the removed candidates free, node by node: no placement is tried while the
-        # room it leaves is short.
-        self.room = FreedRoom(owner.pool, a.groups)
-        self.placement: Placement | None = None
-        self.node_checks = 0
-        node = cq.node
-        self.preemptor_borrows = any(
-            self.cache.borrowing_with(node, fr, v) for fr, v in a.usage.items()
-        )
-        bw_limit: int | None = None
-        if cq.borrow_within:
-            bw_limit = wl.priority
-            if cq.borrow_threshold is not None and cq.borrow_threshold < wl.priority:
-                bw_limit = cq.borrow_threshold + 1
-        self.borrow_below = bw_limit  # other queues' jobs below this may go while borrowing
-
-    # ---- what-if bookkeeping
-    def take(self, c: Workload) -> None:
-        self.cache.charge(c.cluster_queue, c.usage, -1, bump=False)
-        self.removed.append(c)
-        self.room.add((c.name,))
-
-    def put_back(self, c: Workload) -> None:
-        self.cache.charge(c.cluster_queue, c.usage, 1, bump=False)
-        self.removed.remove(c)
-        self.room.remove(c.name)
-
-    def restore(self) -> None:
-        for c in self.removed:
-            self.cache.charge(c.cluster_queue, c.usage, 1, bump=False)
-        self.removed = []
-        # Usage is as it was, so what was remembered of it still holds: the tree gets its
-        # stamp back (stamps are never reused, so nothing seen meanwhile can match it).
-        self.tree.usage_version = self.stamp
-        self.room.reset()
-
-    def fits(self, allow_borrowing: bool) -> bool:
-        cache, node = self.cache, self.cq.node
-        for fr, v in self.a.usage.items():
-            if v > cache.available(node, fr):
-                return False
-            if not allow_borrowing and cache.borrowing_with(node, fr, v):
-                return False
-        if not self.room.enough():
-            return False  # what place() would say, without walking the nodes
-        if self.node_checks >= MAX_NODE_CHECKS:
-            return False
-        self.node_checks += 1
-        placed = self.owner.pool.place(self.a.groups, self.wl.topology, freed=self.room.freed)
-        if isinstance(placed, Placement):
-            self.placement = placed
-            return True
-        return False
-
-    def fill_back(self, targets: list[Target], allow_borrowing: bool) -> list[Target]:
-        """Drop every target the preemptor does not need, last-but-one first."""
-        placement = self.placement
-        for i in range(len(targets) - 2, -1, -1):
-            c = targets[i].wl
-            self.put_back(c)
-            if self.fits(allow_borrowing):
-                placement = self.placement
-                del targets[i]
-            else:
-                self.take(c)
-        self.placement = placement
-        return targets
-
-    # ---- classic
-    def classic(self, cands: list[Workload]) -> list[Target] | None:
-        own = [c for c in cands if c.cluster_queue == self.cq.name]
-        if self.borrow_below is not None:
-            if not self._under_nominal():
-                cands = [c for c in cands
-                         if c.cluster_queue == self.cq.name or c.priority < self.borrow_below]
-            return self.minimal(cands, True, self.borrow_below)
-        if self._under_nominal():
-            found = self.minimal(cands, False, None)
-            if found:
-                return found
-        return self.minimal(own, True, None)
-
-    def _under_nominal(self) -> bool:
-        node = self.cq.node
-        return all(node.usage.get(fr, 0) < node.nominal(fr) for fr in self.frs)
-
-    def minimal(self, cands: list[Workload], allow_borrowing: bool,
-                below: int | None) -> list[Target] | None:
-        targets: list[Target] = []
-        fits = False
-        for c in cands:
-            reason = R.IN_CLUSTER_QUEUE
-            if c.cluster_queue != self.cq.name:
-                reason = R.IN_COHORT_RECLAMATION
-                if not self.cache.is_borrowing(self.cache.cqs[c.cluster_queue], self.frs):
-                    continue
-                if below is not None:
-                    if c.priority >= below:
-                        allow_borrowing = False
-                    else:
-                        reason = R.IN_COHORT_RECLAIM_WHILE_BORROWING
-            self.take(c)
-            targets.append(Target(c, reason))
-            if self.fits(allow_borrowing):
-                fits = True
-                break
-        if not fits:
-            self.restore()
-            return None
-        found = self.fill_back(targets, allow_borrowing)
-        self.restore()
-        return found
-
-    # ---- fair sharing
-    def fair(self, per_queue: dict[str, tuple[Source, Iterator[Workload]]]
-             ) -> list[Target] | None:
-        """Take from the queues of highest share first; ``per_queue`` (each queue's
-        candidates, in candidate order, walked lazily) is consumed."""
-        cache, cq, a = self.cache, self.cq, self.a
-        node = cq.node
-        cqs = cache.cqs
-        owner = self.owner  # its shares are remembered: good until the first take
-        heap = [(-owner.share(cqs[name]), name) for name in per_queue]
-        heapq.heapify(heap)
-        new_share = dominant_share(node, a.usage)
-        targets: list[Target] = []
-        retry: list[Workload] = []
-        fits = False
-        strategy: Callable[[int, int, int], bool] = less_than_or_equal_to_final_share
-        while heap and not fits:
-            neg_share, name = heapq.heappop(heap)
-            src, queue = per_queue[name]
-            if name == cq.name:
-                c = next(queue, None)
-                if c is None:
-                    continue
-                self.take(c)
-                targets.append(Target(c, R.IN_CLUSTER_QUEUE))
-                if self.fits(True):
-                    fits = True
-                    break
-                new_share = dominant_share(node, a.usage)
-                heapq.heappush(heap, (-dominant_share(cqs[name]), name))
-                continue
-            other = cqs[name]
-            # Candidates of one queue mostly share a handful of sizes, and nothing is taken
-            # from ``other`` until this loop breaks: its share after each removal is memoised.
-            after_by_usage: dict[UsageKey, int] = {}
-            refused = False
-            for c in queue:
-                below = self.borrow_below is not None and c.priority < self.borrow_below
-                after = after_by_usage.get(c.usage_key, -1)
-                if after < 0:
-                    after = after_by_usage[c.usage_key] = dominant_share(other, minus=c.usage)
-                if below or strategy(new_share, -neg_share, after):
-                    self.take(c)
-                    targets.append(Target(c, self._cohort_reason(below)))
-                    if self.fits(True):
-                        fits = True
-                        break
-                    if cache.is_borrowing(other, self.frs):
-                        heapq.heappush(heap, (-dominant_share(other), name))
-                    break
-                retry.append(c)
-                # After the first refusal, ask whether the queue offers anybody at all: its
-                # jobs come in a handful of sizes, and the second strategy reads only the
-                # first refused job of each queue, so the rest of the walk can be skipped.
-                if not refused and self.borrow_below is None:
-                    refused = True
-                    if not self._offers_any(src, other, new_share, -neg_share, strategy):
-                        break
-        if not fits and retry:
-            by_queue: dict[str, list[Workload]] = {}
-            for c in retry:
-                if c not in self.removed:
-                    by_queue.setdefault(c.cluster_queue, []).append(c)
-            second = [(-dominant_share(cqs[name]), name) for name in by_queue]
-            heapq.heapify(second)
-            while second and not fits:
-                neg_share, name = heapq.heappop(second)
-                if less_than_initial_share(new_share, -neg_share, 0):
-                    c = by_queue[name][0]
-                    self.take(c)
-                    targets.append(Target(c, self._cohort_reason(False)))
-                    fits = self.fits(True)
-        if not fits:
-            self.restore()
-            return None
-        found = self.fill_back(targets, True)
-        self.restore()
-        return found
-
-    def _offers_any(self, src: Source, other: QuotaNode, new_share: int, share: int,
-                    strategy: Callable[[int, int, int], bool]) -> bool:
-        """Whether ``strategy`` lets some job of ``src`` (any of its sizes) go."""
-        frs = self.frs
-        for u in src.jobs.counts(src.below):
-            if u.uses(frs) and strategy(new_share, share, dominant_share(other, minus=u.usage)):
-                return True
-        return False
-
-    def _cohort_reason(self, below_threshold: bool) -> PreemptionReason:
-        if below_threshold:
-            return R.IN_COHORT_RECLAIM_WHILE_BORROWING
-        if not self.preemptor_borrows:
-            return R.IN_COHORT_RECLAMATION
-        return R.IN_COHORT_FAIR_SHARING

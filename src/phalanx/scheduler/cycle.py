@@ -264,23 +264,16 @@ class Cycle:
                 elif info.strict or not self.still_blocked(info, cls):
                     ready.append(cls)
             turn.start(ready)
-            while not turn.done and self.settle(turn):
-                pass
-            head = turn.peek()
-            if head is not None and not turn.done:
+            head = self.next_head(turn)
+            if head is not None:
                 turns.append((self.global_key(head, info), index, turn))
         heapq.heapify(turns)
         while turns:
             _, index, turn = heapq.heappop(turns)
             while True:
                 self.step(turn)
-                # Heads that a failure of their own queue settles change no capacity, so
-                # they are done here, out of the global order; only a head that needs a
-                # real evaluation waits for its turn.
-                while not turn.done and self.settle(turn):
-                    pass
-                head = turn.peek()
-                if head is None or turn.done:
+                head = self.next_head(turn)
+                if head is None:
                     break
                 key = self.global_key(head, turn.info)
                 # The queue goes on at once when it would come straight back out of the heap
@@ -291,6 +284,14 @@ class Cycle:
         # Given last, so a StrictFIFO block of the same queue does not cover them.
         for cls, why in stopped:
             self.class_reason(cls, why)
+
+    def next_head(self, turn: QueueTurn) -> Workload | None:
+        """The queue's next head that needs a real evaluation (None: the queue is done).
+        Heads settled on the way change no capacity, so they are done at once, out of the
+        global order; only the head returned waits for its turn."""
+        while not turn.done and self.settle(turn):
+            pass
+        return None if turn.done else turn.peek()
 
     def settle(self, turn: QueueTurn) -> bool:
         """Deal with the queue's current head if that takes no evaluation: it already holds

@@ -178,12 +178,7 @@ class VictimSearch:
             if self.fits(allow_borrowing):
                 fits = True
                 break
-        if not fits:
-            self.restore()
-            return None
-        found = self.fill_back(targets, allow_borrowing)
-        self.restore()
-        return found
+        return self._conclude(targets if fits else None, allow_borrowing)
 
     # ---- fair sharing
     def fair(self, per_queue: dict[str, tuple[Source, Iterator[Workload]]]
@@ -257,10 +252,12 @@ class VictimSearch:
                     self.take(c)
                     targets.append(Target(c, self._cohort_reason(False)))
                     fits = self.fits(True)
-        if not fits:
-            self.restore()
-            return None
-        found = self.fill_back(targets, True)
+        return self._conclude(targets if fits else None, True)
+
+    def _conclude(self, targets: list[Target] | None, allow_borrowing: bool
+                  ) -> list[Target] | None:
+        """The minimal set of ``targets`` (None: the search failed), the tree put back."""
+        found = self.fill_back(targets, allow_borrowing) if targets is not None else None
         self.restore()
         return found
 

@@ -174,7 +174,8 @@ def check_quota_limits(config: QueueConfig, usage: dict[str, dict[FR, int]]) -> 
 # --------------------------------------------------------------------------- per-cycle checks
 def check_cycle(driver: Driver, result: CycleResult) -> None:
     config = driver.config
-    new_nodes: set[str] = set()
+    # Nodes placed on this cycle, with the resources those pods ask for there.
+    new_nodes: dict[str, set[str]] = defaultdict(set)
 
     for adm in result.admissions:
         tracked = driver.jobs[adm.job]
@@ -206,7 +207,7 @@ def check_cycle(driver: Driver, result: CycleResult) -> None:
                 assert tolerates_all(tolerations, here.taints), (
                     f"{adm.job}: {node_name} has a taint the pods do not tolerate"
                 )
-                new_nodes.add(node_name)
+                new_nodes[node_name].update([*requested, "pods"])
                 if tracked.spec.topology and tracked.spec.topology.required:
                     labels_in_job.add(here.labels.get(tracked.spec.topology.required))
         if tracked.spec.topology and tracked.spec.topology.required:
@@ -234,6 +235,8 @@ def check_cycle(driver: Driver, result: CycleResult) -> None:
         if here is None or (node_name in driver.shrunk and node_name not in new_nodes):
             continue
         for resource, amount in held.items():
+            if node_name in driver.shrunk and resource not in new_nodes[node_name]:
+                continue  # a shrunk node may stay over on what no new pod there asks for
             if resource == "pods" and "pods" not in here.allocatable:
                 continue  # a node that declares no pod limit takes any number
             assert amount <= here.allocatable.get(resource, 0), (

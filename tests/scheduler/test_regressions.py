@@ -16,6 +16,7 @@ from .strategies import (
     random_scenario,
     replay,
 )
+from .test_properties import check_invariants
 
 
 def test_a_job_resubmitted_with_a_higher_priority_preempts_at_once() -> None:
@@ -56,3 +57,19 @@ def test_a_job_is_never_preempted_in_the_cycle_that_admitted_it() -> None:
     driver = Driver.start(scenario.config, scenario.nodes)
     replay(driver, scenario.events)
     assert driver.preemptions, "the scenario no longer preempts anything"
+
+
+def test_a_preemptor_is_admitted_on_what_it_preempted_for_once_its_victims_leave() -> None:
+    # Longer random scenarios that looped before: the preemptor, judged afresh once its
+    # victims had gone, landed on a flavor whose nodes were full (seed 630), or a preemptor
+    # admitted first took what another had held (seed 443 at 200 events). Its victims came
+    # back and were preempted again, cycle after cycle, or a second victim was taken.
+    # check_invariants asserts that every preemptor is admitted once its victims are gone
+    # and that the scheduler goes quiet.
+    for seed, events in ((630, 80), (270, 80), (2736, 80), (3828, 80), (208, 200),
+                         (443, 200), (1047, 200)):
+        scenario = random_scenario(RandomPicker(seed), max_events=events)
+        driver = Driver.start(scenario.config, scenario.nodes)
+        replay(driver, scenario.events)
+        assert driver.preemptions, f"seed {seed} no longer preempts anything"
+        check_invariants(scenario)

@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from phalanx.scheduler.cache import QueueInfo
 from phalanx.scheduler.dominance import Frontier, class_reason
 from phalanx.scheduler.fairsharing import dominant_share
-from phalanx.scheduler.flavors import FIT, NOFIT, PREEMPT, Assignment
+from phalanx.scheduler.flavors import FIT, NOFIT, PREEMPT, Assignment, shrink
+from phalanx.scheduler.placement import Placement
 from phalanx.scheduler.queue import BlockStamp, PendingClass, QueuePending
 from phalanx.scheduler.reasons import (
     QUEUED,
@@ -81,7 +82,7 @@ class Cycle:
     def __init__(self, state: State) -> None:
         self.st = state
         self.result = CycleResult()
-        self.holds: list[Workload] = []
+        self.holds: dict[str, Hold] = {}  # preemptors' holds applied for this cycle
         self.frontiers: dict[str, Frontier] = {}  # this cycle's failures, per ClusterQueue
         self._open: dict[tuple[str, str], bool] = {}  # (ClusterQueue, LocalQueue) -> open
 
@@ -104,9 +105,13 @@ class Cycle:
         if st.reservations:
             st.reservations.keep_pending(st.jobs)
         nominated = self.settle_waiting()
-        for wl in nominated:
+        for wl, hold in nominated:
+            if hold is not None:
+                self.release_hold(wl.name)
             info = st.infos.get(wl.cluster_queue)
             if info is not None and wl.cls is not None and self.queue_open(info, wl.local_queue):
+                if self.admit_as_held(wl, info, hold):
+                    continue
                 outcome, reason, _ = self.evaluate(wl, info)
                 if outcome in (FAILED, HELD) and reason is not None:
                     self.set_reason(wl, reason)
@@ -144,37 +149,61 @@ class Cycle:
                     Preemption(name, "", PreemptionReason.QUEUE_STOPPED, f"evicted: {why}")
                 )
 
-    def settle_waiting(self) -> list[Workload]:
-        """Preemptors whose victims left are returned; the others keep their hold."""
+    def settle_waiting(self) -> list[tuple[Workload, Hold | None]]:
+        """Preemptors whose victims left are returned with what they held; the others keep
+        their hold."""
         st = self.st
-        nominated: list[Workload] = []
+        nominated: list[tuple[Workload, Hold | None]] = []
         for wl in sorted(st.waiting.values(), key=lambda w: w.order_key):
             alive = [v for v in wl.waiting_for if v in st.jobs and st.jobs[v].admitted]
-            if not alive or wl.hold is None:
+            hold = wl.hold
+            if hold is not None:
+                # Kept until the job's own turn below, so no other preemptor takes it.
+                self.apply_hold(wl.name, hold)
+            if not alive or hold is None:
                 del st.waiting[wl.name]
+                nominated.append((wl, hold))
                 wl.waiting_for = ()
                 wl.hold = None
-                nominated.append(wl)
                 continue
             wl.waiting_for = tuple(alive)
-            self.apply_hold(wl)
             self.set_reason(wl, waiting_reason(alive))
         return nominated
 
-    def apply_hold(self, wl: Workload) -> None:
-        hold = wl.hold
-        assert hold is not None
+    def admit_as_held(self, wl: Workload, info: QueueInfo, hold: Hold | None) -> bool:
+        """Admit a preemptor whose victims are gone on what it preempted for, unless a fresh
+        look finds it a plain fit. Judged afresh, it could land on another flavor whose
+        nodes are full, let its victims back in and preempt them again, cycle after cycle."""
+        st = self.st
+        if hold is None or hold.cluster_queue != info.name:
+            return False
+        a = st.assigner.assign(wl, info)
+        if a.mode != FIT or a.placement is None:
+            node, cache = info.node, st.cache
+            if any(v > cache.available(node, fr) for fr, v in hold.usage.items()):
+                return False
+            if not st.pool.fits_as_placed(hold.groups, hold.placement, wl.topology):
+                return False
+            a = hold.assignment
+            a.placement = hold.placement
+        if st.reservations:
+            st.reservations.release(wl)
+        self.admit(wl, info, a)
+        return True
+
+    def apply_hold(self, name: str, hold: Hold) -> None:
         self.st.cache.charge(hold.cluster_queue, hold.usage, 1, bump=False)
-        self.st.pool.reserve(HOLD_PREFIX + wl.name, hold.groups, hold.placement)
-        self.holds.append(wl)
+        self.st.pool.reserve(HOLD_PREFIX + name, hold.groups, hold.placement)
+        self.holds[name] = hold
+
+    def release_hold(self, name: str) -> None:
+        hold = self.holds.pop(name)
+        self.st.cache.charge(hold.cluster_queue, hold.usage, -1, bump=False)
+        self.st.pool.release(HOLD_PREFIX + name)
 
     def release_holds(self) -> None:
-        for wl in self.holds:
-            hold = wl.hold
-            if hold is not None:
-                self.st.cache.charge(hold.cluster_queue, hold.usage, -1, bump=False)
-            self.st.pool.release(HOLD_PREFIX + wl.name)
-        self.holds = []
+        for name in list(self.holds):
+            self.release_hold(name)
 
     def queue_open(self, info: QueueInfo, local_queue: str) -> bool:
         # Asked once per pending class per cycle; the configuration cannot change meanwhile.
@@ -453,11 +482,13 @@ class Cycle:
                          f"{wl.priority}) from ClusterQueue {victim.cluster_queue}, priority "
                          f"{victim.priority}: {t.reason}"),
             ))
-        assert placement is not None
+        assert isinstance(placement, Placement)
+        if placement.counts != a.counts:  # partial admission: hold what the pods take
+            shrink(a, info, placement.counts)
         wl.waiting_for = tuple(names)
-        wl.hold = Hold(info.name, dict(a.usage), a.groups, placement)  # type: ignore[arg-type]
+        wl.hold = Hold(info.name, dict(a.usage), a.groups, placement, a)
         st.waiting[wl.name] = wl
-        self.apply_hold(wl)
+        self.apply_hold(wl.name, wl.hold)
         self.set_reason(wl, waiting_reason(names))
 
     # ------------------------------------------------------------------ leftovers

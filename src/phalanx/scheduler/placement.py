@@ -255,6 +255,34 @@ class NodePool:
             total += self.room_gain(sig, name, extra)
         return total
 
+    def fits_as_placed(self, groups: Sequence[PodGroup], placement: Placement,
+                       topology: TopologyConstraint | None = None) -> bool:
+        """Whether ``placement`` (found earlier) could be reserved as it stands now: every
+        node still takes the groups (labels, taints, health, cordon) and has room for all
+        the pods it was given, and a required topology still holds one domain."""
+        need: dict[str, dict[int, int]] = {}
+        for group, names in zip(groups, placement.nodes, strict=True):
+            flat = self._signature(group).flat_index()
+            for name, pods in Counter(names).items():
+                if name not in self._class_of:
+                    return False
+                entry = self._entry_of(name, flat)
+                if entry is None:
+                    return False
+                mine = need.setdefault(name, {})
+                for i, amount in entry[1]:
+                    mine[i] = mine.get(i, 0) + amount * pods
+        for name, amounts in need.items():
+            free = self._free[name]
+            if any(free[i] < amount for i, amount in amounts.items()):
+                return False
+        if topology is not None and topology.required:
+            key = topology.required
+            domains = {self._nodes[name].labels.get(key) for name in need}
+            if len(domains) > 1 or None in domains:
+                return False
+        return True
+
     def signature(self, group: PodGroup) -> Signature:
         """What every group of the same shape shares (for repeated ``room_gain`` calls)."""
         return self._signature(group)

@@ -24,7 +24,7 @@ from phalanx.scheduler.cache import QueueInfo
 from phalanx.scheduler.dominance import Frontier, class_reason
 from phalanx.scheduler.fairsharing import dominant_share
 from phalanx.scheduler.flavors import FIT, NOFIT, PREEMPT, Assignment, shrink
-from phalanx.scheduler.placement import Placement
+from phalanx.scheduler.placement import Placement, PodGroup
 from phalanx.scheduler.queue import BlockStamp, PendingClass, QueuePending
 from phalanx.scheduler.reasons import (
     QUEUED,
@@ -178,17 +178,19 @@ class Cycle:
         if hold is None or hold.cluster_queue != info.name:
             return False
         a = st.assigner.assign(wl, info)
-        if a.mode != FIT or a.placement is None:
+        fresh = a.mode == FIT and a.placement is not None
+        if not fresh:
             node, cache = info.node, st.cache
             if any(v > cache.available(node, fr) for fr, v in hold.usage.items()):
                 return False
             if not st.pool.fits_as_placed(hold.groups, hold.placement, wl.topology):
                 return False
-            a = hold.assignment
-            a.placement = hold.placement
         if st.reservations:
             st.reservations.release(wl)
-        self.admit(wl, info, a)
+        if fresh:
+            self.admit(wl, info, a)
+        else:
+            self.admit_on(wl, info, hold.usage, hold.groups, hold.placement, hold.flavors)
         return True
 
     def apply_hold(self, name: str, hold: Hold) -> None:
@@ -445,24 +447,30 @@ class Cycle:
         return FAILED, quota_reason(info, st.cache, a, note, disabled), a
 
     def admit(self, wl: Workload, info: QueueInfo, a: Assignment) -> None:
+        assert a.placement is not None
+        self.admit_on(wl, info, a.usage, a.groups, a.placement,
+                      tuple(c.flavors for c in a.choices))
+
+    def admit_on(self, wl: Workload, info: QueueInfo, usage: dict[FR, int],
+                 groups: tuple[PodGroup, ...], placement: Placement,
+                 flavors: tuple[dict[str, str], ...]) -> None:
         st = self.st
-        placement = a.placement
-        assert placement is not None
         node = info.node
-        borrowing = any(st.cache.borrowing_with(node, fr, v) for fr, v in a.usage.items())
+        borrowing = any(st.cache.borrowing_with(node, fr, v) for fr, v in usage.items())
         admission = Admission(
             job=wl.name,
             cluster_queue=info.name,
             pod_sets=tuple(
-                PodSetAssignment(c.pod_set.name, n, dict(c.flavors), names)
-                for c, n, names in zip(a.choices, placement.counts, placement.nodes, strict=True)
+                PodSetAssignment(ps.name, n, dict(f), names)
+                for ps, f, n, names in zip(wl.pod_sets, flavors, placement.counts,
+                                           placement.nodes, strict=True)
             ),
             borrowing=borrowing,
         )
         st.queues.discard(wl)
         st.unreported.pop(wl.name, None)
-        st._admit(wl, admission, dict(a.usage))
-        st.pool.reserve(wl.name, a.groups, placement)
+        st._admit(wl, admission, dict(usage))
+        st.pool.reserve(wl.name, groups, placement)
         self.result.admissions.append(admission)
 
     def preempt(self, wl: Workload, info: QueueInfo, a: Assignment, targets: list,
@@ -486,7 +494,8 @@ class Cycle:
         if placement.counts != a.counts:  # partial admission: hold what the pods take
             shrink(a, info, placement.counts)
         wl.waiting_for = tuple(names)
-        wl.hold = Hold(info.name, dict(a.usage), a.groups, placement, a)
+        wl.hold = Hold(info.name, dict(a.usage), a.groups, placement,
+                       tuple(c.flavors for c in a.choices))
         st.waiting[wl.name] = wl
         self.apply_hold(wl.name, wl.hold)
         self.set_reason(wl, waiting_reason(names))

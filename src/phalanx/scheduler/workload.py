@@ -16,13 +16,12 @@ from phalanx.spec.resources import JobSpec, Toleration, TopologyConstraint
 
 if TYPE_CHECKING:
     from phalanx.scheduler.dominance import Demand
-    from phalanx.scheduler.flavors import Assignment
     from phalanx.scheduler.queue import PendingClass
 
 # Those modules import this one, so their classes are imported for the type checker only.
 # Compiled, the dataclass below still looks its field types up by name as the module loads
 # (its fields are checked against the real classes all the same).
-for _name in ("Assignment", "Demand", "PendingClass"):
+for _name in ("Demand", "PendingClass"):
     globals().setdefault(_name, object)
 
 FR = tuple[str, str]  # (flavor, resource)
@@ -66,13 +65,13 @@ def pod_sets_of(spec: JobSpec) -> tuple[PodSetDemand, ...]:
 @dataclass(slots=True)
 class Hold:
     """What a preemptor keeps for itself while its victims terminate (re-applied each cycle),
-    and the assignment it preempted for, on which it is admitted once they are gone."""
+    and the flavors it preempted for, on which it is admitted once they are gone."""
 
     cluster_queue: str
     usage: dict[FR, int]
     groups: tuple[PodGroup, ...]
     placement: Placement
-    assignment: Assignment
+    flavors: tuple[dict[str, str], ...]  # per pod set: resource -> flavor
 
 
 @dataclass(slots=True, eq=False)

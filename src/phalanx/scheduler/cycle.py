@@ -171,26 +171,20 @@ class Cycle:
         return nominated
 
     def admit_as_held(self, wl: Workload, info: QueueInfo, hold: Hold | None) -> bool:
-        """Admit a preemptor whose victims are gone on what it preempted for, unless a fresh
-        look finds it a plain fit. Judged afresh, it could land on another flavor whose
-        nodes are full, let its victims back in and preempt them again, cycle after cycle."""
+        """Admit a preemptor whose victims are gone on the flavors and nodes it preempted for,
+        when they are still free. Judged afresh, it could land on another flavor whose nodes
+        are full, let its victims back in and preempt them again, cycle after cycle."""
         st = self.st
         if hold is None or hold.cluster_queue != info.name:
             return False
-        a = st.assigner.assign(wl, info)
-        fresh = a.mode == FIT and a.placement is not None
-        if not fresh:
-            node, cache = info.node, st.cache
-            if any(v > cache.available(node, fr) for fr, v in hold.usage.items()):
-                return False
-            if not st.pool.fits_as_placed(hold.groups, hold.placement, wl.topology):
-                return False
+        node, cache = info.node, st.cache
+        if any(v > cache.available(node, fr) for fr, v in hold.usage.items()):
+            return False
+        if not st.pool.fits_as_placed(hold.groups, hold.placement, wl.topology):
+            return False
         if st.reservations:
             st.reservations.release(wl)
-        if fresh:
-            self.admit(wl, info, a)
-        else:
-            self.admit_on(wl, info, hold.usage, hold.groups, hold.placement, hold.flavors)
+        self.admit_on(wl, info, hold.usage, hold.groups, hold.placement, hold.flavors)
         return True
 
     def apply_hold(self, name: str, hold: Hold) -> None:

@@ -30,10 +30,9 @@ import urllib3
 from phalanx.errors import SpecError
 
 try:
-    from kubernetes.config.config_exception import ConfigException
-
     from kubernetes import client as k8s
     from kubernetes import config as k8s_config
+    from kubernetes.config.config_exception import ConfigException
 except ImportError:  # an optional dependency: say how to get it
     raise SpecError(
         "the Kubernetes compute plane needs the kubernetes client library",

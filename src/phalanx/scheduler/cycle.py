@@ -2,9 +2,10 @@
 
 Order of work:
 1. ClusterQueues or LocalQueues with stopPolicy HoldAndDrain evict their admitted jobs.
-2. Preemptors whose victims are all gone are looked at first (they preempted for a
-   reason); those still waiting re-apply a cycle-long hold on the quota and nodes
-   they will need, so nobody else takes them meanwhile.
+2. Every preemptor re-applies its hold on the quota and nodes it preempted for, so
+   nobody else takes them meanwhile. Those whose victims are all gone are looked at
+   first, one by one, each admitted on its hold when that still fits (judged afresh,
+   one could land elsewhere, fail, and preempt its victims again next cycle).
 3. Every ClusterQueue offers its head (priority, then submission time) to one
    global heap ordered by fair share (or, without fair sharing, non-borrowing
    first, then priority and time). The best head is tried: admitted, preempting,

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 
-from phalanx.scheduler import CycleResult, PendingCode
+from phalanx.scheduler import CycleResult, PendingCode, PendingReason
 from phalanx.spec import ClusterQueue, Cohort, QueueConfig, tolerates_all
 from phalanx.spec.resources import NodeHealth, ResourceQuota
 
@@ -235,7 +235,7 @@ def check_cycle(driver: Driver, result: CycleResult) -> None:
         if here is None or (node_name in driver.shrunk and node_name not in new_nodes):
             continue
         for resource, amount in held.items():
-            if node_name in driver.shrunk and resource not in new_nodes[node_name]:
+            if node_name in driver.shrunk and resource not in new_nodes.get(node_name, ()):
                 continue  # a shrunk node may stay over on what no new pod there asks for
             if resource == "pods" and "pods" not in here.allocatable:
                 continue  # a node that declares no pod limit takes any number
@@ -263,6 +263,11 @@ def check_cycle(driver: Driver, result: CycleResult) -> None:
         assert driver.scheduler.pending_reason(name) is None, f"admitted {name} has a reason"
 
 
+def is_reserved_for_another(reason: PendingReason) -> bool:
+    return (reason.code is PendingCode.COHORT_EXHAUSTED
+            and "waits for enough of it to borrow" in reason.message)
+
+
 def check_preemptors_admitted(driver: Driver, result: CycleResult) -> None:
     """No preemption loops: once its victims are gone, a preemptor is admitted next cycle."""
     if len(driver.results) < 2 or driver.outside_events:
@@ -273,6 +278,13 @@ def check_preemptors_admitted(driver: Driver, result: CycleResult) -> None:
         # A plain cycle does not terminate victims: only a preemptor whose victims all left
         # must have been admitted.
         if pre.preemptor in driver.jobs and pre.preemptor not in still_held:
+            # Unless a higher-priority job that the cohort keeps capacity for ranks first: it
+            # is admitted instead (or still waits for more than the preemptor freed).
+            priority = driver.jobs[pre.preemptor].priority
+            reason = driver.scheduler.pending_reason(pre.preemptor)
+            if (reason is not None and is_reserved_for_another(reason)) or any(
+                    driver.jobs[a.job].priority > priority for a in result.admissions):
+                continue
             assert pre.preemptor in driver.admitted, (
                 f"{pre.preemptor} preempted {pre.victim} but was not admitted once it left: "
                 f"{driver.scheduler.pending_reason(pre.preemptor)}"

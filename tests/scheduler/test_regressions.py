@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from phalanx.scheduler import PendingCode, Scheduler
-from phalanx.spec import LocalQueue
+from phalanx.spec import LocalQueue, Node, QueueConfig
 
 from .strategies import (
     Driver,
     RandomPicker,
     cluster_queue,
+    cohort,
     flavor,
     job,
     make_config,
@@ -16,7 +17,7 @@ from .strategies import (
     random_scenario,
     replay,
 )
-from .test_properties import check_invariants
+from .test_properties import check_cycle, check_invariants
 
 
 def test_a_job_resubmitted_with_a_higher_priority_preempts_at_once() -> None:
@@ -73,3 +74,81 @@ def test_a_preemptor_is_admitted_on_what_it_preempted_for_once_its_victims_leave
         replay(driver, scenario.events)
         assert driver.preemptions, f"seed {seed} no longer preempts anything"
         check_invariants(scenario)
+
+
+def _preempt_then_reconfigure(new_config: QueueConfig, config: QueueConfig,
+                              nodes: list[Node]) -> Driver:
+    """``high`` preempts ``low``; the configuration changes before low's pods are gone."""
+    driver = Driver.start(config, nodes)
+    driver.on_cycle.append(check_cycle)
+    driver.submit(job("low", "a", cpu=4), 0)
+    driver.cycle()
+    driver.submit(job("high", "a", cpu=4), 100)
+    driver.cycle()
+    assert driver.preempted() == ["low"]
+    driver.config = new_config
+    driver.scheduler.set_config(new_config)
+    driver.requeue("low", outside=False)
+    driver.cycle()  # check_cycle: every admission is valid under the new configuration
+    return driver
+
+
+def test_a_preemptor_is_not_admitted_on_a_hold_made_under_another_configuration() -> None:
+    base = make_config(flavor("f0"), cluster_queue("a", {"f0": {"cpu": 4}}, within="LowerPriority"))
+    # Flavor f0 now means the nodes labelled pool=x: the held node n0 is no f0 node any more.
+    relabelled = base.merged([flavor("f0", labels={"pool": "x"})])
+    driver = _preempt_then_reconfigure(
+        relabelled, base, [node("n0", pool="f0", cpu=4), node("n1", pool="x", cpu=4)])
+    assert driver.admitted["high"].pod_sets[0].nodes == ("n1",)
+    # The queue now covers pods: the hold charged none.
+    with_pods = base.merged([cluster_queue("a", {"f0": {"cpu": 4, "pods": 8}},
+                                           within="LowerPriority")])
+    driver = _preempt_then_reconfigure(with_pods, base, [node("n0", pool="f0", cpu=4)])
+    assert driver.admitted["high"].pod_sets[0].flavors == {"cpu": "f0", "pods": "f0"}
+
+
+def test_a_preemptor_admitted_on_its_hold_respects_a_higher_priority_cohort_reservation() -> None:
+    # p (priority 0) preempts v, which borrowed all of qb's quota. Meanwhile j (priority 100,
+    # within qb's own quota) fails and the cohort keeps that capacity for it. Once v is gone,
+    # p's hold would borrow it: p waits, j goes, and nobody is preempted twice.
+    config = make_config(
+        flavor("f0"), cohort("co"),
+        cluster_queue("qa", {"f0": {"cpu": 0}}, cohort="co", within="LowerPriority"),
+        cluster_queue("qb", {"f0": {"cpu": 8}}, cohort="co", reclaim="LowerPriority"),
+    )
+    driver = Driver.start(config, [node("n0", pool="f0", cpu=64)])
+    driver.on_cycle.append(check_cycle)
+    driver.submit(job("v", "qa", cpu=8), -100)
+    driver.cycle()
+    driver.submit(job("p", "qa", cpu=8), 0)
+    driver.cycle()
+    driver.submit(job("j", "qb", cpu=8), 100)
+    driver.cycle()
+    driver.terminate_victims()
+    driver.settle()
+    assert "j" in driver.admitted and "p" not in driver.admitted
+    assert driver.preempted() == ["v"]
+
+
+def test_a_job_that_failed_because_this_cycles_admissions_were_no_candidates_is_looked_at_again(
+) -> None:
+    # p is admitted (on its hold) at the start of a cycle; j, within its own queue's quota,
+    # could reclaim it but not in the cycle that admitted it. Stamped with the versions after
+    # p's admission, j was never looked at again and waited for ever behind a borrower.
+    config = make_config(
+        flavor("f0"), cohort("co"),
+        cluster_queue("qa", {"f0": {"cpu": 0}}, cohort="co", within="LowerPriority"),
+        cluster_queue("qb", {"f0": {"cpu": 8}}, cohort="co", reclaim="LowerPriority"),
+    )
+    driver = Driver.start(config, [node("n0", pool="f0", cpu=64)])
+    driver.on_cycle.append(check_cycle)
+    driver.submit(job("v", "qa", cpu=8), -100)
+    driver.cycle()
+    driver.submit(job("p", "qa", cpu=8), 0)
+    driver.cycle()
+    driver.submit(job("j", "qb", cpu=8), 100)
+    driver.terminate_victims()
+    assert [a.job for a in driver.cycle().admissions] == ["p"]
+    driver.settle()
+    assert "j" in driver.admitted
+    assert driver.preempted() == ["v", "p"]

@@ -21,7 +21,7 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass, field
 
-from phalanx.scheduler.cache import QueueInfo
+from phalanx.scheduler.cache import QueueInfo, Tree
 from phalanx.scheduler.dominance import Frontier, class_reason
 from phalanx.scheduler.fairsharing import dominant_share
 from phalanx.scheduler.flavors import FIT, NOFIT, PREEMPT, Assignment, shrink
@@ -36,6 +36,7 @@ from phalanx.scheduler.reasons import (
     strict_fifo_reason,
     waiting_reason,
 )
+from phalanx.scheduler.reservation import Hold as ReservedHold
 from phalanx.scheduler.reservation import held_reason
 from phalanx.scheduler.state import HOLD_PREFIX, State
 from phalanx.scheduler.types import (
@@ -84,6 +85,10 @@ class Cycle:
         self.st = state
         self.result = CycleResult()
         self.holds: dict[str, Hold] = {}  # preemptors' holds applied for this cycle
+        # Each quota tree this cycle admitted into, with its version before the first of those
+        # admissions: they are no preemption candidates until the next cycle, so a job that
+        # fails within its own quota there is stamped with that version and looked at again.
+        self.fresh_trees: dict[Tree, int] = {}
         self.frontiers: dict[str, Frontier] = {}  # this cycle's failures, per ClusterQueue
         self._open: dict[tuple[str, str], bool] = {}  # (ClusterQueue, LocalQueue) -> open
 
@@ -106,7 +111,8 @@ class Cycle:
         if st.reservations:
             st.reservations.keep_pending(st.jobs)
         nominated = self.settle_waiting()
-        for wl, hold in nominated:
+        for wl in nominated:
+            hold = self.holds.get(wl.name)
             if hold is not None:
                 self.release_hold(wl.name)
             info = st.infos.get(wl.cluster_queue)
@@ -150,11 +156,11 @@ class Cycle:
                     Preemption(name, "", PreemptionReason.QUEUE_STOPPED, f"evicted: {why}")
                 )
 
-    def settle_waiting(self) -> list[tuple[Workload, Hold | None]]:
-        """Preemptors whose victims left are returned with what they held; the others keep
-        their hold."""
+    def settle_waiting(self) -> list[Workload]:
+        """Preemptors whose victims left are returned (their holds stay applied until their
+        turn); the others keep their hold."""
         st = self.st
-        nominated: list[tuple[Workload, Hold | None]] = []
+        nominated: list[Workload] = []
         for wl in sorted(st.waiting.values(), key=lambda w: w.order_key):
             alive = [v for v in wl.waiting_for if v in st.jobs and st.jobs[v].admitted]
             hold = wl.hold
@@ -163,7 +169,7 @@ class Cycle:
                 self.apply_hold(wl.name, hold)
             if not alive or hold is None:
                 del st.waiting[wl.name]
-                nominated.append((wl, hold))
+                nominated.append(wl)
                 wl.waiting_for = ()
                 wl.hold = None
                 continue
@@ -176,7 +182,8 @@ class Cycle:
         when they are still free. Judged afresh, it could land on another flavor whose nodes
         are full, let its victims back in and preempt them again, cycle after cycle."""
         st = self.st
-        if hold is None or hold.cluster_queue != info.name:
+        if (hold is None or hold.cluster_queue != info.name
+                or hold.config_generation != st.config_generation):
             return False
         node, cache = info.node, st.cache
         if any(v > cache.available(node, fr) for fr, v in hold.usage.items()):
@@ -184,9 +191,20 @@ class Cycle:
         if not st.pool.fits_as_placed(hold.groups, hold.placement, wl.topology):
             return False
         if st.reservations:
+            if self.reserved_for_another(wl, info, hold.usage) is not None:
+                return False  # evaluate() says so
             st.reservations.release(wl)
         self.admit_on(wl, info, hold.usage, hold.groups, hold.placement, hold.flavors)
         return True
+
+    def reserved_for_another(self, wl: Workload, info: QueueInfo, usage: dict[FR, int]
+                             ) -> tuple[ReservedHold, list[FR]] | None:
+        """The cohort reservation of a job ranked before ``wl`` that keeps what ``usage``
+        would borrow, with the flavor-resources at stake."""
+        found = self.st.reservations.hold_on(wl, info, usage, self.st.cache)
+        if found is None or self.ranks_before(wl, info, found[0].holder):
+            return None
+        return found
 
     def apply_hold(self, name: str, hold: Hold) -> None:
         self.st.cache.charge(hold.cluster_queue, hold.usage, 1, bump=False)
@@ -248,9 +266,15 @@ class Cycle:
         nodes = self.st.node_free_version
         if assignment is None or assignment.no_flavor:
             return (tree.free_version, None)
-        tree_v = tree.any_version if info.can_preempt else tree.free_version
+        any_v = tree.any_version
+        if not assignment.borrowing:
+            # Within its own quota it may reclaim from this cycle's admissions next cycle.
+            # (Not when it would borrow: under fair sharing, two borrowing queues whose shares
+            # cross could then take turns preempting each other.)
+            any_v = self.fresh_trees.get(tree, any_v)
+        tree_v = any_v if info.can_preempt else tree.free_version
         if assignment.mode == FIT:  # quota fits, nodes do not
-            return (tree.any_version if info.can_preempt else None, nodes)
+            return (any_v if info.can_preempt else None, nodes)
         if assignment.mode == PREEMPT and info.can_preempt:
             return (tree_v, nodes)
         return (tree_v, None)
@@ -402,13 +426,14 @@ class Cycle:
         if reservations:
             reservations.release(wl)  # it holds again below if it fails the same way
             if a.borrowing and not a.no_flavor:
-                found = reservations.hold_on(wl, info, a, st.cache)
-                if found is not None and not self.ranks_before(wl, info, found[0].holder):
+                found = self.reserved_for_another(wl, info, a.usage)
+                if found is not None:
                     if wl.cls is not None:
                         wl.cls.blocked = None  # looked at again while the hold lasts
                     return HELD, held_reason(*found), a
         if a.mode == FIT and a.placement is not None:
-            self.admit(wl, info, a)
+            self.admit_on(wl, info, a.usage, a.groups, a.placement,
+                          tuple(c.flavors for c in a.choices))
             return ADMITTED, None, a
         cls = wl.cls
         if cls is not None:
@@ -422,6 +447,7 @@ class Cycle:
             return FAILED, quota_reason(info, st.cache, a, "", disabled), a
         outcome = st.preemptor.find(wl, info, a)
         if outcome.targets:
+            assert outcome.placement is not None
             self.preempt(wl, info, a, outcome.targets, outcome.placement)
             if cls is not None:
                 cls.blocked = None
@@ -441,11 +467,6 @@ class Cycle:
             reservations.offer(wl, info, a, st.cache)
         return FAILED, quota_reason(info, st.cache, a, note, disabled), a
 
-    def admit(self, wl: Workload, info: QueueInfo, a: Assignment) -> None:
-        assert a.placement is not None
-        self.admit_on(wl, info, a.usage, a.groups, a.placement,
-                      tuple(c.flavors for c in a.choices))
-
     def admit_on(self, wl: Workload, info: QueueInfo, usage: dict[FR, int],
                  groups: tuple[PodGroup, ...], placement: Placement,
                  flavors: tuple[dict[str, str], ...]) -> None:
@@ -462,6 +483,9 @@ class Cycle:
             ),
             borrowing=borrowing,
         )
+        tree = node.tree
+        if tree not in self.fresh_trees:
+            self.fresh_trees[tree] = tree.any_version
         st.queues.discard(wl)
         st.unreported.pop(wl.name, None)
         st._admit(wl, admission, dict(usage))
@@ -469,7 +493,7 @@ class Cycle:
         self.result.admissions.append(admission)
 
     def preempt(self, wl: Workload, info: QueueInfo, a: Assignment, targets: list,
-                placement: object) -> None:
+                placement: Placement) -> None:
         st = self.st
         names: list[str] = []
         for t in targets:
@@ -485,12 +509,11 @@ class Cycle:
                          f"{wl.priority}) from ClusterQueue {victim.cluster_queue}, priority "
                          f"{victim.priority}: {t.reason}"),
             ))
-        assert isinstance(placement, Placement)
         if placement.counts != a.counts:  # partial admission: hold what the pods take
             shrink(a, info, placement.counts)
         wl.waiting_for = tuple(names)
         wl.hold = Hold(info.name, dict(a.usage), a.groups, placement,
-                       tuple(c.flavors for c in a.choices))
+                       tuple(c.flavors for c in a.choices), st.config_generation)
         st.waiting[wl.name] = wl
         self.apply_hold(wl.name, wl.hold)
         self.set_reason(wl, waiting_reason(names))

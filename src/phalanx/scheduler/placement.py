@@ -256,7 +256,7 @@ class NodePool:
         return total
 
     def fits_as_placed(self, groups: Sequence[PodGroup], placement: Placement,
-                       topology: TopologyConstraint | None = None) -> bool:
+                       topology: TopologyConstraint | None) -> bool:
         """Whether ``placement`` (found earlier) could be reserved as it stands now: every
         node still takes the groups (labels, taints, health, cordon) and has room for all
         the pods it was given, and a required topology still holds one domain."""
@@ -279,7 +279,7 @@ class NodePool:
         if topology is not None and topology.required:
             key = topology.required
             domains = {self._nodes[name].labels.get(key) for name in need}
-            if len(domains) > 1 or None in domains:
+            if len(domains) > 1 or None in domains or NO_DOMAIN in domains:
                 return False
         return True
 

@@ -87,9 +87,9 @@ class Reservations:
                 del self.holds[cohort]
                 self.by_holder.pop(wl.name, None)
 
-    def hold_on(self, wl: Workload, info: QueueInfo, a: Assignment,
+    def hold_on(self, wl: Workload, info: QueueInfo, usage: dict[FR, int],
                 cache: QuotaCache) -> tuple[Hold, list[FR]] | None:
-        """The hold that keeps ``wl`` from borrowing what its assignment would, if any,
+        """The hold that keeps ``wl`` from borrowing what ``usage`` would, if any,
         with the flavor-resources at stake; whether ``wl`` ranks before the holder (fair
         sharing) is for the caller to judge."""
         parent = info.node.parent
@@ -99,7 +99,7 @@ class Reservations:
         if held is None or held.holder.priority <= wl.priority:
             return None
         node = info.node
-        hit = sorted(fr for fr, v in a.usage.items()
+        hit = sorted(fr for fr, v in usage.items()
                      if fr in held.frs and cache.borrowing_with(node, fr, v))
         return (held, hit) if hit else None
 

@@ -42,11 +42,13 @@ class State:
         self.node_free_version = 0
         self.reason_clock = 0  # orders reasons given to jobs, classes and StrictFIFO queues
         self.fair_sharing = True
+        self.config_generation = 0  # bumped by every configuration, so holds know their own
         self._configure(config)
 
     # ------------------------------------------------------------------ configuration
     def _configure(self, config: QueueConfig) -> None:
         self.config = config
+        self.config_generation += 1
         self.cache = QuotaCache(config)
         self.infos = {
             name: QueueInfo(config.cluster_queues[name], config, self.cache.cqs[name])

@@ -72,6 +72,9 @@ class Hold:
     groups: tuple[PodGroup, ...]
     placement: Placement
     flavors: tuple[dict[str, str], ...]  # per pod set: resource -> flavor
+    # The configuration it was made under: flavors' labels, the queue's quotas and covered
+    # resources may differ in another, so it is no assignment to admit on there.
+    config_generation: int
 
 
 @dataclass(slots=True, eq=False)

@@ -263,6 +263,16 @@ def check_cycle(driver: Driver, result: CycleResult) -> None:
         assert driver.scheduler.pending_reason(name) is None, f"admitted {name} has a reason"
 
 
+def _quota_tree(config: QueueConfig, cq: str) -> str:
+    """The root cohort of a ClusterQueue (the queue itself outside any cohort)."""
+    cohort = config.cluster_queues[cq].cohort
+    if cohort is None:
+        return f"queue {cq}"
+    while (found := config.cohorts.get(cohort)) is not None and found.parent is not None:
+        cohort = found.parent
+    return f"cohort {cohort}"
+
+
 def is_reserved_for_another(reason: PendingReason) -> bool:
     return (reason.code is PendingCode.COHORT_EXHAUSTED
             and "waits for enough of it to borrow" in reason.message)
@@ -278,12 +288,17 @@ def check_preemptors_admitted(driver: Driver, result: CycleResult) -> None:
         # A plain cycle does not terminate victims: only a preemptor whose victims all left
         # must have been admitted.
         if pre.preemptor in driver.jobs and pre.preemptor not in still_held:
-            # Unless a higher-priority job that the cohort keeps capacity for ranks first: it
-            # is admitted instead (or still waits for more than the preemptor freed).
+            # Unless a higher-priority job of its quota tree that the cohort keeps capacity for
+            # ranks first: it is admitted instead (or still waits for more than was freed).
+            # A preemptor that preempts again is never excused: that is what a loop looks like.
             priority = driver.jobs[pre.preemptor].priority
+            tree = _quota_tree(driver.config, driver.jobs[pre.preemptor].cluster_queue)
             reason = driver.scheduler.pending_reason(pre.preemptor)
-            if (reason is not None and is_reserved_for_another(reason)) or any(
-                    driver.jobs[a.job].priority > priority for a in result.admissions):
+            again = any(p.preemptor == pre.preemptor for p in result.preemptions)
+            if not again and ((reason is not None and is_reserved_for_another(reason)) or any(
+                    driver.jobs[a.job].priority > priority
+                    and _quota_tree(driver.config, a.cluster_queue) == tree
+                    for a in result.admissions)):
                 continue
             assert pre.preemptor in driver.admitted, (
                 f"{pre.preemptor} preempted {pre.victim} but was not admitted once it left: "

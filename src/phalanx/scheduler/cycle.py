@@ -191,9 +191,9 @@ class Cycle:
         if not st.pool.fits_as_placed(hold.groups, hold.placement, wl.topology):
             return False
         if st.reservations:
+            st.reservations.release(wl)
             if self.reserved_for_another(wl, info, hold.usage) is not None:
                 return False  # evaluate() says so
-            st.reservations.release(wl)
         self.admit_on(wl, info, hold.usage, hold.groups, hold.placement, hold.flavors)
         return True
 
@@ -270,7 +270,8 @@ class Cycle:
         if not assignment.borrowing:
             # Within its own quota it may reclaim from this cycle's admissions next cycle.
             # (Not when it would borrow: under fair sharing, two borrowing queues whose shares
-            # cross could then take turns preempting each other.)
+            # cross could then take turns preempting each other. So a borrowing job that failed
+            # behind a borrower admitted this cycle waits for the tree's next change.)
             any_v = self.fresh_trees.get(tree, any_v)
         tree_v = any_v if info.can_preempt else tree.free_version
         if assignment.mode == FIT:  # quota fits, nodes do not

@@ -278,8 +278,8 @@ class NodePool:
                 return False
         if topology is not None and topology.required:
             key = topology.required
-            domains = {self._nodes[name].labels.get(key) for name in need}
-            if len(domains) > 1 or None in domains or NO_DOMAIN in domains:
+            domains = {self._nodes[name].labels.get(key, NO_DOMAIN) for name in need}
+            if len(domains) > 1 or NO_DOMAIN in domains:
                 return False
         return True
 

@@ -107,10 +107,9 @@ def test_a_preemptor_is_not_admitted_on_a_hold_made_under_another_configuration(
     assert driver.admitted["high"].pod_sets[0].flavors == {"cpu": "f0", "pods": "f0"}
 
 
-def test_a_preemptor_admitted_on_its_hold_respects_a_higher_priority_cohort_reservation() -> None:
-    # p (priority 0) preempts v, which borrowed all of qb's quota. Meanwhile j (priority 100,
-    # within qb's own quota) fails and the cohort keeps that capacity for it. Once v is gone,
-    # p's hold would borrow it: p waits, j goes, and nobody is preempted twice.
+def _borrower_preempted_then_owner_arrives() -> Driver:
+    """p (priority 0, queue qa) preempts v, which borrowed all of qb's quota; then j (priority
+    100) arrives in qb, within qb's own quota, while v's pods are still there."""
     config = make_config(
         flavor("f0"), cohort("co"),
         cluster_queue("qa", {"f0": {"cpu": 0}}, cohort="co", within="LowerPriority"),
@@ -123,6 +122,13 @@ def test_a_preemptor_admitted_on_its_hold_respects_a_higher_priority_cohort_rese
     driver.submit(job("p", "qa", cpu=8), 0)
     driver.cycle()
     driver.submit(job("j", "qb", cpu=8), 100)
+    return driver
+
+
+def test_a_preemptor_admitted_on_its_hold_respects_a_higher_priority_cohort_reservation() -> None:
+    # j fails while v terminates and the cohort keeps that capacity for it. Once v is gone,
+    # p's hold would borrow it: p waits, j goes, and nobody is preempted twice.
+    driver = _borrower_preempted_then_owner_arrives()
     driver.cycle()
     driver.terminate_victims()
     driver.settle()
@@ -132,21 +138,10 @@ def test_a_preemptor_admitted_on_its_hold_respects_a_higher_priority_cohort_rese
 
 def test_a_job_that_failed_because_this_cycles_admissions_were_no_candidates_is_looked_at_again(
 ) -> None:
-    # p is admitted (on its hold) at the start of a cycle; j, within its own queue's quota,
-    # could reclaim it but not in the cycle that admitted it. Stamped with the versions after
-    # p's admission, j was never looked at again and waited for ever behind a borrower.
-    config = make_config(
-        flavor("f0"), cohort("co"),
-        cluster_queue("qa", {"f0": {"cpu": 0}}, cohort="co", within="LowerPriority"),
-        cluster_queue("qb", {"f0": {"cpu": 8}}, cohort="co", reclaim="LowerPriority"),
-    )
-    driver = Driver.start(config, [node("n0", pool="f0", cpu=64)])
-    driver.on_cycle.append(check_cycle)
-    driver.submit(job("v", "qa", cpu=8), -100)
-    driver.cycle()
-    driver.submit(job("p", "qa", cpu=8), 0)
-    driver.cycle()
-    driver.submit(job("j", "qb", cpu=8), 100)
+    # v is gone before j is first looked at: p is admitted (on its hold) at the start of the
+    # cycle, and j could reclaim it but not in the cycle that admitted it. Stamped with the
+    # versions after p's admission, j was never looked at again and waited for ever.
+    driver = _borrower_preempted_then_owner_arrives()
     driver.terminate_victims()
     assert [a.job for a in driver.cycle().admissions] == ["p"]
     driver.settle()

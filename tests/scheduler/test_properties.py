@@ -232,7 +232,7 @@ def check_cycle(driver: Driver, result: CycleResult) -> None:
     model = node_usage_model(driver)
     for node_name, held in model.items():
         here = driver.nodes.get(node_name)
-        if here is None or (node_name in driver.shrunk and node_name not in new_nodes):
+        if here is None:
             continue
         for resource, amount in held.items():
             if node_name in driver.shrunk and resource not in new_nodes.get(node_name, ()):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from phalanx.scheduler import PendingCode
-from phalanx.scheduler.dominance import Frontier, _Numbers, covers, demand_of
+from phalanx.scheduler.dominance import Demands, Frontier, _Numbers, covers, demand_of
 from phalanx.scheduler.types import PendingReason
 from phalanx.scheduler.workload import Workload, make_workload
 from phalanx.spec import JobSpec, TopologyConstraint
@@ -75,7 +75,7 @@ def test_partial_admission_floors_must_not_go_below_the_failed_count() -> None:
 
 # ---------------------------------------------------------------------------- the frontier
 def test_a_failure_settles_later_jobs_at_no_higher_priority() -> None:
-    frontier = Frontier()
+    frontier = Frontier(Demands())
     small = wl(gang("small", 2), priority=10, seq=5)
     frontier.add(small, NODE_FAILURE, None, None)
     later_same = wl(gang("later", 4), priority=10, seq=6)
@@ -90,7 +90,7 @@ def test_a_failure_settles_later_jobs_at_no_higher_priority() -> None:
 
 
 def test_a_smaller_failure_replaces_the_bigger_ones_it_covers() -> None:
-    frontier = Frontier()
+    frontier = Frontier(Demands())
     frontier.add(wl(gang("big", 8), seq=1), NODE_FAILURE, None, None)
     frontier.add(wl(gang("mid", 4), seq=2), NODE_FAILURE, None, None)
     assert [f.wl.name for f in frontier.failures] == ["mid"]

@@ -22,11 +22,11 @@ import heapq
 from dataclasses import dataclass, field
 
 from phalanx.scheduler.cache import QueueInfo, Tree
-from phalanx.scheduler.dominance import Frontier, class_reason
+from phalanx.scheduler.dominance import BlockStamp, Frontier
 from phalanx.scheduler.fairsharing import dominant_share
 from phalanx.scheduler.flavors import FIT, NOFIT, PREEMPT, Assignment, shrink
 from phalanx.scheduler.placement import Placement, PodGroup
-from phalanx.scheduler.queue import BlockStamp, PendingClass, QueuePending
+from phalanx.scheduler.queue import PendingClass, QueuePending
 from phalanx.scheduler.reasons import (
     QUEUED,
     node_reason,
@@ -36,8 +36,7 @@ from phalanx.scheduler.reasons import (
     strict_fifo_reason,
     waiting_reason,
 )
-from phalanx.scheduler.reservation import Hold as ReservedHold
-from phalanx.scheduler.reservation import held_reason
+from phalanx.scheduler.reservation import CohortReservation, held_reason
 from phalanx.scheduler.state import HOLD_PREFIX, State
 from phalanx.scheduler.types import (
     Admission,
@@ -47,7 +46,8 @@ from phalanx.scheduler.types import (
     Preemption,
     PreemptionReason,
 )
-from phalanx.scheduler.workload import FR, Hold, Workload
+from phalanx.scheduler.waiting import PreemptedCapacity, WaitingPreemptor
+from phalanx.scheduler.workload import FR, Workload
 
 # HELD: it failed because a higher-priority job keeps what it would borrow (reservation.py).
 ADMITTED, PREEMPTING, FAILED, HELD = "admitted", "preempting", "failed", "held"
@@ -84,7 +84,7 @@ class Cycle:
     def __init__(self, state: State) -> None:
         self.st = state
         self.result = CycleResult()
-        self.holds: dict[str, Hold] = {}  # preemptors' holds applied for this cycle
+        self.holds: dict[str, PreemptedCapacity] = {}  # applied for this cycle, by preemptor
         # Each quota tree this cycle admitted into, with its version before the first of those
         # admissions: they are no preemption candidates until the next cycle, so a job that
         # fails within its own quota there is stamped with that version and looked at again.
@@ -116,14 +116,16 @@ class Cycle:
             if hold is not None:
                 self.release_hold(wl.name)
             info = st.infos.get(wl.cluster_queue)
-            if info is not None and wl.cls is not None and self.queue_open(info, wl.local_queue):
+            cls = st.queues.class_of(wl)
+            if info is not None and cls is not None and self.queue_open(info, wl.local_queue):
                 if self.admit_as_held(wl, info, hold):
                     continue
                 outcome, reason, _ = self.evaluate(wl, info)
                 if outcome in (FAILED, HELD) and reason is not None:
                     self.set_reason(wl, reason)
-                    if wl.cls is not None:  # let the loop judge its class on its own turn
-                        wl.cls.blocked = None
+                    cls = st.queues.class_of(wl)
+                    if cls is not None:  # let the loop judge its class on its own turn
+                        cls.blocked = None
         self.admit_loop()
         self.release_holds()
         self.report_rest()
@@ -157,27 +159,25 @@ class Cycle:
                 )
 
     def settle_waiting(self) -> list[Workload]:
-        """Preemptors whose victims left are returned (their holds stay applied until their
-        turn); the others keep their hold."""
+        """Preemptors whose victims left are returned (their capacity stays applied until
+        their turn); the others keep theirs."""
         st = self.st
         nominated: list[Workload] = []
-        for wl in sorted(st.waiting.values(), key=lambda w: w.order_key):
-            alive = [v for v in wl.waiting_for if v in st.jobs and st.jobs[v].admitted]
-            hold = wl.hold
-            if hold is not None:
-                # Kept until the job's own turn below, so no other preemptor takes it.
-                self.apply_hold(wl.name, hold)
-            if not alive or hold is None:
+        for waiter in sorted(st.waiting.values(), key=lambda w: w.wl.order_key):
+            wl = waiter.wl
+            alive = [v for v in waiter.victims if v in st.jobs and st.jobs[v].admitted]
+            # Kept until the job's own turn below, so no other preemptor takes it.
+            self.apply_hold(wl.name, waiter.capacity)
+            if not alive:
                 del st.waiting[wl.name]
                 nominated.append(wl)
-                wl.waiting_for = ()
-                wl.hold = None
                 continue
-            wl.waiting_for = tuple(alive)
+            waiter.victims = tuple(alive)
             self.set_reason(wl, waiting_reason(alive))
         return nominated
 
-    def admit_as_held(self, wl: Workload, info: QueueInfo, hold: Hold | None) -> bool:
+    def admit_as_held(self, wl: Workload, info: QueueInfo,
+                      hold: PreemptedCapacity | None) -> bool:
         """Admit a preemptor whose victims are gone on the flavors and nodes it preempted for,
         when they are still free. Judged afresh, it could land on another flavor whose nodes
         are full, let its victims back in and preempt them again, cycle after cycle."""
@@ -198,7 +198,7 @@ class Cycle:
         return True
 
     def reserved_for_another(self, wl: Workload, info: QueueInfo, usage: dict[FR, int]
-                             ) -> tuple[ReservedHold, list[FR]] | None:
+                             ) -> tuple[CohortReservation, list[FR]] | None:
         """The cohort reservation of a job ranked before ``wl`` that keeps what ``usage``
         would borrow, with the flavor-resources at stake."""
         found = self.st.reservations.hold_on(wl, info, usage, self.st.cache)
@@ -206,7 +206,7 @@ class Cycle:
             return None
         return found
 
-    def apply_hold(self, name: str, hold: Hold) -> None:
+    def apply_hold(self, name: str, hold: PreemptedCapacity) -> None:
         self.st.cache.charge(hold.cluster_queue, hold.usage, 1, bump=False)
         self.st.pool.reserve(HOLD_PREFIX + name, hold.groups, hold.placement)
         self.holds[name] = hold
@@ -379,7 +379,7 @@ class Cycle:
         start = turn.cursor.get(serial, 0)
         wl = cls.wls[start]
         info = turn.info
-        reason = class_reason(cls) if info.strict else None
+        reason = cls.latest_reason() if info.strict else None
         if reason is not None and self.still_blocked(info, cls):
             self.set_reason(wl, reason)  # the head; everyone behind it waits for it
             self.block_strict(turn, wl)
@@ -404,7 +404,7 @@ class Cycle:
         if outcome == FAILED:
             # Not a held job: a bigger one may be judged on another flavor, within its
             # own quota, so a hold settles nothing for it.
-            self.frontiers.setdefault(info.name, Frontier()).add(
+            self.frontiers.setdefault(info.name, Frontier(self.st.demands)).add(
                 wl, reason, cls.blocked, assignment)
         self.class_reason(cls, reason)
 
@@ -429,14 +429,15 @@ class Cycle:
             if a.borrowing and not a.no_flavor:
                 found = self.reserved_for_another(wl, info, a.usage)
                 if found is not None:
-                    if wl.cls is not None:
-                        wl.cls.blocked = None  # looked at again while the hold lasts
+                    cls = st.queues.class_of(wl)
+                    if cls is not None:
+                        cls.blocked = None  # looked at again while the hold lasts
                     return HELD, held_reason(*found), a
         if a.mode == FIT and a.placement is not None:
             self.admit_on(wl, info, a.usage, a.groups, a.placement,
                           tuple(c.flavors for c in a.choices))
             return ADMITTED, None, a
-        cls = wl.cls
+        cls = st.queues.class_of(wl)
         if cls is not None:
             cls.blocked = self.stamp(info, a)
         if a.no_flavor:
@@ -512,11 +513,10 @@ class Cycle:
             ))
         if placement.counts != a.counts:  # partial admission: hold what the pods take
             shrink(a, info, placement.counts)
-        wl.waiting_for = tuple(names)
-        wl.hold = Hold(info.name, dict(a.usage), a.groups, placement,
-                       tuple(c.flavors for c in a.choices), st.config_generation)
-        st.waiting[wl.name] = wl
-        self.apply_hold(wl.name, wl.hold)
+        capacity = PreemptedCapacity(info.name, dict(a.usage), a.groups, placement,
+                                     tuple(c.flavors for c in a.choices), st.config_generation)
+        st.waiting[wl.name] = WaitingPreemptor(wl, tuple(names), capacity)
+        self.apply_hold(wl.name, capacity)
         self.set_reason(wl, waiting_reason(names))
 
     # ------------------------------------------------------------------ leftovers
@@ -527,7 +527,7 @@ class Cycle:
         for wl in st.unreported.values():
             if wl.admitted or wl.name in st.orphans or wl.name in st.waiting:
                 continue
-            cls = wl.cls
+            cls = st.queues.class_of(wl)
             if cls is not None and cls.settled is not None and cls.reason_serial > wl.reason_serial:
                 continue  # settled this cycle (asked first: it spares writing the sentence)
             if st.reason_of(wl).code != QUEUED.code:

@@ -16,13 +16,16 @@ own demand, and the failed job's numbers.
 from __future__ import annotations
 
 from phalanx.scheduler.flavors import Assignment
-from phalanx.scheduler.queue import BlockStamp, PendingClass
 from phalanx.scheduler.types import PendingReason
 from phalanx.scheduler.workload import Workload
 from phalanx.spec.quantity import format_amount
 
 # Failed jobs remembered per ClusterQueue and cycle; the smallest ones settle the most.
 FRONTIER_SIZE = 8
+
+# The capacity versions a job failed at, whose change could let it (and the jobs it settles)
+# through: (tree version or None, node version or None).
+BlockStamp = tuple[int | None, int | None]
 
 
 class Demand:
@@ -42,10 +45,24 @@ class Demand:
         self.required = required  # topology level the gang must share, if any
 
 
-def demand_of(wl: Workload) -> Demand:
-    if wl.demand is None:
-        wl.demand = _demand(wl)
-    return wl.demand
+class Demands:
+    """Each job's demand, built on first use and kept while the job is known: a structure
+    gets a new number once the table of numbers is cleared, so building it again could
+    give a job that settled others a number they do not share."""
+
+    __slots__ = ("by_job",)
+
+    def __init__(self) -> None:
+        self.by_job: dict[Workload, Demand] = {}
+
+    def of(self, wl: Workload) -> Demand:
+        found = self.by_job.get(wl)
+        if found is None:
+            found = self.by_job[wl] = demand_of(wl)
+        return found
+
+    def forget(self, wl: Workload) -> None:
+        self.by_job.pop(wl, None)
 
 
 class _Numbers:
@@ -72,7 +89,7 @@ class _Numbers:
 _STRUCTURES = _Numbers()
 
 
-def _demand(wl: Workload) -> Demand:
+def demand_of(wl: Workload) -> Demand:
     structure = tuple(
         (p.name, p.selector, p.tolerations, tuple(r for r, _ in p.requests)) for p in wl.pod_sets
     )
@@ -112,14 +129,15 @@ class Failure:
 class Frontier:
     """The failed jobs of one ClusterQueue in this cycle."""
 
-    __slots__ = ("failures",)
+    __slots__ = ("demands", "failures")
 
-    def __init__(self) -> None:
+    def __init__(self, demands: Demands) -> None:
+        self.demands = demands
         self.failures: list[Failure] = []
 
     def add(self, wl: Workload, reason: PendingReason, stamp: BlockStamp | None,
             a: Assignment | None) -> None:
-        demand = demand_of(wl)
+        demand = self.demands.of(wl)
         short = None
         if a is not None and a.shortfalls and not a.no_flavor:
             s = a.shortfalls[0]
@@ -135,7 +153,7 @@ class Frontier:
         """A failure that settles ``wl`` too, if any."""
         if not self.failures:
             return None
-        demand = demand_of(wl)
+        demand = self.demands.of(wl)
         priority = wl.priority
         for f in self.failures:
             # No higher priority, and not older at equal priority: never more candidates
@@ -164,11 +182,3 @@ def settled_reason(wl: Workload, failure: Failure) -> PendingReason:
         failure.reason.code,
         f"asks for no less than {failure.wl.name}, which does not fit either: {message}",
     )
-
-
-def class_reason(cls: PendingClass) -> PendingReason | None:
-    """The class's latest reason, its sentence written now if it was settled."""
-    if cls.reason is None and cls.settled is not None:
-        cls.reason = settled_reason(*cls.settled)
-        cls.settled = None
-    return cls.reason

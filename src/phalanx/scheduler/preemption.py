@@ -261,7 +261,7 @@ class Preemptor:
             # little, which this check sees from a few sizes per queue. (With only nodes
             # short, the search itself stops sooner than the check would.)
             return Outcome(None, candidates=count)
-        search = VictimSearch(self, wl, cq, a, frs)
+        search = VictimSearch(self.cache, self.pool, self.share, wl, cq, a, frs)
         try:
             if fair:
                 targets = search.fair(self._per_queue(sources, frs))

@@ -12,16 +12,10 @@ submission time (Kueue's BestEffortFIFO and StrictFIFO order).
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from typing import TYPE_CHECKING
 
+from phalanx.scheduler.dominance import BlockStamp, Failure, settled_reason
 from phalanx.scheduler.types import PendingReason
 from phalanx.scheduler.workload import OrderKey, Workload
-
-if TYPE_CHECKING:
-    from phalanx.scheduler.dominance import Failure
-
-# The capacity versions a class head failed at: (tree version or None, node version or None).
-BlockStamp = tuple[int | None, int | None]
 
 
 class PendingClass:
@@ -42,7 +36,7 @@ class PendingClass:
         self.reason_serial = 0
         # Or, instead of ``reason``: the head and the smaller job whose failure settled the
         # class. Most classes a cycle reaches are settled and few reasons are ever read, so
-        # the sentence is written when it is (``dominance.class_reason``).
+        # the sentence is written when it is (``latest_reason``).
         self.settled: tuple[Workload, Failure] | None = None
 
     def add(self, wl: Workload) -> None:
@@ -51,7 +45,6 @@ class PendingClass:
         i = bisect_right(self.keys, key)
         self.keys.insert(i, key)
         self.wls.insert(i, wl)
-        wl.cls = self
         if not i:
             self.blocked = None
 
@@ -61,7 +54,13 @@ class PendingClass:
         if i < len(self.keys) and self.keys[i] == key:
             del self.keys[i]
             del self.wls[i]
-        wl.cls = None
+
+    def latest_reason(self) -> PendingReason | None:
+        """The class's latest reason, its sentence written now if it was settled."""
+        if self.reason is None and self.settled is not None:
+            self.reason = settled_reason(*self.settled)
+            self.settled = None
+        return self.reason
 
     def head(self, start: int = 0) -> Workload | None:
         return self.wls[start] if start < len(self.wls) else None
@@ -96,6 +95,7 @@ class QueueManager:
 
     def __init__(self) -> None:
         self.queues: dict[str, QueuePending] = {}
+        self._class_of: dict[str, PendingClass] = {}  # job name -> its class
         self._serial = 0
 
     def queue(self, name: str) -> QueuePending:
@@ -112,10 +112,15 @@ class QueueManager:
             self._serial += 1
             cls = q.classes[key] = PendingClass(key, q.name, self._serial)
         cls.add(wl)
+        self._class_of[wl.name] = cls
         q.count += 1
 
+    def class_of(self, wl: Workload) -> PendingClass | None:
+        """The class ``wl`` waits in (None: it is not queued here)."""
+        return self._class_of.get(wl.name)
+
     def discard(self, wl: Workload) -> None:
-        cls = wl.cls
+        cls = self._class_of.pop(wl.name, None)
         if cls is None:
             return
         q = self.queues[cls.cluster_queue]

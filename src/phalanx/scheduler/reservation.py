@@ -28,7 +28,9 @@ from phalanx.scheduler.types import PendingReason
 from phalanx.scheduler.workload import FR, Workload
 
 
-class Hold:
+class CohortReservation:
+    """Flavor-resources of a cohort kept for a job that waits to borrow them."""
+
     __slots__ = ("cohort", "frs", "holder")
 
     def __init__(self, holder: Workload, cohort: str, frs: frozenset[FR]) -> None:
@@ -41,7 +43,7 @@ class Reservations:
     """The holds of one scheduler, keyed by the cohort whose capacity is kept."""
 
     def __init__(self) -> None:
-        self.holds: dict[str, Hold] = {}
+        self.holds: dict[str, CohortReservation] = {}
         self.by_holder: dict[str, str] = {}  # holder's name -> cohort
 
     def __bool__(self) -> bool:
@@ -68,7 +70,7 @@ class Reservations:
         if frs:
             if held is not None:
                 self.release(held.holder)
-            self.holds[parent.name] = Hold(wl, parent.name, frs)
+            self.holds[parent.name] = CohortReservation(wl, parent.name, frs)
             self.by_holder[wl.name] = parent.name
 
     def release(self, wl: Workload) -> None:
@@ -88,7 +90,7 @@ class Reservations:
                 self.by_holder.pop(wl.name, None)
 
     def hold_on(self, wl: Workload, info: QueueInfo, usage: dict[FR, int],
-                cache: QuotaCache) -> tuple[Hold, list[FR]] | None:
+                cache: QuotaCache) -> tuple[CohortReservation, list[FR]] | None:
         """The hold that keeps ``wl`` from borrowing what ``usage`` would, if any,
         with the flavor-resources at stake; whether ``wl`` ranks before the holder (fair
         sharing) is for the caller to judge."""
@@ -104,7 +106,7 @@ class Reservations:
         return (held, hit) if hit else None
 
 
-def held_reason(hold: Hold, frs: list[FR]) -> PendingReason:
+def held_reason(hold: CohortReservation, frs: list[FR]) -> PendingReason:
     holder = hold.holder
     return reserved_reason(holder.name, holder.cluster_queue, holder.priority, hold.cohort, frs)
 

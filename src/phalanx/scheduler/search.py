@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
 
 from phalanx.scheduler.admitted import AdmittedJobs
-from phalanx.scheduler.cache import QueueInfo
+from phalanx.scheduler.cache import QueueInfo, QuotaCache, QuotaNode
 from phalanx.scheduler.fairsharing import (
     dominant_share,
     less_than_initial_share,
@@ -22,13 +21,9 @@ from phalanx.scheduler.fairsharing import (
 )
 from phalanx.scheduler.flavors import Assignment
 from phalanx.scheduler.freed import FreedRoom
-from phalanx.scheduler.placement import Placement
+from phalanx.scheduler.placement import NodePool, Placement
 from phalanx.scheduler.types import PreemptionReason
 from phalanx.scheduler.workload import FR, UsageKey, Workload
-
-if TYPE_CHECKING:
-    from phalanx.scheduler.cache import QuotaNode
-    from phalanx.scheduler.preemption import Preemptor
 
 R = PreemptionReason
 MAX_NODE_CHECKS = 48  # placements tried per preemption search (not counting hopeless ones)
@@ -61,10 +56,12 @@ class Source:
 class VictimSearch:
     """One what-if: candidates are taken out of the quota tree and put back on restore()."""
 
-    def __init__(self, owner: Preemptor, wl: Workload, cq: QueueInfo, a: Assignment,
-                 frs: list[FR]) -> None:
-        self.owner = owner
-        self.cache = owner.cache
+    def __init__(self, cache: QuotaCache, pool: NodePool, share: Callable[[QuotaNode], int],
+                 wl: Workload, cq: QueueInfo, a: Assignment, frs: list[FR]) -> None:
+        self.cache = cache
+        self.pool = pool
+        # A queue's dominant share as the search starts (the preemptor remembers them).
+        self.share = share
         self.wl = wl
         self.cq = cq
         self.a = a
@@ -74,7 +71,7 @@ class VictimSearch:
         self.stamp = self.tree.usage_version  # put back with the usage (see restore)
         # What the removed candidates free, node by node: no placement is tried while the
         # room it leaves is short.
-        self.room = FreedRoom(owner.pool, a.groups)
+        self.room = FreedRoom(pool, a.groups)
         self.placement: Placement | None = None
         self.node_checks = 0
         node = cq.node
@@ -120,7 +117,7 @@ class VictimSearch:
         if self.node_checks >= MAX_NODE_CHECKS:
             return False
         self.node_checks += 1
-        placed = self.owner.pool.place(self.a.groups, self.wl.topology, freed=self.room.freed)
+        placed = self.pool.place(self.a.groups, self.wl.topology, freed=self.room.freed)
         if isinstance(placed, Placement):
             self.placement = placed
             return True
@@ -188,8 +185,8 @@ class VictimSearch:
         cache, cq, a = self.cache, self.cq, self.a
         node = cq.node
         cqs = cache.cqs
-        owner = self.owner  # its shares are remembered: good until the first take
-        heap = [(-owner.share(cqs[name]), name) for name in per_queue]
+        share = self.share  # good until the first take
+        heap = [(-share(cqs[name]), name) for name in per_queue]
         heapq.heapify(heap)
         new_share = dominant_share(node, a.usage)
         targets: list[Target] = []

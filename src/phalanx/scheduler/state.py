@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from phalanx.errors import Conflict, SpecError
 from phalanx.scheduler.admitted import AdmittedJobs
 from phalanx.scheduler.cache import QueueInfo, QuotaCache
-from phalanx.scheduler.dominance import class_reason
+from phalanx.scheduler.dominance import Demands
 from phalanx.scheduler.flavors import Assigner
 from phalanx.scheduler.placement import NodePool, Placement, PodGroup
 from phalanx.scheduler.preemption import Preemptor
@@ -20,6 +20,7 @@ from phalanx.scheduler.queue import QueueManager
 from phalanx.scheduler.reasons import QUEUED
 from phalanx.scheduler.reservation import Reservations
 from phalanx.scheduler.types import Admission, PendingReason
+from phalanx.scheduler.waiting import WaitingPreemptor
 from phalanx.scheduler.workload import FR, POD_MILLIS, PODS, Workload, make_workload
 from phalanx.spec.config import QueueConfig
 from phalanx.spec.resources import JobSpec, Node
@@ -32,8 +33,9 @@ class State:
         self.pool = NodePool(nodes)
         self.jobs: dict[str, Workload] = {}
         self.admitted: dict[str, AdmittedJobs] = {}
-        self.waiting: dict[str, Workload] = {}  # preemptors whose victims still terminate
+        self.waiting: dict[str, WaitingPreemptor] = {}  # preemptors whose victims terminate
         self.reservations = Reservations()  # what cohorts keep for jobs waiting to borrow
+        self.demands = Demands()  # what dominance compares, per job
         self.unreported: dict[str, Workload] = {}  # pending jobs no cycle has given a reason
         self.orphans: dict[str, Workload] = {}  # pending jobs whose queue no longer exists
         self.seq = 0
@@ -83,7 +85,6 @@ class State:
             self._index(wl)
         self.orphans = {}
         for wl in pending:
-            wl.cls = None
             wl.estimate = None
             wl.cluster_queue = self._cluster_queue_of(wl.local_queue)
             self._enqueue(wl)
@@ -116,10 +117,10 @@ class State:
         reason, serial = wl.reason, wl.reason_serial
         if wl.name in self.waiting:  # a preemptor's wait is its own business
             return reason or QUEUED
-        cls = wl.cls
+        cls = self.queues.class_of(wl)
         if cls is not None:
             if cls.reason_serial > serial:
-                latest = class_reason(cls)
+                latest = cls.latest_reason()
                 if latest is not None:
                     reason, serial = latest, cls.reason_serial
             q = self.queues.queues.get(cls.cluster_queue)
@@ -244,8 +245,6 @@ class State:
         self.queues.discard(wl)
         self.orphans.pop(wl.name, None)
         self.waiting.pop(wl.name, None)
-        wl.waiting_for = ()
-        wl.hold = None
 
     def remove(self, name: str) -> None:
         wl = self.jobs.pop(name, None)
@@ -256,6 +255,7 @@ class State:
         else:
             self._dequeue(wl)
         self.unreported.pop(name, None)
+        self.demands.forget(wl)
 
 
 def _group_flavor(info: QueueInfo, flavors: dict[str, str]) -> str:

@@ -1,28 +1,18 @@
 """The compact internal form of a job, built once at submit so cycles never touch pydantic.
 
 A ``Workload`` holds what the scheduler needs about a job (its pod sets as plain
-tuples, priority, queue, order key) and its scheduling state (pending class,
-admission, charged usage, preemption bookkeeping).
+tuples, priority, queue, order key), its latest pending reason and, once admitted,
+its admission and charged usage. What other parts keep about a job lives with them:
+its pending class in the queue manager (``queue``), its demand in ``dominance``, a
+preemptor's wait for its victims in ``waiting``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
-from phalanx.scheduler.placement import Placement, PodGroup
 from phalanx.scheduler.types import Admission, PendingReason
 from phalanx.spec.resources import JobSpec, Toleration, TopologyConstraint
-
-if TYPE_CHECKING:
-    from phalanx.scheduler.dominance import Demand
-    from phalanx.scheduler.queue import PendingClass
-
-# Those modules import this one, so their classes are imported for the type checker only.
-# Compiled, the dataclass below still looks its field types up by name as the module loads
-# (its fields are checked against the real classes all the same).
-for _name in ("Demand", "PendingClass"):
-    globals().setdefault(_name, object)
 
 FR = tuple[str, str]  # (flavor, resource)
 OrderKey = tuple[int, float, int]  # (-priority, submitted_at, sequence): smaller goes first
@@ -62,21 +52,6 @@ def pod_sets_of(spec: JobSpec) -> tuple[PodSetDemand, ...]:
     )
 
 
-@dataclass(slots=True)
-class Hold:
-    """What a preemptor keeps for itself while its victims terminate (re-applied each cycle),
-    and the flavors it preempted for, on which it is admitted once they are gone."""
-
-    cluster_queue: str
-    usage: dict[FR, int]
-    groups: tuple[PodGroup, ...]
-    placement: Placement
-    flavors: tuple[dict[str, str], ...]  # per pod set: resource -> flavor
-    # The configuration it was made under: flavors' labels, the queue's quotas and covered
-    # resources may differ in another, so it is no assignment to admit on there.
-    config_generation: int
-
-
 @dataclass(slots=True, eq=False)
 class Workload:
     name: str
@@ -90,13 +65,9 @@ class Workload:
     topology: TopologyConstraint | None
     shape: tuple[object, ...]
     # Pending state.
-    cls: PendingClass | None = None
     reason: PendingReason | None = None  # its own latest reason (its class may have a later one)
     reason_serial: int = 0  # when ``reason`` was given, on the scheduler's reason clock
-    waiting_for: tuple[str, ...] = ()  # victims it preempted that still hold capacity
-    hold: Hold | None = None
     estimate: dict[FR, int] | None = None  # usage in first flavors, for ordering across queues
-    demand: Demand | None = None  # what dominance compares, built on first use
     # Admitted state.
     admission: Admission | None = None
     usage: dict[FR, int] = field(default_factory=dict)

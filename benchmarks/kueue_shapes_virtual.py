@@ -66,7 +66,7 @@ def replay(shape: Shape, node_cpu: int, tick: float) -> dict[str, Any]:
                 del running[name]
                 scheduler.remove(name)
                 done += 1
-        result = scheduler.cycle(now)
+        result = scheduler.cycle()
         cycles += 1
         for a in result.admissions:
             admitted[a.job] = now

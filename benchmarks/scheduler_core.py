@@ -219,7 +219,7 @@ def run_core(scale: Scale, console: Console) -> dict[str, Any]:
     for c in range(scale.cycles):
         now = 1000.0 + c
         start, start_cpu = time.perf_counter(), time.process_time()
-        result = scheduler.cycle(now)
+        result = scheduler.cycle()
         cycle_times.append(time.perf_counter() - start)
         cycle_cpu.append(time.process_time() - start_cpu)
         admissions.append(len(result.admissions))

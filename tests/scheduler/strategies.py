@@ -293,7 +293,7 @@ class Driver:
     # ---- cycles
     def cycle(self) -> CycleResult:
         self.clock += 1
-        result = self.scheduler.cycle(self.clock)
+        result = self.scheduler.cycle()
         self.results.append(result)
         reasons: dict[str, tuple[str, str]] = {}
         for name in sorted(self.jobs):

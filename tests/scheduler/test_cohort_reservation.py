@@ -28,45 +28,45 @@ def _world(a_borrowing_limit: int | None = None, *, fair_sharing: bool = False,
     s.submit(job("a-own", "a", cpu=4), priority=100, submitted_at=1)
     for i in range(4):
         s.submit(job(f"c{i}", "c", cpu=1), priority=0, submitted_at=1 + i / 10)
-    admitted = {a.job for a in s.cycle(1).admissions}
+    admitted = {a.job for a in s.cycle().admissions}
     assert admitted == {"a-own", "c0", "c1", "c2", "c3"}
     s.submit(job("big", "a", cpu=4), priority=big_priority, submitted_at=2)
     for i in range(4, 10):
         s.submit(job(f"c{i}", "c", cpu=1), priority=0, submitted_at=2 + i / 10)
-    result = s.cycle(2)
+    result = s.cycle()
     assert not result.admissions and not result.preemptions
     return s
 
 
 def test_freed_capacity_gathers_for_the_job_that_waits_to_borrow() -> None:
     s = _world()
-    for t, finished in enumerate(["c0", "c1", "c2"], start=3):
+    for finished in ["c0", "c1", "c2"]:
         s.remove(finished)
-        result = s.cycle(t)
+        result = s.cycle()
         assert not result.admissions, f"after {finished} ended: {result.admissions}"
         held = s.pending_reason("c4")
         assert held is not None and held.code is PendingCode.COHORT_EXHAUSTED
         assert "big" in held.message and "keeps its free cpu of default" in held.message
     s.remove("c3")
-    assert [a.job for a in s.cycle(6).admissions] == ["big"]
+    assert [a.job for a in s.cycle().admissions] == ["big"]
     s.remove("big")
-    assert {a.job for a in s.cycle(7).admissions} == {"c4", "c5", "c6", "c7"}
+    assert {a.job for a in s.cycle().admissions} == {"c4", "c5", "c6", "c7"}
 
 
 def test_under_fair_sharing_a_queue_with_a_lower_share_goes_first() -> None:
     s = _world(fair_sharing=True)
     s.remove("c0")
-    s.cycle(3)  # c still borrows the most: big ranks first and keeps the freed CPU
+    s.cycle()  # c still borrows the most: big ranks first and keeps the freed CPU
     assert s.pending_reason("c4") is not None
     s.remove("c1")
     # c now borrows 2, below a's share with big: c ranks first, and nothing holds it back.
-    assert [a.job for a in s.cycle(4).admissions] == ["c4"]
+    assert [a.job for a in s.cycle().admissions] == ["c4"]
 
 
 def test_jobs_of_the_same_priority_are_not_held_back() -> None:
     s = _world(big_priority=0)
     s.remove("c0")
-    assert [a.job for a in s.cycle(3).admissions] == ["c4"]
+    assert [a.job for a in s.cycle().admissions] == ["c4"]
 
 
 def test_a_queue_within_its_nominal_quota_is_not_held_back() -> None:
@@ -74,22 +74,22 @@ def test_a_queue_within_its_nominal_quota_is_not_held_back() -> None:
     s.remove("c0")
     s.submit(job("b-own", "b", cpu=1), priority=0, submitted_at=3)
     # b uses 1 of its 4: its own quota, however the job that waits ranks.
-    assert [a.job for a in s.cycle(3).admissions] == ["b-own"]
+    assert [a.job for a in s.cycle().admissions] == ["b-own"]
 
 
 def test_nothing_is_kept_for_a_job_its_own_borrowing_limit_stops() -> None:
     s = _world(a_borrowing_limit=2)  # big would take a to 8 CPU, above 4 + 2
     s.remove("c0")
-    assert [a.job for a in s.cycle(3).admissions] == ["c4"]
+    assert [a.job for a in s.cycle().admissions] == ["c4"]
 
 
 def test_the_hold_lasts_through_a_cycle_that_does_not_look_at_its_job() -> None:
     s = _world()
     s.remove("c0")
-    assert not s.cycle(3).admissions
+    assert not s.cycle().admissions
     # Nothing big waits for changed, so the cycle skips it; the hold must not lapse.
     s.submit(job("c-new", "c", cpu=1), priority=0, submitted_at=3.5)
-    assert not s.cycle(4).admissions
+    assert not s.cycle().admissions
     held = s.pending_reason("c4")
     assert held is not None and "big" in held.message
 
@@ -105,11 +105,11 @@ def test_a_bigger_job_that_fits_its_own_flavor_is_not_settled_by_a_held_one() ->
     s.set_fair_sharing(False)
     s.submit(job("a-own", "a", cpu=4), priority=100, submitted_at=1)
     s.submit(job("b-own", "b", cpu=3), priority=100, submitted_at=1)
-    s.cycle(1)
+    s.cycle()
     s.submit(job("big", "a", cpu=2), priority=200, submitted_at=2)
     s.submit(job("c1", "c", cpu=1), priority=0, submitted_at=3)  # would borrow f1: held
     s.submit(job("c2", "c", cpu=3), priority=0, submitted_at=4)  # f2, within c's quota
-    assert [a.job for a in s.cycle(5).admissions] == ["c2"]
+    assert [a.job for a in s.cycle().admissions] == ["c2"]
     held = s.pending_reason("c1")
     assert held is not None and "big" in held.message
 
@@ -125,8 +125,8 @@ def test_a_job_that_could_never_fit_keeps_nothing() -> None:
     s = Scheduler(config, [node("n", cpu=4, pool="default")])
     s.set_fair_sharing(False)
     s.submit(job("a-own", "a", cpu=3), priority=100, submitted_at=1)
-    s.cycle(1)
+    s.cycle()
     # 2 CPU would fit once a-own ends, but 100Gi of memory never will.
     s.submit(job("big", "a", cpu=2, memory="100Gi"), priority=200, submitted_at=2)
     s.submit(job("c1", "c", cpu=1), priority=0, submitted_at=3)
-    assert [a.job for a in s.cycle(2).admissions] == ["c1"]
+    assert [a.job for a in s.cycle().admissions] == ["c1"]

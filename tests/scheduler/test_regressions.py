@@ -25,12 +25,12 @@ def test_a_job_resubmitted_with_a_higher_priority_preempts_at_once() -> None:
                          cluster_queue("q", {"default": {"cpu": 4}}, within="LowerPriority"))
     s = Scheduler(config, [node("n", pool="default")])
     s.submit(job("low", "q", cpu=4), priority=0, submitted_at=1)
-    assert [a.job for a in s.cycle(1).admissions] == ["low"]
+    assert [a.job for a in s.cycle().admissions] == ["low"]
     s.submit(job("x", "q", cpu=4), priority=0, submitted_at=2)
-    assert not s.cycle(2).preemptions  # equal priority: nobody to take from
+    assert not s.cycle().preemptions  # equal priority: nobody to take from
     # The same name again, higher: nothing was charged in between, yet this is another job.
     s.submit(job("x", "q", cpu=4), priority=100, submitted_at=3)
-    assert [p.victim for p in s.cycle(3).preemptions] == ["low"]
+    assert [p.victim for p in s.cycle().preemptions] == ["low"]
 
 
 def test_jobs_of_a_stopped_local_queue_say_so_in_a_blocked_strict_fifo_queue() -> None:
@@ -39,11 +39,11 @@ def test_jobs_of_a_stopped_local_queue_say_so_in_a_blocked_strict_fifo_queue() -
     config = base.merged([LocalQueue(name="held", cluster_queue="q", stop_policy="Hold")])
     s = Scheduler(config, [node("n", pool="default")])
     s.submit(job("run", "q", cpu=3), priority=0, submitted_at=1)
-    s.cycle(1)
+    s.cycle()
     s.submit(job("head", "q", cpu=4), priority=0, submitted_at=2)
     s.submit(job("s", "held", cpu=1), priority=0, submitted_at=3)
-    for t in (2, 3):
-        s.cycle(t)
+    for _ in range(2):
+        s.cycle()
         stopped = s.pending_reason("s")
         assert stopped is not None and stopped.code is PendingCode.QUEUE_STOPPED, stopped
         head = s.pending_reason("head")

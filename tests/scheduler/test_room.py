@@ -109,7 +109,7 @@ def test_a_cycle_leaves_the_collector_as_it_found_it(enabled: bool) -> None:
             gc.enable()
         else:
             gc.disable()
-        scheduler.cycle(2.0)
+        scheduler.cycle()
         assert gc.isenabled() is enabled
     finally:
         if was:

@@ -169,7 +169,10 @@ class Scheduler:
         self._state.remove(name)
 
     # ---- the cycle
-    def cycle(self, now: float) -> CycleResult:
+    def cycle(self) -> CycleResult:
+        """Admit, preempt and give reasons. Decisions depend on the events fed in so far
+        (their times included) and on nothing else, the clock least of all: that is what lets
+        a restart, a simulation or a test replay them."""
         # A cycle allocates many short-lived objects next to a large, long-lived state (every
         # pending job); the collector's full passes over that state would cost about a third
         # of a busy cycle. Nothing a cycle builds needs collecting before it ends, so the

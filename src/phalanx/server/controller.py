@@ -252,7 +252,7 @@ class Controller:
             self._enforce_deadlines(now)
             self._release_backoff(now)
             started = time.perf_counter()
-            result = self.scheduler.cycle(now)
+            result = self.scheduler.cycle()
             self.metrics.cycle_seconds.observe(time.perf_counter() - started)
             self._apply(result, now)
             self._flush()  # the admissions are stored before any pod starts

@@ -266,7 +266,7 @@ class Simulator:
                 continue
             due = None
             for _ in range(MAX_CYCLES_PER_INSTANT):
-                result = scheduler.cycle(now)
+                result = scheduler.cycle()
                 cycles += 1
                 for adm in result.admissions:
                     name = adm.job

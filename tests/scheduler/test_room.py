@@ -22,7 +22,7 @@ SHAPES = [gpus(1, 1), gpus(1, 8), gpus(1, 2, cpu=16), gpus(1, 4)]
 def brute_room(pool: NodePool, group: PodGroup) -> tuple[int, int]:
     """(pods, nodes with room) over every usable matching node, one node at a time."""
     pods = nodes = 0
-    sig = pool._signature(group)
+    sig = pool.index.signature(group)
     for cls, pairs, _ in sig.flat:
         for free, names in cls.buckets.items():
             n = fit_count(free, pairs, 1 << 30)
@@ -56,8 +56,8 @@ def test_room_follows_reservations_releases_and_node_changes(seed: int) -> None:
         for shape in SHAPES:
             pods, with_room = brute_room(pool, shape)
             assert pool.room_bound(shape) == pods
-            sig = pool._signature(shape)
-            assert pool._room(sig.flat, {}) == (with_room, pods)
+            sig = pool.index.signature(shape)
+            assert pool.explain.room(sig.flat, {}) == (with_room, pods)
 
 
 @pytest.mark.parametrize("topology", [None, TopologyConstraint(required="rack"),
@@ -140,12 +140,12 @@ def test_one_group_domain_order_with_freed_nodes_matches_the_general_ranking(see
                 into = freed.setdefault(name, {})
                 for res, amount in held.items():
                     into[res] = into.get(res, 0) + amount
-        sig = pool._signature(group)
-        overlay = pool._freed_overlay(freed)
-        racks = pool._freed_domains(overlay, "rack")
+        sig = pool.index.signature(group)
+        overlay = pool.index.freed_overlay(freed)
+        racks = pool.domains.freed(overlay, "rack")
         for prune in (True, False):
-            fast = pool._domains([group], [sig], "rack", overlay, racks, prune=prune)
-            general = pool._domains_general([group], [sig], "rack", racks, prune=prune)
+            fast = pool.domains.rank([group], [sig], "rack", overlay, racks, prune=prune)
+            general = pool.domains.general([group], [sig], "rack", racks, prune=prune)
             assert fast == general
             compared += bool(freed)
     assert compared  # some comparisons had freed nodes

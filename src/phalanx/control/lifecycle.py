@@ -104,15 +104,22 @@ def restart_decision(
     return RestartDecision(False, user_restarts, system_restarts, 0.0, budget)
 
 
+def deadline_at(
+    max_runtime: float | None, started_at: float | None, admitted_at: float | None
+) -> float | None:
+    """When a job that may run ``max_runtime`` seconds has run too long (None: never).
+
+    The clock starts when its pods first run, or at admission while they have not: a
+    job whose pods never start must not hold its quota for ever either.
+    """
+    if max_runtime is None:
+        return None
+    since = started_at if started_at is not None else admitted_at
+    return None if since is None else since + max_runtime
+
+
 def deadline_passed(
     max_runtime: float | None, started_at: float | None, admitted_at: float | None, now: float
 ) -> bool:
-    """Whether a job that may run ``max_runtime`` seconds has run longer.
-
-    The clock starts when its pods run, or at admission while they have not: a job
-    whose pods never start must not hold its quota for ever either.
-    """
-    if max_runtime is None:
-        return False
-    since = started_at if started_at is not None else admitted_at
-    return since is not None and now - since > max_runtime
+    at = deadline_at(max_runtime, started_at, admitted_at)
+    return at is not None and now > at

@@ -140,3 +140,17 @@ def test_local_plane_offers_the_gpus_it_has_now(tmp_path: Path) -> None:
     plane.set_gpus(gpus[:1])
     (node,) = plane.inventory()
     assert node.allocatable["nvidia.com/gpu"] == 1000 and node.unschedulable
+
+
+def test_the_local_plane_refuses_a_pod_set_with_nothing_to_run_at_submit(tmp_path: Path) -> None:
+    from phalanx.errors import SpecError
+
+    plane = LocalPlane(tmp_path / "home", node_name="box", gpus=[])
+    controller = Controller(Store(f"sqlite:///{tmp_path / 's.db'}"), plane)
+    spec = JobSpec.model_validate({"name": "empty", "podSets": [
+        {"name": "a", "command": ["true"]}, {"name": "b"}]})
+    with pytest.raises(SpecError) as err:
+        controller.submit(spec)
+    assert err.value.field == "podSets[1].command"
+    assert err.value.fix is not None and '["python", "train.py"]' in err.value.fix
+    assert controller.store.list_jobs() == []

@@ -16,6 +16,9 @@ plane overrides only what it can do better:
 - ``flush_logs``: a plane that writes logs in the background waits for them.
 - ``pod_events``: what the plane itself says about a job's pods (a cluster's
   Events).
+- ``check_job``: what the plane can tell is wrong with a job before it is queued
+  (a pod set with nothing to run here), so bad input is refused at submit instead
+  of failing at launch and burning restarts.
 """
 
 from __future__ import annotations
@@ -132,6 +135,11 @@ class ComputePlane(abc.ABC):
     def pod_events(self, job: str) -> list[JobEvent]:
         """What the plane itself says about ``job``'s pods; none by default."""
         return []
+
+    def check_job(self, job: JobSpec) -> None:
+        """Raise ``SpecError`` (naming the field and the fix) if this plane could never run
+        ``job``'s pods as specified; accept by default."""
+        return None
 
     # ------------------------------------------------------------------ for implementations
     def _nodes_changed(self) -> None:

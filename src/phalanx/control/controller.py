@@ -72,3 +72,7 @@ class Controller:
 
     def status(self) -> dict[str, object]:
         return self.service.status(self.started_at)
+
+    def health(self) -> tuple[bool, str]:
+        """Whether the control loop is stepping, and a sentence saying so."""
+        return self.loop.health()

@@ -48,6 +48,8 @@ class ControlLoop:
         self.batch_seconds = batch_seconds
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self.last_success: float | None = None  # clock of the last step that completed
+        self.failures_in_a_row = 0
         self._generation = plane.inventory_generation
         # A plane that knows when its pods or nodes change wakes the loop right then,
         # instead of leaving the change to the next tick.
@@ -73,7 +75,12 @@ class ControlLoop:
             try:
                 self.step()
             except Exception:  # keep scheduling; the next step re-reads the world
+                self.failures_in_a_row += 1
+                self.state.metrics.loop_errors.inc()
                 log.exception("control loop step failed")
+            else:
+                self.failures_in_a_row = 0
+                self.last_success = time.monotonic()
             if wake.wait(self.tick_seconds) and self.batch_seconds:
                 # Woken (a request, pods that ended): let the rest of a burst land so one
                 # cycle takes it. Cycles as often as every pod's end would also let small
@@ -96,6 +103,20 @@ class ControlLoop:
         state.persist()  # the admissions are stored before any pod starts
         self.send()
         return result
+
+    def health(self, stale_after: float = 60.0) -> tuple[bool, str]:
+        """Whether the loop is stepping: (healthy, a sentence saying why or why not)."""
+        if self._thread is None or not self._thread.is_alive():
+            return False, "the control loop is not running"
+        if self.last_success is None:
+            return self.failures_in_a_row == 0, (
+                "the control loop has not completed a step yet" + (
+                    f"; {self.failures_in_a_row} failed" if self.failures_in_a_row else ""))
+        ago = time.monotonic() - self.last_success
+        if ago > stale_after:
+            return False, (f"the control loop's last step completed {ago:.0f}s ago "
+                           f"({self.failures_in_a_row} failed since)")
+        return True, f"the control loop's last step completed {ago:.1f}s ago"
 
     def send(self) -> None:
         """Send the plane what the stored state asks of it: stops, forgets, then launches.
@@ -211,7 +232,9 @@ class ControlLoop:
                 state.succeed(record, expected)
             elif status.phase is GangPhase.RUNNING and record.status is not JobStatus.RUNNING:
                 record.status = JobStatus.RUNNING
-                record.started_at = record.started_at or now
+                # When the last pod started, by the pods' own clock, as ``finish`` takes their end.
+                starts = [p.started_at for p in pods if p.started_at is not None]
+                record.started_at = record.started_at or (max(starts) if starts else now)
                 state.event(record, "Running", f"all {expected} pod(s) running")
             elif status.phase is GangPhase.STOPPED:  # pods stopped without our asking
                 state.begin_stop(record, LOST, "the job's pods were stopped", "system")

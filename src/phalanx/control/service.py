@@ -100,6 +100,7 @@ class JobService:
         config = self.state.config
         cq = config.cluster_queue_for(spec.queue)
         priority = config.priority_value(spec.priority)
+        self.plane.check_job(spec)
         self.state.scheduler.check_feasible(spec)
         record = JobRecord(
             name=spec.name, spec=spec, queue=spec.queue, cluster_queue=cq.name,

@@ -155,7 +155,11 @@ class ControlState:
     def finish(self, record: JobRecord, status: JobStatus, message: str) -> None:
         record.status = status
         self.active.pop(record.name, None)
-        record.finished_at = self.clock()
+        # The pods' own end, when they report it: a control plane that was stopped while the
+        # job ended must not stretch its run to the moment it looked again.
+        ends = [p.finished_at for p in self.pods.get(record.name, ())]
+        ended = max(ends) if ends and None not in ends else None  # type: ignore[type-var]
+        record.finished_at = ended if ended is not None else self.clock()
         record.message = message
         record.pending_code = record.pending_message = None
         self.metrics.jobs_finished.labels(status.value).inc()

@@ -156,12 +156,23 @@ class LocalPlane(ComputePlane):
             "health_reasons": current.health_reasons,
         }))
 
+    def check_job(self, job: JobSpec) -> None:
+        """Every pod set needs a command: here a pod is a process, and no image supplies one."""
+        for i, pod_set in enumerate(job.pod_sets):
+            if not pod_set.command:
+                raise SpecError(
+                    f"pod set {pod_set.name!r} has no command to run",
+                    field=f"podSets[{i}].command",
+                    fix='give the command to run, e.g. command: ["python", "train.py"]',
+                )
+
     def launch(self, job: JobSpec, attempt: int, admission: Admission) -> None:
         """Start the attempt's pods; nothing happens if this attempt was launched before.
 
         Everything is checked before anything starts: a bad admission, a missing
         working directory or GPUs that are not free raise and start nothing.
         """
+        self.check_job(job)
         with self._lock:
             if (job.name, attempt) in self._attempts:
                 return
@@ -257,11 +268,6 @@ class LocalPlane(ComputePlane):
                     f"pod {ref.name} is placed on node {node!r}, but this machine is "
                     f"{self.node_name!r}", field="admission.podSets.nodes",
                     fix="admit the job onto the node the local plane's inventory reports",
-                )
-            if not pod_set.command:
-                raise SpecError(
-                    f"pod set {pod_set.name!r} has no command to run",
-                    field=f"podSets[{i}].command", fix='give the command, e.g. [python, train.py]',
                 )
             if pod_set.working_dir is not None and not os.path.isdir(pod_set.working_dir):
                 raise SpecError(

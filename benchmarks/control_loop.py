@@ -29,7 +29,7 @@ from rich.table import Table
 from benchmarks.harness import machine, write_json
 from phalanx.compute.simulated.nodes import parse_nodes
 from phalanx.compute.simulated.plane import SimulatedPlane
-from phalanx.server.controller import Controller
+from phalanx.control import Controller
 from phalanx.spec.resources import JobSpec
 from phalanx.store import Store
 
@@ -45,7 +45,7 @@ def run_once(jobs: int) -> dict[str, dict[str, float]]:
     )
     store = Store(f"sqlite:///{home}/phalanx.db")
     controller = Controller(store, plane, clock=lambda: now[0] + 1e9)
-    controller.submit_many([
+    controller.service.submit_many([
         JobSpec.model_validate({
             "name": f"job-{i}", "queue": "default",
             "podSets": [{"name": "main", "resources": {"cpu": "1"},

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from phalanx.compute.kubernetes import KubernetesPlane
-from phalanx.server.controller import Controller
+from phalanx.control import Controller
 from phalanx.spec.resources import JobSpec
 from phalanx.spec.status import JobStatus
 from phalanx.store import Store
@@ -198,7 +198,7 @@ def test_interrupted_launch_is_completed(api: FakeAPIServer, make_plane: PlaneFa
 def test_node_changes_reach_the_scheduler(api: FakeAPIServer, start: Callable[..., Loop]) -> None:
     loop = start()
     api.update("nodes", "gpu-1", {"spec": {"unschedulable": True}})
-    loop.until(lambda: any(n.name == "gpu-1" and n.unschedulable for n in loop.controller.nodes),
+    loop.until(lambda: any(n.name == "gpu-1" and n.unschedulable for n in loop.controller.state.nodes),
                "the cordon seen by the controller")
     loop.controller.submit(_job("whole", replicas=1).model_copy(update={"pod_sets": [
         gang("whole", 1).pod_sets[0].model_copy(update={"resources": {"nvidia.com/gpu": 8000}}),
@@ -207,4 +207,4 @@ def test_node_changes_reach_the_scheduler(api: FakeAPIServer, start: Callable[..
     assert pods(api, "whole")[0]["metadata"]["annotations"]["phalanx.dev/node"] == "gpu-2"
     # a node that joins later is offered too
     api.add_node("gpu-3", cpu="32", memory="256Gi", gpus=8)
-    loop.until(lambda: "gpu-3" in {n.name for n in loop.controller.nodes}, "the new node")
+    loop.until(lambda: "gpu-3" in {n.name for n in loop.controller.state.nodes}, "the new node")

@@ -3,17 +3,37 @@
 Level-triggered: the control plane says what should run (``launch``) or stop
 (``terminate``) and reads back what is (``observe``). Every call is
 idempotent, so a restarted control plane can re-issue them safely.
+
+``ComputePlane`` is the base every plane derives from. Its abstract methods
+are what a plane must do; the rest are optional capabilities with defaults
+that mean "not offered", so the control loop calls them on any plane and a new
+plane overrides only what it can do better:
+
+- ``inventory_generation`` and ``subscribe``: a plane whose nodes change bumps
+  the generation (``_nodes_changed``) and the loop re-reads ``inventory``; a
+  plane that knows when its pods change wakes the loop through ``subscribe``
+  instead of leaving the change to the next tick.
+- ``flush_logs``: a plane that writes logs in the background waits for them.
+- ``pod_events``: what the plane itself says about a job's pods (a cluster's
+  Events).
+- ``check_job``: what the plane can tell is wrong with a job before it is queued
+  (a pod set with nothing to run here), so bad input is refused at submit instead
+  of failing at launch and burning restarts.
 """
 
 from __future__ import annotations
 
+import abc
+import threading
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 from types import TracebackType
-from typing import Literal, Protocol, Self
+from typing import ClassVar, Literal, Self
 
 from phalanx.scheduler.types import Admission
 from phalanx.spec.resources import JobSpec, Node
+from phalanx.spec.status import JobEvent
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,39 +80,77 @@ class PodState:
     finished_at: float | None = None
 
 
-class ComputePlane(Protocol):
-    name: str
+Listener = Callable[[], None]
 
+
+class ComputePlane(abc.ABC):
+    """What every compute plane does, and the optional capabilities it may offer."""
+
+    name: ClassVar[str]
+
+    def __init__(self) -> None:
+        self._listeners: list[Listener] = []
+        self._generation = 0
+        self._generation_lock = threading.Lock()
+
+    # ------------------------------------------------------------------ required
+    @abc.abstractmethod
     def inventory(self) -> list[Node]:
         """The nodes this plane offers, with allocatable capacity, labels, taints and health."""
-        ...
 
+    @abc.abstractmethod
     def launch(self, job: JobSpec, attempt: int, admission: Admission) -> None:
         """Start every pod of ``job``'s ``attempt`` where ``admission`` places it (idempotent)."""
-        ...
 
+    @abc.abstractmethod
     def observe(self) -> list[PodState]:
         """Every pod the plane still knows, of every job and attempt not yet forgotten."""
-        ...
 
+    @abc.abstractmethod
     def terminate(self, job: str, attempt: int, grace_seconds: float = 10.0) -> None:
         """Stop the attempt's pods: SIGTERM now, SIGKILL after the grace (non-blocking)."""
-        ...
 
+    @abc.abstractmethod
     def forget(self, job: str, attempt: int) -> None:
         """Drop the bookkeeping of an attempt whose pods are all done."""
-        ...
 
+    @abc.abstractmethod
     def close(self) -> None:
         """Release the plane's own resources; running pods keep running."""
-        ...
 
+    # ------------------------------------------------------------------ optional
+    @property
+    def inventory_generation(self) -> int:
+        """Counts changes to ``inventory``; read it before the inventory so none is missed."""
+        return self._generation
 
-class ClosesOnExit:
-    """``with plane:`` closes the plane on the way out; planes inherit this."""
+    def subscribe(self, listener: Listener) -> None:
+        """Call ``listener`` (from any thread) whenever pods or nodes change."""
+        self._listeners.append(listener)
 
-    def close(self) -> None:
-        raise NotImplementedError
+    def flush_logs(self) -> None:
+        """Wait until the logs of every pod state reported so far are written."""
+        return None  # a plane that writes logs as it goes has nothing to wait for
+
+    def pod_events(self, job: str) -> list[JobEvent]:
+        """What the plane itself says about ``job``'s pods; none by default."""
+        return []
+
+    def check_job(self, job: JobSpec) -> None:
+        """Raise ``SpecError`` (naming the field and the fix) if this plane could never run
+        ``job``'s pods as specified; accept by default."""
+        return None
+
+    # ------------------------------------------------------------------ for implementations
+    def _nodes_changed(self) -> None:
+        """Tell the control loop the inventory changed: after the change is visible."""
+        with self._generation_lock:
+            self._generation += 1
+        self._notify()
+
+    def _notify(self) -> None:
+        for listener in list(self._listeners):
+            listener()
 
     def __enter__(self) -> Self:
         return self
@@ -102,3 +160,45 @@ class ClosesOnExit:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+class NodeTable:
+    """The nodes of a plane that declares them itself, changed by name.
+
+    Each change that alters a node calls ``on_change``, so every plane reports its
+    node changes the same way (``ComputePlane._nodes_changed``).
+    """
+
+    def __init__(self, nodes: Iterable[Node], on_change: Listener) -> None:
+        self._nodes = {n.name: n.model_copy(deep=True) for n in nodes}
+        self._lock = threading.Lock()
+        self._on_change = on_change
+
+    def snapshot(self) -> list[Node]:
+        with self._lock:
+            return [n.model_copy(deep=True) for n in self._nodes.values()]
+
+    def names(self) -> set[str]:
+        with self._lock:
+            return set(self._nodes)
+
+    def get(self, name: str) -> Node | None:
+        with self._lock:
+            node = self._nodes.get(name)
+            return node.model_copy(deep=True) if node is not None else None
+
+    def upsert(self, node: Node) -> bool:
+        """Add or replace ``node``; True (and ``on_change``) when that changed anything."""
+        with self._lock:
+            if self._nodes.get(node.name) == node:
+                return False
+            self._nodes[node.name] = node.model_copy(deep=True)
+        self._on_change()
+        return True
+
+    def remove(self, name: str) -> bool:
+        with self._lock:
+            if self._nodes.pop(name, None) is None:
+                return False
+        self._on_change()
+        return True

@@ -11,9 +11,9 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from phalanx.control import Controller
 from phalanx.errors import AuthError, NotFound, PhalanxError, SpecError
 from phalanx.server.auth import token_matches
-from phalanx.server.controller import Controller
 from phalanx.server.logstream import LogFollower
 from phalanx.spec.base import validate
 from phalanx.spec.config import parse_config_documents
@@ -31,6 +31,7 @@ def _error(exc: PhalanxError) -> JSONResponse:
 
 
 def create_app(controller: Controller, token: str, logs: LogStore, *, db_label: str) -> FastAPI:
+    service = controller.service
     app = FastAPI(
         title="Phalanx", version=__version__,
         description="Queue, gang-schedule and run distributed training jobs.",
@@ -67,7 +68,7 @@ def create_app(controller: Controller, token: str, logs: LogStore, *, db_label: 
 
     @app.get("/metrics")
     def metrics() -> Response:
-        controller.refresh_metrics()
+        service.refresh_metrics()
         return Response(generate_latest(controller.metrics.registry),
                         media_type=CONTENT_TYPE_LATEST)
 
@@ -83,7 +84,7 @@ def create_app(controller: Controller, token: str, logs: LogStore, *, db_label: 
     @app.post("/v1/jobs", status_code=201)
     def submit(body: dict[str, Any] = Body(...)) -> dict[str, Any]:
         spec = validate(JobSpec, body)
-        return controller.submit(spec).to_dict()
+        return service.submit(spec).to_dict()
 
     @app.post("/v1/jobs:batch", status_code=201)
     def submit_batch(body: dict[str, Any] = Body(...)) -> dict[str, Any]:
@@ -93,7 +94,7 @@ def create_app(controller: Controller, token: str, logs: LogStore, *, db_label: 
             raise SpecError("must be a non-empty list of jobs", field="items",
                             fix='send {"items": [{"name": ..., "podSets": [...]}, ...]}')
         specs = [validate(JobSpec, item, prefix=f"items[{i}]") for i, item in enumerate(items)]
-        return {"items": [record.to_dict() for record in controller.submit_many(specs)]}
+        return {"items": [record.to_dict() for record in service.submit_many(specs)]}
 
     @app.get("/v1/jobs")
     def list_jobs(
@@ -101,44 +102,42 @@ def create_app(controller: Controller, token: str, logs: LogStore, *, db_label: 
         queue: str | None = None,
         limit: int | None = Query(None, ge=1),
     ) -> dict[str, Any]:
-        records = controller.store.list_jobs(statuses=status, queue=queue, limit=limit)
-        live = controller.live(r.name for r in records)
-        return {"items": [(live.get(r.name) or r).to_dict() for r in records]}
+        records = service.list_jobs(statuses=status, queue=queue, limit=limit)
+        return {"items": [r.to_dict() for r in records]}
 
     @app.get("/v1/jobs/{name}")
     def describe(name: str) -> dict[str, Any]:
-        record = controller.get(name)
+        record = service.get(name)
         pods = [
             PodInfo(
                 name=p.ref.name, pod_set=p.ref.pod_set, index=p.ref.index, rank=p.ref.rank,
                 node=p.node, phase=p.phase.value, exit_code=p.exit_code, signal=p.signal,
                 reason=p.reason, pid=p.pid, started_at=p.started_at, finished_at=p.finished_at,
             )
-            for p in sorted(controller.pods_of(name), key=lambda p: p.ref.rank)
+            for p in sorted(service.pods_of(name), key=lambda p: p.ref.rank)
         ]
-        events = controller.store.list_events(name) + controller.plane_events(name)
-        events.sort(key=lambda e: e.time)
+        events = service.events_of(name)
         detail = JobDetail(**record.model_dump(), pods=pods, events=events)
         return detail.to_dict()
 
     @app.get("/v1/jobs/{name}/events")
     def events(name: str) -> dict[str, Any]:
-        controller.get(name)
+        service.get(name)
         return {"items": [e.to_dict() for e in controller.store.list_events(name)]}
 
     @app.post("/v1/jobs/{name}/cancel")
     def cancel(name: str) -> dict[str, Any]:
-        return controller.cancel(name).to_dict()
+        return service.cancel(name).to_dict()
 
     @app.get("/v1/jobs/{name}/logs")
     def job_logs(name: str, pod: str | None = None, follow: bool = False) -> Response:
-        record = controller.get(name)
-        controller.flush_logs()
+        record = service.get(name)
+        service.flush_logs()
         follower = LogFollower(logs, record, pod)
 
         def finished() -> bool:
             try:
-                return controller.get(name).status.terminal
+                return service.get(name).status.terminal
             except NotFound:
                 return True
 
@@ -147,7 +146,7 @@ def create_app(controller: Controller, token: str, logs: LogStore, *, db_label: 
             while follow and not finished():
                 time.sleep(0.2)
                 yield from follower.drain()
-            controller.flush_logs()
+            service.flush_logs()
             yield from follower.drain(final=True)
 
         if not follow:
@@ -157,12 +156,7 @@ def create_app(controller: Controller, token: str, logs: LogStore, *, db_label: 
     # ------------------------------------------------------------------ queues & nodes
     @app.get("/v1/queues")
     def queues() -> dict[str, Any]:
-        statuses = controller.scheduler.queue_status()
-        config = controller.config
-        counts: dict[str, dict[str, int]] = {}
-        for record in controller.jobs.values():
-            c = counts.setdefault(record.queue, {"pending": 0, "admitted": 0})
-            c["pending" if record.status is JobStatus.QUEUED else "admitted"] += 1
+        overview = service.queues()
         return {
             "clusterQueues": [
                 {
@@ -180,25 +174,23 @@ def create_app(controller: Controller, token: str, logs: LogStore, *, db_label: 
                         for u in cq.usage
                     ],
                 }
-                for cq in statuses
+                for cq in overview.cluster_queues
             ],
             "localQueues": [
-                {"name": lq.name, "clusterQueue": lq.cluster_queue,
-                 **counts.get(lq.name, {"pending": 0, "admitted": 0})}
-                for lq in config.local_queues.values()
+                {"name": lq.name, "clusterQueue": lq.cluster_queue, "pending": lq.pending,
+                 "admitted": lq.admitted}
+                for lq in overview.local_queues
             ],
-            "cohorts": [{"name": c.name, "parent": c.parent} for c in config.cohorts.values()],
+            "cohorts": [{"name": c.name, "parent": c.parent}
+                        for c in overview.config.cohorts.values()],
         }
 
     @app.get("/v1/nodes")
     def nodes() -> dict[str, Any]:
-        usage = controller.scheduler.node_usage()
         items = []
-        for node in controller.nodes:
-            doc = node.to_dict()
-            doc["used"] = {
-                res: format_quantity(v, res) for res, v in usage.get(node.name, {}).items()
-            }
+        for entry in service.nodes():
+            doc = entry.node.to_dict()
+            doc["used"] = {res: format_quantity(v, res) for res, v in entry.used.items()}
             items.append(doc)
         return {"items": items}
 
@@ -210,10 +202,10 @@ def create_app(controller: Controller, token: str, logs: LogStore, *, db_label: 
             raise SpecError("must be a list of documents", field="documents",
                             fix='send {"documents": [{"kind": "ClusterQueue", ...}]}')
         objects = parse_config_documents(documents)
-        return {"applied": controller.apply_config(objects)}
+        return {"applied": service.apply_config(objects)}
 
     @app.get("/v1/config")
     def config() -> dict[str, Any]:
-        return {"documents": [o.to_dict() for o in controller.config.objects()]}
+        return {"documents": [o.to_dict() for o in service.config().objects()]}
 
     return app

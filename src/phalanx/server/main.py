@@ -14,10 +14,10 @@ from pathlib import Path
 import uvicorn
 
 from phalanx.compute.base import ComputePlane
+from phalanx.control import Controller
 from phalanx.errors import Conflict, SpecError
 from phalanx.server.app import create_app
 from phalanx.server.auth import ensure_token
-from phalanx.server.controller import Controller
 from phalanx.store import LogStore, Store
 
 DEFAULT_PORT = 7780

@@ -14,6 +14,12 @@ default, as training without checkpoints does; ``restart="resume"`` keeps its
 progress instead, as if it checkpointed continuously. Either way it keeps its
 submission time, so it keeps its place in its queue.
 
+The control plane's lifecycle rules (``phalanx.control.lifecycle``) apply as they
+do on a real cluster: a preempted job is queued again at once; a job lost with
+its node is a system failure, charged to its restart budget and queued again
+after its backoff, or failed once the budget is spent; and with ``max_runtime``
+a job that runs longer than that since it first started fails.
+
 With ``tick`` > 0 the scheduler runs periodically, as the control plane's loop
 does, instead of at every event: events still apply at their own time (a
 finished job frees its GPUs when it ends), but the cycle they call for runs at
@@ -34,6 +40,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from phalanx.control.lifecycle import deadline_at, restart_decision
 from phalanx.errors import SpecError
 from phalanx.scheduler import Scheduler
 from phalanx.sim.failures import FailureModel
@@ -41,6 +48,7 @@ from phalanx.sim.metrics import JobOutcome, Series, SimResult, TeamShare, stats
 from phalanx.sim.policy import Policy, policy_named
 from phalanx.sim.trace import TraceJob
 from phalanx.spec import GPU, JobSpec, Node, QueueConfig, validate
+from phalanx.spec.resources import RestartPolicy
 
 Restart = Literal["restart", "resume"]
 MAX_CYCLES_PER_INSTANT = 64  # cycles re-run while preemptions free room at one instant
@@ -56,6 +64,8 @@ class _Run:
     remaining: float  # seconds of work left when this run started
     attempt: int
     nodes: tuple[str, ...]
+    spec: JobSpec
+    priority: int
 
 
 class Simulator:
@@ -64,11 +74,18 @@ class Simulator:
     def __init__(self, config: QueueConfig, nodes: Sequence[Node], trace: Sequence[TraceJob],
                  policy: Policy | str = "config", *, restart: Restart = "restart",
                  failures: FailureModel | None = None, tick: float = 0.0,
+                 max_runtime: float | None = None, restart_policy: RestartPolicy | None = None,
                  progress: Callable[[int, int, float], None] | None = None) -> None:
         if not math.isfinite(tick) or tick < 0:
             raise SpecError(f"scheduling period {tick:g} s is out of range", field="tick",
                             fix="use 0 (a cycle at every event) or a positive number of seconds")
         self.tick = tick
+        if max_runtime is not None and not (math.isfinite(max_runtime) and max_runtime > 0):
+            raise SpecError(f"maxRuntime {max_runtime:g} s is out of range", field="maxRuntime",
+                            fix="use a positive number of seconds, or leave it out")
+        self.max_runtime = max_runtime
+        # Every job's restart budgets and backoff: a job's default unless given.
+        self.restart_policy = restart_policy or RestartPolicy()
         if restart not in ("restart", "resume"):
             raise SpecError(f"unknown restart mode {restart!r}", field="restart",
                             fix="use 'restart' (from zero) or 'resume'")
@@ -116,6 +133,8 @@ class Simulator:
                 replicas, per_pod = self.pods_for(job.gpus)
                 spec = validate(JobSpec, {
                     "name": "template", "queue": job.team, "priority": priority,
+                    "maxRuntime": self.max_runtime,
+                    "restart": self.restart_policy.to_dict(),
                     "podSets": [{"name": "worker", "replicas": replicas,
                                  "resources": {GPU: per_pod}}],
                 })
@@ -147,6 +166,10 @@ class Simulator:
 
         running: dict[str, _Run] = {}
         finishes: list[tuple[float, int, str, int]] = []  # (time, seq, job, attempt)
+        deadlines: list[tuple[float, int, str, int]] = []  # (time, seq, job, attempt)
+        releases: list[tuple[float, int, _Run]] = []  # (backoff's end, seq, the stopped run)
+        first_start: dict[str, float] = {}
+        specs: dict[str, tuple[JobSpec, int]] = {}  # per job, to submit it again after a backoff
         node_events: list[tuple[float, int, int, str, float]] = []  # (time, kind, seq, node, down)
         node_jobs: dict[str, set[str]] = {}
         down: set[str] = set()
@@ -158,7 +181,7 @@ class Simulator:
         busy = 0
         capacity = sum(gpus_of.values())
         pending = 0
-        cycles = instants = preemptions = evictions = node_failures = 0
+        cycles = instants = preemptions = evictions = node_failures = failed = 0
         wasted = goodput = 0.0
 
         if self.failures is not None:
@@ -183,15 +206,35 @@ class Simulator:
             if requeue:
                 scheduler.requeue(name)
                 pending += 1
+            else:
+                scheduler.remove(name)
+
+        def lost(name: str, now: float) -> None:
+            """The job's node failed: a system failure, charged as the control plane does."""
+            nonlocal seq, failed
+            run = running[name]
+            o = run.outcome
+            decision = restart_decision(run.spec.restart, "system", 0, o.system_restarts)
+            o.system_restarts = decision.system_restarts
+            if decision.restart and decision.delay <= 0:
+                stop(name, now, requeue=True)
+                return
+            stop(name, now, requeue=False)
+            if decision.restart:
+                seq += 1
+                heapq.heappush(releases, (now + decision.delay, seq, run))
+            else:
+                o.failed = decision.message
+                failed += 1
 
         tick = self.tick
         due: float | None = None  # when the next cycle runs (with tick > 0), once one is owed
         index, total = 0, len(arrivals)
         while True:
             if due is None:
-                if not (index < total or running or pending):
+                if not (index < total or running or pending or releases):
                     break
-                if index >= total and not running and not down:
+                if index >= total and not running and not down and not releases:
                     break  # pending jobs that nothing will ever let in: never admitted
             now = float("inf") if due is None else due
             if index < total and arrivals[index][0].submit < now:
@@ -200,6 +243,10 @@ class Simulator:
                 now = finishes[0][0]
             if node_events and node_events[0][0] < now:
                 now = node_events[0][0]
+            if deadlines and deadlines[0][0] < now:
+                now = deadlines[0][0]
+            if releases and releases[0][0] < now:
+                now = releases[0][0]
             instants += 1
 
             while finishes and finishes[0][0] == now:
@@ -217,6 +264,15 @@ class Simulator:
                 scheduler.remove(name)
                 for node in run.nodes if track_nodes else ():
                     node_jobs[node].discard(name)
+
+            while deadlines and deadlines[0][0] == now:
+                _, _, name, attempt = heapq.heappop(deadlines)
+                run = running.get(name)
+                if run is None or run.attempt != attempt:
+                    continue
+                stop(name, now, requeue=False)
+                run.outcome.failed = f"ran longer than maxRuntime ({self.max_runtime:g}s)"
+                failed += 1
 
             while node_events and node_events[0][0] == now:
                 _, kind, _, node, down_for = heapq.heappop(node_events)
@@ -239,9 +295,15 @@ class Simulator:
                 for name in sorted(node_jobs.get(node, ())):
                     by_name[name].evictions += 1
                     evictions += 1
-                    stop(name, now, requeue=True)
+                    lost(name, now)
                 seq += 1
                 heapq.heappush(node_events, (now + down_for, _REPAIR, seq, node, 0.0))
+
+            while releases and releases[0][0] == now:
+                _, _, run = heapq.heappop(releases)
+                scheduler.submit(run.spec, priority=run.priority,
+                                 submitted_at=run.outcome.submit)
+                pending += 1
 
             while index < total and arrivals[index][0].submit == now:
                 job, template, outcome = arrivals[index]
@@ -252,8 +314,9 @@ class Simulator:
                     outcome.rejected = template
                     continue
                 spec, priority = template
-                scheduler.submit(spec.model_copy(update={"name": job.name}),
-                                 priority=priority, submitted_at=job.submit)
+                spec = spec.model_copy(update={"name": job.name})
+                specs[job.name] = (spec, priority)
+                scheduler.submit(spec, priority=priority, submitted_at=job.submit)
                 pending += 1
 
             if not pending:
@@ -276,11 +339,16 @@ class Simulator:
                     attempt = attempts[name] = attempts.get(name, 0) + 1
                     left = remaining.get(name, o.duration)
                     placed = tuple(n for ps in adm.pod_sets for n in ps.nodes)
-                    running[name] = _Run(o, now, left, attempt, placed)
+                    spec, priority = specs[name]
+                    running[name] = _Run(o, now, left, attempt, placed, spec, priority)
                     busy += o.gpus
                     pending -= 1
                     seq += 1
                     heapq.heappush(finishes, (now + left, seq, name, attempt))
+                    # Pods start as they are admitted here, so the first admission is the start.
+                    limit = deadline_at(self.max_runtime, first_start.setdefault(name, now), now)
+                    if limit is not None and limit < now + left:
+                        heapq.heappush(deadlines, (limit, seq, name, attempt))
                     for node in placed if track_nodes else ():
                         node_jobs.setdefault(node, set()).add(name)
                 for p in result.preemptions:
@@ -296,6 +364,7 @@ class Simulator:
         return self._result(outcomes, series, team_seconds, {
             "cycles": cycles, "instants": instants, "preemptions": preemptions,
             "evictions": evictions, "node_failures": node_failures, "wasted": wasted,
+            "failed": failed,
             "goodput": goodput, "wall": wall,
         })
 
@@ -316,7 +385,7 @@ class Simulator:
         delays = [d for o in outcomes if (d := o.delay) is not None]
         jcts = [j for o in outcomes if (j := o.jct) is not None]
         rejected = [o for o in outcomes if o.rejected]
-        never = [o for o in outcomes if not o.rejected and o.finish is None]
+        never = [o for o in outcomes if not o.rejected and not o.failed and o.finish is None]
         cap = area["capacity"] or 1.0
         used_total = sum(team_seconds.values()) or 1.0
         wall = counts["wall"]
@@ -327,6 +396,7 @@ class Simulator:
             "jobs": len(outcomes),
             "completed": len(finished),
             "rejected": len(rejected),
+            "failed": int(counts["failed"]),
             "unfinished": len(never),
             "gpus": sum(n.allocatable.get(GPU, 0) // 1000 for n in self.nodes.values()),
             "nodes": len(self.nodes),
@@ -374,8 +444,10 @@ class Simulator:
 def simulate(config: QueueConfig, nodes: Sequence[Node], trace: Sequence[TraceJob],
              policy: Policy | str = "config", *, restart: Restart = "restart",
              failures: FailureModel | None = None, tick: float = 0.0,
+             max_runtime: float | None = None, restart_policy: RestartPolicy | None = None,
              progress: Callable[[int, int, float], None] | None = None) -> SimResult:
     """Run one simulation (see ``Simulator``)."""
     return Simulator(config, nodes, trace, policy, restart=restart, failures=failures,
-                     tick=tick, progress=progress).run()
+                     tick=tick, max_runtime=max_runtime, restart_policy=restart_policy,
+                     progress=progress).run()
 

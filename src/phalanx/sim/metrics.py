@@ -35,6 +35,8 @@ class JobOutcome:
     finish: float | None = None
     preemptions: int = 0
     evictions: int = 0  # by node failures
+    system_restarts: int = 0  # charged to the restart budget (node failures)
+    failed: str = ""  # why it ended without finishing (restart budget spent, maxRuntime)
     rejected: str = ""  # why the scheduler would never admit it (never submitted)
 
     @property

@@ -25,8 +25,9 @@ def pct(x: float) -> str:
 Row = tuple[str, Callable[[dict[str, Any]], str]]
 
 ROWS: list[Row] = [
-    ("jobs (completed / rejected / unfinished)",
-     lambda s: f"{s['jobs']:,} ({s['completed']:,} / {s['rejected']:,} / {s['unfinished']:,})"),
+    ("jobs (completed / failed / rejected / unfinished)",
+     lambda s: f"{s['jobs']:,} ({s['completed']:,} / {s.get('failed', 0):,} / "
+               f"{s['rejected']:,} / {s['unfinished']:,})"),
     ("cluster", lambda s: f"{s['gpus']:,} GPUs on {s['nodes']:,} nodes"),
     ("GPU utilisation", lambda s: pct(s["gpu_utilisation"])),
     ("utilisation while jobs wait", lambda s: pct(s["utilisation_while_waiting"])),

@@ -23,12 +23,12 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from phalanx.compute.base import ClosesOnExit, PodPhase, PodRef, PodState
+from phalanx.compute.base import ComputePlane, PodPhase, PodRef, PodState
 from phalanx.compute.kubernetes import objects
 from phalanx.compute.kubernetes.client import KubeClient, KubeError, Object, configure
 from phalanx.compute.kubernetes.events import pod_events
@@ -99,12 +99,13 @@ class Settings:
     read_timeout: float = 60.0
 
 
-class KubernetesPlane(ClosesOnExit):
+class KubernetesPlane(ComputePlane):
     """Runs admitted jobs as pods in one namespace of a cluster."""
 
     name = "kubernetes"
 
     def __init__(self, client: KubeClient, home: Path, settings: Settings | None = None) -> None:
+        super().__init__()
         self.client = client
         self.home = Path(home)
         self.settings = settings or Settings()
@@ -112,7 +113,6 @@ class KubernetesPlane(ClosesOnExit):
         self._base = f"/api/v1/namespaces/{self.namespace}"
         self._lock = threading.RLock()
         self._launching = threading.Lock()
-        self._listeners: list[Callable[[], None]] = []
         self._attempts: dict[tuple[str, int], _Attempt] = {}
         self._by_pod: dict[str, tuple[_Attempt, _Pod]] = {}
         self.logs = LogCopier(client, self.namespace, LogStore(self.home / "logs"),
@@ -216,11 +216,9 @@ class KubernetesPlane(ClosesOnExit):
                 self._by_pod[pod.name] = (current, pod)
 
     # ------------------------------------------------------------------ ComputePlane
-    def subscribe(self, listener: Callable[[], None]) -> None:
-        self._listeners.append(listener)
-
     @property
     def inventory_generation(self) -> int:
+        # The node informer counts its own changes under its lock, with the cache they change.
         return self.inventory_source.generation
 
     def inventory(self) -> list[Node]:
@@ -372,10 +370,6 @@ class KubernetesPlane(ClosesOnExit):
             log.warning("could not delete the pods of %s: %s", current.name, exc)
 
     # ------------------------------------------------------------------ watching
-    def _notify(self) -> None:
-        for listener in list(self._listeners):
-            listener()
-
     def _list_pods(self, items: list[Object], version: str) -> None:
         present = {str(o["metadata"]["name"]): o for o in items}
         with self._lock:

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from phalanx.compute import env as distributed
-from phalanx.compute.base import ClosesOnExit, PodPhase, PodState
+from phalanx.compute.base import ComputePlane, NodeTable, PodPhase, PodState
 from phalanx.compute.local import procs, shim
 from phalanx.compute.local.gpus import GPUInfo, assign_gpus, discover_gpus
 from phalanx.compute.local.inventory import default_node_name, machine_node
@@ -53,7 +53,7 @@ from phalanx.compute.local.state import (
 from phalanx.errors import SpecError
 from phalanx.scheduler.types import Admission
 from phalanx.spec.quantity import MILLI
-from phalanx.spec.resources import GPU, JobSpec, Node
+from phalanx.spec.resources import GPU, JobSpec, Node, NodeHealth
 
 log = logging.getLogger("phalanx.compute.local")
 
@@ -88,7 +88,7 @@ class _PodLaunch:
     env: dict[str, str]
 
 
-class LocalPlane(ClosesOnExit):
+class LocalPlane(ComputePlane):
     """Runs admitted jobs' pods as process groups on this machine (one node)."""
 
     name = "local"
@@ -102,10 +102,12 @@ class LocalPlane(ClosesOnExit):
         gpus: Sequence[GPUInfo] | None = None,
     ) -> None:
         """``gpus`` replaces NVML discovery (for machines NVML cannot see, and tests)."""
+        super().__init__()
         self.home = Path(home)
         self.node_name = node_name or default_node_name()
         self.logs_root = Path(logs_root) if logs_root is not None else self.home / "logs"
         self.gpus = list(discover_gpus() if gpus is None else gpus)
+        self._node = NodeTable([machine_node(self.node_name, self.gpus)], self._nodes_changed)
         self._state = StateDir(self.home / "pods")
         self._lock = threading.RLock()
         self._wake = threading.Event()
@@ -121,7 +123,48 @@ class LocalPlane(ClosesOnExit):
 
     # ------------------------------------------------------------------ ComputePlane
     def inventory(self) -> list[Node]:
-        return [machine_node(self.node_name, self.gpus)]
+        return self._node.snapshot()
+
+    def set_node_state(
+        self, *, unschedulable: bool | None = None, health: NodeHealth | None = None,
+        reasons: list[str] | None = None,
+    ) -> None:
+        """Cordon or uncordon this machine, or set its health (from the node's checks).
+
+        A change reaches the scheduler like any node change: through
+        ``inventory_generation``, at the control loop's next step.
+        """
+        node = self._node.get(self.node_name)
+        assert node is not None
+        if unschedulable is not None:
+            node.unschedulable = unschedulable
+        if health is not None:
+            node.health = health
+        if reasons is not None:
+            node.health_reasons = list(reasons)
+        self._node.upsert(node)
+
+    def set_gpus(self, gpus: Sequence[GPUInfo]) -> None:
+        """The GPUs this machine now has (a GPU that fell off the bus is no longer offered)."""
+        with self._lock:
+            self.gpus = list(gpus)
+        current = self._node.get(self.node_name)
+        assert current is not None
+        fresh = machine_node(self.node_name, self.gpus)
+        self._node.upsert(fresh.model_copy(update={
+            "unschedulable": current.unschedulable, "health": current.health,
+            "health_reasons": current.health_reasons,
+        }))
+
+    def check_job(self, job: JobSpec) -> None:
+        """Every pod set needs a command: here a pod is a process, and no image supplies one."""
+        for i, pod_set in enumerate(job.pod_sets):
+            if not pod_set.command:
+                raise SpecError(
+                    f"pod set {pod_set.name!r} has no command to run",
+                    field=f"podSets[{i}].command",
+                    fix='give the command to run, e.g. command: ["python", "train.py"]',
+                )
 
     def launch(self, job: JobSpec, attempt: int, admission: Admission) -> None:
         """Start the attempt's pods; nothing happens if this attempt was launched before.
@@ -129,6 +172,7 @@ class LocalPlane(ClosesOnExit):
         Everything is checked before anything starts: a bad admission, a missing
         working directory or GPUs that are not free raise and start nothing.
         """
+        self.check_job(job)
         with self._lock:
             if (job.name, attempt) in self._attempts:
                 return
@@ -224,11 +268,6 @@ class LocalPlane(ClosesOnExit):
                     f"pod {ref.name} is placed on node {node!r}, but this machine is "
                     f"{self.node_name!r}", field="admission.podSets.nodes",
                     fix="admit the job onto the node the local plane's inventory reports",
-                )
-            if not pod_set.command:
-                raise SpecError(
-                    f"pod set {pod_set.name!r} has no command to run",
-                    field=f"podSets[{i}].command", fix='give the command, e.g. [python, train.py]',
                 )
             if pod_set.working_dir is not None and not os.path.isdir(pod_set.working_dir):
                 raise SpecError(

@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from phalanx.compute import env as distributed
-from phalanx.compute.base import ClosesOnExit, PodPhase, PodRef, PodState
+from phalanx.compute.base import ComputePlane, NodeTable, PodPhase, PodRef, PodState
 from phalanx.compute.simulated.nodes import load_nodes
 from phalanx.errors import SpecError
 from phalanx.scheduler.types import Admission
@@ -80,7 +80,7 @@ class _Behaviour:
     exit_code: int
 
 
-class SimulatedPlane(ClosesOnExit):
+class SimulatedPlane(ComputePlane):
     """Pods that pretend to run on nodes declared in configuration."""
 
     name = "simulated"
@@ -95,8 +95,8 @@ class SimulatedPlane(ClosesOnExit):
         if not nodes:
             raise SpecError("declares no nodes", field="nodes",
                             fix="give the simulated plane at least one node")
-        self.nodes = list(nodes)
-        self._node_names = {n.name for n in nodes}
+        super().__init__()
+        self.nodes = NodeTable(nodes, self._nodes_changed)
         self.clock = clock
         # Pods report epoch timestamps, like the local plane's, whatever the clock counts.
         self._epoch = time.time() - clock()
@@ -105,7 +105,6 @@ class SimulatedPlane(ClosesOnExit):
         self._attempts: dict[tuple[str, int], list[_Pod]] = {}
         # Upcoming pod ends (plane clock), for subscribers; stale entries are harmless.
         self._due: list[float] = []
-        self._listeners: list[Callable[[], None]] = []
         self._changed = threading.Condition(self._lock)
         self._closed = False
         self._timer: threading.Thread | None = None
@@ -120,7 +119,34 @@ class SimulatedPlane(ClosesOnExit):
 
     # ------------------------------------------------------------------ ComputePlane
     def inventory(self) -> list[Node]:
-        return [n.model_copy(deep=True) for n in self.nodes]
+        return self.nodes.snapshot()
+
+    def upsert_node(self, node: Node) -> None:
+        """Add a node or change one (cordon it, change its health or capacity)."""
+        self.nodes.upsert(node)
+
+    def remove_node(self, name: str) -> None:
+        """The node is gone: its running pods fail as a system failure (``NodeLost``)."""
+        if not self.nodes.remove(name):
+            return
+        with self._lock:
+            now = self.clock()
+            lost = []
+            for pods in self._attempts.values():
+                for pod in pods:
+                    if pod.node != name or pod.final is not None:
+                        continue
+                    if pod.ends is not None and pod.ends <= now:
+                        self._end(pod)  # it ended before the node went
+                    else:
+                        pod.final = PodState(
+                            ref=pod.ref, node=pod.node, phase=PodPhase.FAILED,
+                            reason="NodeLost", failure="system",
+                            started_at=pod.started + self._epoch, finished_at=now + self._epoch,
+                        )
+                    lost.append(pod)
+        self._log_ends(lost)
+        self._notify()
 
     def launch(self, job: JobSpec, attempt: int, admission: Admission) -> None:
         """Start the attempt's pods now; nothing happens if this attempt was launched before.
@@ -137,8 +163,9 @@ class SimulatedPlane(ClosesOnExit):
             job, attempt, admission, master_addr=first, master_port=MASTER_PORT,
             pod_addresses=[n for p in admission.pod_sets for n in p.nodes],
         )
+        names = self.nodes.names()
         for ref, node, _ in placed:
-            if node not in self._node_names:
+            if node not in names:
                 raise SpecError(
                     f"pod {ref.name} is placed on node {node!r}, which this plane does not have",
                     field="admission.podSets.nodes",
@@ -262,6 +289,8 @@ class SimulatedPlane(ClosesOnExit):
             ran = max(0.0, (final.finished_at or 0.0) - (final.started_at or 0.0))
             if final.reason == "Terminated":
                 self._logs.write(pod.ref, f"terminated after {ran:.3f}s")
+            elif final.reason == "NodeLost":
+                self._logs.write(pod.ref, f"lost with node {pod.node} after {ran:.3f}s")
             else:
                 self._logs.write(pod.ref, f"exited with code {final.exit_code} after {ran:.3f}s")
 

@@ -1,7 +1,9 @@
-"""Pure job-lifecycle rules: what a gang's pods mean for its job, and whether to restart.
+"""Pure job-lifecycle rules: what a gang's pods mean for its job, whether and when a
+stopped job runs again, and when it has run too long.
 
-Kept free of I/O so the control loop stays a thin driver and the rules are
-tested on their own.
+Kept free of I/O so the control loop stays a thin driver, the rules are tested on
+their own, and the simulator replays a trace under the same rules the control
+plane applies (restart budgets, backoff, deadlines).
 """
 
 from __future__ import annotations
@@ -100,3 +102,24 @@ def restart_decision(
         else "no restarts allowed (restart.maxRestarts is 0)"
     )
     return RestartDecision(False, user_restarts, system_restarts, 0.0, budget)
+
+
+def deadline_at(
+    max_runtime: float | None, started_at: float | None, admitted_at: float | None
+) -> float | None:
+    """When a job that may run ``max_runtime`` seconds has run too long (None: never).
+
+    The clock starts when its pods first run, or at admission while they have not: a
+    job whose pods never start must not hold its quota for ever either.
+    """
+    if max_runtime is None:
+        return None
+    since = started_at if started_at is not None else admitted_at
+    return None if since is None else since + max_runtime
+
+
+def deadline_passed(
+    max_runtime: float | None, started_at: float | None, admitted_at: float | None, now: float
+) -> bool:
+    at = deadline_at(max_runtime, started_at, admitted_at)
+    return at is not None and now > at

@@ -48,6 +48,10 @@ class Metrics:
         self.preemptions = Counter(
             "phalanx_preemptions", "Jobs preempted", ["reason"], registry=self.registry,
         )
+        self.loop_errors = Counter(
+            "phalanx_control_loop_errors", "Control-loop steps that failed with an error",
+            registry=self.registry,
+        )
 
     def observe_queues(self, queues: list[ClusterQueueStatus]) -> None:
         for cq in queues:

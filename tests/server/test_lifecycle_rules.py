@@ -1,7 +1,7 @@
 import pytest
 
 from phalanx.compute.base import PodPhase, PodRef, PodState
-from phalanx.server.lifecycle import GangPhase, backoff_seconds, gang_status, restart_decision
+from phalanx.control.lifecycle import GangPhase, backoff_seconds, gang_status, restart_decision
 from phalanx.spec import RestartPolicy
 
 

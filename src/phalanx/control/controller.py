@@ -1,0 +1,78 @@
+"""One control plane's state, its API-facing service and its loop, built together."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from phalanx.compute.base import ComputePlane
+from phalanx.control.loop import ControlLoop
+from phalanx.control.metrics import Metrics
+from phalanx.control.service import JobService
+from phalanx.control.state import ControlState
+from phalanx.scheduler import CycleResult, Scheduler
+from phalanx.spec.config import QueueConfig
+from phalanx.spec.resources import JobSpec
+from phalanx.spec.status import JobRecord
+from phalanx.store import Store
+
+
+class Controller:
+    """Builds the state from the store and the plane, recovers, and hands out the two halves.
+
+    Routes use ``service``; the loop thread runs ``loop``. The few verbs below are the
+    ones a driver (the server, a benchmark, a test) uses on the whole.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        plane: ComputePlane,
+        *,
+        grace_seconds: float = 10.0,
+        tick_seconds: float = 0.2,
+        batch_seconds: float = 0.02,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.store = store
+        self.plane = plane
+        self.started_at = clock()
+        nodes = plane.inventory()
+        stored = store.load_config()
+        config = stored or QueueConfig.default_for(nodes)
+        if stored is None:
+            store.save_config(config)
+        self.state = ControlState(store, Scheduler(config, nodes), config, nodes, clock=clock)
+        self.service = JobService(self.state, plane)
+        self.loop = ControlLoop(self.state, plane, grace_seconds=grace_seconds,
+                                tick_seconds=tick_seconds, batch_seconds=batch_seconds)
+        self.loop.recover()
+
+    @property
+    def metrics(self) -> Metrics:
+        return self.state.metrics
+
+    def start(self) -> None:
+        self.loop.start()
+
+    def stop(self) -> None:
+        self.loop.stop()
+
+    def step(self) -> CycleResult:
+        return self.loop.step()
+
+    def submit(self, spec: JobSpec) -> JobRecord:
+        return self.service.submit(spec)
+
+    def cancel(self, name: str) -> JobRecord:
+        return self.service.cancel(name)
+
+    def get(self, name: str) -> JobRecord:
+        return self.service.get(name)
+
+    def status(self) -> dict[str, object]:
+        return self.service.status(self.started_at)
+
+    def health(self) -> tuple[bool, str]:
+        """Whether the control loop is stepping, and a sentence saying so."""
+        return self.loop.health()

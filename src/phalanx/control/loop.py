@@ -1,0 +1,334 @@
+"""The control loop: feeds the scheduler core, runs its decisions on a compute plane.
+
+Level-triggered: each step reads the plane (its nodes when they changed, its
+pods), then, under the state's lock and without any plane call, moves jobs
+through their lifecycle and runs one scheduling cycle. It then stores every
+change of the step in one batched write, and only then talks to the plane: stop
+and forget what ended, launch what was admitted. So the store always knows first,
+and a restart that finds a job's pods still running knows what they belong to.
+
+On start it rebuilds the scheduler's state from the store and re-adopts whatever
+the plane is still running, so a restart loses no job and runs nothing twice.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import defaultdict
+
+from phalanx.compute.base import ComputePlane, PodState
+from phalanx.control.lifecycle import GangPhase, deadline_passed, gang_status
+from phalanx.control.state import (
+    ACTIVE,
+    DEADLINE,
+    FAILED,
+    LOST,
+    PREEMPTED,
+    ControlState,
+    Launch,
+    PlaneCommand,
+)
+from phalanx.scheduler import Admission, CycleResult
+from phalanx.spec.status import JobRecord, JobStatus
+
+log = logging.getLogger("phalanx.controller")
+
+
+class ControlLoop:
+    def __init__(
+        self, state: ControlState, plane: ComputePlane, *, grace_seconds: float = 10.0,
+        tick_seconds: float = 0.2, batch_seconds: float = 0.02,
+    ) -> None:
+        self.state = state
+        self.plane = plane
+        self.grace_seconds = grace_seconds
+        self.tick_seconds = tick_seconds
+        self.batch_seconds = batch_seconds
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.last_success: float | None = None  # clock of the last step that completed
+        self.failures_in_a_row = 0
+        self._generation = plane.inventory_generation
+        # A plane that knows when its pods or nodes change wakes the loop right then,
+        # instead of leaving the change to the next tick.
+        plane.subscribe(state.wake.set)
+
+    # ------------------------------------------------------------------ running
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="phalanx-controller", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.state.wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+        self.state.persist()
+
+    def _run(self) -> None:
+        wake = self.state.wake
+        while not self._stop.is_set():
+            # Cleared before the step, so news during the step wakes the next one at once.
+            wake.clear()
+            try:
+                self.step()
+            except Exception:  # keep scheduling; the next step re-reads the world
+                self.failures_in_a_row += 1
+                self.state.metrics.loop_errors.inc()
+                log.exception("control loop step failed")
+            else:
+                self.failures_in_a_row = 0
+                self.last_success = time.monotonic()
+            if wake.wait(self.tick_seconds) and self.batch_seconds:
+                # Woken (a request, pods that ended): let the rest of a burst land so one
+                # cycle takes it. Cycles as often as every pod's end would also let small
+                # jobs take each freed unit before a big one could ever gather its room.
+                self._stop.wait(self.batch_seconds)
+
+    def step(self) -> CycleResult:
+        state = self.state
+        self._sync_nodes()
+        observed = self.plane.observe()
+        with state.lock:
+            now = state.clock()
+            self._reconcile(observed, now)
+            self._enforce_deadlines(now)
+            self._release_backoff(now)
+            started = time.perf_counter()
+            result = state.scheduler.cycle(now)
+            state.metrics.cycle_seconds.observe(time.perf_counter() - started)
+            self._apply(result, now)
+        state.persist()  # the admissions are stored before any pod starts
+        self.send()
+        return result
+
+    def health(self, stale_after: float = 60.0) -> tuple[bool, str]:
+        """Whether the loop is stepping: (healthy, a sentence saying why or why not)."""
+        if self._thread is None or not self._thread.is_alive():
+            return False, "the control loop is not running"
+        if self.last_success is None:
+            return self.failures_in_a_row == 0, (
+                "the control loop has not completed a step yet" + (
+                    f"; {self.failures_in_a_row} failed" if self.failures_in_a_row else ""))
+        ago = time.monotonic() - self.last_success
+        if ago > stale_after:
+            return False, (f"the control loop's last step completed {ago:.0f}s ago "
+                           f"({self.failures_in_a_row} failed since)")
+        return True, f"the control loop's last step completed {ago:.1f}s ago"
+
+    def send(self) -> None:
+        """Send the plane what the stored state asks of it: stops, forgets, then launches.
+
+        What launching changes (Starting, or a failed launch) is stored by the next
+        write: the store then lags memory, which the API reads, by one step at most.
+        """
+        with self.state.lock:
+            commands, launches = self.state.take_commands()
+        for command in commands:
+            try:
+                if command.verb == "terminate":
+                    self.plane.terminate(command.job, command.attempt, self.grace_seconds)
+                else:
+                    self.plane.forget(command.job, command.attempt)
+            except Exception:  # level-triggered: the next observation asks again
+                log.exception("could not %s %s (attempt %d)", command.verb, command.job,
+                              command.attempt)
+        self._launch_all(launches)
+
+    def _sync_nodes(self) -> None:
+        """Feed the scheduler the nodes that changed since the plane's last inventory."""
+        generation = self.plane.inventory_generation  # before the inventory: no change missed
+        if generation == self._generation:
+            return
+        nodes = self.plane.inventory()
+        state = self.state
+        with state.lock:
+            self._generation = generation
+            old = {n.name: n for n in state.nodes}
+            new = {n.name: n for n in nodes}
+            for name in old.keys() - new.keys():
+                state.scheduler.remove_node(name)
+            for name, node in new.items():
+                if old.get(name) != node:
+                    state.scheduler.upsert_node(node)
+            state.nodes = nodes
+
+    # ------------------------------------------------------------------ recovery
+    def recover(self) -> None:
+        """Rebuild the scheduler from the store and re-adopt what the plane still runs."""
+        state = self.state
+        by_job = _group(self.plane.observe())
+        with state.lock:
+            now = state.clock()
+            active = [s for s in JobStatus if not s.terminal]
+            for record in state.store.list_jobs(statuses=active):
+                state.jobs[record.name] = record
+                if record.status is JobStatus.QUEUED:
+                    if record.not_before and record.not_before > now:
+                        state.backoff[record.name] = record.not_before
+                    else:
+                        state.queue(record)
+                    continue
+                if record.admission is None:  # cannot happen unless the store was edited
+                    state.requeue(record, now, "admission record missing; queued again")
+                    continue
+                admission = Admission.from_dict(record.admission)
+                state.active[record.name] = record
+                state.scheduler.restore(
+                    record.spec, priority=record.priority, submitted_at=record.submitted_at,
+                    admission=admission,
+                )
+                pods = [p for p in by_job.get(record.name, ()) if p.ref.attempt == record.attempt]
+                if record.stop_reason:
+                    state.commands.append(PlaneCommand("terminate", record.name, record.attempt))
+                elif record.status is JobStatus.ADMITTED and not pods:
+                    state.launches.append(Launch(record, record.attempt, admission))
+                if pods:
+                    state.event(record, "Adopted", f"re-adopted {len(pods)} pod(s) of attempt "
+                                f"{record.attempt} after a control-plane restart")
+        state.persist()
+        self.send()
+        state.persist()
+
+    # ------------------------------------------------------------------ lifecycle (lock held)
+    def _reconcile(self, observed: list[PodState], now: float) -> None:
+        state = self.state
+        by_job = _group(observed)
+        current: dict[str, list[PodState]] = {}
+        for name, pods in by_job.items():
+            record = state.jobs.get(name)
+            for pod in pods:
+                if record is not None and pod.ref.attempt == record.attempt and (
+                    record.status in ACTIVE
+                ):
+                    current.setdefault(name, []).append(pod)
+                elif pod.phase.done:  # an old attempt or a job already settled: tidy up
+                    state.commands.append(PlaneCommand("forget", pod.ref.job, pod.ref.attempt))
+                else:  # an orphan (old attempt, or a job this store does not know)
+                    state.commands.append(
+                        PlaneCommand("terminate", pod.ref.job, pod.ref.attempt))
+        state.pods = current
+        for record in list(state.active.values()):
+            pods = current.get(record.name, [])
+            expected = _expected_pods(record)
+            status = gang_status(pods, expected)
+            if record.stop_reason:
+                if not pods or status.all_done:
+                    state.finish_stop(record, now)
+                continue
+            if not pods:
+                if record.status is not JobStatus.ADMITTED:
+                    state.begin_stop(record, LOST, "the job's processes are gone", "system")
+                    state.finish_stop(record, now)
+                continue
+            if status.phase is GangPhase.FAILED:
+                kind = status.failure or "system"
+                state.begin_stop(record, FAILED, status.message, kind, status.exit_code)
+                if status.all_done:
+                    state.finish_stop(record, now)
+            elif status.phase is GangPhase.SUCCEEDED:
+                state.succeed(record, expected)
+            elif status.phase is GangPhase.RUNNING and record.status is not JobStatus.RUNNING:
+                record.status = JobStatus.RUNNING
+                # When the last pod started, by the pods' own clock, as ``finish`` takes their end.
+                starts = [p.started_at for p in pods if p.started_at is not None]
+                record.started_at = record.started_at or (max(starts) if starts else now)
+                state.event(record, "Running", f"all {expected} pod(s) running")
+            elif status.phase is GangPhase.STOPPED:  # pods stopped without our asking
+                state.begin_stop(record, LOST, "the job's pods were stopped", "system")
+                state.finish_stop(record, now)
+
+    def _enforce_deadlines(self, now: float) -> None:
+        for record in list(self.state.active.values()):
+            limit = record.spec.max_runtime
+            if record.stop_reason or record.status not in ACTIVE:
+                continue
+            if deadline_passed(limit, record.started_at, record.admitted_at, now):
+                self.state.begin_stop(record, DEADLINE, f"ran longer than maxRuntime ({limit:g}s)")
+
+    def _release_backoff(self, now: float) -> None:
+        state = self.state
+        for name, when in list(state.backoff.items()):
+            if when <= now:
+                del state.backoff[name]
+                record = state.jobs[name]
+                record.not_before = None
+                record.pending_code = record.pending_message = None  # the scheduler's from now
+                state.queue(record)
+
+    def _apply(self, result: CycleResult, now: float) -> None:
+        state = self.state
+        for admission in result.admissions:
+            record = state.jobs[admission.job]
+            record.status = JobStatus.ADMITTED
+            state.active[record.name] = record
+            record.attempt += 1
+            record.admission = admission.to_dict()
+            record.admitted_at = now
+            record.cluster_queue = admission.cluster_queue
+            record.pending_code = record.pending_message = None
+            state.metrics.admission_latency.labels(admission.cluster_queue).observe(
+                max(0.0, now - record.queued_at)
+            )
+            state.event(record, "Admitted", _describe_admission(admission))
+            state.launches.append(Launch(record, record.attempt, admission))
+        for preemption in result.preemptions:
+            victim = state.jobs.get(preemption.victim)
+            if victim is None or victim.status not in ACTIVE:
+                continue
+            state.metrics.preemptions.labels(preemption.reason.value).inc()
+            state.begin_stop(victim, PREEMPTED, preemption.message)
+        # Pending reasons are not stored: the service reads them from the scheduler, and the
+        # first cycle after a restart works every reason out again.
+
+    def _launch_all(self, launches: list[Launch]) -> None:
+        """Start the pods of each admission, then record in one go how each launch went."""
+        if not launches:
+            return
+        failed: dict[int, Exception] = {}
+        for i, launch in enumerate(launches):
+            try:
+                self.plane.launch(launch.record.spec, launch.attempt, launch.admission)
+            except Exception as exc:  # a launch that fails is a system failure of that attempt
+                log.exception("launch of %s failed", launch.record.name)
+                failed[i] = exc
+        state = self.state
+        with state.lock:
+            for i, launch in enumerate(launches):
+                record = state.jobs.get(launch.record.name)
+                if record is None or record.attempt != launch.attempt:
+                    continue
+                if i in failed:
+                    state.begin_stop(record, FAILED, f"could not start pods: {failed[i]}",
+                                     "system")
+                elif record.status is JobStatus.ADMITTED:
+                    record.status = JobStatus.STARTING
+                    state.event(record, "Starting", f"launched {_expected_pods(record)} pod(s) "
+                                f"on the {self.plane.name} compute plane")
+
+
+def _group(pods: list[PodState]) -> dict[str, list[PodState]]:
+    grouped: dict[str, list[PodState]] = defaultdict(list)
+    for pod in pods:
+        grouped[pod.ref.job].append(pod)
+    return grouped
+
+
+def _expected_pods(record: JobRecord) -> int:
+    if record.admission is None:
+        return record.spec.pod_count
+    return sum(int(p["count"]) for p in record.admission["podSets"])
+
+
+def _describe_admission(admission: Admission) -> str:
+    parts = []
+    for ps in admission.pod_sets:
+        flavors = ",".join(sorted(set(ps.flavors.values()))) or "-"
+        nodes = sorted(set(ps.nodes))
+        shown = ",".join(nodes[:3]) + (f" +{len(nodes) - 3}" if len(nodes) > 3 else "")
+        parts.append(f"{ps.name}: {ps.count} pod(s) on {flavors} [{shown}]")
+    borrow = " (borrowing from the cohort)" if admission.borrowing else ""
+    return f"admitted by ClusterQueue {admission.cluster_queue}{borrow}: " + "; ".join(parts)
+

@@ -1,0 +1,247 @@
+"""What the HTTP API asks of the control plane: submit, cancel, apply, and consistent reads.
+
+Every read is a snapshot taken under the state's lock and handed out as copies,
+so a route never iterates what the loop is changing. Nothing here calls a
+compute plane while holding the lock: a cancel queues the stop for the loop,
+and the plane's own reads (its events, its log flush) run unlocked.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from phalanx.compute.base import ComputePlane, PodState
+from phalanx.control.state import CANCELLED, ControlState
+from phalanx.errors import Conflict, PhalanxError
+from phalanx.scheduler import ClusterQueueStatus, PendingCode
+from phalanx.spec.config import QueueConfig
+from phalanx.spec.resources import ConfigObject, JobSpec, Node
+from phalanx.spec.status import JobEvent, JobRecord, JobStatus
+
+
+@dataclass(frozen=True, slots=True)
+class LocalQueueCounts:
+    name: str
+    cluster_queue: str
+    pending: int
+    admitted: int
+
+
+@dataclass(frozen=True, slots=True)
+class QueueOverview:
+    """The queues at one moment: the scheduler's view and the jobs of each LocalQueue."""
+
+    cluster_queues: list[ClusterQueueStatus]
+    local_queues: list[LocalQueueCounts]
+    config: QueueConfig
+
+
+@dataclass(frozen=True, slots=True)
+class NodeOverview:
+    node: Node
+    used: dict[str, int]  # resource -> milli-units admitted jobs hold on the node
+
+
+class JobService:
+    def __init__(self, state: ControlState, plane: ComputePlane) -> None:
+        self.state = state
+        self.plane = plane
+        self.store = state.store
+        self._config_lock = threading.Lock()  # one apply at a time: none undoes another
+
+    # ------------------------------------------------------------------ writes
+    def submit(self, spec: JobSpec) -> JobRecord:
+        return self.submit_many([spec], batch=False)[0]
+
+    def submit_many(self, specs: list[JobSpec], *, batch: bool = True) -> list[JobRecord]:
+        """Submit jobs all or nothing, in one store transaction.
+
+        Every job is checked before any is stored; in a batch an error names the job's
+        position (``items[i]``) and field, and nothing is submitted. The store is
+        written outside the lock; the jobs join the scheduler once they are stored.
+        """
+        state = self.state
+        with state.lock:
+            now = state.clock()
+            records, events = [], []
+            seen: set[str] = set()
+            for i, spec in enumerate(specs):
+                try:
+                    if spec.name in seen:
+                        raise Conflict(f"the batch names job {spec.name!r} twice",
+                                       field="name", fix="give every job its own name")
+                    seen.add(spec.name)
+                    record, event = self._new_job(spec, now)
+                except PhalanxError as exc:
+                    if not batch:
+                        raise
+                    raise type(exc)(
+                        exc.message, fix=exc.fix,
+                        field=f"items[{i}]" + (f".{exc.field}" if exc.field else ""),
+                    ) from None
+                records.append(record)
+                events.append(event)
+        if batch:
+            self.store.create_jobs(records, events)
+        else:
+            self.store.create_job(records[0], events[0])
+        with state.lock:
+            for record in records:
+                state.jobs[record.name] = record
+                state.queue(record)
+            copies = [record.model_copy() for record in records]
+        state.wake.set()
+        return copies
+
+    def _new_job(self, spec: JobSpec, now: float) -> tuple[JobRecord, JobEvent]:
+        """The record and first event of a job, once it is known to be admissible ever."""
+        config = self.state.config
+        cq = config.cluster_queue_for(spec.queue)
+        priority = config.priority_value(spec.priority)
+        self.plane.check_job(spec)
+        self.state.scheduler.check_feasible(spec)
+        record = JobRecord(
+            name=spec.name, spec=spec, queue=spec.queue, cluster_queue=cq.name,
+            priority=priority, submitted_at=now, queued_at=now,
+            pending_code="Queued", pending_message="waiting for the next scheduling cycle",
+        )
+        event = JobEvent(job=spec.name, time=now, reason="Submitted",
+                         message=f"queued in {spec.queue} (ClusterQueue {cq.name})")
+        return record, event
+
+    def cancel(self, name: str) -> JobRecord:
+        state = self.state
+        with state.lock:
+            record = state.jobs.get(name)
+            if record is None:
+                finished = state.saving.get(name)
+                return finished.model_copy() if finished else self.store.get_job(name)
+            if not record.cancel_requested:
+                record.cancel_requested = True
+                state.event(record, "CancelRequested", "cancelled by the user")
+                if record.status is JobStatus.QUEUED:
+                    state.scheduler.remove(name)
+                    state.backoff.pop(name, None)
+                    state.finish(record, JobStatus.CANCELLED, "cancelled before it ran")
+                else:
+                    state.begin_stop(record, CANCELLED, "cancelled by the user")
+            copy = record.model_copy()
+        state.persist()
+        state.wake.set()  # the loop sends the stop to the plane
+        return copy
+
+    def apply_config(self, objects: list[ConfigObject]) -> list[dict[str, str]]:
+        state = self.state
+        with self._config_lock:
+            with state.lock:
+                old_config = state.config
+            new = old_config.merged(objects)
+            actions = []
+            for obj in objects:
+                old = old_config._table(obj.kind).get(obj.name)
+                action = "created" if old is None else "unchanged" if old == obj else "configured"
+                actions.append({"kind": obj.kind, "name": obj.name, "action": action})
+            self.store.save_config(new)
+            with state.lock:
+                state.config = new
+                state.scheduler.set_config(new)
+        state.wake.set()
+        return actions
+
+    # ------------------------------------------------------------------ reads
+    def get(self, name: str) -> JobRecord:
+        with self.state.lock:
+            record = self.state.jobs.get(name)
+            if record is not None:
+                return self._view(record)
+            finished = self.state.saving.get(name)
+            if finished is not None:
+                return finished.model_copy()
+        return self.store.get_job(name)
+
+    def live(self, names: Iterable[str]) -> dict[str, JobRecord]:
+        """Copies of the records of ``names`` that are still active, with current reasons."""
+        with self.state.lock:
+            return {name: self._view(record) for name in names
+                    if (record := self.state.jobs.get(name)) is not None}
+
+    def list_jobs(
+        self, *, statuses: list[JobStatus] | None = None, queue: str | None = None,
+        limit: int | None = None,
+    ) -> list[JobRecord]:
+        records = self.store.list_jobs(statuses=statuses, queue=queue, limit=limit)
+        live = self.live(r.name for r in records)
+        return [live.get(r.name) or r for r in records]
+
+    def _view(self, record: JobRecord) -> JobRecord:
+        """A copy of a live record; a queued job's reason is the scheduler's of this moment.
+
+        Reasons are read, not copied after each cycle: a cycle gives one to whole classes of
+        jobs at once, and copying it to every waiting record would cost more than the cycle.
+        """
+        view = record.model_copy()
+        if record.status is JobStatus.QUEUED:
+            reason = self.state.scheduler.pending_reason(record.name)
+            # A record that says why it waits outside the scheduler (a backoff) keeps saying so
+            # until the scheduler has looked at the job.
+            if reason is not None and not (reason.code is PendingCode.QUEUED
+                                           and record.pending_code):
+                view.pending_code = reason.code.value
+                view.pending_message = reason.message
+        return view
+
+    def pods_of(self, name: str) -> list[PodState]:
+        with self.state.lock:
+            return list(self.state.pods.get(name, ()))
+
+    def events_of(self, name: str) -> list[JobEvent]:
+        """The job's stored events and what the plane says about its pods, oldest first."""
+        events = self.store.list_events(name) + self.plane.pod_events(name)
+        events.sort(key=lambda e: e.time)
+        return events
+
+    def flush_logs(self) -> None:
+        """Wait for the logs of what the plane has reported, if it writes them in the background."""
+        self.plane.flush_logs()
+
+    def config(self) -> QueueConfig:
+        with self.state.lock:
+            return self.state.config
+
+    def queues(self) -> QueueOverview:
+        state = self.state
+        with state.lock:
+            statuses = state.scheduler.queue_status()
+            config = state.config
+            counts: dict[str, list[int]] = {}
+            for record in state.jobs.values():
+                c = counts.setdefault(record.queue, [0, 0])
+                c[0 if record.status is JobStatus.QUEUED else 1] += 1
+        local = [
+            LocalQueueCounts(lq.name, lq.cluster_queue, *counts.get(lq.name, (0, 0)))
+            for lq in config.local_queues.values()
+        ]
+        return QueueOverview(statuses, local, config)
+
+    def nodes(self) -> list[NodeOverview]:
+        with self.state.lock:
+            usage = self.state.scheduler.node_usage()
+            nodes = list(self.state.nodes)
+        return [NodeOverview(node, dict(usage.get(node.name, {}))) for node in nodes]
+
+    def status(self, started_at: float) -> dict[str, object]:
+        with self.state.lock:
+            nodes = len(self.state.nodes)
+        return {
+            "startedAt": started_at,
+            "compute": self.plane.name,
+            "jobs": self.store.count_jobs_by_status(),
+            "nodes": nodes,
+        }
+
+    def refresh_metrics(self) -> None:
+        with self.state.lock:
+            self.state.metrics.observe_queues(self.state.scheduler.queue_status())
+            self.state.metrics.observe_nodes(self.state.nodes)

@@ -1,0 +1,201 @@
+"""What the control plane holds in memory, the transitions of a job, and how they are stored.
+
+``ControlState`` is shared by the API-facing ``JobService`` and the ``ControlLoop``.
+One lock guards it, and nothing under that lock waits on a compute plane: a
+transition that needs the plane (stop an attempt's pods, drop its bookkeeping)
+queues a ``PlaneCommand``, which the loop sends once the change is stored. So an
+attempt is never forgotten by the plane before the store says how it ended, and a
+slow cluster stalls no API call.
+
+Stores are written outside the lock too. ``persist`` copies the changed records
+under the lock and writes the copies under a second lock that only writers take,
+so two writes of one record land in the order they were copied.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+from phalanx.compute.base import PodState
+from phalanx.control.lifecycle import restart_decision
+from phalanx.control.metrics import Metrics
+from phalanx.scheduler import Admission, Scheduler
+from phalanx.spec.config import QueueConfig
+from phalanx.spec.resources import Node
+from phalanx.spec.status import JobEvent, JobRecord, JobStatus
+from phalanx.store import Store
+
+ACTIVE = (JobStatus.ADMITTED, JobStatus.STARTING, JobStatus.RUNNING)
+CANCELLED, PREEMPTED, FAILED, DEADLINE, LOST = (
+    "Cancelled", "Preempted", "Failed", "DeadlineExceeded", "PodsLost",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class PlaneCommand:
+    verb: Literal["terminate", "forget"]
+    job: str
+    attempt: int
+
+
+@dataclass(slots=True)
+class Launch:
+    record: JobRecord
+    attempt: int
+    admission: Admission
+
+
+class ControlState:
+    def __init__(
+        self, store: Store, scheduler: Scheduler, config: QueueConfig, nodes: list[Node],
+        *, clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.store = store
+        self.scheduler = scheduler
+        self.config = config
+        self.nodes = nodes
+        self.clock = clock
+        self.metrics = Metrics()
+        self.lock = threading.RLock()
+        self._persist_lock = threading.Lock()
+        self.wake = threading.Event()
+        self.jobs: dict[str, JobRecord] = {}  # every non-terminal job
+        # The admitted subset: what the loop walks every step, so a deep queue costs nothing.
+        self.active: dict[str, JobRecord] = {}
+        self.backoff: dict[str, float] = {}  # queued jobs held until their restart backoff ends
+        self.pods: dict[str, list[PodState]] = {}  # latest observation, current attempts only
+        self.commands: list[PlaneCommand] = []
+        self.launches: list[Launch] = []
+        self._dirty: set[str] = set()
+        self._events: list[JobEvent] = []
+        # Finished records on their way to the store: still read from here until stored,
+        # so a reader never sees a job go back to its older stored status.
+        self.saving: dict[str, JobRecord] = {}
+
+    # ------------------------------------------------------------------ transitions (lock held)
+    def event(self, record: JobRecord, reason: str, message: str, *, warning: bool = False) -> None:
+        self._events.append(JobEvent(
+            job=record.name, time=self.clock(), type="Warning" if warning else "Normal",
+            reason=reason, message=message,
+        ))
+        self._dirty.add(record.name)
+
+    def begin_stop(
+        self, record: JobRecord, reason: str, message: str,
+        failure: str | None = None, exit_code: int | None = None,
+    ) -> None:
+        if record.stop_reason:
+            return
+        record.stop_reason = reason if failure is None else f"{reason}:{failure}"
+        record.message = message
+        if exit_code is not None:
+            record.exit_code = exit_code
+        warning = reason in (FAILED, PREEMPTED, DEADLINE, LOST)
+        self.event(record, reason, message, warning=warning)
+        self.commands.append(PlaneCommand("terminate", record.name, record.attempt))
+
+    def finish_stop(self, record: JobRecord, now: float) -> None:
+        """The stopping attempt's pods are all gone: settle what happens to the job."""
+        reason, _, failure = (record.stop_reason or "").partition(":")
+        self.commands.append(PlaneCommand("forget", record.name, record.attempt))
+        self.scheduler.remove(record.name)
+        record.stop_reason = None
+        if reason == CANCELLED or record.cancel_requested:
+            self.finish(record, JobStatus.CANCELLED, "cancelled by the user")
+        elif reason == DEADLINE:
+            self.finish(record, JobStatus.FAILED, record.message)
+        elif reason == PREEMPTED:
+            record.preemptions += 1
+            self.requeue(record, now, f"preempted: {record.message}")
+        else:  # Failed or PodsLost: charge the failure to its budget
+            decision = restart_decision(
+                record.spec.restart, failure or "system", record.user_restarts,
+                record.system_restarts,
+            )
+            record.user_restarts = decision.user_restarts
+            record.system_restarts = decision.system_restarts
+            if decision.restart:
+                self.requeue(record, now, f"{record.message}; {decision.message}",
+                             delay=decision.delay)
+            else:
+                self.finish(record, JobStatus.FAILED, f"{record.message}; {decision.message}")
+
+    def succeed(self, record: JobRecord, expected: int) -> None:
+        self.commands.append(PlaneCommand("forget", record.name, record.attempt))
+        self.scheduler.remove(record.name)
+        record.exit_code = 0
+        self.finish(record, JobStatus.SUCCEEDED, f"all {expected} pod(s) succeeded")
+
+    def requeue(self, record: JobRecord, now: float, message: str, delay: float = 0.0) -> None:
+        record.status = JobStatus.QUEUED
+        self.active.pop(record.name, None)
+        record.admission = None
+        record.queued_at = now
+        record.message = message
+        self.event(record, "Requeued", message + (f" (in {delay:g}s)" if delay else ""))
+        if delay > 0:
+            record.not_before = now + delay
+            record.pending_code = "Backoff"
+            record.pending_message = f"restarting after a {delay:g}s backoff"
+            self.backoff[record.name] = record.not_before
+        else:
+            record.not_before = None
+            self.queue(record)
+        self._dirty.add(record.name)
+
+    def queue(self, record: JobRecord) -> None:
+        self.scheduler.submit(
+            record.spec, priority=record.priority, submitted_at=record.submitted_at
+        )
+
+    def finish(self, record: JobRecord, status: JobStatus, message: str) -> None:
+        record.status = status
+        self.active.pop(record.name, None)
+        # The pods' own end, when they report it: a control plane that was stopped while the
+        # job ended must not stretch its run to the moment it looked again.
+        ends = [p.finished_at for p in self.pods.get(record.name, ())]
+        ended = max(ends) if ends and None not in ends else None  # type: ignore[type-var]
+        record.finished_at = ended if ended is not None else self.clock()
+        record.message = message
+        record.pending_code = record.pending_message = None
+        self.metrics.jobs_finished.labels(status.value).inc()
+        self.event(record, status.value, message, warning=status is JobStatus.FAILED)
+
+    def take_commands(self) -> tuple[list[PlaneCommand], list[Launch]]:
+        commands, self.commands = self.commands, []
+        launches, self.launches = self.launches, []
+        return commands, launches
+
+    # ------------------------------------------------------------------ persistence
+    def persist(self) -> None:
+        """Store every change made so far; takes the lock itself (call it without)."""
+        with self._persist_lock:
+            with self.lock:
+                if not self._dirty and not self._events:
+                    return
+                names = sorted(n for n in self._dirty if n in self.jobs)
+                records = [self.jobs[n].model_copy() for n in names]
+                events, self._events = self._events, []
+                self._dirty.clear()
+                for record in records:
+                    if record.status.terminal:
+                        del self.jobs[record.name]
+                        self.pods.pop(record.name, None)
+                        self.saving[record.name] = record
+            try:
+                self.store.save_jobs(records, events)
+            except BaseException:
+                with self.lock:  # nothing is lost: the next write tries again
+                    for record in records:
+                        if self.saving.pop(record.name, None) is not None:
+                            self.jobs.setdefault(record.name, record)
+                    self._dirty.update(r.name for r in records)
+                    self._events[:0] = events
+                raise
+            with self.lock:
+                for record in records:
+                    self.saving.pop(record.name, None)

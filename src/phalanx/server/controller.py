@@ -23,7 +23,7 @@ from phalanx.server.lifecycle import GangPhase, gang_status, restart_decision
 from phalanx.server.metrics import Metrics
 from phalanx.spec.config import QueueConfig
 from phalanx.spec.resources import ConfigObject, JobSpec, Node
-from phalanx.spec.status import JobEvent, JobRecord, JobStatus
+from phalanx.spec.status import JobAdmission, JobEvent, JobRecord, JobStatus, StopRequest
 from phalanx.store import Store
 
 log = logging.getLogger("phalanx.controller")
@@ -306,7 +306,9 @@ class Controller:
             if record.admission is None:  # cannot happen unless the store was edited
                 self._requeue(record, now, "admission record missing; queued again")
                 continue
-            admission = Admission.from_dict(record.admission)
+            admission = Admission.from_dict(
+                record.admission.model_dump(by_alias=True) | {"job": record.name}
+            )
             self.active[record.name] = record
             self.scheduler.restore(
                 record.spec, priority=record.priority, submitted_at=record.submitted_at,
@@ -378,7 +380,7 @@ class Controller:
     ) -> None:
         if record.stop_reason:
             return
-        record.stop_reason = reason if failure is None else f"{reason}:{failure}"
+        record.stop_reason = StopRequest.of(reason, failure)
         record.message = message
         if exit_code is not None:
             record.exit_code = exit_code
@@ -388,7 +390,8 @@ class Controller:
 
     def _finish_stop(self, record: JobRecord, now: float) -> None:
         """The stopping attempt's pods are all gone: settle what happens to the job."""
-        reason, _, failure = (record.stop_reason or "").partition(":")
+        stop = record.stop_reason
+        reason, failure = (stop.reason, stop.failure) if stop else ("", None)
         self.plane.forget(record.name, record.attempt)
         self.scheduler.remove(record.name)
         record.stop_reason = None
@@ -467,7 +470,7 @@ class Controller:
             record.status = JobStatus.ADMITTED
             self.active[record.name] = record
             record.attempt += 1
-            record.admission = admission.to_dict()
+            record.admission = JobAdmission.model_validate(admission.to_dict())
             record.admitted_at = now
             record.cluster_queue = admission.cluster_queue
             record.pending_code = record.pending_message = None
@@ -557,7 +560,7 @@ def _group(pods: list[PodState]) -> dict[str, list[PodState]]:
 def _expected_pods(record: JobRecord) -> int:
     if record.admission is None:
         return record.spec.pod_count
-    return sum(int(p["count"]) for p in record.admission["podSets"])
+    return record.admission.pod_count
 
 
 def _describe_admission(admission: Admission) -> str:

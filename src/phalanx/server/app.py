@@ -112,13 +112,6 @@ def create_app(controller: Controller, token: str, logs: LogStore, *, db_label: 
 
     @app.exception_handler(RequestValidationError)
     async def bad_request(request: Request, exc: RequestValidationError) -> JSONResponse:
-        route = request.scope.get("route")
-        parse = parsers.get(getattr(route, "path", ""))
-        if parse is not None and exc.body is not None:
-            try:
-                parse(exc.body)
-            except SpecError as friendly:
-                return _error(friendly)
         errors = [
             {**e, "loc": tuple(e.get("loc", ()))[1:]} if e.get("loc", ("",))[0] in _WHERE else e
             for e in exc.errors()
@@ -126,6 +119,13 @@ def create_app(controller: Controller, token: str, logs: LogStore, *, db_label: 
         if errors and errors[0].get("type") == "json_invalid":
             return _error(SpecError("is not valid JSON", field="body",
                                     fix="send a JSON body as described in /openapi.json"))
+        route = request.scope.get("route")
+        parse = parsers.get(getattr(route, "path", ""))
+        if parse is not None and exc.body is not None:
+            try:
+                parse(exc.body)
+            except SpecError as friendly:
+                return _error(friendly)
         error = spec_error_from_errors(errors)
         if error.fix is None or error.fix.startswith("correct the document"):
             error.fix = "send a JSON body as described in /openapi.json"
@@ -316,7 +316,13 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
                       routes=app.routes)
     for path, operations in doc.get("paths", {}).items():
         for operation in operations.values():
-            operation.get("responses", {}).pop("422", None)
+            responses = operation.get("responses", {})
+            responses.pop("422", None)
+            for code, response in responses.items():
+                content = response.get("content", {})
+                # A text route (logs, metrics) still answers its errors in the JSON envelope.
+                if code[0] in "45" and "text/plain" in content:
+                    content["application/json"] = content.pop("text/plain")
             if path.startswith("/v1/"):
                 operation["security"] = [{BEARER: []}]
     schemas = doc.get("components", {}).get("schemas", {})

@@ -233,7 +233,7 @@ def wait_finished(client: Client, before: dict[str, int], total: int, timeout: f
     deadline = time.monotonic() + timeout
     last = -1
     while True:
-        counts = client.status()["jobs"]
+        counts = client.status().jobs
         done = sum(counts.get(s, 0) - before.get(s, 0)
                    for s in ("Succeeded", "Failed", "Cancelled"))
         if done >= total:
@@ -420,7 +420,7 @@ def main() -> None:
         with ServerProcess(Path(tmp) / "home", *up) as server, \
                 server.client(timeout=600) as client:
             client.apply(queue_documents(shape))
-            before = client.status()["jobs"]
+            before = client.status().jobs
             console.log(f"{store}: {shape.jobs:,} jobs into {shape.queues} ClusterQueues at "
                         f"{server.url}; {creation}")
             start = time.time()

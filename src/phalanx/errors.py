@@ -55,6 +55,18 @@ class ServerError(PhalanxError):
     status_code = 500
 
 
+class InternalError(PhalanxError):
+    """An invariant of Phalanx itself broke (not the caller's fault); the server logs it."""
+
+    status_code = 500
+
+
+class Unavailable(PhalanxError):
+    """The control plane answers but cannot do its work now (its loop is stuck or stopped)."""
+
+    status_code = 503
+
+
 class ConnectionFailed(PhalanxError):
     """The control plane could not be reached."""
 
@@ -64,6 +76,7 @@ class ConnectionFailed(PhalanxError):
 ERROR_TYPES: dict[str, type[PhalanxError]] = {
     cls.__name__: cls
     for cls in (
-        PhalanxError, SpecError, NotFound, Conflict, AuthError, ServerError, ConnectionFailed,
+        PhalanxError, SpecError, NotFound, Conflict, AuthError, ServerError, InternalError,
+        ConnectionFailed,
     )
 }

@@ -10,6 +10,7 @@ from rich.console import Console, RenderableType
 
 from phalanx.cli import render
 from phalanx.spec import load_job_yaml
+from phalanx.spec.api import AppliedObject, NodeView, QueuesOverview
 from phalanx.spec.status import JobDetail, JobEvent, JobRecord, JobStatus, PodInfo
 
 NOW = 1_700_000_000.0
@@ -66,7 +67,8 @@ def test_jobs_table_shows_pending_reason_for_queued_jobs() -> None:
     )
     running = record(
         name="other", status=JobStatus.RUNNING, started_at=NOW - 65,
-        admission={"podSets": [{"name": "worker", "count": 1, "flavors": {}, "nodes": ["n"]}]},
+        admission={"clusterQueue": "default",
+                   "podSets": [{"name": "worker", "count": 1, "flavors": {}, "nodes": ["n"]}]},
     )
     failed = record(name="bad", status=JobStatus.FAILED, started_at=NOW - 100,
                     finished_at=NOW - 40, message="pod train-worker-1 exited with code 3")
@@ -132,7 +134,7 @@ def test_queues_view_from_api_shape() -> None:
                          "admitted": 1}],
         "cohorts": [{"name": "research", "parent": None}],
     }
-    out = text(render.queues_view(data))
+    out = text(render.queues_view(QueuesOverview.model_validate(data)))
     rows = [line.split() for line in out.splitlines()]
     assert ["team-a", "research", "3", "1", "local", "cpu", "2", "1500m", "0"] in rows
     assert ["local", "memory", "4Gi", "1Gi", "0"] in rows
@@ -145,7 +147,7 @@ def test_nodes_table_from_api_shape() -> None:
         "allocatable": {"cpu": "2", "memory": "8Gi"}, "used": {"cpu": "500m"},
         "unschedulable": True, "health": "degraded", "healthReasons": ["GPU 0 hot"],
     }]
-    out = text(render.nodes_table(nodes))
+    out = text(render.nodes_table(NodeView.model_validate(n) for n in nodes))
     assert "CPU USED/ALLOC" in out and "MEMORY USED/ALLOC" in out
     assert "500m/2" in out and "0/8Gi" in out
     assert "degraded, cordoned (GPU 0 hot)" in out
@@ -153,4 +155,6 @@ def test_nodes_table_from_api_shape() -> None:
 
 def test_applied_lines() -> None:
     applied = [{"kind": "ClusterQueue", "name": "team-a", "action": "created"}]
-    assert render.applied_lines(applied) == ["clusterqueue/team-a created"]
+    assert render.applied_lines(map(AppliedObject.model_validate, applied)) == [
+        "clusterqueue/team-a created"
+    ]

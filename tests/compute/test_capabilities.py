@@ -114,7 +114,7 @@ def test_a_simulated_node_lost_fails_its_pods_as_a_system_failure(tmp_path: Path
     record = controller.get("long")
     assert record.system_restarts == 1 and record.attempt == 2
     assert record.admission is not None
-    assert {n for p in record.admission["podSets"] for n in p["nodes"]} == {
+    assert {n for p in record.admission.pod_sets for n in p.nodes} == {
         n.name for n in NODES if n.name != node}
     assert node not in {n.name for n in controller.state.nodes}
 

@@ -66,7 +66,7 @@ def test_up_runs_a_job_as_pods(api: FakeAPIServer, kubeconfig: Path, tmp_path: P
         api.add_node(name, cpu="16", memory="64Gi", gpus=4)
     api.autopilot = {"start_after": 0.2, "run_for": 0.5}
     with _control_plane(tmp_path, kubeconfig) as client:
-        assert {n["name"] for n in client.nodes()} == {"gpu-1", "gpu-2"}
+        assert {n.name for n in client.nodes()} == {"gpu-1", "gpu-2"}
         client.submit({"name": "e2e", "podSets": [{
             "name": "worker", "replicas": 2, "image": IMAGE,
             "resources": {"cpu": "4", "memory": "8Gi", "nvidia.com/gpu": 4},

@@ -8,7 +8,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import httpx
@@ -20,8 +20,10 @@ STARTUP_SECONDS = 60.0
 
 
 class LiveServer:
-    def __init__(self, home: Path) -> None:
+    def __init__(self, home: Path, args: Sequence[str] = ()) -> None:
+        """``args`` go to ``phalanx up`` after ``--port 0`` (e.g. another compute plane)."""
         self.home = home
+        self.args = list(args)
         self.url = ""
         self.token = ""
         self.proc: subprocess.Popen[bytes] | None = None
@@ -37,7 +39,7 @@ class LiveServer:
         self.home.mkdir(parents=True, exist_ok=True)
         log = (self.home / "server.log").open("ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "phalanx.cli.main", "up", "--port", "0"],
+            [sys.executable, "-m", "phalanx.cli.main", "up", "--port", "0", *self.args],
             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=self.env,
             cwd=self.home,
         )

@@ -39,7 +39,7 @@ def test_found_through_the_state_directory(client: Client, live_server: LiveServ
     assert client.healthy()
     assert client.version() == "0.1.0"
     status = client.status()
-    assert status["nodes"] >= 1 and "jobs" in status
+    assert status.nodes >= 1 and status.jobs.keys() == {s.value for s in JobStatus}
 
 
 def test_submit_wait_logs_events(client: Client) -> None:
@@ -132,22 +132,23 @@ def test_apply_and_config(client: Client) -> None:
         }]},
         {"kind": "LocalQueue", "name": "sdk-team", "clusterQueue": "sdk-team"},
     ])
-    assert [(a["kind"], a["name"], a["action"]) for a in applied] == [
+    assert [(a.kind, a.name, a.action) for a in applied] == [
         ("ClusterQueue", "sdk-team", "created"), ("LocalQueue", "sdk-team", "created"),
     ]
-    names = {(d["kind"], d["name"]) for d in client.config()}
+    names = {(d.kind, d.name) for d in client.config()}
     assert {("ClusterQueue", "sdk-team"), ("LocalQueue", "sdk-team")} <= names
     queues = client.queues()
-    assert "sdk-team" in [cq["name"] for cq in queues["clusterQueues"]]
+    team = next(cq for cq in queues.cluster_queues if cq.name == "sdk-team")
+    assert [(u.resource, u.nominal) for u in team.usage] == [("cpu", 1000)]  # milli-units
     # All or nothing: a LocalQueue pointing nowhere fails the whole batch.
     with pytest.raises(SpecError):
         client.apply([
             {"kind": "LocalQueue", "name": "sdk-ok", "clusterQueue": "sdk-team"},
             {"kind": "LocalQueue", "name": "sdk-bad", "clusterQueue": "missing"},
         ])
-    assert "sdk-ok" not in [lq["name"] for lq in client.queues()["localQueues"]]
+    assert "sdk-ok" not in [lq.name for lq in client.queues().local_queues]
     nodes = client.nodes()
-    assert nodes and "cpu" in nodes[0]["allocatable"]
+    assert nodes and nodes[0].allocatable["cpu"] > 0
 
 
 def test_list_is_ordered_and_limited(client: Client) -> None:

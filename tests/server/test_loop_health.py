@@ -77,3 +77,24 @@ def test_a_finished_job_keeps_its_pods_end_time(tmp_path: Path) -> None:
     assert record.finished_at is not None
     assert record.started_at is not None
     assert abs(record.finished_at - record.started_at - 5) < 0.5
+
+
+def test_healthz_tells_the_truth_over_http(tmp_path: Path) -> None:
+    from tests.server.test_control_split import serving
+
+    plane = BrokenPlane(NODES)
+    controller = Controller(Store(f"sqlite:///{tmp_path / 's.db'}"), plane, tick_seconds=0.01)
+    with serving(controller, tmp_path) as client:
+        answer = client.get("/healthz")
+        assert answer.status_code == 503
+        assert "not running" in answer.json()["error"]["message"]
+        controller.start()
+        try:
+            wait_for(lambda: controller.loop.last_success is not None, "a first step")
+            answer = client.get("/healthz")
+            assert answer.status_code == 200 and answer.json()["status"] == "ok"
+            metrics = client.get("/metrics").text
+            assert "phalanx_control_loop_errors_total 0.0" in metrics
+        finally:
+            controller.stop()
+        assert client.get("/healthz").status_code == 503

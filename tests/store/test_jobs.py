@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic_core import PydanticUndefined
 
-from phalanx.errors import Conflict, NotFound, SpecError
+from phalanx.errors import Conflict, InternalError, NotFound, SpecError
 from phalanx.spec.status import JobRecord, JobStatus
 from phalanx.store import Store
 from tests.store.factories import full_record, make_event, make_record
@@ -49,7 +49,7 @@ def test_a_taken_name_is_a_conflict_and_changes_nothing(store: Store) -> None:
 
 
 def test_an_event_of_another_job_is_refused_before_anything_is_stored(store: Store) -> None:
-    with pytest.raises(SpecError) as caught:
+    with pytest.raises(InternalError) as caught:
         store.create_job(make_record("a"), make_event("b", 1.0))
     assert caught.value.field == "event.job"
     with pytest.raises(NotFound):

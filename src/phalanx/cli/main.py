@@ -188,7 +188,7 @@ def status(
     with _settings(ctx).client() as client:
         info = client.status()
         if as_json:
-            print_json({"url": client.url, **info})
+            print_json({"url": client.url, **info.to_dict()})
         else:
             out().print(render.status_view(info, client.url))
 
@@ -231,7 +231,7 @@ def apply(
     with _settings(ctx).client() as client:
         applied = client.apply(documents)
     if as_json:
-        print_json(applied)
+        print_json([a.to_dict() for a in applied])
         return
     for line in render.applied_lines(applied):
         out().print(line, markup=False)
@@ -243,7 +243,7 @@ def config(ctx: typer.Context) -> None:
     """Print the current queue configuration as YAML documents."""
     with _settings(ctx).client() as client:
         documents = client.config()
-    sys.stdout.write(yaml.safe_dump_all(documents, sort_keys=False))
+    sys.stdout.write(yaml.safe_dump_all([d.to_dict() for d in documents], sort_keys=False))
 
 
 @app.command()
@@ -256,7 +256,7 @@ def queues(
     with _settings(ctx).client() as client:
         data = client.queues()
     if as_json:
-        print_json(data)
+        print_json(data.to_dict())
     else:
         out().print(render.queues_view(data))
 
@@ -271,7 +271,7 @@ def nodes(
     with _settings(ctx).client() as client:
         items = client.nodes()
     if as_json:
-        print_json(items)
+        print_json([n.to_dict() for n in items])
     else:
         out().print(render.nodes_table(items))
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Mapping
-from typing import Any
 
 from rich.console import Group, RenderableType
 from rich.table import Table
@@ -12,7 +11,8 @@ from rich.text import Text
 
 from phalanx.errors import SpecError
 from phalanx.spec import format_duration, format_quantity, parse_quantity
-from phalanx.spec.status import JobDetail, JobEvent, JobRecord, JobStatus
+from phalanx.spec.api import AppliedObject, NodeView, QueuesOverview, ServerStatus
+from phalanx.spec.status import JobAdmission, JobDetail, JobEvent, JobRecord, JobStatus
 
 STATUS_STYLES = {
     JobStatus.QUEUED: "yellow",
@@ -78,7 +78,7 @@ def pods_text(record: JobRecord) -> str:
     """Pods placed out of pods asked for ("3/4" under partial admission), else the count."""
     wanted = record.spec.pod_count
     if record.admission:
-        placed = sum(int(p.get("count", 0)) for p in record.admission.get("podSets", []))
+        placed = record.admission.pod_count
         if placed != wanted:
             return f"{placed}/{wanted}"
     return str(wanted)
@@ -195,19 +195,17 @@ def pod_sets_table(job: JobRecord) -> Group:
     return _section("Pod sets", table)
 
 
-def placement_table(admission: Mapping[str, Any]) -> Group:
-    borrowing = " (borrowing from the cohort)" if admission.get("borrowing") else ""
-    title = f"Placement on ClusterQueue {admission.get('clusterQueue', '?')}{borrowing}"
+def placement_table(admission: JobAdmission) -> Group:
+    borrowing = " (borrowing from the cohort)" if admission.borrowing else ""
+    title = f"Placement on ClusterQueue {admission.cluster_queue}{borrowing}"
     table = _table("POD SET", "PODS", "FLAVORS", "NODES")
-    for ps in admission.get("podSets", []):
-        flavors = ", ".join(f"{res}: {flavor}" for res, flavor in ps.get("flavors", {}).items())
-        nodes = ps.get("nodes", [])
+    for ps in admission.pod_sets:
+        flavors = ", ".join(f"{res}: {flavor}" for res, flavor in ps.flavors.items())
         counts: dict[str, int] = {}
-        for node in nodes:
+        for node in ps.nodes:
             counts[node] = counts.get(node, 0) + 1
         on = ", ".join(f"{node} x{n}" if n > 1 else node for node, n in counts.items())
-        table.add_row(ps.get("name", "?"), str(ps.get("count", len(nodes))), flavors or NONE,
-                      on or NONE)
+        table.add_row(ps.name, str(ps.count), flavors or NONE, on or NONE)
     return _section(title, table)
 
 
@@ -238,72 +236,64 @@ def events_table(events: Iterable[JobEvent], now: float | None = None) -> Group:
 
 
 # --------------------------------------------------------------------------- queues & nodes
-def queues_view(data: Mapping[str, Any]) -> Group:
+def queues_view(data: QueuesOverview) -> Group:
     cqs = _table("CLUSTERQUEUE", "COHORT", "PENDING", "ADMITTED", "FLAVOR", "RESOURCE",
                  "NOMINAL", "USED", "BORROWED")
-    for cq in data.get("clusterQueues", []):
-        name = cq["name"] + (" (stopped)" if cq.get("stopped") else "")
-        head = [name, cq.get("cohort") or NONE, str(cq.get("pending", 0)),
-                str(cq.get("admitted", 0))]
-        usage = cq.get("usage") or [{}]
-        for i, u in enumerate(usage):
-            res = u.get("resource", "")
-            cells = [
-                u.get("flavor", NONE), res or NONE,
-                *(show_quantity(u[k], res) if k in u else NONE
-                  for k in ("nominal", "used", "borrowed")),
-            ]
+    for cq in data.cluster_queues:
+        name = cq.name + (" (stopped)" if cq.stopped else "")
+        head = [name, cq.cohort or NONE, str(cq.pending), str(cq.admitted)]
+        if not cq.usage:
+            cqs.add_row(*head, *[NONE] * 5)
+        for i, u in enumerate(cq.usage):
+            amounts = (u.nominal, u.used, u.borrowed)
+            cells = [u.flavor, u.resource, *(format_quantity(a, u.resource) for a in amounts)]
             cqs.add_row(*(head if i == 0 else [""] * len(head)), *cells)
     lqs = _table("LOCALQUEUE", "CLUSTERQUEUE", "PENDING", "ADMITTED")
-    for lq in data.get("localQueues", []):
-        lqs.add_row(lq["name"], lq.get("clusterQueue", NONE), str(lq.get("pending", 0)),
-                    str(lq.get("admitted", 0)))
+    for lq in data.local_queues:
+        lqs.add_row(lq.name, lq.cluster_queue, str(lq.pending), str(lq.admitted))
     return Group(cqs, Text(""), lqs)
 
 
-def nodes_table(nodes: Iterable[Mapping[str, Any]]) -> Table:
+def nodes_table(nodes: Iterable[NodeView]) -> Table:
     nodes = list(nodes)
     resources: list[str] = []
     for node in nodes:
-        for res in node.get("allocatable", {}):
+        for res in node.allocatable:
             if res not in resources:
                 resources.append(res)
     table = _table("NODE", "HEALTH", *(f"{r.upper()} USED/ALLOC" for r in resources), "LABELS")
     for node in nodes:
-        health = str(node.get("health", "healthy"))
-        if node.get("unschedulable"):
+        health = node.health.value
+        if node.unschedulable:
             health += ", cordoned"
-        reasons = node.get("healthReasons") or []
-        if reasons:
-            health += f" ({'; '.join(reasons)})"
-        style = {"healthy": "green", "degraded": "yellow"}.get(str(node.get("health")), "red")
-        alloc = node.get("allocatable", {})
-        used = node.get("used", {})
+        if node.health_reasons:
+            health += f" ({'; '.join(node.health_reasons)})"
+        style = {"healthy": "green", "degraded": "yellow"}.get(node.health.value, "red")
+        alloc, used = node.allocatable, node.used
         cells = [
-            f"{show_quantity(used.get(r, 0), r)}/{show_quantity(alloc[r], r)}" if r in alloc
+            f"{format_quantity(used.get(r, 0), r)}/{format_quantity(alloc[r], r)}" if r in alloc
             else NONE
             for r in resources
         ]
-        labels = ", ".join(f"{k}={v}" for k, v in node.get("labels", {}).items()) or NONE
-        table.add_row(node["name"], Text(health, style=style), *cells, labels)
+        labels = ", ".join(f"{k}={v}" for k, v in node.labels.items()) or NONE
+        table.add_row(node.name, Text(health, style=style), *cells, labels)
     return table
 
 
-def status_view(status: Mapping[str, Any], url: str, now: float | None = None) -> Table:
-    jobs = status.get("jobs", {})
-    counts = ", ".join(f"{n} {s}" for s, n in jobs.items() if n) or "none"
+def status_view(status: ServerStatus, url: str, now: float | None = None) -> Table:
+    counts = ", ".join(f"{n} {s}" for s, n in status.jobs.items() if n) or "none"
     rows: list[tuple[str, RenderableType | str]] = [
         ("Control plane", Text(f"running at {url}", style="green")),
-        ("Version", str(status.get("version", NONE))),
-        ("Started", ago(status.get("startedAt"), now)),
-        ("Compute", str(status.get("compute", NONE))),
-        ("Store", str(status.get("db", NONE))),
-        ("Nodes", str(status.get("nodes", NONE))),
+        ("Version", status.version),
+        ("Started", ago(status.started_at, now)),
+        ("Compute", status.compute),
+        ("Store", status.db),
+        ("Nodes", str(status.nodes)),
         ("Jobs", counts),
     ]
     return _field_grid(rows)
 
 
-def applied_lines(applied: Iterable[Mapping[str, Any]]) -> list[str]:
+def applied_lines(applied: Iterable[AppliedObject]) -> list[str]:
     """kubectl-style: "clusterqueue/team-a created"."""
-    return [f"{str(a['kind']).lower()}/{a['name']} {a['action']}" for a in applied]
+    return [f"{a.kind.lower()}/{a.name} {a.action}" for a in applied]

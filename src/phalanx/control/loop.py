@@ -31,7 +31,7 @@ from phalanx.control.state import (
     PlaneCommand,
 )
 from phalanx.scheduler import Admission, CycleResult
-from phalanx.spec.status import JobRecord, JobStatus
+from phalanx.spec.status import JobAdmission, JobRecord, JobStatus
 
 log = logging.getLogger("phalanx.controller")
 
@@ -97,7 +97,7 @@ class ControlLoop:
             self._enforce_deadlines(now)
             self._release_backoff(now)
             started = time.perf_counter()
-            result = state.scheduler.cycle(now)
+            result = state.scheduler.cycle()
             state.metrics.cycle_seconds.observe(time.perf_counter() - started)
             self._apply(result, now)
         state.persist()  # the admissions are stored before any pod starts
@@ -174,7 +174,8 @@ class ControlLoop:
                 if record.admission is None:  # cannot happen unless the store was edited
                     state.requeue(record, now, "admission record missing; queued again")
                     continue
-                admission = Admission.from_dict(record.admission)
+                admission = Admission.from_dict(
+                    record.admission.model_dump(by_alias=True) | {"job": record.name})
                 state.active[record.name] = record
                 state.scheduler.restore(
                     record.spec, priority=record.priority, submitted_at=record.submitted_at,
@@ -265,7 +266,7 @@ class ControlLoop:
             record.status = JobStatus.ADMITTED
             state.active[record.name] = record
             record.attempt += 1
-            record.admission = admission.to_dict()
+            record.admission = JobAdmission.model_validate(admission.to_dict())
             record.admitted_at = now
             record.cluster_queue = admission.cluster_queue
             record.pending_code = record.pending_message = None
@@ -319,7 +320,7 @@ def _group(pods: list[PodState]) -> dict[str, list[PodState]]:
 def _expected_pods(record: JobRecord) -> int:
     if record.admission is None:
         return record.spec.pod_count
-    return sum(int(p["count"]) for p in record.admission["podSets"])
+    return record.admission.pod_count
 
 
 def _describe_admission(admission: Admission) -> str:

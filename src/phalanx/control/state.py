@@ -26,7 +26,7 @@ from phalanx.control.metrics import Metrics
 from phalanx.scheduler import Admission, Scheduler
 from phalanx.spec.config import QueueConfig
 from phalanx.spec.resources import Node
-from phalanx.spec.status import JobEvent, JobRecord, JobStatus
+from phalanx.spec.status import JobEvent, JobRecord, JobStatus, StopRequest
 from phalanx.store import Store
 
 ACTIVE = (JobStatus.ADMITTED, JobStatus.STARTING, JobStatus.RUNNING)
@@ -90,7 +90,7 @@ class ControlState:
     ) -> None:
         if record.stop_reason:
             return
-        record.stop_reason = reason if failure is None else f"{reason}:{failure}"
+        record.stop_reason = StopRequest.of(reason, failure)
         record.message = message
         if exit_code is not None:
             record.exit_code = exit_code
@@ -100,7 +100,8 @@ class ControlState:
 
     def finish_stop(self, record: JobRecord, now: float) -> None:
         """The stopping attempt's pods are all gone: settle what happens to the job."""
-        reason, _, failure = (record.stop_reason or "").partition(":")
+        stop = record.stop_reason
+        reason, failure = (stop.reason, stop.failure) if stop else ("", None)
         self.commands.append(PlaneCommand("forget", record.name, record.attempt))
         self.scheduler.remove(record.name)
         record.stop_reason = None

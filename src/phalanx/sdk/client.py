@@ -8,10 +8,11 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 import httpx
+from pydantic import BaseModel, ValidationError
 
 from phalanx.errors import (
     ERROR_TYPES,
@@ -25,7 +26,22 @@ from phalanx.errors import (
 )
 from phalanx.sdk.config import Endpoint, resolve_endpoint
 from phalanx.sdk.documents import to_config_documents, to_job_spec
+from phalanx.spec.api import (
+    AppliedObject,
+    ConfigApplied,
+    ConfigDocuments,
+    EventList,
+    JobList,
+    NodeList,
+    NodeView,
+    QueuesOverview,
+    ServerStatus,
+    VersionInfo,
+)
+from phalanx.spec.resources import ConfigObject
 from phalanx.spec.status import JobDetail, JobEvent, JobRecord, JobStatus
+
+M = TypeVar("M", bound=BaseModel)
 
 _BY_STATUS: dict[int, type[PhalanxError]] = {
     400: SpecError,
@@ -138,14 +154,22 @@ class Client:
             fix="start one with `phalanx up -d`, or set PHALANX_URL to where it runs",
         )
 
-    def _request(self, method: str, path: str, **kwargs: Any) -> Any:
+    def _request(self, model: type[M], method: str, path: str, **kwargs: Any) -> M:
+        """The answer of the route, parsed into the model the API declares for it."""
         try:
             response = self._http.request(method, path, **kwargs)
         except httpx.TransportError as exc:
             raise self._unreachable(exc) from None
         if response.is_error:
             raise error_from_response(response)
-        return response.json()
+        try:
+            return model.model_validate_json(response.content)
+        except ValidationError as exc:
+            raise ServerError(
+                f"the answer of {method} {path} is not a {model.__name__}: "
+                f"{exc.errors(include_url=False)[0]['msg']}",
+                fix="check that the client and the control plane have the same version",
+            ) from None
 
     # ------------------------------------------------------------------ server
     def healthy(self) -> bool:
@@ -157,12 +181,11 @@ class Client:
 
     def version(self) -> str:
         """The server's version."""
-        return str(self._request("GET", "/v1/version")["version"])
+        return self._request(VersionInfo, "GET", "/v1/version").version
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> ServerStatus:
         """The server's version, start time, compute plane, store, job counts and nodes."""
-        result: dict[str, Any] = self._request("GET", "/v1/status")
-        return result
+        return self._request(ServerStatus, "GET", "/v1/status")
 
     # ------------------------------------------------------------------ jobs
     def submit(self, job: object) -> JobRecord:
@@ -171,7 +194,7 @@ class Client:
         The job is validated locally first: bad input raises SpecError and sends nothing.
         """
         spec = to_job_spec(job)
-        return JobRecord.model_validate(self._request("POST", "/v1/jobs", json=spec.to_dict()))
+        return self._request(JobRecord, "POST", "/v1/jobs", json=spec.to_dict())
 
     def submit_many(self, jobs: Iterable[object]) -> builtins.list[JobRecord]:
         """Submit several jobs in one request, all or nothing (as ``submit`` takes them).
@@ -186,12 +209,11 @@ class Client:
             except SpecError as exc:
                 where = f"items[{i}]" + (f".{exc.field}" if exc.field else "")
                 raise SpecError(exc.message, field=where, fix=exc.fix) from None
-        items = self._request("POST", "/v1/jobs:batch", json={"items": specs})["items"]
-        return [JobRecord.model_validate(item) for item in items]
+        return self._request(JobList, "POST", "/v1/jobs:batch", json={"items": specs}).items
 
     def get(self, name: str) -> JobDetail:
         """A job with its status, pods and events."""
-        return JobDetail.model_validate(self._request("GET", _job_path(name)))
+        return self._request(JobDetail, "GET", _job_path(name))
 
     def list(
         self,
@@ -205,8 +227,7 @@ class Client:
             params.append(("queue", queue))
         if limit is not None:
             params.append(("limit", str(limit)))
-        items = self._request("GET", "/v1/jobs", params=params)["items"]
-        return [JobRecord.model_validate(item) for item in items]
+        return self._request(JobList, "GET", "/v1/jobs", params=params).items
 
     def wait(
         self,
@@ -257,37 +278,32 @@ class Client:
 
     def cancel(self, name: str) -> JobRecord:
         """Cancel a job (a no-op for a finished one); its pods are stopped."""
-        return JobRecord.model_validate(self._request("POST", _job_path(name, "cancel")))
+        return self._request(JobRecord, "POST", _job_path(name, "cancel"))
 
     def events(self, name: str) -> builtins.list[JobEvent]:
-        items = self._request("GET", _job_path(name, "events"))["items"]
-        return [JobEvent.model_validate(item) for item in items]
+        return self._request(EventList, "GET", _job_path(name, "events")).items
 
     # ------------------------------------------------------------------ queues, nodes, config
-    def queues(self) -> dict[str, Any]:
+    def queues(self) -> QueuesOverview:
         """ClusterQueues with their usage per flavor and resource, LocalQueues and cohorts."""
-        result: dict[str, Any] = self._request("GET", "/v1/queues")
-        return result
+        return self._request(QueuesOverview, "GET", "/v1/queues")
 
-    def nodes(self) -> builtins.list[dict[str, Any]]:
+    def nodes(self) -> builtins.list[NodeView]:
         """Nodes with allocatable and used resources, labels, taints and health."""
-        items: builtins.list[dict[str, Any]] = self._request("GET", "/v1/nodes")["items"]
-        return items
+        return self._request(NodeList, "GET", "/v1/nodes").items
 
     def apply(
         self, documents: Sequence[Mapping[str, Any]] | str | Path
-    ) -> builtins.list[dict[str, Any]]:
+    ) -> builtins.list[AppliedObject]:
         """Create or update flavors, cohorts, queues and priority classes, all or nothing.
 
-        Returns one ``{"kind", "name", "action"}`` per document.
+        Returns what was done to each document (created, configured or unchanged).
         """
         docs = to_config_documents(documents)
-        applied: builtins.list[dict[str, Any]] = self._request(
-            "POST", "/v1/config/apply", json={"documents": docs}
-        )["applied"]
-        return applied
+        return self._request(
+            ConfigApplied, "POST", "/v1/config/apply", json={"documents": docs}
+        ).applied
 
-    def config(self) -> builtins.list[dict[str, Any]]:
-        """The current queue configuration, as documents."""
-        documents: builtins.list[dict[str, Any]] = self._request("GET", "/v1/config")["documents"]
-        return documents
+    def config(self) -> builtins.list[ConfigObject]:
+        """The current queue configuration: flavors, cohorts, queues and priority classes."""
+        return list(self._request(ConfigDocuments, "GET", "/v1/config").documents)

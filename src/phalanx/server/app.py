@@ -1,33 +1,88 @@
-"""The versioned JSON HTTP API (``/v1``) over one Controller."""
+"""The versioned JSON HTTP API (``/v1``) over one Controller.
+
+Every route declares the model it takes and the one it returns (``phalanx.spec.api``),
+and every error answer is the envelope ``{"error": {type, message, field, fix}}``, so
+``/openapi.json`` describes all that goes over the wire.
+"""
 
 from __future__ import annotations
 
+import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
-from fastapi import Body, FastAPI, Query, Request
+from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from phalanx.control import Controller
-from phalanx.errors import AuthError, NotFound, PhalanxError, SpecError
+from phalanx.errors import (
+    AuthError,
+    Conflict,
+    InternalError,
+    NotFound,
+    PhalanxError,
+    SpecError,
+    Unavailable,
+)
 from phalanx.server.auth import token_matches
 from phalanx.server.logstream import LogFollower
-from phalanx.spec.base import validate
-from phalanx.spec.config import parse_config_documents
-from phalanx.spec.quantity import format_quantity
+from phalanx.spec.api import (
+    AppliedObject,
+    ClusterQueueView,
+    CohortView,
+    ConfigApplied,
+    ConfigDocuments,
+    ErrorResponse,
+    EventList,
+    Health,
+    JobBatch,
+    JobList,
+    LocalQueueView,
+    NodeList,
+    NodeView,
+    QueuesOverview,
+    ResourceUsageView,
+    ServerStatus,
+    VersionInfo,
+    parse_job,
+)
+from phalanx.spec.base import spec_error_from_errors
 from phalanx.spec.resources import JobSpec
-from phalanx.spec.status import JobDetail, JobStatus, PodInfo
+from phalanx.spec.status import JobDetail, JobRecord, JobStatus, PodInfo
 from phalanx.store import LogStore
 from phalanx.version import __version__
 
-OPEN_PATHS = ("/healthz", "/metrics", "/openapi.json", "/docs", "/redoc")
+log = logging.getLogger("phalanx.api")
+
+BEARER = "bearerAuth"
 
 
 def _error(exc: PhalanxError) -> JSONResponse:
     return JSONResponse({"error": exc.to_dict()}, status_code=exc.status_code)
+
+
+def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
+    """The error answers a route declares, all in the error envelope."""
+    words = {
+        400: "The request is invalid; the error names the field and the fix",
+        401: "Missing or wrong API token",
+        404: "No such job",
+        409: "The name is taken",
+        500: "The control plane failed; it logged why",
+        503: "The control loop is stuck or stopped",
+    }
+    return {code: {"model": ErrorResponse, "description": words[code]}
+            for code in (*codes, 500)}
+
+
+_V1 = _errors(401)
+_STATUS_ERRORS: dict[int, type[PhalanxError]] = {400: SpecError, 401: AuthError,
+                                                 404: NotFound, 409: Conflict}
 
 
 def create_app(controller: Controller, token: str, logs: LogStore, *, db_label: str) -> FastAPI:
@@ -36,6 +91,9 @@ def create_app(controller: Controller, token: str, logs: LogStore, *, db_label: 
         title="Phalanx", version=__version__,
         description="Queue, gang-schedule and run distributed training jobs.",
     )
+    # Typed bodies are checked by FastAPI first; when they fail, the route's own parser
+    # looks at the same body again so the error names the field and the fix as before.
+    parsers: dict[str, Callable[[object], object]] = {}
 
     @app.middleware("http")
     async def authenticate(request: Request, call_next: Any) -> Response:
@@ -46,67 +104,99 @@ def create_app(controller: Controller, token: str, logs: LogStore, *, db_label: 
                 "missing or wrong API token", field="Authorization",
                 fix="send 'Authorization: Bearer <token>' with the token from $PHALANX_HOME/token",
             ))
-        response: Response = await call_next(request)
+        try:
+            response: Response = await call_next(request)
+        except Exception:
+            # The client gets the envelope; the traceback stays in the server's log.
+            log.exception("%s %s failed", request.method, request.url.path)
+            return _error(InternalError(
+                "the control plane failed to answer", fix="see the control plane's log",
+            ))
         return response
 
     @app.exception_handler(PhalanxError)
-    async def phalanx_error(_: Request, exc: PhalanxError) -> JSONResponse:
+    async def phalanx_error(request: Request, exc: PhalanxError) -> JSONResponse:
+        if exc.status_code >= 500:
+            log.error("%s %s: %s", request.method, request.url.path, exc, exc_info=exc)
         return _error(exc)
 
     @app.exception_handler(RequestValidationError)
-    async def bad_request(_: Request, exc: RequestValidationError) -> JSONResponse:
-        first = exc.errors()[0] if exc.errors() else {}
-        loc = ".".join(str(p) for p in first.get("loc", ()) if p != "body")
-        return _error(SpecError(
-            first.get("msg", "invalid request"), field=loc or None,
-            fix="send a JSON body as described in /openapi.json",
-        ))
+    async def bad_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = [
+            {**e, "loc": tuple(e.get("loc", ()))[1:]} if e.get("loc", ("",))[0] in _WHERE else e
+            for e in exc.errors()
+        ]
+        if errors and errors[0].get("type") == "json_invalid":
+            return _error(SpecError("is not valid JSON", field="body",
+                                    fix="send a JSON body as described in /openapi.json"))
+        route = request.scope.get("route")
+        parse = parsers.get(getattr(route, "path", ""))
+        if parse is not None and exc.body is not None:
+            try:
+                parse(exc.body)
+            except SpecError as friendly:
+                return _error(friendly)
+        error = spec_error_from_errors(errors)
+        if error.fix is None or error.fix.startswith("correct the document"):
+            error.fix = "send a JSON body as described in /openapi.json"
+        return _error(error)
 
-    @app.get("/healthz")
-    def healthz() -> dict[str, str]:
-        return {"status": "ok"}
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        cls = _STATUS_ERRORS.get(exc.status_code, PhalanxError)
+        error = cls(str(exc.detail), fix="see /openapi.json for the routes")
+        return JSONResponse({"error": error.to_dict()}, status_code=exc.status_code,
+                            headers=getattr(exc, "headers", None))
 
-    @app.get("/metrics")
+    @app.get("/healthz", responses=_errors(503))
+    def healthz() -> Health:
+        """Answers 200 while the control loop completes steps, 503 once it stops or is stuck."""
+        healthy, message = controller.health()
+        if not healthy:
+            raise Unavailable(message, fix="see the control plane's log (server.log)")
+        return Health(message=message)
+
+    @app.get("/metrics", response_class=PlainTextResponse, responses=_errors())
     def metrics() -> Response:
+        """Prometheus metrics, in its text format."""
         service.refresh_metrics()
         return Response(generate_latest(controller.metrics.registry),
                         media_type=CONTENT_TYPE_LATEST)
 
-    @app.get("/v1/version")
-    def version() -> dict[str, str]:
-        return {"version": __version__, "api": "v1"}
+    @app.get("/v1/version", responses=_V1)
+    def version() -> VersionInfo:
+        return VersionInfo(version=__version__)
 
-    @app.get("/v1/status")
-    def status() -> dict[str, object]:
-        return {"version": __version__, "db": db_label, **controller.status()}
+    @app.get("/v1/status", responses=_V1)
+    def status() -> ServerStatus:
+        return ServerStatus.model_validate(
+            {"version": __version__, "db": db_label, **controller.status()}
+        )
 
     # ------------------------------------------------------------------ jobs
-    @app.post("/v1/jobs", status_code=201)
-    def submit(body: dict[str, Any] = Body(...)) -> dict[str, Any]:
-        spec = validate(JobSpec, body)
-        return service.submit(spec).to_dict()
+    @app.post("/v1/jobs", status_code=201, responses=_errors(400, 401, 409))
+    def submit(spec: JobSpec) -> JobRecord:
+        return service.submit(spec)
 
-    @app.post("/v1/jobs:batch", status_code=201)
-    def submit_batch(body: dict[str, Any] = Body(...)) -> dict[str, Any]:
+    parsers["/v1/jobs"] = parse_job
+
+    @app.post("/v1/jobs:batch", status_code=201, responses=_errors(400, 401, 409))
+    def submit_batch(batch: JobBatch) -> JobList:
         """Submit several jobs at once, all or nothing (one store transaction)."""
-        items = body.get("items")
-        if not isinstance(items, list) or not items:
-            raise SpecError("must be a non-empty list of jobs", field="items",
-                            fix='send {"items": [{"name": ..., "podSets": [...]}, ...]}')
-        specs = [validate(JobSpec, item, prefix=f"items[{i}]") for i, item in enumerate(items)]
-        return {"items": [record.to_dict() for record in service.submit_many(specs)]}
+        return JobList(items=service.submit_many(batch.items))
 
-    @app.get("/v1/jobs")
+    parsers["/v1/jobs:batch"] = JobBatch.parse
+
+    @app.get("/v1/jobs", responses=_errors(400, 401))
     def list_jobs(
         status: list[JobStatus] | None = Query(None),
         queue: str | None = None,
-        limit: int | None = Query(None, ge=1),
-    ) -> dict[str, Any]:
-        records = service.list_jobs(statuses=status, queue=queue, limit=limit)
-        return {"items": [r.to_dict() for r in records]}
+        limit: int | None = Query(None, ge=1, le=MAX_LIMIT),
+    ) -> JobList:
+        return JobList(items=service.list_jobs(statuses=status, queue=queue, limit=limit))
 
-    @app.get("/v1/jobs/{name}")
-    def describe(name: str) -> dict[str, Any]:
+    @app.get("/v1/jobs/{name}", responses=_errors(401, 404))
+    def describe(name: str) -> JobDetail:
         record = service.get(name)
         pods = [
             PodInfo(
@@ -116,21 +206,24 @@ def create_app(controller: Controller, token: str, logs: LogStore, *, db_label: 
             )
             for p in sorted(service.pods_of(name), key=lambda p: p.ref.rank)
         ]
-        events = service.events_of(name)
-        detail = JobDetail(**record.model_dump(), pods=pods, events=events)
-        return detail.to_dict()
+        return JobDetail(**record.model_dump(), pods=pods, events=service.events_of(name))
 
-    @app.get("/v1/jobs/{name}/events")
-    def events(name: str) -> dict[str, Any]:
+    @app.get("/v1/jobs/{name}/events", responses=_errors(401, 404))
+    def events(name: str) -> EventList:
         service.get(name)
-        return {"items": [e.to_dict() for e in controller.store.list_events(name)]}
+        return EventList(items=controller.store.list_events(name))
 
-    @app.post("/v1/jobs/{name}/cancel")
-    def cancel(name: str) -> dict[str, Any]:
-        return service.cancel(name).to_dict()
+    @app.post("/v1/jobs/{name}/cancel", responses=_errors(401, 404))
+    def cancel(name: str) -> JobRecord:
+        return service.cancel(name)
 
-    @app.get("/v1/jobs/{name}/logs")
+    @app.get(
+        "/v1/jobs/{name}/logs", response_class=PlainTextResponse,
+        responses={200: {"description": "The log lines; with follow, streamed until the job "
+                         "has finished"}, **_errors(401, 404)},
+    )
     def job_logs(name: str, pod: str | None = None, follow: bool = False) -> Response:
+        """The job's logs (one pod's, by rank or name, or all of them prefixed by pod name)."""
         record = service.get(name)
         service.flush_logs()
         follower = LogFollower(logs, record, pod)
@@ -154,58 +247,95 @@ def create_app(controller: Controller, token: str, logs: LogStore, *, db_label: 
         return StreamingResponse(chunks(), media_type="text/plain; charset=utf-8")
 
     # ------------------------------------------------------------------ queues & nodes
-    @app.get("/v1/queues")
-    def queues() -> dict[str, Any]:
+    @app.get("/v1/queues", responses=_V1)
+    def queues() -> QueuesOverview:
         overview = service.queues()
-        return {
-            "clusterQueues": [
-                {
-                    "name": cq.name, "cohort": cq.cohort, "pending": cq.pending,
-                    "admitted": cq.admitted, "stopped": cq.stopped,
-                    "weightedShare": cq.weighted_share,
-                    "usage": [
-                        {
-                            "flavor": u.flavor, "resource": u.resource,
-                            "nominal": format_quantity(u.nominal, u.resource),
-                            "used": format_quantity(u.used, u.resource),
-                            "borrowed": format_quantity(u.borrowed, u.resource),
-                            "lendable": format_quantity(u.lendable, u.resource),
-                        }
+        return QueuesOverview(
+            cluster_queues=[
+                ClusterQueueView(
+                    name=cq.name, cohort=cq.cohort, pending=cq.pending, admitted=cq.admitted,
+                    stopped=cq.stopped, weighted_share=cq.weighted_share,
+                    usage=[
+                        ResourceUsageView.model_validate(
+                            {"flavor": u.flavor, "resource": u.resource}
+                            | {k: _millis(getattr(u, k)) for k in _USAGE}
+                        )
                         for u in cq.usage
                     ],
-                }
+                )
                 for cq in overview.cluster_queues
             ],
-            "localQueues": [
-                {"name": lq.name, "clusterQueue": lq.cluster_queue, "pending": lq.pending,
-                 "admitted": lq.admitted}
+            local_queues=[
+                LocalQueueView(name=lq.name, cluster_queue=lq.cluster_queue,
+                               pending=lq.pending, admitted=lq.admitted)
                 for lq in overview.local_queues
             ],
-            "cohorts": [{"name": c.name, "parent": c.parent}
-                        for c in overview.config.cohorts.values()],
-        }
+            cohorts=[CohortView(name=c.name, parent=c.parent)
+                     for c in overview.config.cohorts.values()],
+        )
 
-    @app.get("/v1/nodes")
-    def nodes() -> dict[str, Any]:
-        items = []
-        for entry in service.nodes():
-            doc = entry.node.to_dict()
-            doc["used"] = {res: format_quantity(v, res) for res, v in entry.used.items()}
-            items.append(doc)
-        return {"items": items}
+    @app.get("/v1/nodes", responses=_V1)
+    def nodes() -> NodeList:
+        return NodeList(items=[
+            NodeView(**entry.node.model_dump(), used={
+                res: _millis(v) for res, v in entry.used.items()
+            })
+            for entry in service.nodes()
+        ])
 
     # ------------------------------------------------------------------ config
-    @app.post("/v1/config/apply")
-    def apply(body: dict[str, Any] = Body(...)) -> dict[str, Any]:
-        documents = body.get("documents")
-        if not isinstance(documents, list):
-            raise SpecError("must be a list of documents", field="documents",
-                            fix='send {"documents": [{"kind": "ClusterQueue", ...}]}')
-        objects = parse_config_documents(documents)
-        return {"applied": service.apply_config(objects)}
+    @app.post("/v1/config/apply", responses=_errors(400, 401))
+    def apply(body: ConfigDocuments) -> ConfigApplied:
+        """Create or update flavors, cohorts, queues and priority classes, all or nothing."""
+        applied = service.apply_config(list(body.documents))
+        return ConfigApplied(applied=[AppliedObject.model_validate(a) for a in applied])
 
-    @app.get("/v1/config")
-    def config() -> dict[str, Any]:
-        return {"documents": [o.to_dict() for o in service.config().objects()]}
+    parsers["/v1/config/apply"] = ConfigDocuments.parse
 
+    @app.get("/v1/config", responses=_V1)
+    def config() -> ConfigDocuments:
+        return ConfigDocuments(documents=service.config().objects())
+
+    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
+
+
+_WHERE = ("body", "query", "path", "header", "cookie")
+_USAGE = ("nominal", "used", "borrowed", "lendable")
+MAX_LIMIT = 1_000_000
+
+
+def _millis(value: int) -> str:
+    """A milli-unit amount as the wire form Quantity fields parse ("1500m")."""
+    return f"{value}m"
+
+
+def _openapi(app: FastAPI) -> dict[str, Any]:
+    """FastAPI's document, with the bearer token declared and its unused 422 answers gone.
+
+    Validation errors answer 400 in the error envelope (declared per route), never 422.
+    """
+    if app.openapi_schema is not None:
+        return app.openapi_schema
+    doc = get_openapi(title=app.title, version=app.version, description=app.description,
+                      routes=app.routes)
+    for path, operations in doc.get("paths", {}).items():
+        for operation in operations.values():
+            responses = operation.get("responses", {})
+            responses.pop("422", None)
+            for code, response in responses.items():
+                content = response.get("content", {})
+                # A text route (logs, metrics) still answers its errors in the JSON envelope.
+                if code[0] in "45" and "text/plain" in content:
+                    content["application/json"] = content.pop("text/plain")
+            if path.startswith("/v1/"):
+                operation["security"] = [{BEARER: []}]
+    schemas = doc.get("components", {}).get("schemas", {})
+    for unused in ("HTTPValidationError", "ValidationError"):
+        schemas.pop(unused, None)
+    doc.setdefault("components", {})["securitySchemes"] = {
+        BEARER: {"type": "http", "scheme": "bearer",
+                 "description": "The token in $PHALANX_HOME/token (or $PHALANX_TOKEN)"},
+    }
+    app.openapi_schema = doc
+    return doc

@@ -13,7 +13,7 @@ def pod_names(record: JobRecord) -> list[str]:
     """Pod names in rank order (pod sets in spec order), as the compute planes name them."""
     counts: dict[str, int] = {}
     if record.admission is not None:
-        counts = {p["name"]: int(p["count"]) for p in record.admission["podSets"]}
+        counts = {p.name: p.count for p in record.admission.pod_sets}
     return [
         f"{record.name}-{ps.name}-{i}"
         for ps in record.spec.pod_sets

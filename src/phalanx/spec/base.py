@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, TypeVar
 
 from pydantic import (
@@ -65,11 +66,13 @@ Duration = Annotated[
     WithJsonSchema({"anyOf": [{"type": "string"}, {"type": "number"}]}),
 ]
 
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+_DNS_LABEL = re.compile(NAME_PATTERN.removesuffix("$"))
 
 
 def check_name(value: str, what: str = "name") -> str:
-    if not value or len(value) > 63 or not _DNS_LABEL.match(value):
+    # fullmatch: "$" alone would let a trailing newline through.
+    if not value or len(value) > 63 or not _DNS_LABEL.fullmatch(value):
         raise ValueError(
             f"{value!r} is not a valid {what}; use at most 63 lowercase letters, digits and '-', "
             "starting and ending with a letter or digit"
@@ -77,7 +80,11 @@ def check_name(value: str, what: str = "name") -> str:
     return value
 
 
-Name = Annotated[str, BeforeValidator(lambda v: check_name(v) if isinstance(v, str) else v)]
+Name = Annotated[
+    str,
+    BeforeValidator(lambda v: check_name(v) if isinstance(v, str) else v),
+    WithJsonSchema({"type": "string", "pattern": NAME_PATTERN, "minLength": 1, "maxLength": 63}),
+]
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -94,7 +101,14 @@ def _loc_to_field(loc: tuple[int | str, ...]) -> str:
 
 def spec_error_from(exc: ValidationError, prefix: str = "") -> SpecError:
     """Turn pydantic's report into one SpecError naming the first bad field."""
-    err = exc.errors(include_url=False)[0]
+    return spec_error_from_errors(exc.errors(include_url=False), prefix)
+
+
+def spec_error_from_errors(errors: Sequence[Mapping[str, Any]], prefix: str = "") -> SpecError:
+    """One SpecError naming the first bad field of a pydantic error list (as FastAPI has it)."""
+    if not errors:
+        return SpecError("is invalid", field=prefix or None, fix="correct the document")
+    err = errors[0]
     loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
     field = _loc_to_field(loc)
     if prefix:
@@ -111,7 +125,7 @@ def spec_error_from(exc: ValidationError, prefix: str = "") -> SpecError:
     fix = None
     if "; " in msg:
         msg, fix = msg.split("; ", 1)
-    more = len(exc.errors()) - 1
+    more = len(errors) - 1
     if more:
         msg += f" (and {more} more problem{'s' if more > 1 else ''})"
     if not fix:

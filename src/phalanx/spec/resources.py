@@ -136,7 +136,7 @@ class FairSharing(Model):
 class ClusterQueue(Model):
     kind: Literal["ClusterQueue"] = "ClusterQueue"
     name: Name
-    cohort: str | None = None
+    cohort: Name | None = None
     resource_groups: list[ResourceGroup] = Field(default_factory=list)
     queueing_strategy: Literal["BestEffortFIFO", "StrictFIFO"] = "BestEffortFIFO"
     preemption: PreemptionPolicy = Field(default_factory=PreemptionPolicy)
@@ -161,7 +161,7 @@ class ClusterQueue(Model):
 class Cohort(Model):
     kind: Literal["Cohort"] = "Cohort"
     name: Name
-    parent: str | None = None
+    parent: Name | None = None
     resource_groups: list[ResourceGroup] = Field(default_factory=list)
     fair_sharing: FairSharing = Field(default_factory=FairSharing)
 

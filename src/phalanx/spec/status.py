@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from phalanx.spec.base import Model
 from phalanx.spec.resources import JobSpec
@@ -28,6 +28,58 @@ class JobStatus(StrEnum):
 TERMINAL_STATUSES = frozenset({JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED})
 
 
+class PodSetPlacement(Model):
+    """Where one pod set of an admitted job goes."""
+
+    name: str
+    count: int = Field(ge=0, description="Pods placed; below replicas under partial admission")
+    flavors: dict[str, str] = Field(default_factory=dict, description="resource -> flavor")
+    nodes: list[str] = Field(
+        default_factory=list, description="One node per pod, in pod-index order"
+    )
+
+
+class JobAdmission(Model):
+    """The placement the scheduler gave the job's current attempt.
+
+    The same JSON as the scheduler's ``Admission.to_dict()``, which is what stores written
+    before this model hold; the control loop converts between the two.
+    """
+
+    job: str | None = None
+    cluster_queue: str
+    borrowing: bool = False
+    pod_sets: list[PodSetPlacement]
+
+    @property
+    def pod_count(self) -> int:
+        return sum(p.count for p in self.pod_sets)
+
+
+StopReason = Literal["Cancelled", "Preempted", "Failed", "DeadlineExceeded", "PodsLost"]
+
+
+class StopRequest(Model):
+    """Why the current attempt's pods are being stopped, and whom a failure is charged to."""
+
+    reason: StopReason
+    failure: Literal["user", "system"] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_stored_string(cls, value: Any) -> Any:
+        # Stores written before this model hold "Reason" or "Reason:failure".
+        if isinstance(value, str):
+            reason, _, failure = value.partition(":")
+            return {"reason": reason, "failure": failure or None}
+        return value
+
+    @classmethod
+    def of(cls, reason: str, failure: str | None = None) -> StopRequest:
+        """Validated from the control loop's plain strings."""
+        return cls.model_validate({"reason": reason, "failure": failure})
+
+
 class JobRecord(Model):
     """A job as the control plane stores and serves it."""
 
@@ -45,7 +97,7 @@ class JobRecord(Model):
     attempt: int = 0  # bumped at each admission; pods of older attempts are never adopted
     user_restarts: int = 0
     system_restarts: int = 0
-    admission: dict[str, Any] | None = None  # phalanx.scheduler.Admission.to_dict()
+    admission: JobAdmission | None = None
     pending_code: str | None = None
     pending_message: str | None = None
     message: str = ""
@@ -54,7 +106,7 @@ class JobRecord(Model):
     cancel_requested: bool = False
     # Why the current attempt's pods are being stopped (Cancelled, Preempted, Failed,
     # DeadlineExceeded, ...); kept so a restarted control plane finishes the job's stop.
-    stop_reason: str | None = None
+    stop_reason: StopRequest | None = None
     preemptions: int = 0
 
 
@@ -74,7 +126,7 @@ class PodInfo(Model):
     index: int
     rank: int
     node: str
-    phase: str
+    phase: Literal["Pending", "Running", "Succeeded", "Failed"]  # compute.base.PodPhase
     exit_code: int | None = None
     signal: int | None = None
     reason: str = ""

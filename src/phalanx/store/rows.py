@@ -2,11 +2,31 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeVar
 
-from phalanx.spec.base import validate
+from phalanx.errors import InternalError, SpecError
+from phalanx.spec.base import Model, validate
 from phalanx.spec.status import JobEvent, JobRecord
+
+log = logging.getLogger("phalanx.store")
+
+M = TypeVar("M", bound=Model)
+
+
+def stored(model: type[M], document: object, what: str) -> M:
+    """A stored document as its model; one that no longer validates is the store's fault.
+
+    The caller sent nothing wrong, so this is an InternalError (500), logged, not a SpecError.
+    """
+    try:
+        return validate(model, document, prefix=what)
+    except SpecError as exc:
+        log.error("%s does not load: %s", what, exc)
+        raise InternalError(
+            f"{what} does not load ({exc})", fix="see the control plane's log"
+        ) from None
 
 
 def job_row(record: JobRecord) -> dict[str, Any]:
@@ -23,7 +43,7 @@ def job_row(record: JobRecord) -> dict[str, Any]:
 
 
 def job_from_row(row: Mapping[Any, Any]) -> JobRecord:
-    return validate(JobRecord, row["record"], prefix=f"stored job {row['name']}")
+    return stored(JobRecord, row["record"], f"stored job {row['name']}")
 
 
 def event_row(event: JobEvent) -> dict[str, Any]:

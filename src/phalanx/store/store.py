@@ -19,8 +19,7 @@ from sqlalchemy import Connection, Insert, func, insert, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
-from phalanx.errors import Conflict, NotFound, ServerError, SpecError
-from phalanx.spec.base import validate
+from phalanx.errors import Conflict, InternalError, NotFound, ServerError, SpecError
 from phalanx.spec.config import QueueConfig
 from phalanx.spec.status import JobEvent, JobRecord, JobStatus
 from phalanx.store import migrate
@@ -32,7 +31,7 @@ from phalanx.store.engine import (
     is_sqlite,
     parse_url,
 )
-from phalanx.store.rows import event_from_row, event_row, job_from_row, job_row
+from phalanx.store.rows import event_from_row, event_row, job_from_row, job_row, stored
 from phalanx.store.tables import job_events, jobs, queue_config
 
 _CONFIG_ROW = 1
@@ -113,7 +112,7 @@ class Store:
             ).scalar_one_or_none()
         if document is None:
             return None
-        return validate(QueueConfig, document, prefix="stored queue configuration")
+        return stored(QueueConfig, document, "stored queue configuration")
 
     def save_config(self, config: QueueConfig) -> None:
         """Replace the stored configuration as a whole."""
@@ -126,7 +125,7 @@ class Store:
     def create_job(self, record: JobRecord, event: JobEvent | None = None) -> None:
         """Store a new job (and its first event); Conflict if the name is taken."""
         if event is not None and event.job != record.name:
-            raise SpecError(
+            raise InternalError(
                 f"names job {event.job!r}, not the job being created ({record.name!r})",
                 field="event.job", fix="pass an event of the job being created",
             )

@@ -1,0 +1,199 @@
+"""The bodies of the HTTP API (``/v1``): what each route takes and returns.
+
+The server builds its answers from these models and the SDK parses answers into them,
+so ``/openapi.json`` describes exactly what goes over the wire.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Literal
+
+from pydantic import Field, PlainSerializer, WithJsonSchema
+
+from phalanx.errors import SpecError
+from phalanx.spec.base import Model, Quantity, validate
+from phalanx.spec.config import parse_config_documents
+from phalanx.spec.resources import (
+    ClusterQueue,
+    Cohort,
+    ConfigObject,
+    JobSpec,
+    LocalQueue,
+    Node,
+    PriorityClass,
+    ResourceFlavor,
+)
+from phalanx.spec.status import JobEvent, JobRecord
+
+API_VERSION = "v1"
+
+
+# --------------------------------------------------------------------------- errors
+class ErrorBody(Model):
+    type: str = Field(description="The phalanx.errors class, e.g. SpecError, NotFound")
+    message: str
+    field: str | None = Field(default=None, description="The field at fault, if one is")
+    fix: str | None = Field(default=None, description="How to fix it")
+
+
+class ErrorResponse(Model):
+    """Every error answer (4xx and 5xx) of the API."""
+
+    error: ErrorBody
+
+
+# --------------------------------------------------------------------------- server
+class Health(Model):
+    """The control loop is stepping (when it is not, ``/healthz`` answers 503)."""
+
+    status: Literal["ok"] = "ok"
+    message: str = ""
+
+
+class VersionInfo(Model):
+    version: str
+    api: Literal["v1"] = "v1"
+
+
+class ServerStatus(Model):
+    version: str
+    db: str = Field(description="The store: 'sqlite', or the database URL without password")
+    started_at: float = Field(description="Epoch seconds")
+    compute: str = Field(description="The compute plane: local, simulated or kubernetes")
+    jobs: dict[str, int] = Field(description="Job counts by status")
+    nodes: int
+
+
+# --------------------------------------------------------------------------- jobs
+class JobList(Model):
+    items: list[JobRecord]
+
+
+class EventList(Model):
+    items: list[JobEvent]
+
+
+class JobBatch(Model):
+    """Jobs submitted all or nothing."""
+
+    items: list[JobSpec] = Field(min_length=1)
+
+    @classmethod
+    def parse(cls, body: object) -> JobBatch:
+        """The batch, or a SpecError naming the first bad field as ``items[i]...``."""
+        items = body.get("items") if isinstance(body, dict) else None
+        if not isinstance(items, list) or not items:
+            raise SpecError("must be a non-empty list of jobs", field="items",
+                            fix='send {"items": [{"name": ..., "podSets": [...]}, ...]}')
+        specs = [validate(JobSpec, item, prefix=f"items[{i}]") for i, item in enumerate(items)]
+        assert isinstance(body, dict)
+        extra = sorted(set(body) - {"items"})
+        if extra:
+            raise SpecError("unknown field", field=extra[0],
+                            fix="remove it; the body holds only items")
+        return cls(items=specs)
+
+
+def parse_job(body: object) -> JobSpec:
+    return validate(JobSpec, body)
+
+
+# --------------------------------------------------------------------------- queues & nodes
+def _share(value: float) -> float | str:
+    return "Infinity" if math.isinf(value) else value
+
+
+# A queue of weight 0 has an infinite share, which JSON numbers cannot say.
+Share = Annotated[
+    float,
+    PlainSerializer(_share),
+    WithJsonSchema({"anyOf": [{"type": "number"}, {"const": "Infinity"}]}),
+]
+
+
+class ResourceUsageView(Model):
+    flavor: str
+    resource: str
+    nominal: Quantity
+    used: Quantity
+    borrowed: Quantity
+    lendable: Quantity
+
+
+class ClusterQueueView(Model):
+    name: str
+    cohort: str | None = None
+    pending: int
+    admitted: int
+    stopped: bool = False
+    weighted_share: Share = Field(
+        description="Dominant resource share / weight (fair sharing), 0 when not borrowing"
+    )
+    usage: list[ResourceUsageView]
+
+
+class LocalQueueView(Model):
+    name: str
+    cluster_queue: str
+    pending: int
+    admitted: int
+
+
+class CohortView(Model):
+    name: str
+    parent: str | None = None
+
+
+class QueuesOverview(Model):
+    cluster_queues: list[ClusterQueueView]
+    local_queues: list[LocalQueueView]
+    cohorts: list[CohortView]
+
+
+class NodeView(Node):
+    used: dict[str, Quantity] = Field(
+        default_factory=dict, description="Requested by the admitted jobs' pods"
+    )
+
+
+class NodeList(Model):
+    items: list[NodeView]
+
+
+# --------------------------------------------------------------------------- config
+ConfigDocument = Annotated[
+    ResourceFlavor | Cohort | ClusterQueue | LocalQueue | PriorityClass,
+    Field(discriminator="kind"),
+]
+
+
+class ConfigDocuments(Model):
+    """Queue configuration documents: what ``GET /v1/config`` returns and apply takes."""
+
+    documents: list[ConfigDocument]
+
+    @classmethod
+    def parse(cls, body: object) -> ConfigDocuments:
+        """The documents, or a SpecError naming the first bad one as ``documents[i] (...)``."""
+        documents = body.get("documents") if isinstance(body, dict) else None
+        if not isinstance(documents, list):
+            raise SpecError("must be a list of documents", field="documents",
+                            fix='send {"documents": [{"kind": "ClusterQueue", ...}]}')
+        objects: list[ConfigObject] = parse_config_documents(documents)
+        assert isinstance(body, dict)
+        extra = sorted(set(body) - {"documents"})
+        if extra:
+            raise SpecError("unknown field", field=extra[0],
+                            fix="remove it; the body holds only documents")
+        return cls(documents=objects)
+
+
+class AppliedObject(Model):
+    kind: str
+    name: str
+    action: Literal["created", "configured", "unchanged"]
+
+
+class ConfigApplied(Model):
+    applied: list[AppliedObject]

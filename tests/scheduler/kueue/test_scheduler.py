@@ -59,6 +59,37 @@ def three_r_queues() -> QueueConfig:
                                within="LowerPriority") for i in (1, 2, 3)))
 
 
+DEFAULT = {"cpu": "default"}
+HOLD_NOTE = (
+    "Kueue keeps the 1 GPU clusterqueuea has left for a2-pending because clusterqueuea "
+    "could not be sure to reclaim it, so b1-pending waits; Phalanx keeps a waiting job's "
+    "capacity only from lower-priority borrowers ranked after it, whatever "
+    "reclaimWithinCohort says, and b1-pending has a2-pending's priority, so it borrows "
+    "(a2-pending could not fit in the cohort's 2 GPUs next to a1-admitted anyway)"
+)
+
+
+def two_default_queues(alpha: int, beta: int, *, borrow: tuple[str, int | None] | None = None,
+                       bank: ClusterQueue | None = None) -> QueueConfig:
+    """other-alpha and other-beta in cohort other, preempting lower priorities within."""
+    return make(*FLAVORS,
+                cq("other-alpha", {"default": {"cpu": alpha}}, cohort="other",
+                   within="LowerPriority", borrow=borrow),
+                cq("other-beta", {"default": {"cpu": beta}}, cohort="other",
+                   within="LowerPriority", borrow=borrow),
+                *([bank] if bank else []))
+
+
+def gpu_pair(*, beta_preempts: bool = False) -> QueueConfig:
+    """other-alpha with 10 GPUs in each of on-demand and spot; other-beta with none."""
+    policy = {"within": "LowerPriority", "reclaim": "LowerPriority"}
+    return make(*FLAVORS,
+                cq("other-alpha", {"on-demand": {GPU: 10}, "spot": {GPU: 10}}, cohort="other",
+                   **policy),
+                cq("other-beta", {"on-demand": {GPU: 0}, "spot": {GPU: 0}}, cohort="other",
+                   **(policy if beta_preempts else {})))
+
+
 CASES = [
     case("single clusterQueue full", base(),
          [wl("new", "sales", pod_sets=[ps("one", 11, cpu=1)]),
@@ -181,6 +212,144 @@ CASES = [
          [wl("a", "cq-a", at=1, cpu=3), wl("b", "cq-b", at=2, cpu=1),
           wl("admitted-a", "cq-a", cpu=2).admitted(flavors={"cpu": "default"})],
          [Admit("b", "cq-b", {"cpu": "default"})]),
+    case("minimal preemptions when target queue is exhausted",
+         make(*FLAVORS,
+              cq("other-alpha", {"on-demand": {"cpu": 2}}, cohort="other", reclaim="Any",
+                 within="LowerPriority"),
+              cq("other-beta", {"on-demand": {"cpu": 2}}, cohort="other"),
+              cq("other-gamma", {"on-demand": {"cpu": 2}}, cohort="other")),
+         [wl("a1", "other-alpha", priority=-2, cpu=1).admitted(flavors=OD),
+          wl("a2", "other-alpha", priority=-2, cpu=1).admitted(flavors=OD),
+          wl("a3", "other-alpha", priority=-1, cpu=1).admitted(flavors=OD),
+          wl("b1", "other-beta", cpu=1).admitted(flavors=OD),
+          wl("b2", "other-beta", cpu=1).admitted(flavors=OD),
+          wl("b3", "other-beta", cpu=1).admitted(flavors=OD),
+          wl("incoming", "other-alpha", cpu=2)],
+         preempt={"a1": R.IN_CLUSTER_QUEUE, "a2": R.IN_CLUSTER_QUEUE}),
+    case("A workload is only eligible to do preemptions if it fits fully within nominal quota",
+         make(*FLAVORS,
+              cq("other-alpha", {"on-demand": {"cpu": 2}}, cohort="other", reclaim="Any",
+                 within="LowerPriority"),
+              cq("other-beta", {"on-demand": {"cpu": 2}}, cohort="other")),
+         [wl("a1", "other-alpha", priority=-1, cpu=1).admitted(flavors=OD),
+          wl("b1", "other-beta", priority=-1, cpu=1).admitted(flavors=OD),
+          wl("incoming", "other-alpha", priority=1, cpu=3)]),
+    case("multiple preemptions without borrowing", two_default_queues(2, 2),
+         [wl("a1", "other-alpha", cpu=2).admitted(flavors=DEFAULT),
+          wl("b1", "other-beta", cpu=2).admitted(flavors=DEFAULT),
+          wl("preemptor-alpha", "other-alpha", priority=100, cpu=2),
+          wl("preemptor-beta", "other-beta", priority=100, cpu=2)],
+         preempt={"a1": R.IN_CLUSTER_QUEUE, "b1": R.IN_CLUSTER_QUEUE},
+         marks=[divergence(2, "only one of the two queues preempts in the cycle; the other's "
+                              "preemptor is told the cohort is exhausted")]),
+    case("multiple preemptions preemption possible after earlier workload fits",
+         two_default_queues(1, 2),
+         [wl("b1", "other-beta", cpu=2).admitted(flavors=DEFAULT),
+          wl("fit", "other-alpha", priority=100, cpu=1),
+          wl("preemptor", "other-beta", priority=99, cpu=2)],
+         [Admit("fit", "other-alpha", DEFAULT)],
+         preempt={"b1": R.IN_CLUSTER_QUEUE}),
+    case("multiple preemptions skip preemption when shared limited resource",
+         two_default_queues(2, 2, borrow=("LowerPriority", None),
+                            bank=cq("resource-bank", {"default": {"cpu": 1}}, cohort="other")),
+         [wl("a1", "other-alpha", cpu=2).admitted(flavors=DEFAULT),
+          wl("b1", "other-beta", cpu=2).admitted(flavors=DEFAULT),
+          wl("preemptor", "other-alpha", priority=100, cpu=3),
+          wl("pretending-preemptor", "other-beta", priority=99, cpu=3)],
+         preempt={"a1": R.IN_CLUSTER_QUEUE}),
+    case("not enough resources", base(),
+         [wl("new", "sales", pod_sets=[ps("one", 1, cpu=100)])]),
+    case("prefer reclamation over cq priority based preemption", gpu_pair(beta_preempts=True),
+         [wl("a1", "other-alpha", priority=50, gpu=5).admitted(flavors={GPU: "on-demand"}),
+          wl("b1", "other-beta", priority=50, gpu=5).admitted(flavors={GPU: "spot"}),
+          wl("preemptor", "other-alpha", priority=100, gpu=6)],
+         preempt={"b1": R.IN_COHORT_RECLAMATION}),
+    case("prefer first preemption flavor when second flavor requires both reclaim and cq "
+         "priority preemption", gpu_pair(),
+         [wl("a1", "other-alpha", priority=50, gpu=5).admitted(flavors={GPU: "on-demand"}),
+          wl("a2", "other-alpha", priority=50, gpu=5).admitted(flavors={GPU: "spot"}),
+          wl("b1", "other-beta", priority=50, gpu=5).admitted(flavors={GPU: "spot"}),
+          wl("preemptor", "other-alpha", priority=100, gpu=6)],
+         preempt={"a1": R.IN_CLUSTER_QUEUE}),
+    case("prefer first preemption flavor when second flavor also requires cq preemption",
+         gpu_pair(),
+         [wl("a1", "other-alpha", priority=50, gpu=6).admitted(flavors={GPU: "on-demand"}),
+          wl("a2", "other-alpha", priority=50, gpu=5).admitted(flavors={GPU: "spot"}),
+          # b1 is too high a priority for the preemptor.
+          wl("b1", "other-beta", priority=9001, gpu=5).admitted(flavors={GPU: "spot"}),
+          wl("preemptor", "other-alpha", priority=100, gpu=5)],
+         preempt={"a1": R.IN_CLUSTER_QUEUE},
+         marks=[divergence(3, "flavor choice counts the victims as still in use, so spot "
+                              "(preempting a2) looks as good as on-demand (preempting a1)")]),
+    case("workload requiring reclaimation prioritized over wl in another full cq",
+         make(*FLAVORS,
+              cq("cq1", {"on-demand": {GPU: 10}}, cohort="other"),
+              cq("cq2", {"on-demand": {GPU: 10}}, cohort="other", reclaim="Any"),
+              cq("cq3", {"on-demand": {GPU: 0}}, cohort="other")),
+         [wl("admitted-workload-1", "cq1", gpu=5).admitted(flavors={GPU: "on-demand"}),
+          wl("wl1", "cq1", at=0, gpu=10),
+          wl("wl2", "cq2", at=1, gpu=10),
+          wl("admitted-workload-2", "cq3", gpu=5).admitted(flavors={GPU: "on-demand"}),
+          wl("admitted-workload-3", "cq3", priority=1, gpu=5).admitted(
+              flavors={GPU: "on-demand"})],
+         preempt={"admitted-workload-2": R.IN_COHORT_RECLAMATION}),
+    *(case(f"capacity {verb} when lending clusterqueue {why} (ReclaimWithinCohort={reclaim})",
+           make(*FLAVORS,
+                cq("clusterqueuea", {"on-demand": {GPU: 2}}, cohort="root", reclaim=reclaim),
+                cq("clusterqueueb", {"on-demand": {GPU: 0}}, cohort="root")),
+           [wl("a1-admitted", "clusterqueuea", gpu=1).admitted(flavors={GPU: "on-demand"}),
+            wl("a2-pending", "clusterqueuea", gpu=2),
+            wl("b1-pending", "clusterqueueb", gpu=1)],
+           # Phalanx admits b1-pending whatever reclaimWithinCohort says.
+           [Admit("b1-pending", "clusterqueueb", {GPU: "on-demand"})],
+           note="" if reclaim == "Any" else HOLD_NOTE)
+      for verb, why, reclaim in [
+          ("not blocked", "can reclaim", "Any"),
+          ("blocked", "not guaranteed to reclaim", "LowerPriority"),
+          ("blocked", "not guaranteed to reclaim", "Never")]),
+    case("in a hierarchical cohort, workload borrowing less is scheduled first",
+         make(*FLAVORS, co("root"),
+              co("guaranteed", parent="root", quotas={"default": {"cpu": 4}}),
+              cq("guaranteed", {"default": {"cpu": 0}}, cohort="guaranteed"),
+              cq("best-effort", {"default": {"cpu": 0}}, cohort="root")),
+         [wl("guaranteed", "guaranteed", pod_sets=[ps("one", 1, cpu=4)]),
+          wl("best-effort", "best-effort", priority=3, pod_sets=[ps("one", 1, cpu=4)])],
+         [Admit("guaranteed", "guaranteed", {"cpu": "default"})],
+         marks=[divergence(4, "with fair sharing off, both queues borrow, so the "
+                              "higher-priority best-effort job goes first; Kueue sees "
+                              "guaranteed not borrowing at the level of cohort guaranteed")]),
+    case("don't assign flavor if there are no candidates for preemption",
+         make(*FLAVORS,
+              cq("cq1", {"on-demand": {"cpu": (0, 1, None)}, "spot": {"cpu": (0, 1, None)}},
+                 cohort="cohort", within="LowerPriority", reclaim="Any",
+                 borrow=("LowerPriority", None), can_borrow="Borrow", can_preempt="Preempt"),
+              cq("cq2", {"on-demand": {"cpu": 1}, "spot": {"cpu": 1}}, cohort="cohort")),
+         [wl("admitted", "cq2", cpu=1).admitted(flavors=OD),
+          wl("new", "cq1", priority=100, cpu=1)],
+         [Admit("new", "cq1", SPOT)]),
+    case("use second flavor when the first has no preemption candidates; "
+         "WhenCanPreempt: MayStopSearch",
+         base(cq("other-alpha", {"on-demand": {"cpu": (50, 50, None)},
+                                 "spot": {"cpu": (100, 0, None)}},
+                 within="LowerPriority", can_preempt="Preempt")),
+         [wl("admitted", "other-alpha", cpu=50).admitted(flavors=OD),
+          wl("new", "other-alpha", cpu=20)],
+         [Admit("new", "other-alpha", SPOT)]),
+    case("admit to second flavor when first needs preemption; WhenCanPreempt: TryNextFlavor",
+         base(cq("preempt-attempts-cq", {"on-demand": {"cpu": 1}, "spot": {"cpu": 1}},
+                 within="LowerPriority", can_preempt="TryNextFlavor")),
+         [wl("blocker", "preempt-attempts-cq", priority=50, cpu=1).admitted(flavors=OD),
+          wl("test-wl", "preempt-attempts-cq", priority=100, cpu=1)],
+         [Admit("test-wl", "preempt-attempts-cq", SPOT)]),
+    case("admit workload with zero-quantity request for resource not in ClusterQueue", base(),
+         [wl("zero-resource-wl", "sales", cpu=1, gpu=0)],
+         [Admit("zero-resource-wl", "sales", DEFAULT)]),
+    case("preempt when workload requests zero of a resource not defined in ClusterQueue",
+         base(cq("preempt-zero-gpu-cq", {"default": {"cpu": 4}}, within="LowerPriority")),
+         [wl("preemptor", "preempt-zero-gpu-cq", cpu=2, gpu=0),
+          wl("low-priority", "preempt-zero-gpu-cq", priority=-1, cpu=4).admitted(
+              flavors=DEFAULT)],
+         preempt={"low-priority": R.IN_CLUSTER_QUEUE}),
 ]
 
 

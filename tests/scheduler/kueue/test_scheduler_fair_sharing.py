@@ -14,13 +14,13 @@ import pytest
 
 from phalanx.spec import ClusterQueue, Cohort, QueueConfig
 
-from .cases import Admit, Case, cq, divergence, new_divergence, param, ps, run, wl
+from .cases import GPU, Admit, Case, R, cq, divergence, new_divergence, param, ps, run, wl
 from .cases import cohort as co
 from .cases import config as make
 from .test_scheduler import FLAVORS, base
 
 SOURCE = "pkg/scheduler/scheduler_fs_test.go"
-OD, SPOT = {"cpu": "on-demand"}, {"cpu": "spot"}
+OD, SPOT, DEFAULT = {"cpu": "on-demand"}, {"cpu": "spot"}, {"cpu": "default"}
 
 
 def case(*args: Any, **kwargs: Any) -> Any:
@@ -160,14 +160,16 @@ CASES = [
           wl("b1", "b", priority=9001, pod_sets=one(4)), wl("c1", "c", pod_sets=one(4))],
          [Admit("c1", "c", OD)],
          marks=[divergence(5, "with weight 0 every borrowing share is the same integer "
-                              "maximum, so b1's priority decides instead of c borrowing less")]),
+                              "maximum, so b1 (priority 9001) is admitted instead of c1, "
+                              "and c1 then preempts b0 by fair sharing")]),
     case("fair sharing two queues with high weight schedules workload which borrows less",
          zero_quota_pair(123456789),
          [wl("b0", "b", pod_sets=one(4)).admitted(flavors=OD),
           wl("b1", "b", priority=9001, pod_sets=one(4)), wl("c1", "c", pod_sets=one(4))],
          [Admit("c1", "c", OD)],
-         marks=[divergence(5, "with a huge weight both integer shares round to 0, so b1's "
-                              "priority decides instead of c borrowing less")]),
+         marks=[divergence(5, "with a huge weight both integer shares round to 0, so b1 "
+                              "(priority 9001) is admitted instead of c1, and c1 then preempts "
+                              "b0 by fair sharing")]),
     case("fair sharing schedule singleton cqs and cq without cohort",
          tree(co("cohort-a", quotas={"on-demand": {"cpu": 10}}), co("cohort-b"),
               cq("a", {"on-demand": {"cpu": 0}}, cohort="cohort-a"),
@@ -184,6 +186,32 @@ CASES = [
          [wl("b1", "b", priority=101, at=1, pod_sets=one(10)),
           wl("c1", "c", priority=101, at=0, pod_sets=one(10))],
          [Admit("c1", "c", OD)]),
+    case("multiple preemptions within cq when fair sharing",
+         tree(*(cq(f"other-{name}", {"default": {"cpu": 2}}, cohort="other",
+                   within="LowerPriority") for name in ("alpha", "beta", "gamma")),
+              cq("resource-bank", {"default": {"cpu": 3}}, cohort="other")),
+         [wl("a1", "other-alpha", cpu=3).admitted(flavors=DEFAULT),
+          wl("b1", "other-beta", cpu=3).admitted(flavors=DEFAULT),
+          wl("c1", "other-gamma", cpu=3).admitted(flavors=DEFAULT),
+          *(wl(f"preemptor-{name}", f"other-{name}", priority=100, cpu=3)
+            for name in ("alpha", "beta", "gamma"))],
+         preempt={"a1": R.IN_CLUSTER_QUEUE, "b1": R.IN_CLUSTER_QUEUE,
+                  "c1": R.IN_CLUSTER_QUEUE},
+         marks=[divergence(2, "the queues' preemptions serialize: once one preemptor holds "
+                              "the cohort's borrowed capacity the others are told the cohort "
+                              "is exhausted")]),
+    case("with fair sharing: prefer reclamation over cq priority based preemption; with "
+         "preemption while borrowing",
+         tree(cq("other-alpha", {"on-demand": {GPU: 7}, "spot": {GPU: 7}}, cohort="other",
+                 within="LowerPriority", reclaim="LowerPriority"),
+              cq("other-beta", {"on-demand": {GPU: 3}, "spot": {GPU: 3}}, cohort="other")),
+         [wl("a1", "other-alpha", priority=50, gpu=5).admitted(flavors={GPU: "on-demand"}),
+          wl("b1", "other-beta", priority=50, gpu=5).admitted(flavors={GPU: "spot"}),
+          wl("preemptor", "other-alpha", priority=100, gpu=8)],
+         preempt={"b1": R.IN_COHORT_FAIR_SHARING},
+         marks=[divergence(3, "flavor choice counts the victims as still in use, so on-demand "
+                              "(preempting a1 in the queue) is taken over spot (reclaiming "
+                              "from b1)")]),
 ]
 
 

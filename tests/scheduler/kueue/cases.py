@@ -239,7 +239,7 @@ def run(case: Case) -> None:
     for w in case.workloads:
         if w.admission is None:
             scheduler.submit(w.spec(), priority=w.priority, submitted_at=w.at)
-    result = scheduler.cycle(now=1000.0)
+    result = scheduler.cycle()
 
     got = {a.job: a for a in result.admissions}
     victims = {p.victim: p.reason for p in result.preemptions}

@@ -22,9 +22,9 @@ from rich.text import Text
 
 from phalanx.cli import daemon, k8s, render, sim
 from phalanx.cli.output import EXIT_FAILED, err, note, out, print_json, reports_errors
+from phalanx.defaults import DEFAULT_HOST, DEFAULT_PORT, phalanx_home
 from phalanx.errors import AuthError, ConnectionFailed
 from phalanx.sdk.client import Client
-from phalanx.sdk.config import DEFAULT_HOST, DEFAULT_PORT, phalanx_home
 from phalanx.sdk.documents import to_config_documents, to_job_spec
 from phalanx.spec import JobSpec, validate
 from phalanx.spec.status import JobDetail, JobRecord, JobStatus

@@ -21,12 +21,13 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BeforeValidator, Field, model_validator
 
+from phalanx.defaults import DEFAULT_PORT
 from phalanx.errors import SpecError
 from phalanx.spec.base import Model, Name, validate
 from phalanx.spec.quantity import parse_quantity
 from phalanx.version import __version__
 
-API_PORT = 7780
+API_PORT = DEFAULT_PORT
 STATE_DIR = "/var/lib/phalanx"
 # The ServiceAccounts created when a component's rbac.serviceAccountName is not set.
 WORKER_ACCOUNT = "phalanx"

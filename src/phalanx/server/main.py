@@ -14,18 +14,19 @@ from pathlib import Path
 import uvicorn
 
 from phalanx.compute.base import ComputePlane
+from phalanx.defaults import (
+    DEFAULT_HOST,
+    DEFAULT_PORT,
+    HOME_ENV,
+    SERVER_FILE,
+    phalanx_home,
+    redact_url,
+)
 from phalanx.errors import Conflict, SpecError
 from phalanx.server.app import create_app
 from phalanx.server.auth import ensure_token
 from phalanx.server.controller import Controller
 from phalanx.store import LogStore, Store
-
-DEFAULT_PORT = 7780
-SERVER_FILE = "server.json"
-
-
-def default_home() -> Path:
-    return Path(os.environ.get("PHALANX_HOME") or Path.home() / ".phalanx").expanduser()
 
 
 def make_plane(
@@ -59,17 +60,9 @@ def make_plane(
     )
 
 
-def _redact(url: str) -> str:
-    if "@" in url and "://" in url:
-        scheme, rest = url.split("://", 1)
-        creds, host = rest.rsplit("@", 1)
-        return f"{scheme}://{creds.split(':')[0]}:***@{host}" if ":" in creds else url
-    return url
-
-
 def serve(
     home: Path | None = None,
-    host: str = "127.0.0.1",
+    host: str = DEFAULT_HOST,
     port: int = DEFAULT_PORT,
     db: str | None = None,
     compute: str = "local",
@@ -79,14 +72,14 @@ def serve(
     namespace: str | None = None,
 ) -> None:
     """Run the control plane in the foreground until SIGINT or SIGTERM."""
-    home = (home or default_home()).expanduser().resolve()
+    home = phalanx_home(home).resolve()
     home.mkdir(parents=True, exist_ok=True)
     lock = open(home / "server.lock", "w")  # noqa: SIM115 - held for the process lifetime
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         raise Conflict(
-            f"a control plane is already running on {home}", field="PHALANX_HOME",
+            f"a control plane is already running on {home}", field=HOME_ENV,
             fix="use `phalanx status`, or `phalanx down` first",
         ) from None
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
@@ -95,7 +88,7 @@ def serve(
     plane = make_plane(compute, home, nodes_file, kubeconfig, namespace)
     controller = Controller(store, plane, grace_seconds=grace_seconds)
     logs = LogStore(home / "logs")
-    db_label = _redact(db) if db else "sqlite"
+    db_label = redact_url(db) if db else "sqlite"
     app = create_app(controller, token, logs, db_label=db_label)
 
     sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)

@@ -49,7 +49,7 @@ def make_plane(
                 "the simulated compute plane needs its nodes", field="--nodes",
                 fix="pass --nodes FILE (a YAML list of nodes)",
             )
-        return SimulatedPlane.from_file(nodes_file, logs_root=home / "logs")
+        return SimulatedPlane.from_file(nodes_file, logs_root=LogStore.for_home(home).root)
     if compute == "kubernetes":
         from phalanx.compute.kubernetes import KubernetesPlane
 
@@ -87,7 +87,7 @@ def serve(
     store = Store.for_home(home, db)
     plane = make_plane(compute, home, nodes_file, kubeconfig, namespace)
     controller = Controller(store, plane, grace_seconds=grace_seconds)
-    logs = LogStore(home / "logs")
+    logs = LogStore.for_home(home)
     db_label = redact_url(db) if db else "sqlite"
     app = create_app(controller, token, logs, db_label=db_label)
 

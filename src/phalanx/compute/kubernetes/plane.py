@@ -115,7 +115,7 @@ class KubernetesPlane(ClosesOnExit):
         self._listeners: list[Callable[[], None]] = []
         self._attempts: dict[tuple[str, int], _Attempt] = {}
         self._by_pod: dict[str, tuple[_Attempt, _Pod]] = {}
-        self.logs = LogCopier(client, self.namespace, LogStore(self.home / "logs"),
+        self.logs = LogCopier(client, self.namespace, LogStore.for_home(self.home),
                               self.home / "kubernetes" / "log-offsets")
         self.inventory_source = NodeInventory(client, namespace=self.namespace,
                                               on_change=self._notify,

@@ -67,15 +67,6 @@ class QueueConfig(Model):
         new.check()
         return new
 
-    def without(self, kind: str, name: str) -> QueueConfig:
-        new = self.model_copy(deep=True)
-        table = new._table(kind)
-        if name not in table:
-            raise SpecError(f"{kind} {name!r} does not exist", field="name")
-        del table[name]
-        new.check()
-        return new
-
     def _table(self, kind: str) -> dict[str, Any]:
         tables: dict[str, dict[str, Any]] = {
             "ResourceFlavor": self.flavors,

@@ -67,13 +67,17 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'phalanx' has no attribute {name!r}")
-    value = getattr(import_module(home), name)
-    globals()[name] = value  # later lookups skip this function
-    return value
+# Hidden from type checkers: they would accept any attribute of a module with a
+# __getattr__; they see the real names through the TYPE_CHECKING imports instead.
+if not TYPE_CHECKING:
+
+    def __getattr__(name: str) -> Any:
+        home = _HOMES.get(name)
+        if home is None:
+            raise AttributeError(f"module 'phalanx' has no attribute {name!r}")
+        value = getattr(import_module(home), name)
+        globals()[name] = value  # later lookups skip this function
+        return value
 
 
 def __dir__() -> list[str]:

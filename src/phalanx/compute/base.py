@@ -67,6 +67,13 @@ class ComputePlane(Protocol):
         """The nodes this plane offers, with allocatable capacity, labels, taints and health."""
         ...
 
+    def check_job(self, job: JobSpec) -> None:
+        """Raise SpecError, naming the field and the fix, if this plane could never run ``job``.
+
+        Called at submit, so such a job is refused instead of failing at every launch.
+        """
+        ...
+
     def launch(self, job: JobSpec, attempt: int, admission: Admission) -> None:
         """Start every pod of ``job``'s ``attempt`` where ``admission`` places it (idempotent)."""
         ...

@@ -35,8 +35,14 @@ def make_plane(
     nodes_file: Path | None = None,
     kubeconfig: Path | None = None,
     namespace: str | None = None,
+    default_image: str | None = None,
 ) -> ComputePlane:
     """Build the compute plane ``serve`` drives; each branch imports only what it needs."""
+    if default_image is not None and compute != "kubernetes":
+        raise SpecError(
+            f"the {compute} compute plane runs commands, not images", field="--default-image",
+            fix="use --default-image with --compute kubernetes only",
+        )
     if compute == "local":
         from phalanx.compute.local import LocalPlane
 
@@ -53,7 +59,8 @@ def make_plane(
     if compute == "kubernetes":
         from phalanx.compute.kubernetes import KubernetesPlane
 
-        return KubernetesPlane.connect(home=home, kubeconfig=kubeconfig, namespace=namespace)
+        return KubernetesPlane.connect(home=home, kubeconfig=kubeconfig, namespace=namespace,
+                                       default_image=default_image)
     raise SpecError(
         f"unknown compute plane {compute!r}", field="--compute",
         fix="use 'local', 'simulated' or 'kubernetes'",
@@ -70,6 +77,7 @@ def serve(
     grace_seconds: float = 10.0,
     kubeconfig: Path | None = None,
     namespace: str | None = None,
+    default_image: str | None = None,
 ) -> None:
     """Run the control plane in the foreground until SIGINT or SIGTERM."""
     home = phalanx_home(home).resolve()
@@ -85,7 +93,7 @@ def serve(
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     token = ensure_token(home)
     store = Store.for_home(home, db)
-    plane = make_plane(compute, home, nodes_file, kubeconfig, namespace)
+    plane = make_plane(compute, home, nodes_file, kubeconfig, namespace, default_image)
     controller = Controller(store, plane, grace_seconds=grace_seconds)
     logs = LogStore.for_home(home)
     db_label = redact_url(db) if db else "sqlite"

@@ -79,6 +79,23 @@ def check_name(value: str, what: str = "name") -> str:
 
 Name = Annotated[str, BeforeValidator(lambda v: check_name(v) if isinstance(v, str) else v)]
 
+_WHITESPACE = re.compile(r"\s")
+
+
+def check_image(value: str) -> str:
+    """``value`` if it can be a container image reference (``registry/name:tag``)."""
+    if not value or _WHITESPACE.search(value):
+        raise ValueError(
+            f"{value!r} is not a container image reference; write e.g. ghcr.io/acme/train:1.4 "
+            "(no spaces)"
+        )
+    return value
+
+
+ImageReference = Annotated[
+    str, BeforeValidator(lambda v: check_image(v) if isinstance(v, str) else v)
+]
+
 M = TypeVar("M", bound=BaseModel)
 
 

@@ -45,6 +45,7 @@ from phalanx.compute.kubernetes.status import (
 from phalanx.compute.kubernetes.watch import Informer
 from phalanx.errors import Conflict, SpecError
 from phalanx.scheduler.types import Admission
+from phalanx.spec.base import check_image
 from phalanx.spec.quantity import parse_duration
 from phalanx.spec.resources import JobSpec, Node
 from phalanx.spec.status import JobEvent
@@ -97,6 +98,8 @@ class Settings:
     image_pull_timeout: float = 120.0
     sync_timeout: float = 30.0
     read_timeout: float = 60.0
+    # The image of pod sets that name none; without one such jobs are refused at submit.
+    default_image: str | None = None
 
 
 class KubernetesPlane(ClosesOnExit):
@@ -108,6 +111,12 @@ class KubernetesPlane(ClosesOnExit):
         self.client = client
         self.home = Path(home)
         self.settings = settings or Settings()
+        if self.settings.default_image is not None:
+            try:
+                check_image(self.settings.default_image)
+            except ValueError as exc:
+                raise SpecError(str(exc), field="--default-image",
+                                fix="name the image pod sets without one run") from None
         self.namespace = self.settings.namespace
         self._base = f"/api/v1/namespaces/{self.namespace}"
         self._lock = threading.RLock()
@@ -142,12 +151,14 @@ class KubernetesPlane(ClosesOnExit):
         ca_file: Path | None = None,
         insecure: bool | None = None,
         settings: Settings | None = None,
+        default_image: str | None = None,
     ) -> KubernetesPlane:
         """Connect (kubeconfig, in-cluster, or explicit server + token), adopt, start watching."""
         configuration, _ = configure(kubeconfig=kubeconfig, context=context, server=server,
                                      token=token, ca_file=ca_file, insecure=insecure)
         settings = settings or settings_from_env()
         settings.namespace = namespace or os.environ.get(NAMESPACE_ENV) or settings.namespace
+        settings.default_image = default_image or settings.default_image
         plane = cls(KubeClient(configuration), home, settings)
         try:
             plane.start()
@@ -225,6 +236,12 @@ class KubernetesPlane(ClosesOnExit):
 
     def inventory(self) -> list[Node]:
         return self.inventory_source.snapshot()
+
+    def check_job(self, job: JobSpec) -> None:
+        """Refuse, at submit, a job whose pods could not start here: a pod set without an image
+        when the plane has no default (launching it would only fail, again and again)."""
+        for index in range(len(job.pod_sets)):
+            objects.image_of(job, index, self.settings.default_image)
 
     def launch(self, job: JobSpec, attempt: int, admission: Admission) -> None:
         """Create the attempt's objects; a second call (or a restart) adopts what exists."""
@@ -324,7 +341,7 @@ class KubernetesPlane(ClosesOnExit):
         return objects.pod(
             plan, planned, job, owner, service_account=self.settings.service_account,
             priority_class=priority, node_taints=self.inventory_source.node_taints(planned.node),
-            with_pod_group=self.pod_groups,
+            with_pod_group=self.pod_groups, default_image=self.settings.default_image,
         )
 
     def _complete_launch(self, current: _Attempt) -> None:

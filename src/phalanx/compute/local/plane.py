@@ -127,6 +127,9 @@ class LocalPlane(ClosesOnExit):
     def inventory(self) -> list[Node]:
         return [machine_node(self.node_name, self.gpus)]
 
+    def check_job(self, job: JobSpec) -> None:
+        """Every job the scheduler can place runs here: pods are commands, images are unused."""
+
     def launch(self, job: JobSpec, attempt: int, admission: Admission) -> None:
         """Start the attempt's pods; nothing happens if this attempt was launched before.
 

@@ -122,6 +122,9 @@ class SimulatedPlane(ClosesOnExit):
     def inventory(self) -> list[Node]:
         return [n.model_copy(deep=True) for n in self.nodes]
 
+    def check_job(self, job: JobSpec) -> None:
+        """Every job the scheduler can place runs here: pods only pretend to run."""
+
     def launch(self, job: JobSpec, attempt: int, admission: Admission) -> None:
         """Start the attempt's pods now; nothing happens if this attempt was launched before.
 

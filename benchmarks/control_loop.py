@@ -27,9 +27,9 @@ from rich.console import Console
 from rich.table import Table
 
 from benchmarks.harness import machine, write_json
-from phalanx.compute.simulated.nodes import parse_nodes
 from phalanx.compute.simulated.plane import SimulatedPlane
 from phalanx.server.controller import Controller
+from phalanx.spec.nodes import parse_nodes
 from phalanx.spec.resources import JobSpec
 from phalanx.store import Store
 

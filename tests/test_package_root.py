@@ -25,6 +25,15 @@ def test_importing_the_scheduler_does_not_load_the_http_client() -> None:
     assert result.returncode == 0, result.stderr
 
 
+def test_the_simulator_loads_no_database_http_or_cluster_client() -> None:
+    result = _python(
+        "import sys, phalanx.sim\n"
+        "loaded = {'sqlalchemy', 'httpx', 'fastapi', 'kubernetes'} & set(sys.modules)\n"
+        "assert not loaded, loaded\n"
+    )
+    assert result.returncode == 0, result.stderr
+
+
 def test_the_root_loads_the_sdk_when_a_name_asks_for_it() -> None:
     result = _python(
         "import sys, phalanx\n"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -27,3 +28,12 @@ def test_every_import_contract_is_kept() -> None:
                           text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "0 broken" in done.stdout, done.stdout
+
+
+def test_the_architecture_page_describes_every_package() -> None:
+    page = (REPO / "docs" / "architecture.md").read_text()
+    described = set(re.findall(r"^\| `(\w+)` \|", page, flags=re.M))
+    source = REPO / "src" / "phalanx"
+    packages = {p.parent.name for p in source.glob("*/__init__.py")}
+    modules = {p.stem for p in source.glob("*.py") if p.stem != "__init__"}
+    assert packages | modules == described, (packages | modules) ^ described

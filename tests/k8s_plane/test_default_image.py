@@ -75,3 +75,11 @@ def test_a_default_image_is_for_the_kubernetes_plane_only(tmp_path: Path) -> Non
         make_plane("local", tmp_path, default_image="registry.example.com/ml/base:1")
     assert caught.value.field == "--default-image"
     assert caught.value.fix is not None and "--compute kubernetes" in caught.value.fix
+
+
+def test_an_empty_default_image_is_refused_not_ignored(kubeconfig: Path, tmp_path: Path) -> None:
+    with pytest.raises(SpecError) as caught:
+        KubernetesPlane.connect(home=tmp_path / "home", kubeconfig=kubeconfig, namespace=RUNS,
+                                default_image="")
+    assert caught.value.field == "--default-image"
+    assert caught.value.fix is not None and "ghcr.io" in caught.value.fix

@@ -80,21 +80,21 @@ def check_name(value: str, what: str = "name") -> str:
 Name = Annotated[str, BeforeValidator(lambda v: check_name(v) if isinstance(v, str) else v)]
 
 _WHITESPACE = re.compile(r"\s")
+IMAGE_FIX = "write a reference such as ghcr.io/acme/train:1.4 (no spaces)"
 
 
-def check_image(value: str) -> str:
-    """``value`` if it can be a container image reference (``registry/name:tag``)."""
-    if not value or _WHITESPACE.search(value):
-        raise ValueError(
-            f"{value!r} is not a container image reference; write e.g. ghcr.io/acme/train:1.4 "
-            "(no spaces)"
-        )
+def is_image_reference(value: str) -> bool:
+    """Whether ``value`` can be a container image reference (``registry/name:tag``)."""
+    return bool(value) and not _WHITESPACE.search(value)
+
+
+def _image(value: object) -> object:
+    if isinstance(value, str) and not is_image_reference(value):
+        raise ValueError(f"{value!r} is not a container image reference; {IMAGE_FIX}")
     return value
 
 
-ImageReference = Annotated[
-    str, BeforeValidator(lambda v: check_image(v) if isinstance(v, str) else v)
-]
+ImageReference = Annotated[str, BeforeValidator(_image)]
 
 M = TypeVar("M", bound=BaseModel)
 

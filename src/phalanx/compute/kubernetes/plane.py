@@ -45,7 +45,7 @@ from phalanx.compute.kubernetes.status import (
 from phalanx.compute.kubernetes.watch import Informer
 from phalanx.errors import Conflict, SpecError
 from phalanx.scheduler.types import Admission
-from phalanx.spec.base import check_image
+from phalanx.spec.base import IMAGE_FIX, is_image_reference
 from phalanx.spec.quantity import parse_duration
 from phalanx.spec.resources import JobSpec, Node
 from phalanx.spec.status import JobEvent
@@ -111,12 +111,10 @@ class KubernetesPlane(ClosesOnExit):
         self.client = client
         self.home = Path(home)
         self.settings = settings or Settings()
-        if self.settings.default_image is not None:
-            try:
-                check_image(self.settings.default_image)
-            except ValueError as exc:
-                raise SpecError(str(exc), field="--default-image",
-                                fix="name the image pod sets without one run") from None
+        image = self.settings.default_image
+        if image is not None and not is_image_reference(image):
+            raise SpecError(f"{image!r} is not a container image reference",
+                            field="--default-image", fix=IMAGE_FIX)
         self.namespace = self.settings.namespace
         self._base = f"/api/v1/namespaces/{self.namespace}"
         self._lock = threading.RLock()
@@ -158,7 +156,8 @@ class KubernetesPlane(ClosesOnExit):
                                      token=token, ca_file=ca_file, insecure=insecure)
         settings = settings or settings_from_env()
         settings.namespace = namespace or os.environ.get(NAMESPACE_ENV) or settings.namespace
-        settings.default_image = default_image or settings.default_image
+        if default_image is not None:
+            settings.default_image = default_image
         plane = cls(KubeClient(configuration), home, settings)
         try:
             plane.start()
@@ -238,8 +237,10 @@ class KubernetesPlane(ClosesOnExit):
         return self.inventory_source.snapshot()
 
     def check_job(self, job: JobSpec) -> None:
-        """Refuse, at submit, a job whose pods could not start here: a pod set without an image
-        when the plane has no default (launching it would only fail, again and again)."""
+        """Refuse a pod set without an image when there is no default image.
+
+        Called at submit: launched, such a job would fail as a system failure at every try.
+        """
         for index in range(len(job.pod_sets)):
             objects.image_of(job, index, self.settings.default_image)
 

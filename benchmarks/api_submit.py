@@ -43,7 +43,7 @@ HELD_QUEUE: list[dict[str, Any]] = [
         "kind": "ClusterQueue", "name": "held", "stopPolicy": "Hold",
         "resourceGroups": [{
             "coveredResources": ["cpu"],
-            "flavors": [{"name": "local", "resources": [{"name": "cpu", "nominalQuota": "1"}]}],
+            "flavors": [{"name": "default", "resources": [{"name": "cpu", "nominalQuota": "1"}]}],
         }],
     },
     {"kind": "LocalQueue", "name": "held", "clusterQueue": "held"},

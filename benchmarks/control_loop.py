@@ -27,11 +27,11 @@ from rich.console import Console
 from rich.table import Table
 
 from benchmarks.harness import machine, write_json
-from phalanx.compute.simulated.nodes import parse_nodes
 from phalanx.compute.simulated.plane import SimulatedPlane
 from phalanx.control import Controller
+from phalanx.spec.nodes import parse_nodes
 from phalanx.spec.resources import JobSpec
-from phalanx.store import Store
+from phalanx.store import LogStore, Store
 
 STEPS = ("admit and launch", "see them running", "see them end")
 
@@ -41,7 +41,7 @@ def run_once(jobs: int) -> dict[str, dict[str, float]]:
     now = [1000.0]
     plane = SimulatedPlane(
         parse_nodes(f"nodes:\n  - {{name: n0, allocatable: {{cpu: {jobs}, memory: 1Ti}}}}\n"),
-        clock=lambda: now[0], logs_root=home / "logs",
+        clock=lambda: now[0], logs_root=LogStore.for_home(home).root,
     )
     store = Store(f"sqlite:///{home}/phalanx.db")
     controller = Controller(store, plane, clock=lambda: now[0] + 1e9)

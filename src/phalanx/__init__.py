@@ -1,18 +1,50 @@
-"""Phalanx: queue, gang-schedule and run distributed ML training jobs on shared clusters."""
+"""Phalanx: queue, gang-schedule and run distributed ML training jobs on shared clusters.
 
-from phalanx.errors import (
-    AuthError,
-    Conflict,
-    ConnectionFailed,
-    NotFound,
-    PhalanxError,
-    ServerError,
-    SpecError,
-)
-from phalanx.sdk import Client, Job, PodSetBuilder
-from phalanx.spec import JobSpec, PodSet
-from phalanx.spec.status import JobDetail, JobEvent, JobRecord, JobStatus
+The names below load on first use: ``import phalanx.scheduler`` (the simulator,
+the compiled core) must not pay for the SDK's HTTP client or the server's
+dependencies.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
 from phalanx.version import __version__
+
+if TYPE_CHECKING:
+    from phalanx.errors import (
+        AuthError,
+        Conflict,
+        ConnectionFailed,
+        NotFound,
+        PhalanxError,
+        ServerError,
+        SpecError,
+    )
+    from phalanx.sdk import Client, Job, PodSetBuilder
+    from phalanx.spec import JobSpec, PodSet
+    from phalanx.spec.status import JobDetail, JobEvent, JobRecord, JobStatus
+
+# Where each lazily loaded name lives; the TYPE_CHECKING imports above must match.
+_HOMES = {
+    "AuthError": "phalanx.errors",
+    "Conflict": "phalanx.errors",
+    "ConnectionFailed": "phalanx.errors",
+    "NotFound": "phalanx.errors",
+    "PhalanxError": "phalanx.errors",
+    "ServerError": "phalanx.errors",
+    "SpecError": "phalanx.errors",
+    "Client": "phalanx.sdk",
+    "Job": "phalanx.sdk",
+    "PodSetBuilder": "phalanx.sdk",
+    "JobSpec": "phalanx.spec",
+    "PodSet": "phalanx.spec",
+    "JobDetail": "phalanx.spec.status",
+    "JobEvent": "phalanx.spec.status",
+    "JobRecord": "phalanx.spec.status",
+    "JobStatus": "phalanx.spec.status",
+}
 
 __all__ = [
     "AuthError",
@@ -33,3 +65,20 @@ __all__ = [
     "SpecError",
     "__version__",
 ]
+
+
+# Hidden from type checkers: they would accept any attribute of a module with a
+# __getattr__; they see the real names through the TYPE_CHECKING imports instead.
+if not TYPE_CHECKING:
+
+    def __getattr__(name: str) -> Any:
+        home = _HOMES.get(name)
+        if home is None:
+            raise AttributeError(f"module 'phalanx' has no attribute {name!r}")
+        value = getattr(import_module(home), name)
+        globals()[name] = value  # later lookups skip this function
+        return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

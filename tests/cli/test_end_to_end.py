@@ -30,7 +30,7 @@ cohort: cli-research
 resourceGroups:
 - coveredResources: [cpu, memory]
   flavors:
-  - name: local
+  - name: default
     resources:
     - {name: cpu, nominalQuota: 1500m, borrowingLimit: 500m}
     - {name: memory, nominalQuota: 2Gi}

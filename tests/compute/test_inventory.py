@@ -71,11 +71,11 @@ def gpu_job(name: str, gpus: int, replicas: int, hold: float) -> JobSpec:
 
 
 def visible(plane: LocalPlane, job: str, pods: int) -> list[str]:
-    logs = plane.logs_root / job
-    wait_pods(plane, lambda _: all(
-        (logs / f"{job}-w-{i}.log").exists() and "cvd=" in (logs / f"{job}-w-{i}.log").read_text()
-        for i in range(pods)), job=job)
-    return [(logs / f"{job}-w-{i}.log").read_text().split()[0] for i in range(pods)]
+    def text(i: int) -> str:
+        return plane.logs.read(job, f"{job}-w-{i}")[0].decode()
+
+    wait_pods(plane, lambda _: all("cvd=" in text(i) for i in range(pods)), job=job)
+    return [text(i).split()[0] for i in range(pods)]
 
 
 def test_cuda_visible_devices_follow_the_assignment(home: Path) -> None:

@@ -69,7 +69,9 @@ def test_gang_of_four_runs_then_succeeds(plane: LocalPlane, tmp_path: Path) -> N
     assert [(p.phase, p.reason, p.exit_code, p.failure) for p in pods] == [
         (PodPhase.SUCCEEDED, "Completed", 0, None)] * 4
     assert all(p.finished_at and p.started_at and p.finished_at >= p.started_at for p in pods)
-    logs = [(plane.logs_root / "gang" / f"gang-w-{i}.log").read_text() for i in range(4)]
+    logs = [plane.logs.path("gang", f"gang-w-{i}").read_text() for i in range(4)]
+    # the layout state directories already have: <home>/logs/<job>/<pod>.log
+    assert plane.logs.path("gang", "gang-w-3") == plane.home / "logs" / "gang" / "gang-w-3.log"
     port = logs[0].split()[-1]
     assert logs == [f"rank {i} of 4 port {port}\n" for i in range(4)]
 
@@ -106,7 +108,7 @@ def test_exit_codes_signals_and_terminate_are_classified(plane: LocalPlane) -> N
     # SIGTERM was enough: the grace never ran out
     assert summary("stopped") == (PodPhase.FAILED, "Terminated", None, None, signal.SIGTERM)
     assert summary("missing") == (PodPhase.FAILED, "Error", "user", 127, None)
-    assert "no-such-command-x" in (plane.logs_root / "missing" / "missing-worker-0.log").read_text()
+    assert "no-such-command-x" in plane.logs.path("missing", "missing-worker-0").read_text()
 
 
 TREE = (
@@ -182,7 +184,7 @@ def test_launch_is_idempotent(plane: LocalPlane, tmp_path: Path) -> None:
     wait_pods(plane, all_done)
     plane.launch(job, 1, admit(job))  # done pods are not started again either
     assert all(p.phase.done for p in plane.observe())
-    log = (plane.logs_root / "twice" / "twice-w-0.log").read_text()
+    log = plane.logs.path("twice", "twice-w-0").read_text()
     assert log.count("rank 0") == 1
 
 
@@ -197,7 +199,7 @@ def test_logs_arrive_line_by_line_and_accumulate_across_attempts(
         "print('attempt', os.environ['PHALANX_ATTEMPT'], 'ends')\n"
     )
     job = py_job("chatty", code, env={"GO": str(go)})
-    log = plane.logs_root / "chatty" / "chatty-w-0.log"
+    log = plane.logs.path("chatty", "chatty-w-0")
     plane.launch(job, 1, admit(job))
     assert wait_file(log) == "attempt 1 starts\n"  # flushed while the pod still runs
     assert plane.observe()[0].phase is PodPhase.RUNNING
@@ -319,6 +321,6 @@ def test_a_plane_killed_mid_run_leaves_pods_to_the_next(home: Path, tmp_path: Pa
         go.touch()
         [pod] = wait_pods(plane, all_done)
         assert (pod.phase, pod.exit_code) == (PodPhase.SUCCEEDED, 0)
-        assert (plane.logs_root / "crash" / "crash-w-0.log").read_text() == "done\n"
+        assert plane.logs.path("crash", "crash-w-0").read_text() == "done\n"
     finally:
         plane.close()

@@ -34,6 +34,7 @@ COMBINATIONS: dict[str, dict[str, Any]] = {
                                         "true"}},
         },
         "nodeDoctor": {"enabled": True},
+        "runs": {"defaultImage": "registry.example/ml/train:2024.1"},
     },
     "bring-your-own-rbac": {
         "worker": {"rbac": {"create": False, "serviceAccountName": "platform-phalanx"}},

@@ -65,6 +65,9 @@ BAD: list[tuple[dict[str, Any], str, str]] = [
      "not a valid object name"),
     ({"imagePullSecrets": ["ok", "Not_OK"]}, "imagePullSecrets[1]", "not a valid object name"),
     ({"image": {"pullPolicy": "Sometimes"}}, "image.pullPolicy", "Input should be"),
+    ({"runs": {"defaultImage": "my trainer"}}, "runs.defaultImage",
+     "not a container image reference"),
+    ({"runs": {"defaultImage": ""}}, "runs.defaultImage", "not a container image reference"),
     ({"worker": {"enableRunLogging": "maybe"}}, "worker.enableRunLogging", "valid boolean"),
 ]
 

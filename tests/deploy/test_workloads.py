@@ -135,6 +135,13 @@ def test_namespaces() -> None:
     assert find(rendered(COMBINATIONS["one-namespace-postgres-no-volume"]), "Namespace") == []
 
 
+def test_default_image_of_the_runs_is_passed_to_phalanx_up() -> None:
+    args = _pod(rendered({"runs": {"defaultImage": "registry.example/ml/train:2024.1"}}))[
+        "containers"][0]["args"]
+    assert args[args.index("--default-image") + 1] == "registry.example/ml/train:2024.1"
+    assert "--default-image" not in _pod(rendered({}))["containers"][0]["args"]
+
+
 def test_control_plane_args_are_options_of_phalanx_up() -> None:
     """The container runs the real CLI: every flag it passes must exist on `phalanx up`."""
     up = typer.main.get_command(app).commands["up"]  # type: ignore[attr-defined]

@@ -110,7 +110,7 @@ preemption: {withinClusterQueue: LowerPriority}
 resourceGroups:
 - coveredResources: [cpu]
   flavors:
-  - name: local
+  - name: default
     resources: [{name: cpu, nominalQuota: "1"}]
 ---
 kind: LocalQueue

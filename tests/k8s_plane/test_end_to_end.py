@@ -11,8 +11,11 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
+import yaml
 
 from phalanx.sdk import Client
 from phalanx.spec.status import JobStatus
@@ -24,11 +27,16 @@ REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 
 
-def _up(home: Path, kubeconfig: Path) -> subprocess.Popen[bytes]:
+PHALANX = [sys.executable, "-c", "from phalanx.cli.main import app; app()"]
+DEFAULT_IMAGE = "registry.example.com/ml/base:2024.1"
+# Refusing at submit needs the controller to ask the plane: in Controller._new_job, right
+# after `self.scheduler.check_feasible(spec)`, the line `self.plane.check_job(spec)`.
+
+def _up(home: Path, kubeconfig: Path, *extra: str) -> subprocess.Popen[bytes]:
     log = open(home / "server.log", "ab")  # noqa: SIM115 - the child writes it
     return subprocess.Popen(
-        [sys.executable, "-c", "from phalanx.cli.main import app; app()", "up", "--port", "0",
-         "--compute", "kubernetes", "--kubeconfig", str(kubeconfig), "--namespace", RUNS],
+        [*PHALANX, "up", "--port", "0", "--compute", "kubernetes", "--kubeconfig",
+         str(kubeconfig), "--namespace", RUNS, *extra],
         cwd=REPO, stdout=log, stderr=log, env={**os.environ, "PHALANX_HOME": str(home)},
     )
 
@@ -49,11 +57,11 @@ def _wait_for_server(proc: subprocess.Popen[bytes], home: Path) -> Client:
 
 
 @contextmanager
-def _control_plane(tmp_path: Path, kubeconfig: Path) -> Iterator[Client]:
+def _control_plane(tmp_path: Path, kubeconfig: Path, *extra: str) -> Iterator[Client]:
     """`phalanx up` against the fake API, stopped with SIGTERM however the test ends."""
     home = tmp_path / "home"
     home.mkdir()
-    proc = _up(home, kubeconfig)
+    proc = _up(home, kubeconfig, *extra)
     try:
         yield _wait_for_server(proc, home)
     finally:
@@ -121,3 +129,49 @@ def test_describe_shows_the_clusters_events_for_the_pods(
         assert "Submitted" in [e.reason for e in events]
         assert not [e for e in events if "other" in e.message]
         client.cancel("ev")
+
+
+def _imageless(name: str) -> dict[str, Any]:
+    return {"name": name, "podSets": [{
+        "name": "worker", "replicas": 1, "resources": {"cpu": "1"},
+        "command": ["python", "train.py"],
+    }]}
+
+
+def test_pod_sets_without_an_image_run_on_the_default_image(
+    api: FakeAPIServer, kubeconfig: Path, tmp_path: Path
+) -> None:
+    api.add_node("cpu-1", cpu="8", memory="32Gi")
+    api.autopilot = {"start_after": 0.1, "run_for": 0.2}
+    with _control_plane(tmp_path, kubeconfig, "--default-image", DEFAULT_IMAGE) as client:
+        client.submit(_imageless("plain"))
+        record = client.wait("plain", timeout=30)
+        assert record.status is JobStatus.SUCCEEDED, record
+        created = [c.new for c in api.history if c.plural == "pods" and c.old is None and c.new]
+        assert [p["spec"]["containers"][0]["image"] for p in created] == [DEFAULT_IMAGE]
+
+
+def test_without_a_default_image_submit_refuses_a_pod_set_without_one(
+    api: FakeAPIServer, kubeconfig: Path, tmp_path: Path
+) -> None:
+    api.add_node("cpu-1", cpu="8", memory="32Gi")
+    with _control_plane(tmp_path, kubeconfig) as client:
+        answer = httpx.post(f"{client.url}/v1/jobs", json=_imageless("api"),
+                            headers={"Authorization": f"Bearer {client.endpoint.token}"})
+        assert answer.status_code == 400, answer.text
+        error = answer.json()["error"]
+        assert error["field"] == "podSets[0].image"
+        assert "--default-image" in error["fix"]
+
+        job_file = tmp_path / "job.yaml"
+        job_file.write_text(yaml.safe_dump(_imageless("cli")))
+        done = subprocess.run(
+            [*PHALANX, "--url", client.url, "--token", str(client.endpoint.token), "submit", "-f",
+             str(job_file)], capture_output=True, text=True, timeout=60,
+            env={**os.environ, "COLUMNS": "400"},
+        )
+        assert done.returncode == 2, done.stdout + done.stderr
+        assert "podSets[0].image" in done.stderr and "--default-image" in done.stderr
+
+        assert client.list() == []  # nothing was queued
+        assert not pods(api)

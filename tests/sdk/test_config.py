@@ -4,7 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from phalanx.sdk.config import DEFAULT_URL, phalanx_home, read_server_info, resolve_endpoint
+from phalanx.defaults import DEFAULT_URL, phalanx_home
+from phalanx.sdk.config import read_server_info, resolve_endpoint
 
 
 @pytest.fixture(autouse=True)

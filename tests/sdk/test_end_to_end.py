@@ -128,7 +128,7 @@ def test_apply_and_config(client: Client) -> None:
     applied = client.apply([
         {"kind": "ClusterQueue", "name": "sdk-team", "resourceGroups": [{
             "coveredResources": ["cpu"],
-            "flavors": [{"name": "local", "resources": [{"name": "cpu", "nominalQuota": 1}]}],
+            "flavors": [{"name": "default", "resources": [{"name": "cpu", "nominalQuota": 1}]}],
         }]},
         {"kind": "LocalQueue", "name": "sdk-team", "clusterQueue": "sdk-team"},
     ])

@@ -1,7 +1,8 @@
 import pytest
 
 from phalanx.compute.base import PodPhase, PodRef, PodState
-from phalanx.control.lifecycle import GangPhase, backoff_seconds, gang_status, restart_decision
+from phalanx.control.gangs import GangPhase, gang_status
+from phalanx.control.lifecycle import backoff_seconds, restart_decision
 from phalanx.spec import RestartPolicy
 
 

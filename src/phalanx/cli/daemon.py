@@ -22,8 +22,9 @@ from typing import Any
 import httpx
 import psutil
 
+from phalanx.defaults import HOME_ENV, LOG_FILE, SERVER_FILE
 from phalanx.errors import ServerError
-from phalanx.sdk.config import LOG_FILE, SERVER_FILE, read_server_info
+from phalanx.sdk.config import read_server_info
 
 
 class ServerStartFailed(ServerError):
@@ -110,7 +111,7 @@ def start_detached(
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            env={**os.environ, "PHALANX_HOME": str(home)},
+            env={**os.environ, HOME_ENV: str(home)},
         )
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

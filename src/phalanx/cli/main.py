@@ -22,9 +22,9 @@ from rich.text import Text
 
 from phalanx.cli import daemon, k8s, render, sim
 from phalanx.cli.output import EXIT_FAILED, err, note, out, print_json, reports_errors
+from phalanx.defaults import DEFAULT_HOST, DEFAULT_PORT, phalanx_home
 from phalanx.errors import AuthError, ConnectionFailed
 from phalanx.sdk.client import Client
-from phalanx.sdk.config import DEFAULT_HOST, DEFAULT_PORT, phalanx_home
 from phalanx.sdk.documents import to_config_documents, to_job_spec
 from phalanx.spec import JobSpec, validate
 from phalanx.spec.status import JobDetail, JobRecord, JobStatus
@@ -119,6 +119,11 @@ def up(
         str | None,
         typer.Option(help="Namespace the job pods run in (for --compute kubernetes)"),
     ] = None,
+    default_image: Annotated[
+        str | None,
+        typer.Option(help="Image of pod sets that name none (for --compute kubernetes; "
+                     "without it such jobs are refused)"),
+    ] = None,
     timeout: Annotated[
         float, typer.Option(help="With -d: seconds to wait for the server to answer")
     ] = 30.0,
@@ -130,7 +135,7 @@ def up(
 
         serve(
             home=home, host=host, port=port, db=db, compute=compute.value, nodes_file=nodes,
-            kubeconfig=kubeconfig, namespace=namespace,
+            kubeconfig=kubeconfig, namespace=namespace, default_image=default_image,
         )
         return
     running = daemon.server_info(home)
@@ -146,6 +151,8 @@ def up(
         args += ["--kubeconfig", str(kubeconfig)]
     if namespace:
         args += ["--namespace", namespace]
+    if default_image is not None:
+        args += ["--default-image", default_image]
     try:
         with err.status("Starting the Phalanx control plane...") as spinner:
             info = daemon.start_detached(

@@ -19,7 +19,8 @@ import time
 from collections import defaultdict
 
 from phalanx.compute.base import ComputePlane, PodState
-from phalanx.control.lifecycle import GangPhase, deadline_passed, gang_status
+from phalanx.control.gangs import GangPhase, gang_status
+from phalanx.control.lifecycle import deadline_passed
 from phalanx.control.state import (
     ACTIVE,
     DEADLINE,

@@ -21,12 +21,13 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BeforeValidator, Field, model_validator
 
+from phalanx.defaults import DEFAULT_PORT
 from phalanx.errors import SpecError
-from phalanx.spec.base import Model, Name, validate
+from phalanx.spec.base import ImageReference, Model, Name, validate
 from phalanx.spec.quantity import parse_quantity
 from phalanx.version import __version__
 
-API_PORT = 7780
+API_PORT = DEFAULT_PORT
 STATE_DIR = "/var/lib/phalanx"
 # The ServiceAccounts created when a component's rbac.serviceAccountName is not set.
 WORKER_ACCOUNT = "phalanx"
@@ -188,6 +189,10 @@ class Worker(Model):
 class Runs(Model):
     namespace: Name = Field(default="phalanx-runs", description="Namespace the job pods run in")
     rbac: Rbac = Field(default_factory=Rbac, description="The ServiceAccount job pods run as")
+    default_image: ImageReference | None = Field(
+        default=None,
+        description="Image of job pod sets that name none (unset: such jobs are refused at submit)",
+    )
 
 
 def _gpu_nodes() -> dict[str, str]:

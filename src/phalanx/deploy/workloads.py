@@ -135,6 +135,8 @@ def control_plane_args(values: Values) -> list[str]:
     """``phalanx up`` in the foreground, listening on every address of the pod."""
     args = ["up", "--host", "0.0.0.0", "--port", str(API_PORT), "--compute", "kubernetes",
             "--namespace", values.runs.namespace]
+    if values.runs.default_image:
+        args += ["--default-image", values.runs.default_image]
     if values.store.kind == "postgresql":
         # The kubelet expands $(VAR) from the container's env, so the URL stays in the Secret.
         args += ["--db", "$(PHALANX_DB_URL)"]

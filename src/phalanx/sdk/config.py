@@ -13,18 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-DEFAULT_HOST = "127.0.0.1"
-DEFAULT_PORT = 7780
-DEFAULT_URL = f"http://{DEFAULT_HOST}:{DEFAULT_PORT}"
-SERVER_FILE = "server.json"
-TOKEN_FILE = "token"
-LOG_FILE = "server.log"
-
-
-def phalanx_home(home: str | Path | None = None) -> Path:
-    """The state directory: ``home`` if given, else ``$PHALANX_HOME``, else ``~/.phalanx``."""
-    chosen = home or os.environ.get("PHALANX_HOME") or Path.home() / ".phalanx"
-    return Path(chosen).expanduser()
+from phalanx.defaults import DEFAULT_URL, SERVER_FILE, TOKEN_FILE, phalanx_home
 
 
 def read_server_info(home: Path) -> dict[str, Any] | None:

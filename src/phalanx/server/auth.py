@@ -7,7 +7,8 @@ import os
 import secrets
 from pathlib import Path
 
-TOKEN_FILE = "token"
+from phalanx.defaults import TOKEN_FILE
+
 TOKEN_ENV = "PHALANX_TOKEN"
 
 

@@ -15,17 +15,18 @@ import uvicorn
 
 from phalanx.compute.base import ComputePlane
 from phalanx.control import Controller
+from phalanx.defaults import (
+    DEFAULT_HOST,
+    DEFAULT_PORT,
+    HOME_ENV,
+    SERVER_FILE,
+    phalanx_home,
+    redact_url,
+)
 from phalanx.errors import Conflict, SpecError
 from phalanx.server.app import create_app
 from phalanx.server.auth import ensure_token
 from phalanx.store import LogStore, Store
-
-DEFAULT_PORT = 7780
-SERVER_FILE = "server.json"
-
-
-def default_home() -> Path:
-    return Path(os.environ.get("PHALANX_HOME") or Path.home() / ".phalanx").expanduser()
 
 
 def make_plane(
@@ -34,8 +35,14 @@ def make_plane(
     nodes_file: Path | None = None,
     kubeconfig: Path | None = None,
     namespace: str | None = None,
+    default_image: str | None = None,
 ) -> ComputePlane:
     """Build the compute plane ``serve`` drives; each branch imports only what it needs."""
+    if default_image is not None and compute != "kubernetes":
+        raise SpecError(
+            f"the {compute} compute plane runs commands, not images", field="--default-image",
+            fix="use --default-image with --compute kubernetes only",
+        )
     if compute == "local":
         from phalanx.compute.local import LocalPlane
 
@@ -48,28 +55,21 @@ def make_plane(
                 "the simulated compute plane needs its nodes", field="--nodes",
                 fix="pass --nodes FILE (a YAML list of nodes)",
             )
-        return SimulatedPlane.from_file(nodes_file, logs_root=home / "logs")
+        return SimulatedPlane.from_file(nodes_file, logs_root=LogStore.for_home(home).root)
     if compute == "kubernetes":
         from phalanx.compute.kubernetes import KubernetesPlane
 
-        return KubernetesPlane.connect(home=home, kubeconfig=kubeconfig, namespace=namespace)
+        return KubernetesPlane.connect(home=home, kubeconfig=kubeconfig, namespace=namespace,
+                                       default_image=default_image)
     raise SpecError(
         f"unknown compute plane {compute!r}", field="--compute",
         fix="use 'local', 'simulated' or 'kubernetes'",
     )
 
 
-def _redact(url: str) -> str:
-    if "@" in url and "://" in url:
-        scheme, rest = url.split("://", 1)
-        creds, host = rest.rsplit("@", 1)
-        return f"{scheme}://{creds.split(':')[0]}:***@{host}" if ":" in creds else url
-    return url
-
-
 def serve(
     home: Path | None = None,
-    host: str = "127.0.0.1",
+    host: str = DEFAULT_HOST,
     port: int = DEFAULT_PORT,
     db: str | None = None,
     compute: str = "local",
@@ -77,25 +77,26 @@ def serve(
     grace_seconds: float = 10.0,
     kubeconfig: Path | None = None,
     namespace: str | None = None,
+    default_image: str | None = None,
 ) -> None:
     """Run the control plane in the foreground until SIGINT or SIGTERM."""
-    home = (home or default_home()).expanduser().resolve()
+    home = phalanx_home(home).resolve()
     home.mkdir(parents=True, exist_ok=True)
     lock = open(home / "server.lock", "w")  # noqa: SIM115 - held for the process lifetime
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         raise Conflict(
-            f"a control plane is already running on {home}", field="PHALANX_HOME",
+            f"a control plane is already running on {home}", field=HOME_ENV,
             fix="use `phalanx status`, or `phalanx down` first",
         ) from None
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     token = ensure_token(home)
     store = Store.for_home(home, db)
-    plane = make_plane(compute, home, nodes_file, kubeconfig, namespace)
+    plane = make_plane(compute, home, nodes_file, kubeconfig, namespace, default_image)
     controller = Controller(store, plane, grace_seconds=grace_seconds)
-    logs = LogStore(home / "logs")
-    db_label = _redact(db) if db else "sqlite"
+    logs = LogStore.for_home(home)
+    db_label = redact_url(db) if db else "sqlite"
     app = create_app(controller, token, logs, db_label=db_label)
 
     sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)

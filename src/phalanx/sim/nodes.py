@@ -1,7 +1,7 @@
 """The simulated cluster's nodes: from a YAML file, or generated in racks.
 
 Nodes files are read exactly as ``phalanx up --compute simulated --nodes`` reads
-them (``phalanx.compute.simulated.nodes``), so one file serves both; entries may
+them (``phalanx.spec.nodes``), so one file serves both; entries may
 stand for many identical nodes with ``count`` and ``rackSize``::
 
     - name: gpu
@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from phalanx.compute.simulated.nodes import RACK_LABEL, load_nodes, parse_nodes
 from phalanx.spec import GPU, Node, validate
+from phalanx.spec.nodes import RACK_LABEL, load_nodes, parse_nodes
 
 __all__ = ["RACK_LABEL", "load_nodes", "parse_nodes", "racked_nodes"]
 

@@ -86,6 +86,23 @@ Name = Annotated[
     WithJsonSchema({"type": "string", "pattern": NAME_PATTERN, "minLength": 1, "maxLength": 63}),
 ]
 
+_WHITESPACE = re.compile(r"\s")
+IMAGE_FIX = "write a reference such as ghcr.io/acme/train:1.4 (no spaces)"
+
+
+def is_image_reference(value: str) -> bool:
+    """Whether ``value`` can be a container image reference (``registry/name:tag``)."""
+    return bool(value) and not _WHITESPACE.search(value)
+
+
+def _image(value: object) -> object:
+    if isinstance(value, str) and not is_image_reference(value):
+        raise ValueError(f"{value!r} is not a container image reference; {IMAGE_FIX}")
+    return value
+
+
+ImageReference = Annotated[str, BeforeValidator(_image)]
+
 M = TypeVar("M", bound=BaseModel)
 
 

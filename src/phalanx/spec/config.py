@@ -31,6 +31,10 @@ from phalanx.spec.resources import (
     ResourceQuota,
 )
 
+# The one flavor of a fresh control plane, whichever compute plane it drives: it names
+# "the capacity there is", not a plane, so queue documents read the same everywhere.
+DEFAULT_FLAVOR = "default"
+
 CONFIG_KINDS: dict[str, type[Model]] = {
     "ResourceFlavor": ResourceFlavor,
     "Cohort": Cohort,
@@ -64,15 +68,6 @@ class QueueConfig(Model):
         new = self.model_copy(deep=True)
         for obj in objects:
             new._table(obj.kind)[obj.name] = obj
-        new.check()
-        return new
-
-    def without(self, kind: str, name: str) -> QueueConfig:
-        new = self.model_copy(deep=True)
-        table = new._table(kind)
-        if name not in table:
-            raise SpecError(f"{kind} {name!r} does not exist", field="name")
-        del table[name]
         new.check()
         return new
 
@@ -163,8 +158,12 @@ class QueueConfig(Model):
         return self.cluster_queues[lq.cluster_queue]
 
     @classmethod
-    def default_for(cls, nodes: Iterable[Node], flavor: str = "local") -> QueueConfig:
-        """One flavor, one ClusterQueue ``default`` holding the nodes' capacity, one LocalQueue."""
+    def default_for(cls, nodes: Iterable[Node], flavor: str = DEFAULT_FLAVOR) -> QueueConfig:
+        """One flavor, one ClusterQueue ``default`` holding the nodes' capacity, one LocalQueue.
+
+        Only a store without a configuration gets this, so a stored one (earlier versions
+        named the flavor ``local``) is kept as it is.
+        """
         totals: dict[str, int] = {}
         for node in nodes:
             for res, amount in node.allocatable.items():

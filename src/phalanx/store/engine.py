@@ -16,6 +16,7 @@ from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 
+from phalanx.defaults import redact_url
 from phalanx.errors import SpecError
 
 DB_FILE = "phalanx.db"
@@ -57,7 +58,7 @@ def parse_url(url: str) -> URL:
 
 def display_url(url: URL) -> str:
     """The URL with any password masked, for logs and status output."""
-    return url.render_as_string(hide_password=True)
+    return redact_url(url.render_as_string(hide_password=False))
 
 
 def is_sqlite(engine: Engine) -> bool:

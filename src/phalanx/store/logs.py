@@ -1,5 +1,9 @@
 """Pod logs on disk: ``<root>/<job>/<pod-name>.log``, kept after the job ends.
 
+A state directory keeps them under ``<home>/logs`` (``LogStore.for_home``). This
+module is the one place that knows the layout: state directories written by
+earlier versions are read as they are, so it must not change.
+
 The local compute plane points its processes' stdout/stderr straight at
 ``path(job, pod)``; other compute planes append what they stream in. Readers
 poll with byte offsets, so following a log is a loop of ``read`` calls.
@@ -15,6 +19,7 @@ from pathlib import Path
 
 from phalanx.errors import SpecError
 
+LOGS_DIR = "logs"  # under the state directory
 SUFFIX = ".log"
 # One path component made of safe characters: no separators, no "." or "..", no hidden files.
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")
@@ -39,6 +44,11 @@ def _checked(value: str, field: str) -> str:
 class LogStore:
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
+
+    @classmethod
+    def for_home(cls, home: Path) -> LogStore:
+        """The logs of the state directory ``home``."""
+        return cls(Path(home) / LOGS_DIR)
 
     def job_dir(self, job: str) -> Path:
         return self.root / _checked(job, "job")

@@ -42,6 +42,8 @@ MASTER_PORT = 29500
 SELECTOR = f"{MANAGED_BY}={MANAGER}"
 
 _NOT_LABEL = re.compile(r"[^a-z0-9-]+")
+NO_IMAGE_FIX = ("give the pod set an image, or start the control plane with a default "
+                "(`phalanx up --default-image IMAGE`; runs.defaultImage in the deployment values)")
 # Taints the node lifecycle controller sets (not-ready, unreachable, pressure...): pods
 # must not tolerate them, or they would stay bound to a failing node.
 _SYSTEM_TAINT_PREFIX = "node.kubernetes.io/"
@@ -178,6 +180,18 @@ def pod_group(plan: AttemptPlan, owner: Object) -> Object:
     }
 
 
+def image_of(job: JobSpec, index: int, default_image: str | None = None) -> str:
+    """The image the pods of ``job``'s pod set ``index`` run: its own, else the default."""
+    pod_set = job.pod_sets[index]
+    image = pod_set.image or default_image
+    if not image:
+        raise SpecError(
+            f"pod set {pod_set.name!r} names no image and this control plane has no default "
+            "image", field=f"podSets[{index}].image", fix=NO_IMAGE_FIX,
+        )
+    return image
+
+
 def pod(
     plan: AttemptPlan,
     planned: PlannedPod,
@@ -188,20 +202,19 @@ def pod(
     priority_class: str | None = None,
     node_taints: list[Taint] | None = None,
     with_pod_group: bool = False,
+    default_image: str | None = None,
 ) -> Object:
     ref = planned.ref
     index, pod_set = next((i, p) for i, p in enumerate(job.pod_sets) if p.name == ref.pod_set)
     where = f"podSets[{index}]"
-    if not pod_set.image:
-        raise SpecError(f"pod set {pod_set.name!r} names no image", field=f"{where}.image",
-                        fix="give the container image its pods run on Kubernetes")
+    image = image_of(job, index, default_image)
     labels = attempt_labels(plan.job, plan.attempt, "pod")
     labels.update({POD_SET: ref.pod_set, INDEX: str(ref.index), RANK: str(ref.rank)})
     if with_pod_group:
         labels[POD_GROUP_LABEL] = plan.name
     container: Object = {
         "name": CONTAINER,
-        "image": pod_set.image,
+        "image": image,
         "env": [{"name": k, "value": str(v)} for k, v in planned.env.items()],
         "resources": _resources(pod_set, where),
         "ports": [{"name": "master", "containerPort": MASTER_PORT, "protocol": "TCP"}],

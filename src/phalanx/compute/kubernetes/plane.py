@@ -45,6 +45,7 @@ from phalanx.compute.kubernetes.status import (
 from phalanx.compute.kubernetes.watch import Informer
 from phalanx.errors import Conflict, SpecError
 from phalanx.scheduler.types import Admission
+from phalanx.spec.base import IMAGE_FIX, is_image_reference
 from phalanx.spec.quantity import parse_duration
 from phalanx.spec.resources import JobSpec, Node
 from phalanx.spec.status import JobEvent
@@ -97,6 +98,8 @@ class Settings:
     image_pull_timeout: float = 120.0
     sync_timeout: float = 30.0
     read_timeout: float = 60.0
+    # The image of pod sets that name none; without one such jobs are refused at submit.
+    default_image: str | None = None
 
 
 class KubernetesPlane(ComputePlane):
@@ -109,13 +112,17 @@ class KubernetesPlane(ComputePlane):
         self.client = client
         self.home = Path(home)
         self.settings = settings or Settings()
+        image = self.settings.default_image
+        if image is not None and not is_image_reference(image):
+            raise SpecError(f"{image!r} is not a container image reference",
+                            field="--default-image", fix=IMAGE_FIX)
         self.namespace = self.settings.namespace
         self._base = f"/api/v1/namespaces/{self.namespace}"
         self._lock = threading.RLock()
         self._launching = threading.Lock()
         self._attempts: dict[tuple[str, int], _Attempt] = {}
         self._by_pod: dict[str, tuple[_Attempt, _Pod]] = {}
-        self.logs = LogCopier(client, self.namespace, LogStore(self.home / "logs"),
+        self.logs = LogCopier(client, self.namespace, LogStore.for_home(self.home),
                               self.home / "kubernetes" / "log-offsets")
         self.inventory_source = NodeInventory(client, namespace=self.namespace,
                                               on_change=self._notify,
@@ -142,12 +149,15 @@ class KubernetesPlane(ComputePlane):
         ca_file: Path | None = None,
         insecure: bool | None = None,
         settings: Settings | None = None,
+        default_image: str | None = None,
     ) -> KubernetesPlane:
         """Connect (kubeconfig, in-cluster, or explicit server + token), adopt, start watching."""
         configuration, _ = configure(kubeconfig=kubeconfig, context=context, server=server,
                                      token=token, ca_file=ca_file, insecure=insecure)
         settings = settings or settings_from_env()
         settings.namespace = namespace or os.environ.get(NAMESPACE_ENV) or settings.namespace
+        if default_image is not None:
+            settings.default_image = default_image
         plane = cls(KubeClient(configuration), home, settings)
         try:
             plane.start()
@@ -223,6 +233,14 @@ class KubernetesPlane(ComputePlane):
 
     def inventory(self) -> list[Node]:
         return self.inventory_source.snapshot()
+
+    def check_job(self, job: JobSpec) -> None:
+        """Refuse a pod set without an image when there is no default image.
+
+        Called at submit: launched, such a job would fail as a system failure at every try.
+        """
+        for index in range(len(job.pod_sets)):
+            objects.image_of(job, index, self.settings.default_image)
 
     def launch(self, job: JobSpec, attempt: int, admission: Admission) -> None:
         """Create the attempt's objects; a second call (or a restart) adopts what exists."""
@@ -322,7 +340,7 @@ class KubernetesPlane(ComputePlane):
         return objects.pod(
             plan, planned, job, owner, service_account=self.settings.service_account,
             priority_class=priority, node_taints=self.inventory_source.node_taints(planned.node),
-            with_pod_group=self.pod_groups,
+            with_pod_group=self.pod_groups, default_image=self.settings.default_image,
         )
 
     def _complete_launch(self, current: _Attempt) -> None:

@@ -54,6 +54,7 @@ from phalanx.errors import SpecError
 from phalanx.scheduler.types import Admission
 from phalanx.spec.quantity import MILLI
 from phalanx.spec.resources import GPU, JobSpec, Node, NodeHealth
+from phalanx.store.logs import LogStore
 
 log = logging.getLogger("phalanx.compute.local")
 
@@ -98,14 +99,17 @@ class LocalPlane(ComputePlane):
         home: Path,
         *,
         node_name: str | None = None,
-        logs_root: Path | None = None,
+        logs: LogStore | None = None,
         gpus: Sequence[GPUInfo] | None = None,
     ) -> None:
-        """``gpus`` replaces NVML discovery (for machines NVML cannot see, and tests)."""
+        """Pods' output goes to ``logs`` (default: the state directory's).
+
+        ``gpus`` replaces NVML discovery (for machines NVML cannot see, and tests).
+        """
         super().__init__()
         self.home = Path(home)
         self.node_name = node_name or default_node_name()
-        self.logs_root = Path(logs_root) if logs_root is not None else self.home / "logs"
+        self.logs = logs if logs is not None else LogStore.for_home(self.home)
         self.gpus = list(discover_gpus() if gpus is None else gpus)
         self._node = NodeTable([machine_node(self.node_name, self.gpus)], self._nodes_changed)
         self._state = StateDir(self.home / "pods")
@@ -303,8 +307,7 @@ class LocalPlane(ComputePlane):
 
     def _start(self, current: _Attempt, pod: _Pod, launch: _PodLaunch) -> None:
         ref = pod.plan.ref
-        log_file = self.logs_root / ref.job / f"{ref.name}.log"
-        log_file.parent.mkdir(parents=True, exist_ok=True)
+        log_file = self.logs.path(ref.job, ref.name)
         exit_file = StateDir.exit_file(current.directory, ref.name)
         pid, stdin = procs.spawn_session([*SHIM_COMMAND, str(exit_file)])
         start = procs.start_time(pid)

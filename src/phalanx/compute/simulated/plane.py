@@ -48,9 +48,9 @@ from pathlib import Path
 
 from phalanx.compute import env as distributed
 from phalanx.compute.base import ComputePlane, NodeTable, PodPhase, PodRef, PodState
-from phalanx.compute.simulated.nodes import load_nodes
 from phalanx.errors import SpecError
 from phalanx.scheduler.types import Admission
+from phalanx.spec.nodes import load_nodes
 from phalanx.spec.quantity import parse_duration
 from phalanx.spec.resources import JobSpec, Node
 from phalanx.store.logs import LogStore
@@ -114,7 +114,7 @@ class SimulatedPlane(ComputePlane):
         cls, path: str | Path, *, clock: Callable[[], float] = time.monotonic,
         logs_root: Path | None = None,
     ) -> SimulatedPlane:
-        """A plane with the nodes a YAML file declares (see ``simulated.nodes``)."""
+        """A plane with the nodes a YAML file declares (see ``phalanx.spec.nodes``)."""
         return cls(load_nodes(path), clock=clock, logs_root=logs_root)
 
     # ------------------------------------------------------------------ ComputePlane

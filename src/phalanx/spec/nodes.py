@@ -1,4 +1,4 @@
-"""The simulated plane's nodes, declared in a YAML file.
+"""Nodes declared in a YAML file: those of the simulated compute plane and of the simulator.
 
 The file holds Node documents (``phalanx.spec.resources.Node``) in any of three
 shapes: a YAML list of them, several YAML documents, or a mapping with a

@@ -1,0 +1,39 @@
+"""The import contracts between packages (.importlinter) hold."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _lint_imports() -> str:
+    # import-linter (the test extra) installs it next to this interpreter.
+    beside = Path(sys.executable).parent / "lint-imports"
+    found = str(beside) if beside.exists() else shutil.which("lint-imports")
+    if found is None:
+        pytest.fail("lint-imports is missing: install the test extra (pip install -e '.[test]')")
+    return found
+
+
+def test_every_import_contract_is_kept() -> None:
+    # --no-cache: nothing written into the checkout; cwd: where .importlinter is found.
+    done = subprocess.run([_lint_imports(), "--no-cache"], cwd=REPO, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "0 broken" in done.stdout, done.stdout
+
+
+def test_the_architecture_page_describes_every_package() -> None:
+    page = (REPO / "docs" / "architecture.md").read_text()
+    described = set(re.findall(r"^\| `(\w+)` \|", page, flags=re.M))
+    source = REPO / "src" / "phalanx"
+    packages = {p.parent.name for p in source.glob("*/__init__.py")}
+    modules = {p.stem for p in source.glob("*.py") if p.stem != "__init__"}
+    assert packages | modules == described, (packages | modules) ^ described

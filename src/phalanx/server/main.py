@@ -112,7 +112,10 @@ def serve(
         "db": db_label,
     }
     server_file = home / SERVER_FILE
-    server_file.write_text(json.dumps(info) + "\n")
+    # Written whole and then renamed: clients poll for this file and must never read half of it.
+    partial = server_file.with_suffix(".json.tmp")
+    partial.write_text(json.dumps(info) + "\n")
+    os.replace(partial, server_file)
     controller.start()
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
     logging.getLogger("phalanx").info("control plane listening on %s", info["url"])

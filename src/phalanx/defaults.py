@@ -21,11 +21,68 @@ SERVER_FILE = "server.json"  # what a running server tells clients: URL, pid, pl
 TOKEN_FILE = "token"
 LOG_FILE = "server.log"  # output of a server started in the background
 
+# The state directory holds the API token, the store and every job's logs: only its
+# owner (the control plane's user) may read it. Pods run as another user where the
+# control plane can arrange it (`phalanx up --run-as-user`), so these modes keep them out.
+PRIVATE_DIR_MODE = 0o700
+PRIVATE_FILE_MODE = 0o600
+PRIVATE_UMASK = 0o077  # what the control plane creates is owner-only from the start
+
 
 def phalanx_home(home: str | Path | None = None) -> Path:
     """The state directory: ``home`` if given, else ``$PHALANX_HOME``, else ``~/.phalanx``."""
     chosen = home or os.environ.get(HOME_ENV) or DEFAULT_HOME
     return Path(chosen).expanduser()
+
+
+def make_private_dir(path: Path) -> Path:
+    """Create ``path`` (and missing parents) as owner-only directories; return it.
+
+    An existing directory keeps its mode: ``tighten_state_dir`` is what corrects one.
+    """
+    missing = []
+    for candidate in (path, *path.parents):
+        if candidate.exists():
+            break
+        missing.append(candidate)
+    for directory in reversed(missing):
+        # exist_ok: another process may create it between the check and here.
+        directory.mkdir(mode=PRIVATE_DIR_MODE, exist_ok=True)
+    return path
+
+
+def open_private(path: Path, flags: int) -> int:
+    """``os.open`` creating ``path`` owner-only (mode 0600) if it does not exist yet."""
+    return os.open(path, flags | os.O_CREAT, PRIVATE_FILE_MODE)
+
+
+def tighten_state_dir(home: Path) -> list[Path]:
+    """Make ``home`` and everything in it owner-only; the entries whose mode changed.
+
+    Directories become 0700 and files 0600. Symbolic links are neither followed nor
+    changed (what they point to is not the state directory's to change). Entries that
+    cannot be changed (not ours, a read-only mount) are left as they are and not listed.
+    """
+    changed: list[Path] = []
+
+    def tighten(path: Path, wanted: int) -> None:
+        try:
+            current = os.lstat(path).st_mode & 0o7777
+            if current != wanted:
+                os.chmod(path, wanted)
+                changed.append(path)
+        except OSError:
+            pass
+
+    tighten(home, PRIVATE_DIR_MODE)
+    for root, dirs, files in os.walk(home):
+        for name in dirs:
+            if not os.path.islink(os.path.join(root, name)):
+                tighten(Path(root, name), PRIVATE_DIR_MODE)
+        for name in files:
+            if not os.path.islink(os.path.join(root, name)):
+                tighten(Path(root, name), PRIVATE_FILE_MODE)
+    return changed
 
 
 def redact_url(url: str) -> str:

@@ -27,7 +27,7 @@ def test_up_detached_status_down_round_trip(tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir()
     try:
-        started = phalanx(home, "up", "-d", "--port", "0")
+        started = phalanx(home, "up", "-d", "--port", "0", "--run-as-user", str(os.geteuid()))
         assert started.returncode == 0, started.stderr
         info = json.loads((home / "server.json").read_text())
         assert f"running at {info['url']}" in started.stderr

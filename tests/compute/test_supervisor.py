@@ -20,7 +20,7 @@ from tests.compute.conftest import NODE, admit, alive, py_job, wait_gone
 def test_supervisor_runs_nothing_without_the_pod(tmp_path: Path) -> None:
     """A plane that dies before handing the pod over leaves nothing running."""
     exit_file = tmp_path / "pod.exit.json"
-    pid, stdin = procs.spawn_session([*SHIM_COMMAND, str(exit_file)])
+    pid, stdin = procs.spawn_session([*SHIM_COMMAND, str(exit_file)], os.environ)
     assert os.getsid(pid) == pid  # leads its own session
     os.close(stdin)  # end of file, no pod
     _, status = os.waitpid(pid, 0)

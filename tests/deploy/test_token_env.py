@@ -28,7 +28,8 @@ def server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     # A token left by an earlier run without the Secret must lose to the env token.
     (home / "token").write_text("old-file-token\n")
     code = ("from pathlib import Path; from phalanx.server import serve; "
-            f"serve(home=Path({str(home)!r}), port=0, compute='local')")
+            f"serve(home=Path({str(home)!r}), port=0, compute='local', "
+            f"run_as_user={str(os.geteuid())!r})")
     env = {**os.environ, "PHALANX_HOME": str(home), "PHALANX_TOKEN": "from-the-secret"}
     log = open(home / "server.log", "wb")  # noqa: SIM115
     proc = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, env=env, stdout=log,

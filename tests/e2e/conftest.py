@@ -18,6 +18,7 @@ import pytest
 from tests.leftovers import kill_pods_under
 
 REPO = Path(__file__).resolve().parents[2]
+RUN_PODS_AS = str(os.geteuid())
 
 
 class ControlPlane:
@@ -29,8 +30,12 @@ class ControlPlane:
         self.http: httpx.Client | None = None
 
     def serve_args(self) -> str:
-        """What this control plane passes ``serve`` besides its home, port and grace."""
-        return f"db={self.db!r}"
+        """What this control plane passes ``serve`` besides its home, port and grace.
+
+        Pods run as the test's own user, root included (said explicitly: a control
+        plane running as root refuses to start pods as root otherwise).
+        """
+        return f"db={self.db!r}, run_as_user={RUN_PODS_AS!r}"
 
     def start(self) -> ControlPlane:
         (self.home / "server.json").unlink(missing_ok=True)

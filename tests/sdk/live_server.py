@@ -80,7 +80,10 @@ class LiveServer:
 
 @pytest.fixture(scope="module")
 def live_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    server = LiveServer(tmp_path_factory.mktemp("phalanx-home")).start()
+    # Pods run as the test's own user, root included (said explicitly: a control plane
+    # running as root refuses to start pods as root otherwise).
+    server = LiveServer(tmp_path_factory.mktemp("phalanx-home"),
+                        ["--run-as-user", str(os.geteuid())]).start()
     try:
         yield server
     finally:

@@ -22,7 +22,7 @@ from typing import Any
 import httpx
 import psutil
 
-from phalanx.defaults import HOME_ENV, LOG_FILE, SERVER_FILE
+from phalanx.defaults import HOME_ENV, LOG_FILE, SERVER_FILE, make_private_dir, open_private
 from phalanx.errors import ServerError
 from phalanx.sdk.config import read_server_info
 
@@ -101,9 +101,9 @@ def start_detached(
     on_progress: Callable[[str], None] | None = None,
 ) -> ServerInfo:
     """Spawn ``phalanx up UP_ARGS`` in its own session and wait until it answers."""
-    home.mkdir(parents=True, exist_ok=True)
+    make_private_dir(home)
     log_path = home / LOG_FILE
-    with log_path.open("ab") as log:
+    with os.fdopen(open_private(log_path, os.O_WRONLY | os.O_APPEND), "ab") as log:
         offset = log.tell()
         proc = subprocess.Popen(
             [sys.executable, "-m", "phalanx.cli.main", "up", *up_args],

@@ -124,6 +124,16 @@ def up(
         typer.Option(help="Image of pod sets that name none (for --compute kubernetes; "
                      "without it such jobs are refused)"),
     ] = None,
+    run_as_user: Annotated[
+        str | None,
+        typer.Option(help="User (name or uid) the local plane's pods run as; required "
+                     "when the control plane runs as root (--run-as-user root to mean it)"),
+    ] = None,
+    secret_env: Annotated[
+        list[str] | None,
+        typer.Option(help="Env name or glob pattern whose values API answers redact, besides "
+                     "*TOKEN*, *SECRET*, *PASSWORD*, *KEY*... words (repeatable)"),
+    ] = None,
     timeout: Annotated[
         float, typer.Option(help="With -d: seconds to wait for the server to answer")
     ] = 30.0,
@@ -136,6 +146,7 @@ def up(
         serve(
             home=home, host=host, port=port, db=db, compute=compute.value, nodes_file=nodes,
             kubeconfig=kubeconfig, namespace=namespace, default_image=default_image,
+            run_as_user=run_as_user, secret_env=secret_env or (),
         )
         return
     running = daemon.server_info(home)
@@ -153,6 +164,10 @@ def up(
         args += ["--namespace", namespace]
     if default_image is not None:
         args += ["--default-image", default_image]
+    if run_as_user is not None:
+        args += ["--run-as-user", run_as_user]
+    for pattern in secret_env or ():
+        args += ["--secret-env", pattern]
     try:
         with err.status("Starting the Phalanx control plane...") as spinner:
             info = daemon.start_detached(

@@ -31,6 +31,7 @@ from phalanx.errors import (
 )
 from phalanx.server.auth import token_matches
 from phalanx.server.logstream import LogFollower
+from phalanx.server.redaction import ADMIN, SecretEnvRule, Viewer, job_as_seen_by, jobs_as_seen_by
 from phalanx.spec.api import (
     AppliedObject,
     ClusterQueueView,
@@ -85,8 +86,20 @@ _STATUS_ERRORS: dict[int, type[PhalanxError]] = {400: SpecError, 401: AuthError,
                                                  404: NotFound, 409: Conflict}
 
 
-def create_app(controller: Controller, token: str, logs: LogStore, *, db_label: str) -> FastAPI:
+def viewer_of(request: Request) -> Viewer:
+    """Who sent ``request`` (already authenticated): the admin, while one token is all
+    there is; per-user and per-job tokens will say who here."""
+    return ADMIN
+
+
+def create_app(
+    controller: Controller, token: str, logs: LogStore, *, db_label: str,
+    secrets: SecretEnvRule | None = None,
+) -> FastAPI:
+    """``secrets`` says which env values job specs in answers redact (default: the built-in
+    rule); see ``server/redaction.py``."""
     service = controller.service
+    secret_env = secrets if secrets is not None else SecretEnvRule()
     app = FastAPI(
         title="Phalanx", version=__version__,
         description="Queue, gang-schedule and run distributed training jobs.",
@@ -175,29 +188,32 @@ def create_app(controller: Controller, token: str, logs: LogStore, *, db_label: 
 
     # ------------------------------------------------------------------ jobs
     @app.post("/v1/jobs", status_code=201, responses=_errors(400, 401, 409))
-    def submit(spec: JobSpec) -> JobRecord:
-        return service.submit(spec)
+    def submit(spec: JobSpec, request: Request) -> JobRecord:
+        return job_as_seen_by(service.submit(spec), viewer_of(request), secret_env)
 
     parsers["/v1/jobs"] = parse_job
 
     @app.post("/v1/jobs:batch", status_code=201, responses=_errors(400, 401, 409))
-    def submit_batch(batch: JobBatch) -> JobList:
+    def submit_batch(batch: JobBatch, request: Request) -> JobList:
         """Submit several jobs at once, all or nothing (one store transaction)."""
-        return JobList(items=service.submit_many(batch.items))
+        submitted = service.submit_many(batch.items)
+        return JobList(items=jobs_as_seen_by(submitted, viewer_of(request), secret_env))
 
     parsers["/v1/jobs:batch"] = JobBatch.parse
 
     @app.get("/v1/jobs", responses=_errors(400, 401))
     def list_jobs(
+        request: Request,
         status: list[JobStatus] | None = Query(None),
         queue: str | None = None,
         limit: int | None = Query(None, ge=1, le=MAX_LIMIT),
     ) -> JobList:
-        return JobList(items=service.list_jobs(statuses=status, queue=queue, limit=limit))
+        records = service.list_jobs(statuses=status, queue=queue, limit=limit)
+        return JobList(items=jobs_as_seen_by(records, viewer_of(request), secret_env))
 
     @app.get("/v1/jobs/{name}", responses=_errors(401, 404))
-    def describe(name: str) -> JobDetail:
-        record = service.get(name)
+    def describe(name: str, request: Request) -> JobDetail:
+        record = job_as_seen_by(service.get(name), viewer_of(request), secret_env)
         pods = [
             PodInfo(
                 name=p.ref.name, pod_set=p.ref.pod_set, index=p.ref.index, rank=p.ref.rank,
@@ -214,8 +230,8 @@ def create_app(controller: Controller, token: str, logs: LogStore, *, db_label: 
         return EventList(items=controller.store.list_events(name))
 
     @app.post("/v1/jobs/{name}/cancel", responses=_errors(401, 404))
-    def cancel(name: str) -> JobRecord:
-        return service.cancel(name)
+    def cancel(name: str, request: Request) -> JobRecord:
+        return job_as_seen_by(service.cancel(name), viewer_of(request), secret_env)
 
     @app.get(
         "/v1/jobs/{name}/logs", response_class=PlainTextResponse,

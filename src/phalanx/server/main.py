@@ -9,6 +9,7 @@ import logging
 import os
 import signal
 import socket
+from collections.abc import Sequence
 from pathlib import Path
 
 import uvicorn
@@ -19,13 +20,18 @@ from phalanx.defaults import (
     DEFAULT_HOST,
     DEFAULT_PORT,
     HOME_ENV,
+    PRIVATE_UMASK,
     SERVER_FILE,
+    make_private_dir,
+    open_private,
     phalanx_home,
     redact_url,
+    tighten_state_dir,
 )
 from phalanx.errors import Conflict, SpecError
 from phalanx.server.app import create_app
 from phalanx.server.auth import ensure_token
+from phalanx.server.redaction import SecretEnvRule
 from phalanx.store import LogStore, Store
 
 
@@ -36,6 +42,7 @@ def make_plane(
     kubeconfig: Path | None = None,
     namespace: str | None = None,
     default_image: str | None = None,
+    run_as_user: str | None = None,
 ) -> ComputePlane:
     """Build the compute plane ``serve`` drives; each branch imports only what it needs."""
     if default_image is not None and compute != "kubernetes":
@@ -43,10 +50,18 @@ def make_plane(
             f"the {compute} compute plane runs commands, not images", field="--default-image",
             fix="use --default-image with --compute kubernetes only",
         )
+    if run_as_user is not None and compute != "local":
+        raise SpecError(
+            f"the {compute} compute plane starts no processes on this machine",
+            field="--run-as-user",
+            fix="use --run-as-user with --compute local only (on Kubernetes the image "
+            "and the pod's securityContext decide)",
+        )
     if compute == "local":
         from phalanx.compute.local import LocalPlane
+        from phalanx.compute.local.users import pod_user_for
 
-        return LocalPlane(home)
+        return LocalPlane(home, run_as=pod_user_for(run_as_user))
     if compute == "simulated":
         from phalanx.compute.simulated import SimulatedPlane
 
@@ -78,11 +93,44 @@ def serve(
     kubeconfig: Path | None = None,
     namespace: str | None = None,
     default_image: str | None = None,
+    run_as_user: str | None = None,
+    secret_env: Sequence[str] = (),
 ) -> None:
-    """Run the control plane in the foreground until SIGINT or SIGTERM."""
-    home = phalanx_home(home).resolve()
-    home.mkdir(parents=True, exist_ok=True)
-    lock = open(home / "server.lock", "w")  # noqa: SIM115 - held for the process lifetime
+    """Run the control plane in the foreground until SIGINT or SIGTERM.
+
+    ``run_as_user`` is whom the local plane's pods run as (see
+    ``compute/local/users.py``); ``secret_env`` adds names or glob patterns of env
+    variables whose values API answers redact (see ``server/redaction.py``).
+
+    Everything it creates in the state directory is owner-only (umask 077 while it
+    runs); an existing state directory with looser modes is tightened, and said so.
+    """
+    previous_umask = os.umask(PRIVATE_UMASK)
+    try:
+        _serve(
+            phalanx_home(home).resolve(), host, port, db, compute, nodes_file, grace_seconds,
+            kubeconfig, namespace, default_image, run_as_user, tuple(secret_env),
+        )
+    finally:
+        os.umask(previous_umask)
+
+
+def _serve(
+    home: Path,
+    host: str,
+    port: int,
+    db: str | None,
+    compute: str,
+    nodes_file: Path | None,
+    grace_seconds: float,
+    kubeconfig: Path | None,
+    namespace: str | None,
+    default_image: str | None,
+    run_as_user: str | None,
+    secret_env: tuple[str, ...],
+) -> None:
+    make_private_dir(home)
+    lock = os.fdopen(open_private(home / "server.lock", os.O_WRONLY), "w")
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -91,13 +139,24 @@ def serve(
             fix="use `phalanx status`, or `phalanx down` first",
         ) from None
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    loosened = tighten_state_dir(home)
+    if loosened:
+        shown = ", ".join(str(p.relative_to(home)) for p in loosened[:5])
+        more = f" and {len(loosened) - 5} more" if len(loosened) > 5 else ""
+        logging.getLogger("phalanx").warning(
+            "tightened %d entries of the state directory %s that others could read or write "
+            "to owner-only (directories 0700, files 0600): %s%s",
+            len(loosened), home, shown, more,
+        )
     token = ensure_token(home)
     store = Store.for_home(home, db)
-    plane = make_plane(compute, home, nodes_file, kubeconfig, namespace, default_image)
+    plane = make_plane(compute, home, nodes_file, kubeconfig, namespace, default_image,
+                       run_as_user)
     controller = Controller(store, plane, grace_seconds=grace_seconds)
     logs = LogStore.for_home(home)
     db_label = redact_url(db) if db else "sqlite"
-    app = create_app(controller, token, logs, db_label=db_label)
+    app = create_app(controller, token, logs, db_label=db_label,
+                     secrets=SecretEnvRule(extra=secret_env))
 
     sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -114,7 +173,8 @@ def serve(
     server_file = home / SERVER_FILE
     # Written whole and then renamed: clients poll for this file and must never read half of it.
     partial = server_file.with_suffix(".json.tmp")
-    partial.write_text(json.dumps(info) + "\n")
+    with os.fdopen(open_private(partial, os.O_WRONLY | os.O_TRUNC), "w") as handle:
+        handle.write(json.dumps(info) + "\n")
     os.replace(partial, server_file)
     controller.start()
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))

@@ -7,6 +7,7 @@ users never have to know SQLAlchemy's driver syntax.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import time
 from pathlib import Path
@@ -16,7 +17,7 @@ from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 
-from phalanx.defaults import redact_url
+from phalanx.defaults import open_private, redact_url
 from phalanx.errors import SpecError
 
 DB_FILE = "phalanx.db"
@@ -74,7 +75,11 @@ def create_store_engine(url: URL) -> Engine:
 
 def _sqlite_engine(url: URL) -> Engine:
     assert url.database is not None
-    Path(url.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+    path = Path(url.database).expanduser()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # The store holds every job's spec, secrets in env included: owner-only from the
+    # start (SQLite gives its -wal and -shm files the database file's mode).
+    os.close(open_private(path, os.O_RDWR))
     engine = create_engine(
         url,
         connect_args={"check_same_thread": False, "timeout": SQLITE_BUSY_TIMEOUT_MS / 1000},

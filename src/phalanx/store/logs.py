@@ -17,6 +17,7 @@ import re
 import shutil
 from pathlib import Path
 
+from phalanx.defaults import PRIVATE_DIR_MODE, make_private_dir, open_private
 from phalanx.errors import SpecError
 
 LOGS_DIR = "logs"  # under the state directory
@@ -57,7 +58,9 @@ class LogStore:
         """The pod's log file (its directory is created; the file may not exist yet)."""
         directory = self.job_dir(job)
         name = _checked(pod, "pod") + SUFFIX
-        directory.mkdir(parents=True, exist_ok=True)
+        # Owner-only: a job's logs are for the control plane to serve, not for other pods.
+        make_private_dir(self.root)
+        directory.mkdir(mode=PRIVATE_DIR_MODE, exist_ok=True)
         return directory / name
 
     def pods(self, job: str) -> list[str]:
@@ -75,7 +78,7 @@ class LogStore:
 
     def append(self, job: str, pod: str, data: bytes) -> None:
         # O_APPEND keeps concurrent writers' chunks whole and in order of arrival.
-        with open(self.path(job, pod), "ab") as file:
+        with os.fdopen(open_private(self.path(job, pod), os.O_WRONLY | os.O_APPEND), "ab") as file:
             file.write(data)
 
     def read(

@@ -17,10 +17,18 @@ plane, to the indices assigned to it or to "" when it requested none, so pods
 only see their own GPUs; this is the one variable the pod set's env cannot
 override. On a machine without GPUs it is left alone.
 
-Pods inherit the control plane's environment, then the distributed environment
-(``phalanx.compute.env``), then their pod set's env. ``PYTHONUNBUFFERED=1`` is
-set (unless the pod set says otherwise) so Python output reaches the log line by
+Pods inherit the control plane's environment without its own settings (every
+``PHALANX_*`` name, such as ``PHALANX_HOME`` and ``PHALANX_TOKEN``: a pod must not
+find the state directory or act with the admin token), then the distributed
+environment (``phalanx.compute.env``, whose ``PHALANX_JOB``, ``PHALANX_RANK``, ...
+are the pod's own), then their pod set's env. ``PYTHONUNBUFFERED=1`` is set
+(unless the pod set says otherwise) so Python output reaches the log line by
 line. Memory requests are accounted by the scheduler, not enforced here.
+
+Pods run as the user ``run_as`` names (``phalanx up --run-as-user``, see
+``users.py``), with that user's HOME, USER and LOGNAME, and umask 022; their
+supervisor keeps the control plane's user, opens the pod's log (owner-only, in
+the state directory) before dropping privileges, and writes the exit record.
 """
 
 from __future__ import annotations
@@ -33,7 +41,7 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,6 +58,7 @@ from phalanx.compute.local.state import (
     StateDir,
     read_json,
 )
+from phalanx.compute.local.users import PodUser
 from phalanx.errors import SpecError
 from phalanx.scheduler.types import Admission
 from phalanx.spec.quantity import MILLI
@@ -62,6 +71,14 @@ LOOPBACK = "127.0.0.1"
 SHIM = Path(shim.__file__).resolve()
 # -I -S: no site-packages, no PYTHON* variables, no package __init__ to import.
 SHIM_COMMAND = (sys.executable, "-I", "-S", str(SHIM))
+# Names of the control plane's own settings, kept from pods (the distributed environment
+# adds back the PHALANX_* names that describe the pod itself).
+CONTROL_PLANE_PREFIX = "PHALANX_"
+
+
+def without_control_plane_settings(environ: Mapping[str, str]) -> dict[str, str]:
+    """``environ`` without the control plane's ``PHALANX_*`` settings: what a pod inherits."""
+    return {k: v for k, v in environ.items() if not k.startswith(CONTROL_PLANE_PREFIX)}
 
 
 @dataclass(slots=True)
@@ -87,6 +104,7 @@ class _PodLaunch:
     command: list[str]
     cwd: str
     env: dict[str, str]
+    user: PodUser | None  # None: the supervisor's own user
 
 
 class LocalPlane(ComputePlane):
@@ -101,16 +119,22 @@ class LocalPlane(ComputePlane):
         node_name: str | None = None,
         logs: LogStore | None = None,
         gpus: Sequence[GPUInfo] | None = None,
+        run_as: PodUser | None = None,
     ) -> None:
         """Pods' output goes to ``logs`` (default: the state directory's).
 
         ``gpus`` replaces NVML discovery (for machines NVML cannot see, and tests).
+        ``run_as`` is the user pods run as (None: this process's user); switching
+        users needs root, which ``users.pod_user_for`` checks at ``phalanx up``.
         """
         super().__init__()
         self.home = Path(home)
         self.node_name = node_name or default_node_name()
         self.logs = logs if logs is not None else LogStore.for_home(self.home)
         self.gpus = list(discover_gpus() if gpus is None else gpus)
+        self.run_as = run_as
+        # Supervisors start with this, so not even /proc/<supervisor>/environ holds a secret.
+        self._supervisor_env = without_control_plane_settings(os.environ)
         self._node = NodeTable([machine_node(self.node_name, self.gpus)], self._nodes_changed)
         self._state = StateDir(self.home / "pods")
         self._lock = threading.RLock()
@@ -291,7 +315,8 @@ class LocalPlane(ComputePlane):
         for (ref, node, env), gpus_of_pod in zip(pods, assigned, strict=True):
             pod_set = pod_sets[ref.pod_set][1]
             planned.append(PlannedPod(ref, node, gpus_of_pod))
-            env = {"PYTHONUNBUFFERED": "1", **env}
+            user_env = self.run_as.environment() if self.run_as is not None else {}
+            env = {"PYTHONUNBUFFERED": "1", **user_env, **env}
             if "PATH" not in env:
                 # `python` in a command means the Python Phalanx runs on (its venv's packages),
                 # whether or not that venv was activated in the shell that started it.
@@ -300,7 +325,8 @@ class LocalPlane(ComputePlane):
             if self.gpus:
                 env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
                 env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in gpus_of_pod)
-            launches.append(_PodLaunch(list(pod_set.command), pod_set.working_dir or cwd, env))
+            launches.append(_PodLaunch(list(pod_set.command), pod_set.working_dir or cwd, env,
+                                       self.run_as))
         record = AttemptRecord(job=job.name, attempt=attempt, master_port=port,
                                launched_at=now, pods=planned)
         return record, launches
@@ -309,7 +335,7 @@ class LocalPlane(ComputePlane):
         ref = pod.plan.ref
         log_file = self.logs.path(ref.job, ref.name)
         exit_file = StateDir.exit_file(current.directory, ref.name)
-        pid, stdin = procs.spawn_session([*SHIM_COMMAND, str(exit_file)])
+        pid, stdin = procs.spawn_session([*SHIM_COMMAND, str(exit_file)], self._supervisor_env)
         start = procs.start_time(pid)
         pod.child = True
         pod.process = ProcessRecord(
@@ -321,6 +347,7 @@ class LocalPlane(ComputePlane):
         payload = {
             "command": launch.command, "cwd": launch.cwd, "env": launch.env,
             "log": str(log_file), "attempt": ref.attempt,
+            "user": launch.user.to_json() if launch.user is not None else None,
         }
         try:
             with open(stdin, "wb") as pipe:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import signal
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import psutil
 
@@ -64,8 +64,9 @@ def signal_group(leader: int, start: float, sig: signal.Signals) -> bool:
     return True
 
 
-def spawn_session(argv: Sequence[str]) -> tuple[int, int]:
-    """Start ``argv`` as the leader of a new session, stdin a pipe, stdout/stderr discarded.
+def spawn_session(argv: Sequence[str], env: Mapping[str, str]) -> tuple[int, int]:
+    """Start ``argv`` with ``env`` as the leader of a new session, stdin a pipe, stdout/stderr
+    discarded.
 
     Returns its pid and the pipe's write end. posix_spawn rather than subprocess: no
     fork of a large multi-threaded server, and no Popen object that warns when it is
@@ -74,7 +75,7 @@ def spawn_session(argv: Sequence[str]) -> tuple[int, int]:
     read_end, write_end = os.pipe()  # both close-on-exec; dup2 makes stdin inheritable
     try:
         pid = os.posix_spawn(
-            argv[0], list(argv), os.environ,
+            argv[0], list(argv), dict(env),
             file_actions=[
                 (os.POSIX_SPAWN_DUP2, read_end, 0),
                 (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),

@@ -8,8 +8,10 @@ after recording the supervisor's pid, so a plane that dies mid-launch leaves no
 command running untracked (the supervisor sees end-of-file and runs nothing).
 
 It then runs the command as its child, in its own process group, with stdout
-and stderr appended to the pod's log, waits, and writes the exit record (exit
-code or signal, times) atomically to EXIT_FILE. When the command exits, any
+and stderr appended to the pod's log, as the user the pod names if any (the
+child drops privileges before exec; the supervisor keeps its own, to write the
+exit record and kill leftovers), waits, and writes the exit record (exit code or
+signal, times) atomically to EXIT_FILE. When the command exits, any
 process it left in the group is killed, as Kubernetes does when a container's
 main process ends. Group-wide SIGTERM/SIGINT/SIGHUP do not stop the supervisor
 (it stays to record how the command ended); SIGKILL does, which the plane
@@ -28,6 +30,11 @@ import time
 from typing import Any
 
 ATTEMPT_HEADER = "=== attempt {attempt} ===\n"
+# Bookkeeping and logs are the control plane's, owner-only (phalanx.defaults says the same;
+# this module imports nothing outside the standard library so it starts fast).
+PRIVATE_FILE_MODE = 0o600
+# The command's umask: the conventional one, not the control plane's owner-only 077.
+POD_UMASK = 0o022
 # Not running a command that cannot be started is reported like a shell does.
 EXIT_NOT_FOUND, EXIT_NOT_EXECUTABLE = 127, 126
 
@@ -35,7 +42,8 @@ EXIT_NOT_FOUND, EXIT_NOT_EXECUTABLE = 127, 126
 def write_json_atomic(path: str, data: dict[str, Any]) -> None:
     """Write ``data`` so readers see the old file or the whole new one, never a torn one."""
     tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
-    with open(tmp, "w", encoding="utf-8") as out:
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_FILE_MODE)
+    with open(fd, "w", encoding="utf-8") as out:
         json.dump(data, out)
     os.replace(tmp, path)
 
@@ -66,12 +74,26 @@ def oom_kills() -> int | None:
     return None
 
 
+def identity(user: dict[str, Any] | None) -> dict[str, Any]:
+    """Popen's arguments that make the command run as ``user`` (None: as this supervisor).
+
+    The child sets its groups (replacing every supplementary group, root's included),
+    then its gid, then its uid, before exec: once the uid is dropped it cannot take
+    any of them back. The log was opened before, by this supervisor, so the command
+    writes its output to a file it could not open itself.
+    """
+    if user is None:
+        return {}
+    return {"user": user["uid"], "group": user["gid"], "extra_groups": list(user["groups"])}
+
+
 def run_pod(pod: dict[str, Any]) -> dict[str, Any]:
     """Run the pod's command to its end; the exit record to write."""
     started = time.time()
     ooms_before = oom_kills()
     try:
-        log = open(pod["log"], "ab", buffering=0)  # noqa: SIM115 - handed to the child below
+        log_fd = os.open(pod["log"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, PRIVATE_FILE_MODE)
+        log = open(log_fd, "ab", buffering=0)  # noqa: SIM115 - handed to the child below
     except OSError as exc:
         return {"error": f"cannot open the log file: {exc}", "errorKind": "system",
                 "startedAt": started, "finishedAt": time.time()}
@@ -86,6 +108,7 @@ def run_pod(pod: dict[str, Any]) -> dict[str, Any]:
             child = subprocess.Popen(
                 pod["command"], cwd=pod["cwd"], env=env,
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                umask=POD_UMASK, **identity(pod.get("user")),
             )
         except OSError as exc:  # not found, not executable, bad working directory
             message = f"cannot start {pod['command'][0]!r}: {exc.strerror or exc}"

@@ -6,7 +6,9 @@ Layout, under ``<home>/pods/<job>/<attempt>/``:
 - ``<pod-name>.json``: the supervisor's pid and start time, written by the plane
   after starting it and before handing it the pod.
 - ``<pod-name>.exit.json``: how the command ended, written by the supervisor.
-Every file is replaced atomically, so a reader never sees half of one.
+Every file is replaced atomically, so a reader never sees half of one. Directories
+are 0700 and files 0600: pods (another user, where ``--run-as-user`` says so) have
+no business here.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import Any
 
 from phalanx.compute.base import PodRef
 from phalanx.compute.local.shim import write_json_atomic
+from phalanx.defaults import make_private_dir
 
 log = logging.getLogger("phalanx.compute.local")
 
@@ -93,7 +96,7 @@ class StateDir:
 
     def create(self, record: AttemptRecord) -> Path:
         directory = self.attempt_dir(record.job, record.attempt)
-        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        make_private_dir(directory)
         self.save(record)
         return directory
 

@@ -1,0 +1,217 @@
+"""A pod cannot act as the control plane: a real ``phalanx up`` server, real pods.
+
+The control plane runs as root on this machine's test runs, so the state
+directory's file modes alone would not stop a pod; ``--run-as-user nobody`` is
+what makes them bite. The pods run the system Python from /tmp, which the
+unprivileged user can reach (the repository's virtualenv may not be).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import stat
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.sdk.live_server import LiveServer
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(os.geteuid() != 0, reason="running pods as another user needs root"),
+]
+
+POD_USER = "nobody"
+SYSTEM_PYTHON = "/usr/bin/python3"
+# A token the server gets from its environment, as on Kubernetes from a Secret.
+ENV_TOKEN = "token-from-the-environment"
+HF_SECRET = "hf-0123456789-secret"
+API_KEY_SECRET = "wandb-abcdef-secret"
+CORP_SECRET = "corp-only-secret"
+
+
+class ServerWithEnvToken(LiveServer):
+    @property
+    def env(self) -> dict[str, str]:
+        return {**super().env, "PHALANX_TOKEN": ENV_TOKEN}
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    try:
+        pwd.getpwnam(POD_USER)
+    except KeyError:
+        pytest.skip(f"this machine has no {POD_USER!r} user")
+    if not os.access(SYSTEM_PYTHON, os.X_OK):
+        pytest.skip(f"{SYSTEM_PYTHON} is needed to run pods as {POD_USER}")
+    home = tmp_path_factory.mktemp("isolation") / "home"
+    home.mkdir(mode=0o755)
+    home.chmod(0o755)  # an existing state directory with loose modes: `up` tightens it
+    (home / "notes.txt").write_text("left here by hand\n")
+    (home / "notes.txt").chmod(0o644)
+    live = ServerWithEnvToken(
+        home, ["--run-as-user", POD_USER, "--secret-env", "corp_*"],
+    ).start()
+    try:
+        yield live
+    finally:
+        live.stop()
+
+
+def _http(server: LiveServer) -> httpx.Client:
+    return httpx.Client(base_url=server.url, timeout=30,
+                        headers={"Authorization": f"Bearer {server.token}"})
+
+
+def _job(name: str, code: str, env: dict[str, str] | None = None) -> dict[str, Any]:
+    return {"name": name, "podSets": [{
+        "name": "worker", "resources": {"cpu": "100m"},
+        "command": [SYSTEM_PYTHON, "-c", code], "workingDir": "/tmp",
+        "env": {"PATH": "/usr/bin:/bin", **(env or {})},
+    }]}
+
+
+def _wait(http: httpx.Client, name: str, *statuses: str, timeout: float = 60) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while True:
+        job: dict[str, Any] = http.get(f"/v1/jobs/{name}").json()
+        if job["status"] in statuses:
+            return job
+        assert time.monotonic() < deadline, f"{name} is {job['status']}, not {statuses}"
+        time.sleep(0.1)
+
+
+def _log(http: httpx.Client, name: str) -> str:
+    response = http.get(f"/v1/jobs/{name}/logs")
+    assert response.status_code == 200, response.text
+    return response.text
+
+
+VICTIM = "import time; print('victim says: private output', flush=True); time.sleep(300)"
+
+PROBE = """
+import json, os, urllib.error, urllib.request
+home, url = {home!r}, {url!r}
+found = {{"uid": os.getuid(), "job": os.environ.get("PHALANX_JOB"),
+         "controlPlaneEnv": sorted(k for k in os.environ if k in (
+             "PHALANX_HOME", "PHALANX_TOKEN", "PHALANX_URL"))}}
+def attempt(what, action):
+    try:
+        action()
+        found[what] = "read"
+    except OSError as exc:
+        found[what] = type(exc).__name__
+attempt("token", lambda: open(os.path.join(home, "token")).read())
+attempt("otherLog", lambda: open(os.path.join(home, "logs", "victim", "victim-worker-0.log")).read())
+attempt("listing", lambda: os.listdir(home))
+attempt("database", lambda: open(os.path.join(home, "phalanx.db"), "rb").read(16))
+token = os.environ.get("PHALANX_TOKEN", "")
+for what, method, path in (("apiGet", "GET", "/v1/jobs/victim"),
+                           ("apiCancel", "POST", "/v1/jobs/victim/cancel")):
+    request = urllib.request.Request(url + path, method=method,
+                                     headers={{"Authorization": "Bearer " + token}})
+    try:
+        found[what] = urllib.request.urlopen(request, timeout=10).status
+    except urllib.error.HTTPError as exc:
+        found[what] = exc.code
+print("PROBE " + json.dumps(found), flush=True)
+"""
+
+
+def test_a_pod_can_reach_neither_the_state_directory_nor_the_api(server: LiveServer) -> None:
+    with _http(server) as http:
+        assert http.post("/v1/jobs", json=_job("victim", VICTIM)).status_code == 201
+        _wait(http, "victim", "Running")
+        deadline = time.monotonic() + 30
+        while "private output" not in _log(http, "victim"):  # its log exists on disk
+            assert time.monotonic() < deadline, _log(http, "victim")
+            time.sleep(0.1)
+        probe = PROBE.format(home=str(server.home), url=server.url)
+        assert http.post("/v1/jobs", json=_job("prober", probe)).status_code == 201
+        job = _wait(http, "prober", "Succeeded", "Failed")
+        output = _log(http, "prober")
+        assert job["status"] == "Succeeded", output
+        [line] = [x for x in output.splitlines() if x.startswith("PROBE ")]
+        found = json.loads(line.removeprefix("PROBE "))
+        assert found["uid"] == pwd.getpwnam(POD_USER).pw_uid
+        assert found["job"] == "prober"  # the distributed environment is still there
+        assert found["controlPlaneEnv"] == []
+        for what in ("token", "otherLog", "listing", "database"):
+            assert found[what] == "PermissionError", (what, found)
+        assert found["apiGet"] == 401 and found["apiCancel"] == 401, found
+        assert http.get("/v1/jobs/victim").json()["status"] == "Running"
+        http.post("/v1/jobs/victim/cancel")
+
+
+def _modes(home: Path) -> dict[str, str]:
+    """Every entry under ``home`` (and home itself) whose mode is not owner-only."""
+    loose = {}
+    for path in [home, *home.rglob("*")]:
+        if path.is_symlink():
+            continue
+        mode = stat.S_IMODE(path.lstat().st_mode)
+        wanted = 0o700 if path.is_dir() else 0o600
+        if mode != wanted:
+            loose[str(path.relative_to(home))] = oct(mode)
+    return loose
+
+
+def test_the_state_directory_is_owner_only(server: LiveServer) -> None:
+    with _http(server) as http:
+        assert http.post("/v1/jobs", json=_job("sleeper", VICTIM)).status_code == 201
+        _wait(http, "sleeper", "Running")
+        deadline = time.monotonic() + 30
+        while "private output" not in _log(http, "sleeper"):
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        assert (server.home / "pods" / "sleeper").is_dir()  # its pod's bookkeeping is there
+        assert (server.home / "logs" / "sleeper" / "sleeper-worker-0.log").is_file()
+        assert (server.home / "phalanx.db").is_file()
+        assert _modes(server.home) == {}
+        http.post("/v1/jobs/sleeper/cancel")
+    assert "tightened" in server.log()  # the loose directory found at `up` was reported
+
+
+def test_secret_env_is_redacted_in_answers_but_reaches_the_pod(server: LiveServer) -> None:
+    env = {"HF_TOKEN": HF_SECRET, "wandbApiKey": API_KEY_SECRET, "CORP_LOGIN": CORP_SECRET,
+           "TOKENIZERS_PARALLELISM": "false", "KEYBOARD_LAYOUT": "us"}
+    code = ("import os; print('pod sees', os.environ['HF_TOKEN'], os.environ['wandbApiKey'], "
+            "os.environ['CORP_LOGIN'])")
+    with _http(server) as http:
+        submitted = http.post("/v1/jobs", json=_job("secretive", code, env))
+        assert submitted.status_code == 201, submitted.text
+        job = _wait(http, "secretive", "Succeeded", "Failed")
+        answers = {
+            "submit": submitted.json(), "get": job,
+            "list": next(j for j in http.get("/v1/jobs").json()["items"]
+                         if j["name"] == "secretive"),
+            "cancel": http.post("/v1/jobs/secretive/cancel").json(),
+        }
+        for where, answer in answers.items():
+            shown = answer["spec"]["podSets"][0]["env"]
+            assert shown["HF_TOKEN"] == "<redacted>", where
+            assert shown["wandbApiKey"] == "<redacted>", where
+            assert shown["CORP_LOGIN"] == "<redacted>", where  # the operator's --secret-env
+            assert shown["TOKENIZERS_PARALLELISM"] == "false", where
+            assert shown["KEYBOARD_LAYOUT"] == "us", where
+            assert HF_SECRET not in json.dumps(answer), where
+        assert job["status"] == "Succeeded", _log(http, "secretive")
+        assert f"pod sees {HF_SECRET} {API_KEY_SECRET} {CORP_SECRET}" in _log(http, "secretive")
+    for args in (["describe", "secretive"], ["describe", "secretive", "--json"]):
+        shown = subprocess.run(
+            [sys.executable, "-m", "phalanx.cli.main", *args], env=server.env,
+            capture_output=True, text=True, timeout=60, check=True,
+        ).stdout
+        assert "secretive" in shown
+        for secret in (HF_SECRET, API_KEY_SECRET, CORP_SECRET):
+            assert secret not in shown, args
+    detail = json.loads(shown)
+    assert detail["spec"]["podSets"][0]["env"]["HF_TOKEN"] == "<redacted>"

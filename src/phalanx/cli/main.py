@@ -27,6 +27,7 @@ from phalanx.errors import AuthError, ConnectionFailed
 from phalanx.sdk.client import Client
 from phalanx.sdk.documents import to_config_documents, to_job_spec
 from phalanx.spec import JobSpec, validate
+from phalanx.spec.quantity import parse_duration
 from phalanx.spec.status import JobDetail, JobRecord, JobStatus
 from phalanx.version import __version__
 
@@ -127,15 +128,25 @@ def up(
     timeout: Annotated[
         float, typer.Option(help="With -d: seconds to wait for the server to answer")
     ] = 30.0,
+    health_interval: Annotated[
+        str, typer.Option(help="How often the local plane checks this machine's health "
+                          "(phalanx doctor's checks), e.g. 60s; 0 never")
+    ] = "60s",
+    site_checks: Annotated[
+        Path | None, typer.Option(help="Directory of site health checks for the local plane "
+                                  "(executables: exit 0/1/2 = PASS/WARN/ERR)")
+    ] = None,
 ) -> None:
     """Start the embedded control plane (foreground, or in the background with -d)."""
     home = _settings(ctx).state_dir
+    interval = parse_duration(health_interval, field="--health-interval")
     if not detach:
         from phalanx.server import serve  # the server's dependencies load only when serving
 
         serve(
             home=home, host=host, port=port, db=db, compute=compute.value, nodes_file=nodes,
             kubeconfig=kubeconfig, namespace=namespace, default_image=default_image,
+            health_interval=interval, site_checks=site_checks,
         )
         return
     running = daemon.server_info(home)
@@ -153,6 +164,9 @@ def up(
         args += ["--namespace", namespace]
     if default_image is not None:
         args += ["--default-image", default_image]
+    args += ["--health-interval", health_interval]
+    if site_checks is not None:
+        args += ["--site-checks", str(site_checks)]
     try:
         with err.status("Starting the Phalanx control plane...") as spinner:
             info = daemon.start_detached(

@@ -36,8 +36,14 @@ def make_plane(
     kubeconfig: Path | None = None,
     namespace: str | None = None,
     default_image: str | None = None,
+    health_interval: float = 0.0,
+    site_checks: Path | None = None,
 ) -> ComputePlane:
-    """Build the compute plane ``serve`` drives; each branch imports only what it needs."""
+    """Build the compute plane ``serve`` drives; each branch imports only what it needs.
+
+    ``health_interval`` (seconds, 0: never) is how often the local plane runs the node
+    doctor; on Kubernetes each node's own doctor reports instead.
+    """
     if default_image is not None and compute != "kubernetes":
         raise SpecError(
             f"the {compute} compute plane runs commands, not images", field="--default-image",
@@ -46,7 +52,10 @@ def make_plane(
     if compute == "local":
         from phalanx.compute.local import LocalPlane
 
-        return LocalPlane(home)
+        local = LocalPlane(home)
+        if health_interval > 0:
+            local.start_doctor(health_interval, site_dir=site_checks)
+        return local
     if compute == "simulated":
         from phalanx.compute.simulated import SimulatedPlane
 
@@ -78,6 +87,8 @@ def serve(
     kubeconfig: Path | None = None,
     namespace: str | None = None,
     default_image: str | None = None,
+    health_interval: float = 0.0,
+    site_checks: Path | None = None,
 ) -> None:
     """Run the control plane in the foreground until SIGINT or SIGTERM."""
     home = phalanx_home(home).resolve()
@@ -93,7 +104,8 @@ def serve(
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     token = ensure_token(home)
     store = Store.for_home(home, db)
-    plane = make_plane(compute, home, nodes_file, kubeconfig, namespace, default_image)
+    plane = make_plane(compute, home, nodes_file, kubeconfig, namespace, default_image,
+                       health_interval, site_checks)
     controller = Controller(store, plane, grace_seconds=grace_seconds)
     logs = LogStore.for_home(home)
     db_label = redact_url(db) if db else "sqlite"

@@ -297,6 +297,58 @@ def nodes(
         out().print(render.nodes_table(items))
 
 
+@app.command()
+@reports_errors
+def node(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help="Node name")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON")] = False,
+) -> None:
+    """A node's health, cordon and the last answer of each of its health checks."""
+    with _settings(ctx).client() as client:
+        found = client.node(name)
+    if as_json:
+        print_json(found.to_dict())
+    else:
+        out().print(render.node_view(found))
+
+
+@app.command()
+@reports_errors
+def cordon(ctx: typer.Context, name: Annotated[str, typer.Argument(help="Node name")]) -> None:
+    """Place no new pods on a node; what runs there keeps running."""
+    with _settings(ctx).client() as client:
+        client.cordon(name)
+    note(f"node {name} cordoned")
+
+
+@app.command()
+@reports_errors
+def uncordon(ctx: typer.Context, name: Annotated[str, typer.Argument(help="Node name")]) -> None:
+    """Let the scheduler place pods on a cordoned node again."""
+    with _settings(ctx).client() as client:
+        client.uncordon(name)
+    note(f"node {name} uncordoned")
+
+
+@app.command()
+@reports_errors
+def drain(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help="Node name")],
+    grace: Annotated[str | None, typer.Option(
+        help="Time the gangs on the node get to stop, e.g. 5m (default: the control "
+        "plane's grace)")] = None,
+) -> None:
+    """Cordon a node and stop the gangs on it; they requeue onto other nodes (system failures)."""
+    seconds = parse_duration(grace, field="--grace") if grace is not None else None
+    with _settings(ctx).client() as client:
+        drained = client.drain(name, seconds)
+    for job in drained.stopped:
+        _write_line(job)
+    note(f"node {name} cordoned; {len(drained.stopped)} job(s) stopping to be requeued")
+
+
 # --------------------------------------------------------------------------- jobs
 _INTEGER = re.compile(r"^-?\d+$")
 

@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from phalanx.compute.base import ComputePlane, PodPhase, PodRef, PodState
 from phalanx.compute.kubernetes import objects
@@ -43,7 +44,7 @@ from phalanx.compute.kubernetes.status import (
     observe_pod,
 )
 from phalanx.compute.kubernetes.watch import Informer
-from phalanx.errors import Conflict, SpecError
+from phalanx.errors import Conflict, NotFound, SpecError
 from phalanx.scheduler.types import Admission
 from phalanx.spec.base import IMAGE_FIX, is_image_reference
 from phalanx.spec.quantity import parse_duration
@@ -241,6 +242,21 @@ class KubernetesPlane(ComputePlane):
         """
         for index in range(len(job.pod_sets)):
             objects.image_of(job, index, self.settings.default_image)
+
+    def cordon(self, name: str, unschedulable: bool) -> None:
+        """Patch the Node's ``spec.unschedulable``, as ``kubectl cordon`` does.
+
+        The node informer then sees the change like any other; the kube-scheduler honours
+        it too, for pods Phalanx did not create.
+        """
+        try:
+            self.client.patch(f"/api/v1/nodes/{quote(name, safe='')}",
+                              {"spec": {"unschedulable": unschedulable or None}})
+        except KubeError as exc:
+            if exc.status == 404:
+                raise NotFound(f"no node {name!r}", field="node",
+                               fix="name a node `phalanx nodes` lists") from None
+            raise
 
     def launch(self, job: JobSpec, attempt: int, admission: Admission) -> None:
         """Create the attempt's objects; a second call (or a restart) adopts what exists."""

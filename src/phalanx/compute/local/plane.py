@@ -155,6 +155,9 @@ class LocalPlane(ComputePlane):
             node.checks = list(checks)
         self._node.upsert(node)
 
+    def cordon(self, name: str, unschedulable: bool) -> None:
+        self._node.cordon(name, unschedulable)
+
     def set_gpus(self, gpus: Sequence[GPUInfo]) -> None:
         """The GPUs this machine now has (a GPU that fell off the bus is no longer offered)."""
         with self._lock:

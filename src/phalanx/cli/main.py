@@ -136,17 +136,24 @@ def up(
         Path | None, typer.Option(help="Directory of site health checks for the local plane "
                                   "(executables: exit 0/1/2 = PASS/WARN/ERR)")
     ] = None,
+    node_lost_grace: Annotated[
+        str | None, typer.Option(help="How long a Kubernetes node may stop reporting before "
+                                 "its gangs are requeued elsewhere (default 60s)")
+    ] = None,
 ) -> None:
     """Start the embedded control plane (foreground, or in the background with -d)."""
     home = _settings(ctx).state_dir
     interval = parse_duration(health_interval, field="--health-interval")
+    lost_grace = None
+    if node_lost_grace is not None:
+        lost_grace = parse_duration(node_lost_grace, field="--node-lost-grace")
     if not detach:
         from phalanx.server import serve  # the server's dependencies load only when serving
 
         serve(
             home=home, host=host, port=port, db=db, compute=compute.value, nodes_file=nodes,
             kubeconfig=kubeconfig, namespace=namespace, default_image=default_image,
-            health_interval=interval, site_checks=site_checks,
+            health_interval=interval, site_checks=site_checks, node_lost_grace=lost_grace,
         )
         return
     running = daemon.server_info(home)
@@ -167,6 +174,8 @@ def up(
     args += ["--health-interval", health_interval]
     if site_checks is not None:
         args += ["--site-checks", str(site_checks)]
+    if node_lost_grace is not None:
+        args += ["--node-lost-grace", node_lost_grace]
     try:
         with err.status("Starting the Phalanx control plane...") as spinner:
             info = daemon.start_detached(

@@ -38,6 +38,7 @@ def make_plane(
     default_image: str | None = None,
     health_interval: float = 0.0,
     site_checks: Path | None = None,
+    node_lost_grace: float | None = None,
 ) -> ComputePlane:
     """Build the compute plane ``serve`` drives; each branch imports only what it needs.
 
@@ -69,7 +70,8 @@ def make_plane(
         from phalanx.compute.kubernetes import KubernetesPlane
 
         return KubernetesPlane.connect(home=home, kubeconfig=kubeconfig, namespace=namespace,
-                                       default_image=default_image)
+                                       default_image=default_image,
+                                       node_lost_grace=node_lost_grace)
     raise SpecError(
         f"unknown compute plane {compute!r}", field="--compute",
         fix="use 'local', 'simulated' or 'kubernetes'",
@@ -89,6 +91,7 @@ def serve(
     default_image: str | None = None,
     health_interval: float = 0.0,
     site_checks: Path | None = None,
+    node_lost_grace: float | None = None,
 ) -> None:
     """Run the control plane in the foreground until SIGINT or SIGTERM."""
     home = phalanx_home(home).resolve()
@@ -105,7 +108,7 @@ def serve(
     token = ensure_token(home)
     store = Store.for_home(home, db)
     plane = make_plane(compute, home, nodes_file, kubeconfig, namespace, default_image,
-                       health_interval, site_checks)
+                       health_interval, site_checks, node_lost_grace)
     controller = Controller(store, plane, grace_seconds=grace_seconds)
     logs = LogStore.for_home(home)
     db_label = redact_url(db) if db else "sqlite"

@@ -80,7 +80,9 @@ def expected_runs(interactive: bool, logging: bool) -> set[Permission]:
 
 
 def expected_doctor() -> set[Permission]:
-    return _grant(MAIN, "", ("pods",), READ) | _grant(CLUSTER, "", ("nodes",), READ)
+    # What `phalanx doctor --report kubernetes` does to its own Node, and nothing else.
+    return (_grant(CLUSTER, "", ("nodes",), ("get", "patch"))
+            | _grant(CLUSTER, "", ("nodes/status",), ("patch",)))
 
 
 SWITCHES = list(itertools.product([False, True], repeat=6))
@@ -151,7 +153,8 @@ def test_node_doctor_permissions(enabled: bool, create: bool) -> None:
     account = "phalanx-node-doctor" if create else "own-doctor"
     assert doctor_grants == ({(MAIN, account): expected_doctor()} if create else {})
     assert daemonsets[0]["spec"]["template"]["spec"]["serviceAccountName"] == account
-    assert daemonsets[0]["spec"]["template"]["spec"]["containers"][0]["args"] == ["doctor"]
+    assert daemonsets[0]["spec"]["template"]["spec"]["containers"][0]["args"] == [
+        "doctor", "--report", "kubernetes"]
 
 
 def test_created_account_takes_the_given_name() -> None:

@@ -24,6 +24,7 @@ _ROUTES = [
     (re.compile(r"^/api/v1/namespaces/([^/]+)/(pods|services|configmaps|events)/([^/]+)$"),
      "ns-item"),
     (re.compile(r"^/api/v1/namespaces/([^/]+)/pods/([^/]+)/log$"), "log"),
+    (re.compile(r"^/api/v1/nodes/([^/]+)/status$"), "node-status"),
     (re.compile(rf"^{PG}/namespaces/([^/]+)/(podgroups)$"), "ns"),
     (re.compile(rf"^{PG}/namespaces/([^/]+)/(podgroups)/([^/]+)$"), "ns-item"),
 ]
@@ -123,6 +124,10 @@ class Handler(BaseHTTPRequestHandler):
             plural, ns, name = groups[0], "", groups[1]
         elif route == "log":
             return self._logs(groups[0], groups[1], query)
+        elif route == "node-status":
+            if method != "PATCH":
+                return self._fail(405, "MethodNotAllowed")
+            return self._patch_node_status(groups[0], body)
         else:
             ns, plural = groups[0], groups[1]
             name = groups[2] if len(groups) > 2 else None
@@ -184,6 +189,26 @@ class Handler(BaseHTTPRequestHandler):
             if found is None:
                 return self._fail(404, "NotFound", f'{plural} "{name}" not found')
             self._send(200, self.api.update(plural, name, body, ns))
+        return None
+
+    def _patch_node_status(self, name: str, body: Object) -> None:
+        """The status subresource: only ``status`` changes. Under a strategic merge patch
+        conditions merge by type, as the API server merges them; a merge patch replaces
+        the list."""
+        strategic = "strategic-merge-patch" in (self.headers.get("Content-Type") or "")
+        with self.api.lock:
+            found = self.api.get("nodes", name)
+            if found is None:
+                return self._fail(404, "NotFound", f'nodes "{name}" not found')
+            status = dict((body or {}).get("status") or {})
+            if strategic and "conditions" in status:
+                merged = {c.get("type"): c for c in (found.get("status") or {})
+                          .get("conditions") or []}
+                for condition in status["conditions"]:
+                    merged[condition.get("type")] = {**merged.get(condition.get("type"), {}),
+                                                     **condition}
+                status["conditions"] = list(merged.values())
+            self._send(200, self.api.update("nodes", name, {"status": status}))
         return None
 
     def _watch(self, plural: str, ns: str | None, query: dict[str, str]) -> None:

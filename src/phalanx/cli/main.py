@@ -20,13 +20,14 @@ from rich.console import Group, RenderableType
 from rich.live import Live
 from rich.text import Text
 
-from phalanx.cli import daemon, k8s, render, sim
+from phalanx.cli import daemon, doctor, k8s, render, sim
 from phalanx.cli.output import EXIT_FAILED, err, note, out, print_json, reports_errors
 from phalanx.defaults import DEFAULT_HOST, DEFAULT_PORT, phalanx_home
 from phalanx.errors import AuthError, ConnectionFailed
 from phalanx.sdk.client import Client
 from phalanx.sdk.documents import to_config_documents, to_job_spec
 from phalanx.spec import JobSpec, validate
+from phalanx.spec.quantity import parse_duration
 from phalanx.spec.status import JobDetail, JobRecord, JobStatus
 from phalanx.version import __version__
 
@@ -137,9 +138,25 @@ def up(
     timeout: Annotated[
         float, typer.Option(help="With -d: seconds to wait for the server to answer")
     ] = 30.0,
+    health_interval: Annotated[
+        str, typer.Option(help="How often the local plane checks this machine's health "
+                          "(phalanx doctor's checks), e.g. 60s; 0 never")
+    ] = "60s",
+    site_checks: Annotated[
+        Path | None, typer.Option(help="Directory of site health checks for the local plane "
+                                  "(executables: exit 0/1/2 = PASS/WARN/ERR)")
+    ] = None,
+    node_lost_grace: Annotated[
+        str | None, typer.Option(help="How long a Kubernetes node may stop reporting before "
+                                 "its gangs are requeued elsewhere (default 60s)")
+    ] = None,
 ) -> None:
     """Start the embedded control plane (foreground, or in the background with -d)."""
     home = _settings(ctx).state_dir
+    interval = parse_duration(health_interval, field="--health-interval")
+    lost_grace = None
+    if node_lost_grace is not None:
+        lost_grace = parse_duration(node_lost_grace, field="--node-lost-grace")
     if not detach:
         from phalanx.server import serve  # the server's dependencies load only when serving
 
@@ -147,6 +164,7 @@ def up(
             home=home, host=host, port=port, db=db, compute=compute.value, nodes_file=nodes,
             kubeconfig=kubeconfig, namespace=namespace, default_image=default_image,
             run_as_user=run_as_user, secret_env=secret_env or (),
+            health_interval=interval, site_checks=site_checks, node_lost_grace=lost_grace,
         )
         return
     running = daemon.server_info(home)
@@ -168,6 +186,11 @@ def up(
         args += ["--run-as-user", run_as_user]
     for pattern in secret_env or ():
         args += ["--secret-env", pattern]
+    args += ["--health-interval", health_interval]
+    if site_checks is not None:
+        args += ["--site-checks", str(site_checks)]
+    if node_lost_grace is not None:
+        args += ["--node-lost-grace", node_lost_grace]
     try:
         with err.status("Starting the Phalanx control plane...") as spinner:
             info = daemon.start_detached(
@@ -296,6 +319,58 @@ def nodes(
         print_json([n.to_dict() for n in items])
     else:
         out().print(render.nodes_table(items))
+
+
+@app.command()
+@reports_errors
+def node(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help="Node name")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON")] = False,
+) -> None:
+    """A node's health, cordon and the last answer of each of its health checks."""
+    with _settings(ctx).client() as client:
+        found = client.node(name)
+    if as_json:
+        print_json(found.to_dict())
+    else:
+        out().print(render.node_view(found))
+
+
+@app.command()
+@reports_errors
+def cordon(ctx: typer.Context, name: Annotated[str, typer.Argument(help="Node name")]) -> None:
+    """Place no new pods on a node; what runs there keeps running."""
+    with _settings(ctx).client() as client:
+        client.cordon(name)
+    note(f"node {name} cordoned")
+
+
+@app.command()
+@reports_errors
+def uncordon(ctx: typer.Context, name: Annotated[str, typer.Argument(help="Node name")]) -> None:
+    """Let the scheduler place pods on a cordoned node again."""
+    with _settings(ctx).client() as client:
+        client.uncordon(name)
+    note(f"node {name} uncordoned")
+
+
+@app.command()
+@reports_errors
+def drain(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help="Node name")],
+    grace: Annotated[str | None, typer.Option(
+        help="Time the gangs on the node get to stop, e.g. 5m (default: the control "
+        "plane's grace)")] = None,
+) -> None:
+    """Cordon a node and stop the gangs on it; they requeue onto other nodes (system failures)."""
+    seconds = parse_duration(grace, field="--grace") if grace is not None else None
+    with _settings(ctx).client() as client:
+        drained = client.drain(name, seconds)
+    for job in drained.stopped:
+        _write_line(job)
+    note(f"node {name} cordoned; {len(drained.stopped)} job(s) stopping to be requeued")
 
 
 # --------------------------------------------------------------------------- jobs
@@ -487,6 +562,7 @@ def cancel(
 
 
 app.command("sim")(sim.sim)
+app.command("doctor")(doctor.doctor)
 app.add_typer(k8s.app, name="k8s")
 
 if __name__ == "__main__":

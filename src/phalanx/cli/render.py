@@ -266,7 +266,10 @@ def nodes_table(nodes: Iterable[NodeView]) -> Table:
         health = node.health.value
         if node.unschedulable:
             health += ", cordoned"
-        if node.health_reasons:
+        failing = [c.name for c in node.checks if c.status.value in ("WARN", "ERR")]
+        if failing:  # the checks' names; `phalanx node NAME` has what each found
+            health += f" ({', '.join(failing)})"
+        elif node.health_reasons:
             health += f" ({'; '.join(node.health_reasons)})"
         style = {"healthy": "green", "degraded": "yellow"}.get(node.health.value, "red")
         alloc, used = node.allocatable, node.used
@@ -278,6 +281,34 @@ def nodes_table(nodes: Iterable[NodeView]) -> Table:
         labels = ", ".join(f"{k}={v}" for k, v in node.labels.items()) or NONE
         table.add_row(node.name, Text(health, style=style), *cells, labels)
     return table
+
+
+CHECK_STYLES = {"PASS": "green", "WARN": "yellow", "ERR": "bold red", "N/A": "dim"}
+
+
+def node_view(node: NodeView) -> Group:
+    """One node: health, cordon, capacity, and every check's last answer."""
+    style = {"healthy": "green", "degraded": "yellow"}.get(node.health.value, "red")
+    rows: list[tuple[str, RenderableType | str]] = [
+        ("Node", node.name),
+        ("Health", Text(node.health.value + (" (lost)" if node.lost else ""), style=style)),
+        ("Schedulable", "no (cordoned)" if node.unschedulable else "yes"),
+        ("Allocatable", ", ".join(f"{r}={format_quantity(v, r)}"
+                                  for r, v in node.allocatable.items()) or NONE),
+    ]
+    for reason in node.health_reasons:
+        rows.append(("Reason", reason))
+    parts: list[RenderableType] = [_field_grid(rows)]
+    if node.checks:
+        table = _table("CHECK", "STATUS", "MESSAGE")
+        for check in node.checks:
+            table.add_row(check.name, Text(check.status.value,
+                                           style=CHECK_STYLES[check.status.value]),
+                          check.message)
+        parts.append(table)
+    else:
+        parts.append(Text("No health checks reported for this node.", style="dim"))
+    return Group(*parts)
 
 
 def status_view(status: ServerStatus, url: str, now: float | None = None) -> Table:

@@ -19,6 +19,8 @@ plane overrides only what it can do better:
 - ``check_job``: what the plane can tell is wrong with a job before it is queued
   (a pod set with nothing to run here), so bad input is refused at submit instead
   of failing at launch and burning restarts.
+- ``cordon``: mark a node (un)schedulable where the plane keeps its nodes, so an
+  operator's cordon reaches the scheduler like any node change.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from enum import StrEnum
 from types import TracebackType
 from typing import ClassVar, Literal, Self
 
+from phalanx.errors import NotFound, SpecError
 from phalanx.scheduler.types import Admission
 from phalanx.spec.resources import JobSpec, Node
 from phalanx.spec.status import JobEvent
@@ -141,6 +144,11 @@ class ComputePlane(abc.ABC):
         ``job``'s pods as specified; accept by default."""
         return None
 
+    def cordon(self, name: str, unschedulable: bool) -> None:
+        """Mark node ``name`` unschedulable (or schedulable again); NotFound if there is none."""
+        raise SpecError(f"the {self.name} compute plane cannot cordon nodes", field="node",
+                        fix="cordon the node where the plane's nodes are kept")
+
     # ------------------------------------------------------------------ for implementations
     def _nodes_changed(self) -> None:
         """Tell the control loop the inventory changed: after the change is visible."""
@@ -195,6 +203,15 @@ class NodeTable:
             self._nodes[node.name] = node.model_copy(deep=True)
         self._on_change()
         return True
+
+    def cordon(self, name: str, unschedulable: bool) -> None:
+        """Set the node's cordon flag (``ComputePlane.cordon`` for planes that keep a table)."""
+        node = self.get(name)
+        if node is None:
+            raise NotFound(f"no node {name!r}", field="node",
+                           fix="name a node `phalanx nodes` lists")
+        node.unschedulable = unschedulable
+        self.upsert(node)
 
     def remove(self, name: str) -> bool:
         with self._lock:

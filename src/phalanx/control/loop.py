@@ -26,12 +26,14 @@ from phalanx.control.state import (
     DEADLINE,
     FAILED,
     LOST,
+    NODE_UNHEALTHY,
     PREEMPTED,
     ControlState,
     Launch,
     PlaneCommand,
 )
 from phalanx.scheduler import Admission, CycleResult
+from phalanx.spec.resources import Node, NodeHealth
 from phalanx.spec.status import JobAdmission, JobRecord, JobStatus
 
 log = logging.getLogger("phalanx.controller")
@@ -95,6 +97,7 @@ class ControlLoop:
         with state.lock:
             now = state.clock()
             self._reconcile(observed, now)
+            self._stop_on_unhealthy_nodes()
             self._enforce_deadlines(now)
             self._release_backoff(now)
             started = time.perf_counter()
@@ -130,7 +133,8 @@ class ControlLoop:
         for command in commands:
             try:
                 if command.verb == "terminate":
-                    self.plane.terminate(command.job, command.attempt, self.grace_seconds)
+                    grace = self.grace_seconds if command.grace is None else command.grace
+                    self.plane.terminate(command.job, command.attempt, grace)
                 else:
                     self.plane.forget(command.job, command.attempt)
             except Exception:  # level-triggered: the next observation asks again
@@ -152,7 +156,8 @@ class ControlLoop:
             for name in old.keys() - new.keys():
                 state.scheduler.remove_node(name)
             for name, node in new.items():
-                if old.get(name) != node:
+                # Check results change at every doctor run; the scheduler reads none of them.
+                if name not in old or _placement_view(old[name]) != _placement_view(node):
                     state.scheduler.upsert_node(node)
             state.nodes = nodes
 
@@ -242,6 +247,26 @@ class ControlLoop:
                 state.begin_stop(record, LOST, "the job's pods were stopped", "system")
                 state.finish_stop(record, now)
 
+    def _stop_on_unhealthy_nodes(self) -> None:
+        """Stop every gang with a pod on an unhealthy node: a system failure, requeued at once.
+
+        Pods on a lost node cannot stop by themselves: they are deleted without a grace.
+        """
+        state = self.state
+        sick = {n.name: n for n in state.nodes if n.health is NodeHealth.UNHEALTHY}
+        if not sick:
+            return
+        for record in list(state.active.values()):
+            if record.stop_reason or record.admission is None:
+                continue
+            nodes = sorted({n for ps in record.admission.pod_sets for n in ps.nodes} & set(sick))
+            if not nodes:
+                continue
+            node = sick[nodes[0]]
+            why = "; ".join(node.health_reasons) or "unhealthy"
+            state.begin_stop(record, NODE_UNHEALTHY, f"node {node.name} is unhealthy ({why})",
+                             "system", grace=0.0 if node.lost else None)
+
     def _enforce_deadlines(self, now: float) -> None:
         for record in list(self.state.active.values()):
             limit = record.spec.max_runtime
@@ -309,6 +334,10 @@ class ControlLoop:
                     record.status = JobStatus.STARTING
                     state.event(record, "Starting", f"launched {_expected_pods(record)} pod(s) "
                                 f"on the {self.plane.name} compute plane")
+
+
+def _placement_view(node: Node) -> Node:
+    return node.model_copy(update={"checks": []})
 
 
 def _group(pods: list[PodState]) -> dict[str, list[PodState]]:

@@ -31,6 +31,11 @@ class Metrics:
             "phalanx_node_healthy", "1 when the node is healthy, 0.5 degraded, 0 unhealthy",
             ["node"], registry=self.registry,
         )
+        self.node_check = Gauge(
+            "phalanx_node_check", "The last answer of a node's health check: 0 PASS, 1 WARN, "
+            "2 ERR (checks that do not apply are left out)", ["node", "check"],
+            registry=self.registry,
+        )
         self.admission_latency = Histogram(
             "phalanx_admission_latency_seconds", "Time from entering the queue to admission",
             ["cluster_queue"], registry=self.registry,
@@ -63,5 +68,9 @@ class Metrics:
 
     def observe_nodes(self, nodes: list[Node]) -> None:
         score = {"healthy": 1.0, "degraded": 0.5, "unhealthy": 0.0}
+        answer = {"PASS": 0, "WARN": 1, "ERR": 2}
         for node in nodes:
             self.node_health.labels(node.name).set(score[node.health.value])
+            for check in node.checks:
+                if check.status.value in answer:
+                    self.node_check.labels(node.name, check.name).set(answer[check.status.value])

@@ -13,8 +13,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from phalanx.compute.base import ComputePlane, PodState
-from phalanx.control.state import CANCELLED, ControlState
-from phalanx.errors import Conflict, PhalanxError
+from phalanx.control.state import CANCELLED, DRAINED, ControlState
+from phalanx.errors import Conflict, NotFound, PhalanxError
 from phalanx.scheduler import ClusterQueueStatus, PendingCode
 from phalanx.spec.config import QueueConfig
 from phalanx.spec.resources import ConfigObject, JobSpec, Node
@@ -230,6 +230,42 @@ class JobService:
             usage = self.state.scheduler.node_usage()
             nodes = list(self.state.nodes)
         return [NodeOverview(node, dict(usage.get(node.name, {}))) for node in nodes]
+
+    def node(self, name: str) -> NodeOverview:
+        for entry in self.nodes():
+            if entry.node.name == name:
+                return entry
+        raise NotFound(f"no node {name!r}", field="node", fix="name a node `phalanx nodes` lists")
+
+    def cordon(self, name: str, unschedulable: bool) -> NodeOverview:
+        """Stop (or resume) placing pods on the node; what runs there keeps running."""
+        self.node(name)
+        self.plane.cordon(name, unschedulable)
+        self.state.wake.set()
+        # The loop reads the change at its next step; answer with what was asked for now.
+        entry = self.node(name)
+        return NodeOverview(entry.node.model_copy(update={"unschedulable": unschedulable}),
+                            entry.used)
+
+    def drain(self, name: str, grace_seconds: float | None = None) -> list[str]:
+        """Cordon the node and stop the gangs on it with ``grace_seconds`` to end, requeued
+        as system failures (onto other nodes, at once); the names of the jobs stopped.
+
+        ``grace_seconds`` None gives them the control plane's usual grace."""
+        self.cordon(name, True)
+        state = self.state
+        stopped = []
+        with state.lock:
+            for record in list(state.active.values()):
+                nodes = {n for ps in (record.admission.pod_sets if record.admission else ())
+                         for n in ps.nodes}
+                if name in nodes and not record.stop_reason:
+                    state.begin_stop(record, DRAINED, f"node {name} is being drained",
+                                     "system", grace=grace_seconds)
+                    stopped.append(record.name)
+        state.persist()
+        state.wake.set()
+        return stopped
 
     def status(self, started_at: float) -> dict[str, object]:
         with self.state.lock:

@@ -33,6 +33,8 @@ ACTIVE = (JobStatus.ADMITTED, JobStatus.STARTING, JobStatus.RUNNING)
 CANCELLED, PREEMPTED, FAILED, DEADLINE, LOST = (
     "Cancelled", "Preempted", "Failed", "DeadlineExceeded", "PodsLost",
 )
+# System failures of a node, not of the job: requeued at once, onto other nodes.
+NODE_UNHEALTHY, DRAINED = "NodeUnhealthy", "Drained"
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +42,7 @@ class PlaneCommand:
     verb: Literal["terminate", "forget"]
     job: str
     attempt: int
+    grace: float | None = None  # None: the loop's grace; 0 for pods of a lost node
 
 
 @dataclass(slots=True)
@@ -86,7 +89,8 @@ class ControlState:
 
     def begin_stop(
         self, record: JobRecord, reason: str, message: str,
-        failure: str | None = None, exit_code: int | None = None,
+        failure: str | None = None, exit_code: int | None = None, *,
+        grace: float | None = None,
     ) -> None:
         if record.stop_reason:
             return
@@ -94,9 +98,9 @@ class ControlState:
         record.message = message
         if exit_code is not None:
             record.exit_code = exit_code
-        warning = reason in (FAILED, PREEMPTED, DEADLINE, LOST)
+        warning = reason in (FAILED, PREEMPTED, DEADLINE, LOST, NODE_UNHEALTHY, DRAINED)
         self.event(record, reason, message, warning=warning)
-        self.commands.append(PlaneCommand("terminate", record.name, record.attempt))
+        self.commands.append(PlaneCommand("terminate", record.name, record.attempt, grace))
 
     def finish_stop(self, record: JobRecord, now: float) -> None:
         """The stopping attempt's pods are all gone: settle what happens to the job."""
@@ -119,9 +123,10 @@ class ControlState:
             )
             record.user_restarts = decision.user_restarts
             record.system_restarts = decision.system_restarts
+            # The node failed, not the job: no backoff, the scheduler places it elsewhere.
+            delay = 0.0 if reason in (NODE_UNHEALTHY, DRAINED) else decision.delay
             if decision.restart:
-                self.requeue(record, now, f"{record.message}; {decision.message}",
-                             delay=decision.delay)
+                self.requeue(record, now, f"{record.message}; {decision.message}", delay=delay)
             else:
                 self.finish(record, JobStatus.FAILED, f"{record.message}; {decision.message}")
 

@@ -5,8 +5,10 @@ configmaps, secrets, services and PodGroups of both scheduler-plugins API
 groups, and read-only events; cluster-wide node and CRD reads only with
 ``worker.rbac.allowNodeReads``; node update/patch only with ``allowNodeWrites``.
 Runs get ``pods get`` + ``pods/exec create`` with interactivity, ``pods get``
-with logging only, nothing otherwise. NodeDoctor reads pods in the main
-namespace and nodes cluster-wide.
+with logging only, nothing otherwise. NodeDoctor gets and patches its Node
+(the ``phalanx.dev/health`` label and checks annotation; the GPUs the node
+advertises) and patches ``nodes/status`` (its ``PhalanxHealthy`` condition): exactly
+what ``phalanx doctor --report kubernetes`` does, and nothing in any namespace.
 
 Two additions the worker cannot do without, each tied to the switch it serves:
 ``pods/log get`` in the runs namespace (logs are a subresource, and the control
@@ -84,12 +86,8 @@ def runs_rules(values: Values) -> list[Rule]:
     return []
 
 
-def doctor_namespace_rules() -> list[Rule]:
-    return [_rule([""], ["pods"], READ_VERBS)]
-
-
 def doctor_cluster_rules() -> list[Rule]:
-    return [_rule([""], ["nodes"], READ_VERBS)]
+    return [_rule([""], ["nodes"], ["get", "patch"]), _rule([""], ["nodes/status"], ["patch"])]
 
 
 # --------------------------------------------------------------------------- accounts
@@ -184,8 +182,6 @@ def doctor_rbac(values: Values) -> list[Manifest]:
     cname = cluster_name(values, "node-doctor")
     return [
         _account(account, ns, "node-doctor", automount=True),
-        _role(DOCTOR_ACCOUNT, ns, "node-doctor", doctor_namespace_rules()),
-        _binding("RoleBinding", DOCTOR_ACCOUNT, ns, "node-doctor", account, ns),
         _cluster_role(cname, "node-doctor", doctor_cluster_rules()),
         _binding("ClusterRoleBinding", cname, None, "node-doctor", account, ns),
     ]

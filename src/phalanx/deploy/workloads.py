@@ -213,7 +213,7 @@ def node_doctor(values: Values) -> list[Manifest]:
         "image": values.image.reference,
         "imagePullPolicy": values.image.pull_policy,
         "command": ["phalanx"],
-        "args": ["doctor"],
+        "args": ["doctor", "--report", "kubernetes"],
         "env": [
             {"name": "PHALANX_URL", "value": api_url(values)},
             _secret_env("PHALANX_TOKEN", values.api_key.secret_name, values.api_key.key),

@@ -30,8 +30,10 @@ from phalanx.spec.api import (
     AppliedObject,
     ConfigApplied,
     ConfigDocuments,
+    DrainRequest,
     EventList,
     JobList,
+    NodeDrained,
     NodeList,
     NodeView,
     QueuesOverview,
@@ -76,6 +78,10 @@ def error_from_response(response: httpx.Response) -> PhalanxError:
 
 def _job_path(name: str, *rest: str) -> str:
     return "/".join(["/v1/jobs", quote(name, safe=""), *rest])
+
+
+def _node_path(name: str, verb: str | None = None) -> str:
+    return f"/v1/nodes/{quote(name, safe='')}" + (f":{verb}" if verb else "")
 
 
 def _status_params(status: JobStatus | str | Iterable[JobStatus | str] | None) -> list[str]:
@@ -291,6 +297,22 @@ class Client:
     def nodes(self) -> builtins.list[NodeView]:
         """Nodes with allocatable and used resources, labels, taints and health."""
         return self._request(NodeList, "GET", "/v1/nodes").items
+
+    def node(self, name: str) -> NodeView:
+        """One node, with the last answer of each of its health checks."""
+        return self._request(NodeView, "GET", _node_path(name))
+
+    def cordon(self, name: str) -> NodeView:
+        """Place no new pods on the node."""
+        return self._request(NodeView, "POST", _node_path(name, "cordon"))
+
+    def uncordon(self, name: str) -> NodeView:
+        return self._request(NodeView, "POST", _node_path(name, "uncordon"))
+
+    def drain(self, name: str, grace_seconds: float | None = None) -> NodeDrained:
+        """Cordon the node and stop its gangs with ``grace_seconds`` to end; they requeue."""
+        return self._request(NodeDrained, "POST", _node_path(name, "drain"),
+                             json=DrainRequest(grace_seconds=grace_seconds).to_dict())
 
     def apply(
         self, documents: Sequence[Mapping[str, Any]] | str | Path

@@ -19,7 +19,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response, Streami
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from phalanx.control import Controller
+from phalanx.control import Controller, NodeOverview
 from phalanx.errors import (
     AuthError,
     Conflict,
@@ -38,12 +38,14 @@ from phalanx.spec.api import (
     CohortView,
     ConfigApplied,
     ConfigDocuments,
+    DrainRequest,
     ErrorResponse,
     EventList,
     Health,
     JobBatch,
     JobList,
     LocalQueueView,
+    NodeDrained,
     NodeList,
     NodeView,
     QueuesOverview,
@@ -290,14 +292,35 @@ def create_app(
                      for c in overview.config.cohorts.values()],
         )
 
+    def node_view(entry: NodeOverview) -> NodeView:
+        return NodeView(**entry.node.model_dump(), used={
+            res: _millis(v) for res, v in entry.used.items()
+        })
+
     @app.get("/v1/nodes", responses=_V1)
     def nodes() -> NodeList:
-        return NodeList(items=[
-            NodeView(**entry.node.model_dump(), used={
-                res: _millis(v) for res, v in entry.used.items()
-            })
-            for entry in service.nodes()
-        ])
+        return NodeList(items=[node_view(entry) for entry in service.nodes()])
+
+    @app.get("/v1/nodes/{name}", responses=_errors(401, 404))
+    def node(name: str) -> NodeView:
+        """One node, with the last answer of each of its health checks."""
+        return node_view(service.node(name))
+
+    @app.post("/v1/nodes/{name}:cordon", responses=_errors(400, 401, 404))
+    def cordon(name: str) -> NodeView:
+        """Place no new pods on the node; what runs there keeps running."""
+        return node_view(service.cordon(name, True))
+
+    @app.post("/v1/nodes/{name}:uncordon", responses=_errors(400, 401, 404))
+    def uncordon(name: str) -> NodeView:
+        return node_view(service.cordon(name, False))
+
+    @app.post("/v1/nodes/{name}:drain", responses=_errors(400, 401, 404))
+    def drain(name: str, body: DrainRequest | None = None) -> NodeDrained:
+        """Cordon the node and stop its gangs (with their grace), requeued onto other nodes
+        as system failures."""
+        stopped = service.drain(name, body.grace_seconds if body else None)
+        return NodeDrained(node=node_view(service.node(name)), stopped=stopped)
 
     # ------------------------------------------------------------------ config
     @app.post("/v1/config/apply", responses=_errors(400, 401))

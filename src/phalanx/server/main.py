@@ -43,8 +43,15 @@ def make_plane(
     namespace: str | None = None,
     default_image: str | None = None,
     run_as_user: str | None = None,
+    health_interval: float = 0.0,
+    site_checks: Path | None = None,
+    node_lost_grace: float | None = None,
 ) -> ComputePlane:
-    """Build the compute plane ``serve`` drives; each branch imports only what it needs."""
+    """Build the compute plane ``serve`` drives; each branch imports only what it needs.
+
+    ``health_interval`` (seconds, 0: never) is how often the local plane runs the node
+    doctor; on Kubernetes each node's own doctor reports instead.
+    """
     if default_image is not None and compute != "kubernetes":
         raise SpecError(
             f"the {compute} compute plane runs commands, not images", field="--default-image",
@@ -61,7 +68,10 @@ def make_plane(
         from phalanx.compute.local import LocalPlane
         from phalanx.compute.local.users import pod_user_for
 
-        return LocalPlane(home, run_as=pod_user_for(run_as_user))
+        local = LocalPlane(home, run_as=pod_user_for(run_as_user))
+        if health_interval > 0:
+            local.start_doctor(health_interval, site_dir=site_checks)
+        return local
     if compute == "simulated":
         from phalanx.compute.simulated import SimulatedPlane
 
@@ -75,7 +85,8 @@ def make_plane(
         from phalanx.compute.kubernetes import KubernetesPlane
 
         return KubernetesPlane.connect(home=home, kubeconfig=kubeconfig, namespace=namespace,
-                                       default_image=default_image)
+                                       default_image=default_image,
+                                       node_lost_grace=node_lost_grace)
     raise SpecError(
         f"unknown compute plane {compute!r}", field="--compute",
         fix="use 'local', 'simulated' or 'kubernetes'",
@@ -95,6 +106,9 @@ def serve(
     default_image: str | None = None,
     run_as_user: str | None = None,
     secret_env: Sequence[str] = (),
+    health_interval: float = 0.0,
+    site_checks: Path | None = None,
+    node_lost_grace: float | None = None,
 ) -> None:
     """Run the control plane in the foreground until SIGINT or SIGTERM.
 
@@ -110,6 +124,7 @@ def serve(
         _serve(
             phalanx_home(home).resolve(), host, port, db, compute, nodes_file, grace_seconds,
             kubeconfig, namespace, default_image, run_as_user, tuple(secret_env),
+            health_interval, site_checks, node_lost_grace,
         )
     finally:
         os.umask(previous_umask)
@@ -128,6 +143,9 @@ def _serve(
     default_image: str | None,
     run_as_user: str | None,
     secret_env: tuple[str, ...],
+    health_interval: float,
+    site_checks: Path | None,
+    node_lost_grace: float | None,
 ) -> None:
     make_private_dir(home)
     lock = os.fdopen(open_private(home / "server.lock", os.O_WRONLY), "w")
@@ -151,7 +169,7 @@ def _serve(
     token = ensure_token(home)
     store = Store.for_home(home, db)
     plane = make_plane(compute, home, nodes_file, kubeconfig, namespace, default_image,
-                       run_as_user)
+                       run_as_user, health_interval, site_checks, node_lost_grace)
     controller = Controller(store, plane, grace_seconds=grace_seconds)
     logs = LogStore.for_home(home)
     db_label = redact_url(db) if db else "sqlite"

@@ -161,6 +161,18 @@ class NodeList(Model):
     items: list[NodeView]
 
 
+class DrainRequest(Model):
+    grace_seconds: float | None = Field(
+        default=None, ge=0, description="Time the gangs on the node get to stop "
+        "(default: the control plane's grace)",
+    )
+
+
+class NodeDrained(Model):
+    node: NodeView
+    stopped: list[str] = Field(description="Jobs stopped, to be requeued onto other nodes")
+
+
 # --------------------------------------------------------------------------- config
 ConfigDocument = Annotated[
     ResourceFlavor | Cohort | ClusterQueue | LocalQueue | PriorityClass,

@@ -61,6 +61,26 @@ class NodeHealth(StrEnum):
     UNHEALTHY = "unhealthy"
 
 
+class CheckStatus(StrEnum):
+    """A node check's answer; N/A when the check does not apply (no GPU, no driver)."""
+
+    PASS = "PASS"
+    WARN = "WARN"
+    ERR = "ERR"
+    NOT_APPLICABLE = "N/A"
+
+
+class NodeCheck(Model):
+    """The last result of one of a node's health checks."""
+
+    name: str = Field(description="The check, e.g. gpu-ecc, disk, site/nccl-allreduce")
+    status: CheckStatus
+    message: str = Field(description="One sentence saying what was found")
+    values: dict[str, float] = Field(
+        default_factory=dict, description="The numbers behind the answer"
+    )
+
+
 class Node(Model):
     kind: Literal["Node"] = "Node"
     name: str
@@ -70,6 +90,13 @@ class Node(Model):
     unschedulable: bool = False
     health: NodeHealth = NodeHealth.HEALTHY
     health_reasons: list[str] = Field(default_factory=list)
+    lost: bool = Field(
+        default=False, description="The node stopped reporting for longer than the grace: "
+        "its pods cannot stop by themselves and are deleted at once",
+    )
+    checks: list[NodeCheck] = Field(
+        default_factory=list, description="The last result of each of the node's checks"
+    )
 
 
 # --------------------------------------------------------------------------- quotas

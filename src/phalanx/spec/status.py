@@ -56,7 +56,9 @@ class JobAdmission(Model):
         return sum(p.count for p in self.pod_sets)
 
 
-StopReason = Literal["Cancelled", "Preempted", "Failed", "DeadlineExceeded", "PodsLost"]
+StopReason = Literal[
+    "Cancelled", "Preempted", "Failed", "DeadlineExceeded", "PodsLost", "NodeUnhealthy", "Drained",
+]
 
 
 class StopRequest(Model):

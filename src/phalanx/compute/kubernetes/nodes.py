@@ -4,19 +4,28 @@ A node offers its allocatable cpu, memory, pods and extended resources
 (``nvidia.com/gpu`` and any other ``domain/name``), minus what pods Phalanx did
 not create already request on it (any namespace, any non-terminal pod bound to
 the node): that capacity is not Phalanx's to give. Labels and taints come
-as they are; ``spec.unschedulable`` is the cordon flag; the Ready condition and
-the pressure conditions give the health.
+as they are; ``spec.unschedulable`` is the cordon flag; the Ready condition, the
+pressure conditions and what the node's doctor wrote on it (``health.py``) give
+the health.
+
+A node that stops reporting (Ready not True, or the ``unreachable``/``not-ready``
+taints) is degraded at first, a blip of its kubelet being no reason to stop the
+gangs on it, and lost once that has lasted ``lost_grace`` seconds: unhealthy, and
+its pods are deleted at once, as they cannot stop by themselves.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
 from phalanx.compute.kubernetes.client import KubeClient
+from phalanx.compute.kubernetes.health import doctor_health
 from phalanx.compute.kubernetes.objects import MANAGED_BY, MANAGER
+from phalanx.compute.kubernetes.status import timestamp
 from phalanx.compute.kubernetes.watch import Informer
 from phalanx.errors import SpecError
 from phalanx.spec.quantity import format_quantity, parse_quantity
@@ -28,6 +37,8 @@ Object = dict[str, Any]
 BASE_RESOURCES = ("cpu", "memory", "pods")
 PRESSURE = ("MemoryPressure", "DiskPressure", "PIDPressure", "NetworkUnavailable")
 EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+UNREACHABLE_TAINTS = ("node.kubernetes.io/unreachable", "node.kubernetes.io/not-ready")
+DEFAULT_LOST_GRACE = 60.0
 # Only pods that can still hold capacity: the API server filters the rest out, and sends
 # a pod that reaches Succeeded or Failed to this watch as deleted.
 LIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"
@@ -83,7 +94,23 @@ def pod_requests(pod: Object) -> dict[str, int]:
     return total
 
 
-def node_from(obj: Object, used: dict[str, int] | None = None) -> Node:
+def lost_since(obj: Object) -> float | None:
+    """Since when the node has not reported (0.0 when that time is unknown), or None."""
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    ready = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), None)
+    times = []
+    if ready is None or ready.get("status") != "True":
+        times.append(timestamp((ready or {}).get("lastTransitionTime")) or 0.0)
+    for taint in spec.get("taints") or []:
+        if taint.get("key") in UNREACHABLE_TAINTS:
+            times.append(timestamp(taint.get("timeAdded")) or 0.0)
+    return min(times) if times else None
+
+
+def node_from(
+    obj: Object, used: dict[str, int] | None = None, *, now: float | None = None,
+    lost_grace: float = DEFAULT_LOST_GRACE,
+) -> Node:
     """The scheduler's Node for a Node object, less ``used`` (foreign pods' requests)."""
     meta, spec, status = obj.get("metadata", {}), obj.get("spec") or {}, obj.get("status") or {}
     allocatable = _quantities(status.get("allocatable"))
@@ -94,14 +121,23 @@ def node_from(obj: Object, used: dict[str, int] | None = None) -> Node:
         Taint(key=t["key"], value=t.get("value") or "", effect=t["effect"])
         for t in spec.get("taints") or [] if t.get("key") and t.get("effect") in EFFECTS
     ]
-    health, reasons = NodeHealth.HEALTHY, []
+    health, reasons, checks = doctor_health(obj)
     conditions = {c.get("type"): c for c in status.get("conditions") or []}
     ready = conditions.get("Ready")
-    if ready is None or ready.get("status") != "True":
-        health = NodeHealth.UNHEALTHY
+    since = lost_since(obj)
+    lost = False
+    if since is not None:
         why = (ready or {}).get("reason") or "NotReady"
         detail = (ready or {}).get("message") or "the node does not report Ready"
-        reasons.append(f"{why}: {detail}")
+        silent = (time.time() if now is None else now) - since
+        lost = silent >= lost_grace
+        if lost:
+            health = NodeHealth.UNHEALTHY
+            reasons.insert(0, f"NodeLost: {why}: {detail}")
+        else:
+            health = max(health, NodeHealth.DEGRADED, key=_SEVERITY.__getitem__)
+            reasons.insert(0, f"{why}: {detail} (for {silent:.0f}s; lost after "
+                              f"{lost_grace:g}s)")
     for kind in PRESSURE:
         if conditions.get(kind, {}).get("status") == "True":
             if health is NodeHealth.HEALTHY:
@@ -112,8 +148,11 @@ def node_from(obj: Object, used: dict[str, int] | None = None) -> Node:
         # The Node parses quantities: hand it their text, not milli-units.
         allocatable={k: format_quantity(v, k) for k, v in allocatable.items()},
         unschedulable=bool(spec.get("unschedulable")),
-        health=health, health_reasons=reasons,
+        health=health, health_reasons=reasons, lost=lost, checks=checks,
     )
+
+
+_SEVERITY = {NodeHealth.HEALTHY: 0, NodeHealth.DEGRADED: 1, NodeHealth.UNHEALTHY: 2}
 
 
 class NodeInventory:
@@ -126,8 +165,11 @@ class NodeInventory:
         namespace: str,
         on_change: Callable[[], None] | None = None,
         read_timeout: float = 60.0,
+        lost_grace: float = DEFAULT_LOST_GRACE,
     ) -> None:
         self.namespace = namespace
+        self.lost_grace = lost_grace
+        self._lost: set[str] = set()  # nodes the cached snapshot reports lost
         self.on_change = on_change
         self._lock = threading.Lock()
         self._nodes: dict[str, Object] = {}
@@ -162,9 +204,26 @@ class NodeInventory:
                     into = used.setdefault(node, {})
                     for k, v in requests.items():
                         into[k] = into.get(k, 0) + v
-                self._cache = [node_from(obj, used.get(name))
+                now = time.time()
+                self._cache = [node_from(obj, used.get(name), now=now,
+                                         lost_grace=self.lost_grace)
                                for name, obj in sorted(self._nodes.items())]
+                self._lost = {n.name for n in self._cache if n.lost}
             return list(self._cache)
+
+    def expire(self) -> None:
+        """Count a node whose grace ran out since the last snapshot as a change: nothing in
+        the API changes when a silent node's time is up."""
+        now = time.time()
+        with self._lock:
+            if self._cache is None:
+                return
+            lost = {name for name, obj in self._nodes.items()
+                    if (since := lost_since(obj)) is not None and now - since >= self.lost_grace}
+            if lost == self._lost:
+                return
+            self._changed()
+        self._notify()
 
     def node_names(self) -> set[str]:
         with self._lock:
@@ -200,7 +259,7 @@ class NodeInventory:
                 self._nodes[name] = obj
                 # Heartbeats rewrite a node every few seconds; only a change the scheduler
                 # sees counts.
-                if old is not None and node_from(old) == node_from(obj):
+                if old is not None and node_from(old, now=0.0) == node_from(obj, now=0.0):
                     return
             self._changed()
         self._notify()

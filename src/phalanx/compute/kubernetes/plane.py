@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from phalanx.compute.base import ComputePlane, PodPhase, PodRef, PodState
 from phalanx.compute.kubernetes import objects
@@ -43,7 +44,7 @@ from phalanx.compute.kubernetes.status import (
     observe_pod,
 )
 from phalanx.compute.kubernetes.watch import Informer
-from phalanx.errors import Conflict, SpecError
+from phalanx.errors import Conflict, NotFound, SpecError
 from phalanx.scheduler.types import Admission
 from phalanx.spec.base import IMAGE_FIX, is_image_reference
 from phalanx.spec.quantity import parse_duration
@@ -57,6 +58,7 @@ DEFAULT_NAMESPACE = "phalanx-runs"
 NAMESPACE_ENV = "PHALANX_K8S_NAMESPACE"
 SERVICE_ACCOUNT_ENV = "PHALANX_RUNS_SERVICE_ACCOUNT"
 START_TIMEOUT_ENV = "PHALANX_K8S_START_TIMEOUT"
+NODE_LOST_GRACE_ENV = "PHALANX_K8S_NODE_LOST_GRACE"
 PRIORITY_CLASSES_ENV = "PHALANX_K8S_PRIORITY_CLASSES"
 
 
@@ -100,6 +102,8 @@ class Settings:
     read_timeout: float = 60.0
     # The image of pod sets that name none; without one such jobs are refused at submit.
     default_image: str | None = None
+    # How long a node may stop reporting before it is lost (its gangs requeued elsewhere).
+    node_lost_grace: float = 60.0
 
 
 class KubernetesPlane(ComputePlane):
@@ -126,7 +130,8 @@ class KubernetesPlane(ComputePlane):
                               self.home / "kubernetes" / "log-offsets")
         self.inventory_source = NodeInventory(client, namespace=self.namespace,
                                               on_change=self._notify,
-                                              read_timeout=self.settings.read_timeout)
+                                              read_timeout=self.settings.read_timeout,
+                                              lost_grace=self.settings.node_lost_grace)
         self.pod_informer = Informer(
             client, f"{self._base}/pods", label_selector=objects.SELECTOR,
             on_list=self._list_pods, on_event=self._pod_event, name="pods",
@@ -150,6 +155,7 @@ class KubernetesPlane(ComputePlane):
         insecure: bool | None = None,
         settings: Settings | None = None,
         default_image: str | None = None,
+        node_lost_grace: float | None = None,
     ) -> KubernetesPlane:
         """Connect (kubeconfig, in-cluster, or explicit server + token), adopt, start watching."""
         configuration, _ = configure(kubeconfig=kubeconfig, context=context, server=server,
@@ -158,6 +164,8 @@ class KubernetesPlane(ComputePlane):
         settings.namespace = namespace or os.environ.get(NAMESPACE_ENV) or settings.namespace
         if default_image is not None:
             settings.default_image = default_image
+        if node_lost_grace is not None:
+            settings.node_lost_grace = node_lost_grace
         plane = cls(KubeClient(configuration), home, settings)
         try:
             plane.start()
@@ -242,6 +250,21 @@ class KubernetesPlane(ComputePlane):
         for index in range(len(job.pod_sets)):
             objects.image_of(job, index, self.settings.default_image)
 
+    def cordon(self, name: str, unschedulable: bool) -> None:
+        """Patch the Node's ``spec.unschedulable``, as ``kubectl cordon`` does.
+
+        The node informer then sees the change like any other; the kube-scheduler honours
+        it too, for pods Phalanx did not create.
+        """
+        try:
+            self.client.patch(f"/api/v1/nodes/{quote(name, safe='')}",
+                              {"spec": {"unschedulable": unschedulable or None}})
+        except KubeError as exc:
+            if exc.status == 404:
+                raise NotFound(f"no node {name!r}", field="node",
+                               fix="name a node `phalanx nodes` lists") from None
+            raise
+
     def launch(self, job: JobSpec, attempt: int, admission: Admission) -> None:
         """Create the attempt's objects; a second call (or a restart) adopts what exists."""
         with self._lock:
@@ -266,6 +289,7 @@ class KubernetesPlane(ComputePlane):
         self._complete_launch(current)
 
     def observe(self) -> list[PodState]:
+        self.inventory_source.expire()  # a silent node whose grace ran out is now lost
         now = time.time()
         nodes = self.inventory_source.node_names() if self.inventory_source.nodes.synced.is_set() \
             else None
@@ -546,6 +570,9 @@ def settings_from_env() -> Settings:
     if os.environ.get(START_TIMEOUT_ENV):
         settings.start_timeout = parse_duration(os.environ[START_TIMEOUT_ENV],
                                                 field=START_TIMEOUT_ENV)
+    if os.environ.get(NODE_LOST_GRACE_ENV):
+        settings.node_lost_grace = parse_duration(os.environ[NODE_LOST_GRACE_ENV],
+                                                  field=NODE_LOST_GRACE_ENV)
     mapping = os.environ.get(PRIORITY_CLASSES_ENV, "")
     classes = {}
     for pair in filter(None, (p.strip() for p in mapping.split(","))):

@@ -39,6 +39,7 @@ import os
 import signal
 import socket
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -60,9 +61,10 @@ from phalanx.compute.local.state import (
 )
 from phalanx.compute.local.users import PodUser
 from phalanx.errors import SpecError
+from phalanx.health import Doctor, Report, make_doctor
 from phalanx.scheduler.types import Admission
 from phalanx.spec.quantity import MILLI
-from phalanx.spec.resources import GPU, JobSpec, Node, NodeHealth
+from phalanx.spec.resources import GPU, JobSpec, Node, NodeCheck, NodeHealth
 from phalanx.store.logs import LogStore
 
 log = logging.getLogger("phalanx.compute.local")
@@ -135,6 +137,9 @@ class LocalPlane(ComputePlane):
         self.run_as = run_as
         # Supervisors start with this, so not even /proc/<supervisor>/environ holds a secret.
         self._supervisor_env = without_control_plane_settings(os.environ)
+        # What the node advertised at start: a GPU that falls off the bus later is missed.
+        self.expected_gpus = len(self.gpus)
+        self._doctor: Doctor | None = None
         self._node = NodeTable([machine_node(self.node_name, self.gpus)], self._nodes_changed)
         self._state = StateDir(self.home / "pods")
         self._lock = threading.RLock()
@@ -155,7 +160,7 @@ class LocalPlane(ComputePlane):
 
     def set_node_state(
         self, *, unschedulable: bool | None = None, health: NodeHealth | None = None,
-        reasons: list[str] | None = None,
+        reasons: list[str] | None = None, checks: list[NodeCheck] | None = None,
     ) -> None:
         """Cordon or uncordon this machine, or set its health (from the node's checks).
 
@@ -170,7 +175,12 @@ class LocalPlane(ComputePlane):
             node.health = health
         if reasons is not None:
             node.health_reasons = list(reasons)
+        if checks is not None:
+            node.checks = list(checks)
         self._node.upsert(node)
+
+    def cordon(self, name: str, unschedulable: bool) -> None:
+        self._node.cordon(name, unschedulable)
 
     def set_gpus(self, gpus: Sequence[GPUInfo]) -> None:
         """The GPUs this machine now has (a GPU that fell off the bus is no longer offered)."""
@@ -181,8 +191,26 @@ class LocalPlane(ComputePlane):
         fresh = machine_node(self.node_name, self.gpus)
         self._node.upsert(fresh.model_copy(update={
             "unschedulable": current.unschedulable, "health": current.health,
-            "health_reasons": current.health_reasons,
+            "health_reasons": current.health_reasons, "checks": current.checks,
         }))
+
+    def start_doctor(self, interval: float, *, site_dir: Path | None = None) -> Doctor:
+        """Run the node doctor every ``interval`` seconds; its reports set this node's health.
+
+        When NVML counts other GPUs than the node offers, the node offers what NVML sees.
+        """
+        doctor = make_doctor(
+            self.node_name, expected_gpus=lambda: self.expected_gpus,
+            disk_paths=[self.home, Path(tempfile.gettempdir())], site_dir=site_dir,
+        )
+        self._doctor = doctor
+        doctor.start(interval, self._apply_report)
+        return doctor
+
+    def _apply_report(self, report: Report) -> None:
+        if report.gpus is not None and report.gpus != len(self.gpus):
+            self.set_gpus(discover_gpus())
+        self.set_node_state(health=report.health, reasons=report.reasons, checks=report.checks)
 
     def check_job(self, job: JobSpec) -> None:
         """Every pod set needs a command: here a pod is a process, and no image supplies one."""
@@ -273,6 +301,9 @@ class LocalPlane(ComputePlane):
         """Stop the plane's own thread; pods keep running and a new plane re-adopts them."""
         self._closed.set()
         self._wake.set()
+        if self._doctor is not None:
+            self._doctor.close()
+            self._doctor = None
         if self._escalator is not None:
             self._escalator.join(timeout=5)
             self._escalator = None

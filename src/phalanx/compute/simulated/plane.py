@@ -125,6 +125,9 @@ class SimulatedPlane(ComputePlane):
         """Add a node or change one (cordon it, change its health or capacity)."""
         self.nodes.upsert(node)
 
+    def cordon(self, name: str, unschedulable: bool) -> None:
+        self.nodes.cordon(name, unschedulable)
+
     def remove_node(self, name: str) -> None:
         """The node is gone: its running pods fail as a system failure (``NodeLost``)."""
         if not self.nodes.remove(name):

@@ -124,6 +124,11 @@ def up(
         typer.Option(help="Image of pod sets that name none (for --compute kubernetes; "
                      "without it such jobs are refused)"),
     ] = None,
+    max_pods: Annotated[
+        int | None,
+        typer.Option(help="Pods this machine runs at once (for --compute local; default 110)",
+                     min=1),
+    ] = None,
     timeout: Annotated[
         float, typer.Option(help="With -d: seconds to wait for the server to answer")
     ] = 30.0,
@@ -136,6 +141,7 @@ def up(
         serve(
             home=home, host=host, port=port, db=db, compute=compute.value, nodes_file=nodes,
             kubeconfig=kubeconfig, namespace=namespace, default_image=default_image,
+            max_pods=max_pods,
         )
         return
     running = daemon.server_info(home)
@@ -153,6 +159,8 @@ def up(
         args += ["--namespace", namespace]
     if default_image is not None:
         args += ["--default-image", default_image]
+    if max_pods is not None:
+        args += ["--max-pods", str(max_pods)]
     try:
         with err.status("Starting the Phalanx control plane...") as spinner:
             info = daemon.start_detached(

@@ -36,6 +36,7 @@ def make_plane(
     kubeconfig: Path | None = None,
     namespace: str | None = None,
     default_image: str | None = None,
+    max_pods: int | None = None,
 ) -> ComputePlane:
     """Build the compute plane ``serve`` drives; each branch imports only what it needs."""
     if default_image is not None and compute != "kubernetes":
@@ -43,10 +44,15 @@ def make_plane(
             f"the {compute} compute plane runs commands, not images", field="--default-image",
             fix="use --default-image with --compute kubernetes only",
         )
+    if max_pods is not None and compute != "local":
+        raise SpecError(
+            f"the {compute} compute plane's nodes say how many pods they take",
+            field="--max-pods", fix="use --max-pods with --compute local only",
+        )
     if compute == "local":
         from phalanx.compute.local import LocalPlane
 
-        return LocalPlane(home)
+        return LocalPlane(home) if max_pods is None else LocalPlane(home, max_pods=max_pods)
     if compute == "simulated":
         from phalanx.compute.simulated import SimulatedPlane
 
@@ -78,6 +84,7 @@ def serve(
     kubeconfig: Path | None = None,
     namespace: str | None = None,
     default_image: str | None = None,
+    max_pods: int | None = None,
 ) -> None:
     """Run the control plane in the foreground until SIGINT or SIGTERM."""
     home = phalanx_home(home).resolve()
@@ -93,7 +100,8 @@ def serve(
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     token = ensure_token(home)
     store = Store.for_home(home, db)
-    plane = make_plane(compute, home, nodes_file, kubeconfig, namespace, default_image)
+    plane = make_plane(compute, home, nodes_file, kubeconfig, namespace, default_image,
+                       max_pods)
     controller = Controller(store, plane, grace_seconds=grace_seconds)
     logs = LogStore.for_home(home)
     db_label = redact_url(db) if db else "sqlite"

@@ -9,11 +9,23 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from phalanx.spec.base import Duration, Model, Name, Quantity
 
 GPU = "nvidia.com/gpu"
+
+# The most pods one pod set may ask for: far above any cluster's pod slots, low enough that
+# no count the scheduler works with can exhaust the control plane's memory.
+MAX_REPLICAS = 100_000
+# Records read back from the store were checked when they were submitted; bounds added
+# since (MAX_REPLICAS) apply to new input only, so a record stored before still loads.
+STORED = "stored"
+
+
+def from_store(info: ValidationInfo) -> bool:
+    """Whether this validation reads a stored record back (``validate(..., stored=True)``)."""
+    return isinstance(info.context, dict) and bool(info.context.get(STORED))
 
 
 # --------------------------------------------------------------------------- nodes & flavors
@@ -219,7 +231,7 @@ class TopologyConstraint(Model):
 
 class PodSet(Model):
     name: Name = "worker"
-    replicas: int = Field(default=1, ge=1)
+    replicas: int = Field(default=1, ge=1, json_schema_extra={"maximum": MAX_REPLICAS})
     min_replicas: int | None = Field(default=None, ge=1)
     resources: dict[str, Quantity] = Field(default_factory=dict)
     command: list[str] = Field(default_factory=list)
@@ -237,6 +249,16 @@ class PodSet(Model):
                 "set minReplicas to at most replicas"
             )
         return self
+
+    @field_validator("replicas")
+    @classmethod
+    def _replicas_bounded(cls, value: int, info: ValidationInfo) -> int:
+        if value > MAX_REPLICAS and not from_store(info):
+            raise ValueError(
+                f"{value} replicas is above the limit of {MAX_REPLICAS} per pod set; "
+                f"ask for at most {MAX_REPLICAS} replicas (split the work into several jobs)"
+            )
+        return value
 
     @field_validator("resources")
     @classmethod

@@ -128,3 +128,29 @@ def test_the_local_plane_takes_its_pod_cap_from_up(tmp_path: Path) -> None:
     with pytest.raises(SpecError) as caught:
         make_plane("simulated", tmp_path, tmp_path / "nodes.yaml", max_pods=16)
     assert caught.value.field == "--max-pods" and caught.value.fix
+
+
+# --------------------------------------------------------------------------- finding 6
+def test_pod_sets_that_only_fit_one_at_a_time_are_refused(tmp_path: Path) -> None:
+    ctl = controller(tmp_path, [Node(name="a", allocatable={"cpu": 2, "memory": 2**30})])
+    with pytest.raises(SpecError) as caught:
+        ctl.submit(spec("three", *[{"resources": {"cpu": 1}}] * 3))
+    error = caught.value
+    assert error.field == "podSets"
+    assert "need 3 cpu" in error.message and "never get more than 2" in error.message
+    assert error.fix and "smaller" in error.fix
+    with pytest.raises(NotFound):
+        ctl.get("three")
+    assert ctl.submit(spec("two", *[{"resources": {"cpu": 1}}] * 2)).name == "two"
+
+
+def test_the_local_plane_refuses_a_pod_set_without_a_command(tmp_path: Path) -> None:
+    from phalanx.compute.local import LocalPlane
+
+    plane = LocalPlane(tmp_path, gpus=[])
+    try:
+        with pytest.raises(SpecError) as caught:
+            plane.check_job(validate(JobSpec, {"name": "bare", "podSets": [{}]}))
+        assert caught.value.field == "podSets[0].command" and caught.value.fix
+    finally:
+        plane.close()

@@ -137,8 +137,9 @@ def create_app(controller: Controller, token: str, logs: LogStore, *, db_label: 
             except SpecError as friendly:
                 return _error(friendly)
         error = spec_error_from_errors(errors)
+        where = tuple(exc.errors()[0].get("loc", ("body",)))[:1] if exc.errors() else ("body",)
         if error.fix is None or error.fix.startswith("correct the document"):
-            error.fix = "send a JSON body as described in /openapi.json"
+            error.fix = _FIX_AT.get(where[0] if where else "body", _FIX_AT["body"])
         return _error(error)
 
     @app.exception_handler(StarletteHTTPException)
@@ -301,6 +302,14 @@ def create_app(controller: Controller, token: str, logs: LogStore, *, db_label: 
 
 
 _WHERE = ("body", "query", "path", "header", "cookie")
+# The fix of a request error that names none, by where the error is.
+_FIX_AT = {
+    "body": "send a JSON body as described in /openapi.json",
+    "query": "correct the query parameters as /openapi.json describes them",
+    "path": "correct the path as /openapi.json describes it",
+    "header": "correct the headers as /openapi.json describes them",
+    "cookie": "send no cookies; the API takes a bearer token",
+}
 _USAGE = ("nominal", "used", "borrowed", "lendable")
 MAX_LIMIT = 1_000_000
 

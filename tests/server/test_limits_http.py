@@ -5,6 +5,7 @@ per queue, idempotent submits) hold. The control plane runs on the simulated com
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -115,3 +116,82 @@ def test_a_job_whose_pod_sets_never_fit_together_is_refused(
     assert result.exit_code == 2, result.output
     assert "podSets" in result.stderr and "18 cpu" in result.stderr
     assert not stored(api, "three-sets")
+
+
+# --------------------------------------------------------------------------- finding 7
+def test_a_body_over_the_cap_is_a_413_in_the_envelope(api: httpx.Client) -> None:
+    big = job("big", labels={"padding": "x" * (17 * 2**20)})
+    field, message, fix = error(api.post("/v1/jobs", json=big), 413)
+    assert field == "body" and str(16 * 2**20) in message and "--max-body-bytes" in fix
+    chunked = api.post("/v1/jobs", content=iter([b"{" + b" " * 2**20] * 17),
+                       headers={"content-type": "application/json"})
+    assert error(chunked, 413)[0] == "body"
+    assert not stored(api, "big")
+
+
+def test_a_batch_over_the_cap_is_refused_naming_items(api: httpx.Client) -> None:
+    items = [job(f"cap-{i}") for i in range(5_001)]
+    field, message, fix = error(api.post("/v1/jobs:batch", json={"items": items}), 400)
+    assert field == "items" and "5001" in message and "5000" in fix
+    assert not stored(api, "cap-0")
+
+
+def test_a_queue_refuses_jobs_beyond_its_max_pending(api: httpx.Client) -> None:
+    docs = [
+        {"kind": "ClusterQueue", "name": "capped", "maxPendingJobs": 2, "resourceGroups": [
+            {"coveredResources": ["cpu"], "flavors": [
+                {"name": "default", "resources": [{"name": "cpu", "nominalQuota": 1}]}]}]},
+        {"kind": "LocalQueue", "name": "capped", "clusterQueue": "capped"},
+    ]
+    assert api.post("/v1/config/apply", json={"documents": docs}).status_code == 200
+    # Each job holds the queue's one CPU for a while, so the ones behind it stay pending.
+    hold = {"resources": {"cpu": 1}, "env": {"PHALANX_SIM_DURATION": "1h"}}
+    assert api.post("/v1/jobs", json=job("capped-0", hold, queue="capped")).is_success
+    deadline = time.monotonic() + 20
+    while api.get("/v1/jobs/capped-0").json()["status"] == "Queued":
+        assert time.monotonic() < deadline, "capped-0 was never admitted"
+        time.sleep(0.05)
+    for i in (1, 2):  # these two wait behind it: the queue's limit
+        assert api.post("/v1/jobs", json=job(f"capped-{i}", hold, queue="capped")).is_success
+    field, message, fix = error(
+        api.post("/v1/jobs", json=job("capped-3", hold, queue="capped")), 429)
+    assert field == "queue" and "ClusterQueue capped" in message and "maxPendingJobs" in fix
+    assert not stored(api, "capped-3")
+    batch = {"items": [job(f"capped-b{i}", hold, queue="capped") for i in range(2)]}
+    field, _, _ = error(api.post("/v1/jobs:batch", json=batch), 429)
+    assert field == "items[0].queue" and not stored(api, "capped-b1")
+    for i in range(3):
+        api.post(f"/v1/jobs/capped-{i}/cancel")
+
+
+def test_a_retried_submit_with_the_same_key_makes_one_job(api: httpx.Client) -> None:
+    key = {"Idempotency-Key": "retry-0001"}
+    first = api.post("/v1/jobs", json=job("keyed"), headers=key)
+    assert first.status_code == 201, first.text
+    again = api.post("/v1/jobs", json=job("keyed"), headers=key)
+    assert again.status_code == 200, again.text
+    assert again.json()["name"] == "keyed"
+    assert again.json()["submittedAt"] == first.json()["submittedAt"]
+    names = [j["name"] for j in api.get("/v1/jobs").json()["items"]]
+    assert names.count("keyed") == 1
+    other = api.post("/v1/jobs", json=job("keyed-other"), headers=key)
+    field, message, fix = error(other, 409)
+    assert field == "Idempotency-Key" and "different request" in message and "new key" in fix
+    assert not stored(api, "keyed-other")
+
+
+def test_a_retried_batch_with_the_same_key_makes_its_jobs_once(api: httpx.Client) -> None:
+    key = {"Idempotency-Key": "batch-0001"}
+    batch = {"items": [job("kb-0"), job("kb-1")]}
+    assert api.post("/v1/jobs:batch", json=batch, headers=key).status_code == 201
+    again = api.post("/v1/jobs:batch", json=batch, headers=key)
+    assert again.status_code == 200
+    assert [j["name"] for j in again.json()["items"]] == ["kb-0", "kb-1"]
+    assert error(api.post("/v1/jobs:batch", json={"items": [job("kb-2")]}, headers=key),
+                 409)[0] == "Idempotency-Key"
+
+
+def test_a_rejected_submit_does_not_store_its_key(api: httpx.Client) -> None:
+    key = {"Idempotency-Key": "refused-0001"}
+    error(api.post("/v1/jobs", json=job("Bad_Name"), headers=key), 400)
+    assert api.post("/v1/jobs", json=job("good-after-refusal"), headers=key).status_code == 201

@@ -129,6 +129,9 @@ def up(
         typer.Option(help="Pods this machine runs at once (for --compute local; default 110)",
                      min=1),
     ] = None,
+    max_body_bytes: Annotated[
+        int, typer.Option(help="Largest request body the API takes, in bytes (16 MiB)", min=1)
+    ] = 16 * 2**20,
     timeout: Annotated[
         float, typer.Option(help="With -d: seconds to wait for the server to answer")
     ] = 30.0,
@@ -141,7 +144,7 @@ def up(
         serve(
             home=home, host=host, port=port, db=db, compute=compute.value, nodes_file=nodes,
             kubeconfig=kubeconfig, namespace=namespace, default_image=default_image,
-            max_pods=max_pods,
+            max_pods=max_pods, max_body_bytes=max_body_bytes,
         )
         return
     running = daemon.server_info(home)
@@ -161,6 +164,7 @@ def up(
         args += ["--default-image", default_image]
     if max_pods is not None:
         args += ["--max-pods", str(max_pods)]
+    args += ["--max-body-bytes", str(max_body_bytes)]
     try:
         with err.status("Starting the Phalanx control plane...") as spinner:
             info = daemon.start_detached(

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from fastapi import FastAPI, Query, Request
+from fastapi import FastAPI, Header, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
@@ -25,6 +25,7 @@ from phalanx.errors import (
     Conflict,
     InternalError,
     NotFound,
+    PayloadTooLarge,
     PhalanxError,
     SpecError,
     Unavailable,
@@ -72,7 +73,9 @@ def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
         400: "The request is invalid; the error names the field and the fix",
         401: "Missing or wrong API token",
         404: "No such job",
-        409: "The name is taken",
+        409: "The name is taken, or the Idempotency-Key came with another request",
+        413: "The request body is larger than the control plane takes",
+        429: "The queue holds as many pending jobs as its maxPendingJobs allows",
         500: "The control plane failed; it logged why",
         503: "The control loop is stuck or stopped",
     }
@@ -81,11 +84,15 @@ def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
 
 
 _V1 = _errors(401)
+MAX_BODY_BYTES = 16 * 2**20  # the default of ``phalanx up --max-body-bytes``
 _STATUS_ERRORS: dict[int, type[PhalanxError]] = {400: SpecError, 401: AuthError,
                                                  404: NotFound, 409: Conflict}
 
 
-def create_app(controller: Controller, token: str, logs: LogStore, *, db_label: str) -> FastAPI:
+def create_app(
+    controller: Controller, token: str, logs: LogStore, *, db_label: str,
+    max_body_bytes: int = MAX_BODY_BYTES,
+) -> FastAPI:
     service = controller.service
     app = FastAPI(
         title="Phalanx", version=__version__,
@@ -104,6 +111,9 @@ def create_app(controller: Controller, token: str, logs: LogStore, *, db_label: 
                 "missing or wrong API token", field="Authorization",
                 fix="send 'Authorization: Bearer <token>' with the token from $PHALANX_HOME/token",
             ))
+        too_large = await _body_too_large(request, max_body_bytes)
+        if too_large is not None:
+            return _error(too_large)
         try:
             response: Response = await call_next(request)
         except Exception:
@@ -175,16 +185,31 @@ def create_app(controller: Controller, token: str, logs: LogStore, *, db_label: 
         )
 
     # ------------------------------------------------------------------ jobs
-    @app.post("/v1/jobs", status_code=201, responses=_errors(400, 401, 409))
-    def submit(spec: JobSpec) -> JobRecord:
-        return service.submit(spec)
+    @app.post("/v1/jobs", status_code=201, responses={
+        200: {"model": JobRecord, "description": _REPLAYED}, **_errors(400, 401, 409, 413, 429)})
+    def submit(spec: JobSpec, response: Response,
+               idempotency_key: str | None = _IDEMPOTENCY_HEADER) -> JobRecord:
+        """Submit a job. With an Idempotency-Key, a retry gets the first answer back."""
+        if idempotency_key is None:
+            return service.submit(spec)
+        records, replayed = service.submit_keyed([spec], batch=False, key=idempotency_key)
+        if replayed:
+            response.status_code = 200
+        return records[0]
 
     parsers["/v1/jobs"] = parse_job
 
-    @app.post("/v1/jobs:batch", status_code=201, responses=_errors(400, 401, 409))
-    def submit_batch(batch: JobBatch) -> JobList:
+    @app.post("/v1/jobs:batch", status_code=201, responses={
+        200: {"model": JobList, "description": _REPLAYED}, **_errors(400, 401, 409, 413, 429)})
+    def submit_batch(batch: JobBatch, response: Response,
+                     idempotency_key: str | None = _IDEMPOTENCY_HEADER) -> JobList:
         """Submit several jobs at once, all or nothing (one store transaction)."""
-        return JobList(items=service.submit_many(batch.items))
+        if idempotency_key is None:
+            return JobList(items=service.submit_many(batch.items))
+        records, replayed = service.submit_keyed(batch.items, batch=True, key=idempotency_key)
+        if replayed:
+            response.status_code = 200
+        return JobList(items=records)
 
     parsers["/v1/jobs:batch"] = JobBatch.parse
 
@@ -285,7 +310,7 @@ def create_app(controller: Controller, token: str, logs: LogStore, *, db_label: 
         ])
 
     # ------------------------------------------------------------------ config
-    @app.post("/v1/config/apply", responses=_errors(400, 401))
+    @app.post("/v1/config/apply", responses=_errors(400, 401, 413))
     def apply(body: ConfigDocuments) -> ConfigApplied:
         """Create or update flavors, cohorts, queues and priority classes, all or nothing."""
         applied = service.apply_config(list(body.documents))
@@ -299,6 +324,37 @@ def create_app(controller: Controller, token: str, logs: LogStore, *, db_label: 
 
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
+
+
+_REPLAYED = "A retry with the same Idempotency-Key and request: the first answer's jobs"
+_IDEMPOTENCY_HEADER = Header(
+    None, alias="Idempotency-Key", min_length=1, max_length=255, pattern=r"^[\x21-\x7e]+$",
+    description="A key of the client's choosing (a UUID); a retry with the same key and "
+                "request submits nothing and answers the first request's jobs (200)",
+)
+
+
+async def _body_too_large(request: Request, limit: int) -> PayloadTooLarge | None:
+    """Whether the body is over ``limit`` bytes; a body without a declared length is read
+    up to the limit only, and kept for the route."""
+    error = PayloadTooLarge(
+        f"the request body is larger than {limit} bytes", field="body",
+        fix="send less per request (split a batch into several), or start the control "
+            "plane with a larger --max-body-bytes",
+    )
+    declared = request.headers.get("content-length")
+    if declared is not None:
+        return error if declared.isdigit() and int(declared) > limit else None
+    if request.method not in ("POST", "PUT", "PATCH"):
+        return None
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            return error
+        chunks.append(chunk)
+    request._body = b"".join(chunks)  # the route reads it from here
+    return None
 
 
 _WHERE = ("body", "query", "path", "header", "cookie")

@@ -24,7 +24,7 @@ from phalanx.defaults import (
     redact_url,
 )
 from phalanx.errors import Conflict, SpecError
-from phalanx.server.app import create_app
+from phalanx.server.app import MAX_BODY_BYTES, create_app
 from phalanx.server.auth import ensure_token
 from phalanx.store import LogStore, Store
 
@@ -85,6 +85,7 @@ def serve(
     namespace: str | None = None,
     default_image: str | None = None,
     max_pods: int | None = None,
+    max_body_bytes: int = MAX_BODY_BYTES,
 ) -> None:
     """Run the control plane in the foreground until SIGINT or SIGTERM."""
     home = phalanx_home(home).resolve()
@@ -105,7 +106,7 @@ def serve(
     controller = Controller(store, plane, grace_seconds=grace_seconds)
     logs = LogStore.for_home(home)
     db_label = redact_url(db) if db else "sqlite"
-    app = create_app(controller, token, logs, db_label=db_label)
+    app = create_app(controller, token, logs, db_label=db_label, max_body_bytes=max_body_bytes)
 
     sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

@@ -190,6 +190,11 @@ class ClusterQueue(Model):
     flavor_fungibility: FlavorFungibility = Field(default_factory=FlavorFungibility)
     fair_sharing: FairSharing = Field(default_factory=FairSharing)
     stop_policy: Literal["None", "Hold", "HoldAndDrain"] = "None"
+    max_pending_jobs: Count | None = Field(
+        default=None,
+        description="Pending jobs the queue holds at most; a submit beyond is refused (429). "
+                    "A Phalanx addition, as Slurm's MaxSubmitJobs; Kueue has no such field",
+    )
 
     @model_validator(mode="after")
     def _resources_in_one_group(self) -> ClusterQueue:

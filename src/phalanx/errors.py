@@ -47,6 +47,18 @@ class Conflict(PhalanxError):
     status_code = 409
 
 
+class TooManyPending(PhalanxError):
+    """A queue already holds as many pending jobs as its limit allows; try again later."""
+
+    status_code = 429
+
+
+class PayloadTooLarge(PhalanxError):
+    """The request body is larger than the control plane takes."""
+
+    status_code = 413
+
+
 class AuthError(PhalanxError):
     status_code = 401
 
@@ -77,6 +89,6 @@ ERROR_TYPES: dict[str, type[PhalanxError]] = {
     cls.__name__: cls
     for cls in (
         PhalanxError, SpecError, NotFound, Conflict, AuthError, ServerError, InternalError,
-        ConnectionFailed,
+        ConnectionFailed, TooManyPending, PayloadTooLarge,
     )
 }

@@ -9,8 +9,10 @@ import pytest
 
 from phalanx.compute.base import PodPhase
 from phalanx.compute.simulated import SimulatedPlane, load_nodes, parse_nodes
+from phalanx.compute.simulated.plane import DEFAULT_MAX_PODS, with_pod_cap
 from phalanx.errors import SpecError
 from phalanx.scheduler.types import Admission, PodSetAssignment
+from phalanx.spec.quantity import MILLI
 from phalanx.spec.resources import JobSpec, Node
 from phalanx.store import LogStore
 
@@ -190,7 +192,9 @@ def test_placement_on_an_unknown_node_starts_nothing(sim: SimulatedPlane) -> Non
 
 def test_inventory_is_the_declared_nodes(sim: SimulatedPlane) -> None:
     nodes = sim.inventory()
-    assert nodes == NODES
+    # A node that declares no pod cap gets the default one (as a kubelet's --max-pods).
+    assert nodes == [with_pod_cap(n) for n in NODES]
+    assert all(n.allocatable["pods"] == DEFAULT_MAX_PODS * MILLI for n in nodes)
     nodes[0].labels["changed"] = "yes"
     assert "changed" not in sim.inventory()[0].labels
 

@@ -11,7 +11,9 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from urllib.parse import quote
 
+import httpx
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
@@ -70,9 +72,29 @@ def test_every_operation_answers_as_declared(
     @settings(max_examples=EXAMPLES, deadline=None, database=None,
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
     def answers_as_declared(case: Case) -> None:
-        case.call_and_validate(base_url=sim_server.url, headers=headers, checks=CHECKS, timeout=30)
+        new_job = _new_job_name(label, case, sim_server)
+        response = case.call_and_validate(base_url=sim_server.url, headers=headers,
+                                          checks=CHECKS, timeout=30)
+        if new_job is not None and response.status_code >= 400:
+            assert not _stored(new_job, sim_server), (
+                f"a refused submit ({response.status_code}) stored job {new_job!r}")
 
     answers_as_declared()
+
+
+def _new_job_name(label: str, case: Case, server: LiveServer) -> str | None:
+    """The name a fuzzed submit asks for, if no job has it yet: a refused submit must leave
+    it free (nothing half-applied)."""
+    name = case.body.get("name") if isinstance(case.body, dict) else None
+    if label != "POST /v1/jobs" or not isinstance(name, str) or not name:
+        return None
+    return None if _stored(name, server) else name
+
+
+def _stored(name: str, server: LiveServer) -> bool:
+    answer = httpx.get(f"{server.url}/v1/jobs/{quote(name, safe='')}",
+                       headers={"Authorization": f"Bearer {server.token}"}, timeout=30)
+    return answer.status_code == 200
 
 
 def test_the_server_logged_no_traceback(sim_server: LiveServer) -> None:

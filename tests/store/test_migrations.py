@@ -18,11 +18,11 @@ from phalanx.store.migrate import downgrade, upgrade
 from phalanx.store.tables import metadata
 from tests.store.factories import make_event, make_record
 
-TABLES = {"jobs", "job_events", "queue_config", "alembic_version"}
+TABLES = {"jobs", "job_events", "queue_config", "idempotency_keys", "alembic_version"}
 
 
 def test_a_new_database_is_migrated_to_head(store: Store) -> None:
-    assert current_revision(store.engine) == head_revision() == "0001"
+    assert current_revision(store.engine) == head_revision() == "0002"
     assert set(inspect(store.engine).get_table_names()) >= TABLES
     indexed = {tuple(ix["column_names"]) for ix in inspect(store.engine).get_indexes("jobs")}
     assert {("status",), ("queue",), ("submitted_at", "name")} <= indexed

@@ -135,6 +135,14 @@ def up(
         typer.Option(help="Env name or glob pattern whose values API answers redact, besides "
                      "*TOKEN*, *SECRET*, *PASSWORD*, *KEY*... words (repeatable)"),
     ] = None,
+    max_pods: Annotated[
+        int | None,
+        typer.Option(help="Pods this machine runs at once (for --compute local; default 110)",
+                     min=1),
+    ] = None,
+    max_body_bytes: Annotated[
+        int, typer.Option(help="Largest request body the API takes, in bytes (16 MiB)", min=1)
+    ] = 16 * 2**20,
     timeout: Annotated[
         float, typer.Option(help="With -d: seconds to wait for the server to answer")
     ] = 30.0,
@@ -165,6 +173,7 @@ def up(
             kubeconfig=kubeconfig, namespace=namespace, default_image=default_image,
             run_as_user=run_as_user, secret_env=secret_env or (),
             health_interval=interval, site_checks=site_checks, node_lost_grace=lost_grace,
+            max_pods=max_pods, max_body_bytes=max_body_bytes,
         )
         return
     running = daemon.server_info(home)
@@ -191,6 +200,9 @@ def up(
         args += ["--site-checks", str(site_checks)]
     if node_lost_grace is not None:
         args += ["--node-lost-grace", node_lost_grace]
+    if max_pods is not None:
+        args += ["--max-pods", str(max_pods)]
+    args += ["--max-body-bytes", str(max_body_bytes)]
     try:
         with err.status("Starting the Phalanx control plane...") as spinner:
             info = daemon.start_detached(

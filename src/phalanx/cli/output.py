@@ -17,7 +17,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from phalanx.errors import Conflict, NotFound, PhalanxError, SpecError
+from phalanx.errors import Conflict, NotFound, PayloadTooLarge, PhalanxError, SpecError
 
 # Output piped to a file or another program is not cut to 80 columns: scripts grep it.
 PIPED_WIDTH = 1000
@@ -39,7 +39,7 @@ EXIT_OK = 0
 EXIT_FAILED = 1  # a job that failed, or the server could not be reached or broke
 EXIT_BAD_INPUT = 2  # the user's input was wrong; nothing was sent or changed
 
-_BAD_INPUT = (SpecError, Conflict, NotFound)
+_BAD_INPUT = (SpecError, Conflict, NotFound, PayloadTooLarge)
 
 
 def exit_code_for(exc: PhalanxError) -> int:

@@ -32,8 +32,10 @@ from phalanx.control.state import (
     Launch,
     PlaneCommand,
 )
+from phalanx.errors import SpecError
 from phalanx.scheduler import Admission, CycleResult
-from phalanx.spec.resources import Node, NodeHealth
+from phalanx.spec.base import validate
+from phalanx.spec.resources import JobSpec, Node, NodeHealth
 from phalanx.spec.status import JobAdmission, JobRecord, JobStatus
 
 log = logging.getLogger("phalanx.controller")
@@ -101,7 +103,7 @@ class ControlLoop:
             self._enforce_deadlines(now)
             self._release_backoff(now)
             started = time.perf_counter()
-            result = state.scheduler.cycle()
+            result = self._cycle(now)
             state.metrics.cycle_seconds.observe(time.perf_counter() - started)
             self._apply(result, now)
         state.persist()  # the admissions are stored before any pod starts
@@ -199,6 +201,58 @@ class ControlLoop:
         self.send()
         state.persist()
 
+    # ------------------------------------------------------------------ bad jobs (lock held)
+    def _cycle(self, now: float) -> CycleResult:
+        """One scheduling cycle; if it fails, fail the queued jobs that no submit would accept
+        today and run it again, so one bad record cannot stop every job's admission."""
+        state = self.state
+        try:
+            return state.scheduler.cycle()
+        except Exception:
+            failed = self._fail_inadmissible(now)
+            if not failed:
+                raise
+            log.exception("a scheduling cycle failed; failed the job(s) it could not handle "
+                          "(%s) and ran it again", ", ".join(failed))
+        # Admissions the failed cycle made are lost with its result: the scheduler gives
+        # them back and decides again.
+        for name in state.scheduler.admitted_jobs() - state.active.keys():
+            if name in state.jobs:
+                state.scheduler.requeue(name)
+            else:
+                state.scheduler.remove(name)
+        return state.scheduler.cycle()
+
+    def _fail_inadmissible(self, now: float) -> list[str]:
+        """Fail every queued job that the submit checks refuse now; their names."""
+        state = self.state
+        failed = []
+        for record in list(state.jobs.values()):
+            if record.status is not JobStatus.QUEUED or record.name in state.backoff:
+                continue
+            try:
+                spec = validate(JobSpec, record.spec.to_dict())
+                state.scheduler.check_feasible(spec)
+            except Exception as exc:  # whatever the check trips on, this job is the fault
+                state.scheduler.remove(record.name)
+                self._fail_job(record, f"the control plane cannot schedule it: {exc}")
+                failed.append(record.name)
+        return failed
+
+    def _fail_job(self, record: JobRecord, message: str) -> None:
+        """Fail a job the loop cannot handle, for good: no restart would go otherwise.
+
+        Pods it may have are stopped; once they are gone the loop forgets them as those of
+        a settled job.
+        """
+        state = self.state
+        if record.name in state.active:
+            state.commands.append(PlaneCommand("terminate", record.name, record.attempt))
+        state.scheduler.remove(record.name)
+        state.backoff.pop(record.name, None)
+        record.stop_reason = None
+        state.finish(record, JobStatus.FAILED, message)
+
     # ------------------------------------------------------------------ lifecycle (lock held)
     def _reconcile(self, observed: list[PodState], now: float) -> None:
         state = self.state
@@ -218,34 +272,41 @@ class ControlLoop:
                         PlaneCommand("terminate", pod.ref.job, pod.ref.attempt))
         state.pods = current
         for record in list(state.active.values()):
-            pods = current.get(record.name, [])
-            expected = _expected_pods(record)
-            status = gang_status(pods, expected)
-            if record.stop_reason:
-                if not pods or status.all_done:
-                    state.finish_stop(record, now)
-                continue
-            if not pods:
-                if record.status is not JobStatus.ADMITTED:
-                    state.begin_stop(record, LOST, "the job's processes are gone", "system")
-                    state.finish_stop(record, now)
-                continue
-            if status.phase is GangPhase.FAILED:
-                kind = status.failure or "system"
-                state.begin_stop(record, FAILED, status.message, kind, status.exit_code)
-                if status.all_done:
-                    state.finish_stop(record, now)
-            elif status.phase is GangPhase.SUCCEEDED:
-                state.succeed(record, expected)
-            elif status.phase is GangPhase.RUNNING and record.status is not JobStatus.RUNNING:
-                record.status = JobStatus.RUNNING
-                # When the last pod started, by the pods' own clock, as ``finish`` takes their end.
-                starts = [p.started_at for p in pods if p.started_at is not None]
-                record.started_at = record.started_at or (max(starts) if starts else now)
-                state.event(record, "Running", f"all {expected} pod(s) running")
-            elif status.phase is GangPhase.STOPPED:  # pods stopped without our asking
-                state.begin_stop(record, LOST, "the job's pods were stopped", "system")
+            try:
+                self._reconcile_job(record, current.get(record.name, []), now)
+            except Exception as exc:  # this job's fault, not the step's: fail it, go on
+                log.exception("could not reconcile %s", record.name)
+                self._fail_job(record, f"the control plane could not follow its pods: {exc}")
+
+    def _reconcile_job(self, record: JobRecord, pods: list[PodState], now: float) -> None:
+        state = self.state
+        expected = _expected_pods(record)
+        status = gang_status(pods, expected)
+        if record.stop_reason:
+            if not pods or status.all_done:
                 state.finish_stop(record, now)
+            return
+        if not pods:
+            if record.status is not JobStatus.ADMITTED:
+                state.begin_stop(record, LOST, "the job's processes are gone", "system")
+                state.finish_stop(record, now)
+            return
+        if status.phase is GangPhase.FAILED:
+            kind = status.failure or "system"
+            state.begin_stop(record, FAILED, status.message, kind, status.exit_code)
+            if status.all_done:
+                state.finish_stop(record, now)
+        elif status.phase is GangPhase.SUCCEEDED:
+            state.succeed(record, expected)
+        elif status.phase is GangPhase.RUNNING and record.status is not JobStatus.RUNNING:
+            record.status = JobStatus.RUNNING
+            # When the last pod started, by the pods' own clock, as ``finish`` takes their end.
+            starts = [p.started_at for p in pods if p.started_at is not None]
+            record.started_at = record.started_at or (max(starts) if starts else now)
+            state.event(record, "Running", f"all {expected} pod(s) running")
+        elif status.phase is GangPhase.STOPPED:  # pods stopped without our asking
+            state.begin_stop(record, LOST, "the job's pods were stopped", "system")
+            state.finish_stop(record, now)
 
     def _stop_on_unhealthy_nodes(self) -> None:
         """Stop every gang with a pod on an unhealthy node: a system failure, requeued at once.
@@ -289,10 +350,17 @@ class ControlLoop:
         state = self.state
         for admission in result.admissions:
             record = state.jobs[admission.job]
+            try:
+                view = JobAdmission.model_validate(admission.to_dict())
+            except Exception as exc:  # this job's fault, not the step's: fail it, go on
+                log.exception("could not record the admission of %s", record.name)
+                self._fail_job(record, f"the control plane could not record its admission: "
+                                       f"{exc}")
+                continue
             record.status = JobStatus.ADMITTED
             state.active[record.name] = record
             record.attempt += 1
-            record.admission = JobAdmission.model_validate(admission.to_dict())
+            record.admission = view
             record.admitted_at = now
             record.cluster_queue = admission.cluster_queue
             record.pending_code = record.pending_message = None
@@ -328,8 +396,11 @@ class ControlLoop:
                 if record is None or record.attempt != launch.attempt:
                     continue
                 if i in failed:
+                    # The plane refusing the job's own input is the job's failure; anything
+                    # else (the cluster) is the system's and charged to that budget.
+                    kind = "user" if isinstance(failed[i], SpecError) else "system"
                     state.begin_stop(record, FAILED, f"could not start pods: {failed[i]}",
-                                     "system")
+                                     kind)
                 elif record.status is JobStatus.ADMITTED:
                     record.status = JobStatus.STARTING
                     state.event(record, "Starting", f"launched {_expected_pods(record)} pod(s) "

@@ -8,17 +8,28 @@ and the plane's own reads (its events, its log flush) run unlocked.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from phalanx.compute.base import ComputePlane, PodState
 from phalanx.control.state import CANCELLED, DRAINED, ControlState
-from phalanx.errors import Conflict, NotFound, PhalanxError
+from phalanx.errors import Conflict, NotFound, PhalanxError, TooManyPending
 from phalanx.scheduler import ClusterQueueStatus, PendingCode
 from phalanx.spec.config import QueueConfig
 from phalanx.spec.resources import ConfigObject, JobSpec, Node
 from phalanx.spec.status import JobEvent, JobRecord, JobStatus
+from phalanx.store import IdempotentRequest
+
+IDEMPOTENCY_KEY = "Idempotency-Key"
+
+
+def _request_hash(specs: list[JobSpec], batch: bool) -> str:
+    """What a submit asks for, as a hash: equal documents hash equal however they were sent."""
+    body = {"batch": batch, "items": [spec.to_dict() for spec in specs]}
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +66,38 @@ class JobService:
     def submit(self, spec: JobSpec) -> JobRecord:
         return self.submit_many([spec], batch=False)[0]
 
-    def submit_many(self, specs: list[JobSpec], *, batch: bool = True) -> list[JobRecord]:
+    def submit_keyed(
+        self, specs: list[JobSpec], *, batch: bool, key: str,
+    ) -> tuple[list[JobRecord], bool]:
+        """Submit under an Idempotency-Key: (the jobs, whether this is a retry's answer).
+
+        The first request with ``key`` submits and stores the key with its jobs in one
+        transaction; a later one with the same request gets those jobs back and submits
+        nothing; one with another request under the same key is a Conflict.
+        """
+        digest = _request_hash(specs, batch)
+        try:
+            prior = self.store.get_request(key)
+            if prior is None:
+                request = IdempotentRequest(key, digest, tuple(s.name for s in specs))
+                return self.submit_many(specs, batch=batch, request=request), False
+        except Conflict as exc:
+            if exc.field != IDEMPOTENCY_KEY:
+                raise
+            prior = self.store.get_request(key)  # a concurrent request stored it first
+            assert prior is not None
+        if prior.request_hash != digest:
+            raise Conflict(
+                "this Idempotency-Key came with a different request before",
+                field=IDEMPOTENCY_KEY,
+                fix="send a new key with a new request (reuse a key only to retry the same one)",
+            )
+        return [self.get(name) for name in prior.jobs], True
+
+    def submit_many(
+        self, specs: list[JobSpec], *, batch: bool = True,
+        request: IdempotentRequest | None = None,
+    ) -> list[JobRecord]:
         """Submit jobs all or nothing, in one store transaction.
 
         Every job is checked before any is stored; in a batch an error names the job's
@@ -67,6 +109,7 @@ class JobService:
             now = state.clock()
             records, events = [], []
             seen: set[str] = set()
+            pending = self._pending_counts()
             for i, spec in enumerate(specs):
                 try:
                     if spec.name in seen:
@@ -74,6 +117,7 @@ class JobService:
                                        field="name", fix="give every job its own name")
                     seen.add(spec.name)
                     record, event = self._new_job(spec, now)
+                    self._check_pending_room(record.cluster_queue, pending)
                 except PhalanxError as exc:
                     if not batch:
                         raise
@@ -84,9 +128,9 @@ class JobService:
                 records.append(record)
                 events.append(event)
         if batch:
-            self.store.create_jobs(records, events)
+            self.store.create_jobs(records, events, request)
         else:
-            self.store.create_job(records[0], events[0])
+            self.store.create_job(records[0], events[0], request)
         with state.lock:
             for record in records:
                 state.jobs[record.name] = record
@@ -94,6 +138,32 @@ class JobService:
             copies = [record.model_copy() for record in records]
         state.wake.set()
         return copies
+
+    def _pending_counts(self) -> dict[str, int] | None:
+        """Queued jobs per ClusterQueue, if any ClusterQueue limits them (lock held)."""
+        config = self.state.config
+        if all(cq.max_pending_jobs is None for cq in config.cluster_queues.values()):
+            return None
+        counts: dict[str, int] = {}
+        for record in self.state.jobs.values():
+            if record.status is JobStatus.QUEUED:
+                counts[record.cluster_queue] = counts.get(record.cluster_queue, 0) + 1
+        return counts
+
+    def _check_pending_room(self, cluster_queue: str, pending: dict[str, int] | None) -> None:
+        """Count one more pending job of ``cluster_queue``; TooManyPending beyond its limit."""
+        if pending is None:
+            return
+        limit = self.state.config.cluster_queues[cluster_queue].max_pending_jobs
+        held = pending.get(cluster_queue, 0)
+        if limit is not None and held >= limit:
+            raise TooManyPending(
+                f"ClusterQueue {cluster_queue} already holds {held} pending job(s), its "
+                f"maxPendingJobs", field="queue",
+                fix=f"wait until some are admitted or cancel some, or raise maxPendingJobs "
+                    f"of ClusterQueue {cluster_queue}",
+            )
+        pending[cluster_queue] = held + 1
 
     def _new_job(self, spec: JobSpec, now: float) -> tuple[JobRecord, JobEvent]:
         """The record and first event of a job, once it is known to be admissible ever."""

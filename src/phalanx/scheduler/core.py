@@ -115,6 +115,46 @@ class Scheduler:
                 options.append(fitting)
             if has_nodes:
                 self._check_node_fit(info.name, i, ps, options)
+        self._check_whole_job(info.name, job)
+
+    def _check_whole_job(self, cq: str, job: JobSpec) -> None:
+        """The pod sets together: no more of a resource than the ClusterQueue could ever get
+        in all the flavors that cover it (borrowing included), and no more pods than the
+        nodes could ever hold. Each pod set alone passed already; a job whose sets only fit
+        one at a time would otherwise be accepted and wait for ever."""
+        st = self._state
+        info = st.infos[cq]
+        pod_sets = pod_sets_of(job)
+        total: dict[str, int] = {}
+        for ps in pod_sets:
+            for res, amount in ps.requests:
+                total[res] = total.get(res, 0) + amount * ps.min_count
+        pods = sum(ps.min_count for ps in pod_sets)
+        if info.covers_pods:
+            total[PODS] = POD_MILLIS * pods
+        for res, amount in sorted(total.items()):
+            group = info.groups[info.group_of[res]]
+            # Pod sets may take different flavors: the sum over all of them bounds the job.
+            most = sum(st.cache.potential(info.node, (f.name, res)) for f in group.flavors)
+            if amount > most:
+                raise SpecError(
+                    f"together its pod sets need {format_amount(amount, res)} {res} but "
+                    f"ClusterQueue {info.name} can never get more than "
+                    f"{format_amount(most, res)}, borrowing included",
+                    field="podSets",
+                    fix="make the job smaller (fewer replicas or smaller requests) or ask for "
+                        "more quota",
+                )
+        nodes = st.pool.nodes()
+        if nodes and all(PODS in n.allocatable for n in nodes):
+            slots = sum(n.allocatable[PODS] for n in nodes) // POD_MILLIS
+            if pods > slots:
+                raise SpecError(
+                    f"needs {pods} pods but the cluster's nodes hold at most {slots} pods",
+                    field="podSets",
+                    fix="use fewer replicas (or split the work into several jobs), or add "
+                        "nodes",
+                )
 
     def _check_node_fit(self, cq: str, index: int, ps: object, options: list[list[str]]) -> None:
         st = self._state
@@ -225,6 +265,10 @@ class Scheduler:
                 stopped=info.stop_policy != "None",
             ))
         return out
+
+    def admitted_jobs(self) -> set[str]:
+        """The names of the jobs the scheduler holds as admitted."""
+        return {name for jobs in self._state.admitted.values() for name in jobs.jobs}
 
     def node_usage(self) -> dict[str, dict[str, int]]:
         return self._state.pool.usage()

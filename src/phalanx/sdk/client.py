@@ -5,6 +5,7 @@ from __future__ import annotations
 import builtins
 import contextlib
 import time
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -20,9 +21,11 @@ from phalanx.errors import (
     Conflict,
     ConnectionFailed,
     NotFound,
+    PayloadTooLarge,
     PhalanxError,
     ServerError,
     SpecError,
+    TooManyPending,
 )
 from phalanx.sdk.config import Endpoint, resolve_endpoint
 from phalanx.sdk.documents import to_config_documents, to_job_spec
@@ -51,7 +54,9 @@ _BY_STATUS: dict[int, type[PhalanxError]] = {
     403: AuthError,
     404: NotFound,
     409: Conflict,
+    413: PayloadTooLarge,
     422: SpecError,
+    429: TooManyPending,
 }
 
 
@@ -74,6 +79,12 @@ def error_from_response(response: httpx.Response) -> PhalanxError:
     cls = _BY_STATUS.get(response.status_code, ServerError)
     text = response.text.strip()[:200] or response.reason_phrase
     return cls(f"HTTP {response.status_code} from {response.request.url}: {text}")
+
+
+# A submit whose answer was lost (the connection dropped, the answer timed out) is sent
+# again with the same Idempotency-Key, so the control plane answers it without a second job.
+SUBMIT_ATTEMPTS = 3
+SUBMIT_RETRY_SECONDS = 0.5
 
 
 def _job_path(name: str, *rest: str) -> str:
@@ -200,7 +211,7 @@ class Client:
         The job is validated locally first: bad input raises SpecError and sends nothing.
         """
         spec = to_job_spec(job)
-        return self._request(JobRecord, "POST", "/v1/jobs", json=spec.to_dict())
+        return self._submit(JobRecord, "/v1/jobs", spec.to_dict())
 
     def submit_many(self, jobs: Iterable[object]) -> builtins.list[JobRecord]:
         """Submit several jobs in one request, all or nothing (as ``submit`` takes them).
@@ -215,7 +226,20 @@ class Client:
             except SpecError as exc:
                 where = f"items[{i}]" + (f".{exc.field}" if exc.field else "")
                 raise SpecError(exc.message, field=where, fix=exc.fix) from None
-        return self._request(JobList, "POST", "/v1/jobs:batch", json={"items": specs}).items
+        return self._submit(JobList, "/v1/jobs:batch", {"items": specs}).items
+
+    def _submit(self, model: type[M], path: str, body: object) -> M:
+        """POST a submit under a fresh Idempotency-Key, sent again with the same key while
+        the control plane cannot be reached: a retry never makes a second job."""
+        headers = {"Idempotency-Key": str(uuid.uuid4())}
+        for attempt in range(1, SUBMIT_ATTEMPTS + 1):
+            try:
+                return self._request(model, "POST", path, json=body, headers=headers)
+            except ConnectionFailed:
+                if attempt == SUBMIT_ATTEMPTS:
+                    raise
+                time.sleep(SUBMIT_RETRY_SECONDS * attempt)
+        raise AssertionError("unreachable")  # the loop returns or raises
 
     def get(self, name: str) -> JobDetail:
         """A job with its status, pods and events."""

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from fastapi import FastAPI, Query, Request
+from fastapi import FastAPI, Header, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
@@ -25,6 +25,7 @@ from phalanx.errors import (
     Conflict,
     InternalError,
     NotFound,
+    PayloadTooLarge,
     PhalanxError,
     SpecError,
     Unavailable,
@@ -75,7 +76,9 @@ def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
         400: "The request is invalid; the error names the field and the fix",
         401: "Missing or wrong API token",
         404: "No such job",
-        409: "The name is taken",
+        409: "The name is taken, or the Idempotency-Key came with another request",
+        413: "The request body is larger than the control plane takes",
+        429: "The queue holds as many pending jobs as its maxPendingJobs allows",
         500: "The control plane failed; it logged why",
         503: "The control loop is stuck or stopped",
     }
@@ -84,6 +87,7 @@ def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
 
 
 _V1 = _errors(401)
+MAX_BODY_BYTES = 16 * 2**20  # the default of ``phalanx up --max-body-bytes``
 _STATUS_ERRORS: dict[int, type[PhalanxError]] = {400: SpecError, 401: AuthError,
                                                  404: NotFound, 409: Conflict}
 
@@ -96,7 +100,7 @@ def viewer_of(request: Request) -> Viewer:
 
 def create_app(
     controller: Controller, token: str, logs: LogStore, *, db_label: str,
-    secrets: SecretEnvRule | None = None,
+    secrets: SecretEnvRule | None = None, max_body_bytes: int = MAX_BODY_BYTES,
 ) -> FastAPI:
     """``secrets`` says which env values job specs in answers redact (default: the built-in
     rule); see ``server/redaction.py``."""
@@ -119,6 +123,9 @@ def create_app(
                 "missing or wrong API token", field="Authorization",
                 fix="send 'Authorization: Bearer <token>' with the token from $PHALANX_HOME/token",
             ))
+        too_large = await _body_too_large(request, max_body_bytes)
+        if too_large is not None:
+            return _error(too_large)
         try:
             response: Response = await call_next(request)
         except Exception:
@@ -152,8 +159,9 @@ def create_app(
             except SpecError as friendly:
                 return _error(friendly)
         error = spec_error_from_errors(errors)
+        where = tuple(exc.errors()[0].get("loc", ("body",)))[:1] if exc.errors() else ("body",)
         if error.fix is None or error.fix.startswith("correct the document"):
-            error.fix = "send a JSON body as described in /openapi.json"
+            error.fix = _FIX_AT.get(where[0] if where else "body", _FIX_AT["body"])
         return _error(error)
 
     @app.exception_handler(StarletteHTTPException)
@@ -189,17 +197,34 @@ def create_app(
         )
 
     # ------------------------------------------------------------------ jobs
-    @app.post("/v1/jobs", status_code=201, responses=_errors(400, 401, 409))
-    def submit(spec: JobSpec, request: Request) -> JobRecord:
-        return job_as_seen_by(service.submit(spec), viewer_of(request), secret_env)
+    @app.post("/v1/jobs", status_code=201, responses={
+        200: {"model": JobRecord, "description": _REPLAYED}, **_errors(400, 401, 409, 413, 429)})
+    def submit(spec: JobSpec, request: Request, response: Response,
+               idempotency_key: str | None = _IDEMPOTENCY_HEADER) -> JobRecord:
+        """Submit a job. With an Idempotency-Key, a retry gets the first answer back."""
+        if idempotency_key is None:
+            record = service.submit(spec)
+        else:
+            records, replayed = service.submit_keyed([spec], batch=False, key=idempotency_key)
+            if replayed:
+                response.status_code = 200
+            record = records[0]
+        return job_as_seen_by(record, viewer_of(request), secret_env)
 
     parsers["/v1/jobs"] = parse_job
 
-    @app.post("/v1/jobs:batch", status_code=201, responses=_errors(400, 401, 409))
-    def submit_batch(batch: JobBatch, request: Request) -> JobList:
+    @app.post("/v1/jobs:batch", status_code=201, responses={
+        200: {"model": JobList, "description": _REPLAYED}, **_errors(400, 401, 409, 413, 429)})
+    def submit_batch(batch: JobBatch, request: Request, response: Response,
+                     idempotency_key: str | None = _IDEMPOTENCY_HEADER) -> JobList:
         """Submit several jobs at once, all or nothing (one store transaction)."""
-        submitted = service.submit_many(batch.items)
-        return JobList(items=jobs_as_seen_by(submitted, viewer_of(request), secret_env))
+        if idempotency_key is None:
+            records = service.submit_many(batch.items)
+        else:
+            records, replayed = service.submit_keyed(batch.items, batch=True, key=idempotency_key)
+            if replayed:
+                response.status_code = 200
+        return JobList(items=jobs_as_seen_by(records, viewer_of(request), secret_env))
 
     parsers["/v1/jobs:batch"] = JobBatch.parse
 
@@ -323,7 +348,7 @@ def create_app(
         return NodeDrained(node=node_view(service.node(name)), stopped=stopped)
 
     # ------------------------------------------------------------------ config
-    @app.post("/v1/config/apply", responses=_errors(400, 401))
+    @app.post("/v1/config/apply", responses=_errors(400, 401, 413))
     def apply(body: ConfigDocuments) -> ConfigApplied:
         """Create or update flavors, cohorts, queues and priority classes, all or nothing."""
         applied = service.apply_config(list(body.documents))
@@ -339,7 +364,46 @@ def create_app(
     return app
 
 
+_REPLAYED = "A retry with the same Idempotency-Key and request: the first answer's jobs"
+_IDEMPOTENCY_HEADER = Header(
+    None, alias="Idempotency-Key", min_length=1, max_length=255, pattern=r"^[\x21-\x7e]+$",
+    description="A key of the client's choosing (a UUID); a retry with the same key and "
+                "request submits nothing and answers the first request's jobs (200)",
+)
+
+
+async def _body_too_large(request: Request, limit: int) -> PayloadTooLarge | None:
+    """Whether the body is over ``limit`` bytes; a body without a declared length is read
+    up to the limit only, and kept for the route."""
+    error = PayloadTooLarge(
+        f"the request body is larger than {limit} bytes", field="body",
+        fix="send less per request (split a batch into several), or start the control "
+            "plane with a larger --max-body-bytes",
+    )
+    declared = request.headers.get("content-length")
+    if declared is not None:
+        return error if declared.isdigit() and int(declared) > limit else None
+    if request.method not in ("POST", "PUT", "PATCH"):
+        return None
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            return error
+        chunks.append(chunk)
+    request._body = b"".join(chunks)  # the route reads it from here
+    return None
+
+
 _WHERE = ("body", "query", "path", "header", "cookie")
+# The fix of a request error that names none, by where the error is.
+_FIX_AT = {
+    "body": "send a JSON body as described in /openapi.json",
+    "query": "correct the query parameters as /openapi.json describes them",
+    "path": "correct the path as /openapi.json describes it",
+    "header": "correct the headers as /openapi.json describes them",
+    "cookie": "send no cookies; the API takes a bearer token",
+}
 _USAGE = ("nominal", "used", "borrowed", "lendable")
 MAX_LIMIT = 1_000_000
 

@@ -29,7 +29,7 @@ from phalanx.defaults import (
     tighten_state_dir,
 )
 from phalanx.errors import Conflict, SpecError
-from phalanx.server.app import create_app
+from phalanx.server.app import MAX_BODY_BYTES, create_app
 from phalanx.server.auth import ensure_token
 from phalanx.server.redaction import SecretEnvRule
 from phalanx.store import LogStore, Store
@@ -46,6 +46,7 @@ def make_plane(
     health_interval: float = 0.0,
     site_checks: Path | None = None,
     node_lost_grace: float | None = None,
+    max_pods: int | None = None,
 ) -> ComputePlane:
     """Build the compute plane ``serve`` drives; each branch imports only what it needs.
 
@@ -64,11 +65,18 @@ def make_plane(
             fix="use --run-as-user with --compute local only (on Kubernetes the image "
             "and the pod's securityContext decide)",
         )
+    if max_pods is not None and compute != "local":
+        raise SpecError(
+            f"the {compute} compute plane's nodes say how many pods they take",
+            field="--max-pods", fix="use --max-pods with --compute local only",
+        )
     if compute == "local":
         from phalanx.compute.local import LocalPlane
+        from phalanx.compute.local.inventory import DEFAULT_MAX_PODS
         from phalanx.compute.local.users import pod_user_for
 
-        local = LocalPlane(home, run_as=pod_user_for(run_as_user))
+        local = LocalPlane(home, run_as=pod_user_for(run_as_user),
+                           max_pods=DEFAULT_MAX_PODS if max_pods is None else max_pods)
         if health_interval > 0:
             local.start_doctor(health_interval, site_dir=site_checks)
         return local
@@ -109,6 +117,8 @@ def serve(
     health_interval: float = 0.0,
     site_checks: Path | None = None,
     node_lost_grace: float | None = None,
+    max_pods: int | None = None,
+    max_body_bytes: int = MAX_BODY_BYTES,
 ) -> None:
     """Run the control plane in the foreground until SIGINT or SIGTERM.
 
@@ -124,7 +134,7 @@ def serve(
         _serve(
             phalanx_home(home).resolve(), host, port, db, compute, nodes_file, grace_seconds,
             kubeconfig, namespace, default_image, run_as_user, tuple(secret_env),
-            health_interval, site_checks, node_lost_grace,
+            health_interval, site_checks, node_lost_grace, max_pods, max_body_bytes,
         )
     finally:
         os.umask(previous_umask)
@@ -146,6 +156,8 @@ def _serve(
     health_interval: float,
     site_checks: Path | None,
     node_lost_grace: float | None,
+    max_pods: int | None,
+    max_body_bytes: int,
 ) -> None:
     make_private_dir(home)
     lock = os.fdopen(open_private(home / "server.lock", os.O_WRONLY), "w")
@@ -169,12 +181,12 @@ def _serve(
     token = ensure_token(home)
     store = Store.for_home(home, db)
     plane = make_plane(compute, home, nodes_file, kubeconfig, namespace, default_image,
-                       run_as_user, health_interval, site_checks, node_lost_grace)
+                       run_as_user, health_interval, site_checks, node_lost_grace, max_pods)
     controller = Controller(store, plane, grace_seconds=grace_seconds)
     logs = LogStore.for_home(home)
     db_label = redact_url(db) if db else "sqlite"
     app = create_app(controller, token, logs, db_label=db_label,
-                     secrets=SecretEnvRule(extra=secret_env))
+                     secrets=SecretEnvRule(extra=secret_env), max_body_bytes=max_body_bytes)
 
     sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

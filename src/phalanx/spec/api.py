@@ -74,10 +74,14 @@ class EventList(Model):
     items: list[JobEvent]
 
 
+# Jobs one batch submits at most: one store transaction and one lock hold, kept short.
+MAX_BATCH = 5_000
+
+
 class JobBatch(Model):
     """Jobs submitted all or nothing."""
 
-    items: list[JobSpec] = Field(min_length=1)
+    items: list[JobSpec] = Field(min_length=1, max_length=MAX_BATCH)
 
     @classmethod
     def parse(cls, body: object) -> JobBatch:
@@ -86,6 +90,10 @@ class JobBatch(Model):
         if not isinstance(items, list) or not items:
             raise SpecError("must be a non-empty list of jobs", field="items",
                             fix='send {"items": [{"name": ..., "podSets": [...]}, ...]}')
+        if len(items) > MAX_BATCH:
+            raise SpecError(f"holds {len(items)} jobs, more than the {MAX_BATCH} a batch takes",
+                            field="items",
+                            fix=f"split it into batches of at most {MAX_BATCH} jobs")
         specs = [validate(JobSpec, item, prefix=f"items[{i}]") for i, item in enumerate(items)]
         assert isinstance(body, dict)
         extra = sorted(set(body) - {"items"})

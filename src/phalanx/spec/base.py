@@ -152,9 +152,13 @@ def spec_error_from_errors(errors: Sequence[Mapping[str, Any]], prefix: str = ""
     return SpecError(msg, field=field or None, fix=fix)
 
 
-def validate(model: type[M], data: object, prefix: str = "") -> M:
-    """Validate a document into a model, raising SpecError instead of ValidationError."""
+def validate(model: type[M], data: object, prefix: str = "", *, stored: bool = False) -> M:
+    """Validate a document into a model, raising SpecError instead of ValidationError.
+
+    ``stored``: the document is a record read back from the store, which bounds added after
+    it was stored do not refuse (see ``phalanx.spec.resources.STORED``).
+    """
     try:
-        return model.model_validate(data)
+        return model.model_validate(data, context={"stored": True} if stored else None)
     except ValidationError as exc:
         raise spec_error_from(exc, prefix) from None

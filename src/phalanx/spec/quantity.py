@@ -30,6 +30,9 @@ _DECIMAL = {
 }
 _QUANTITY = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])?$")
 _QUANTITY_FIX = 'write a number with an optional suffix, e.g. "8", "500m", "64Gi"'
+# The most milli-units a quantity may hold: a signed 64-bit integer, as the store and
+# Kubernetes' own quantities hold them (about 9.2 million terabytes of memory).
+MAX_MILLIS = 2**63 - 1
 
 
 def parse_quantity(value: object, field: str = "quantity") -> int:
@@ -63,7 +66,14 @@ def parse_quantity(value: object, field: str = "quantity") -> int:
         raise SpecError(
             f"{value!r} is negative", field=field, fix="quantities must be zero or more"
         )
-    return int(millis.to_integral_value(rounding="ROUND_CEILING"))
+    rounded = int(millis.to_integral_value(rounding="ROUND_CEILING"))
+    if rounded > MAX_MILLIS:
+        raise SpecError(
+            f"{value!r} is larger than any quantity Phalanx holds", field=field,
+            fix=f"write at most {format_quantity(MAX_MILLIS)} (a signed 64-bit count of "
+                "thousandths)",
+        )
+    return rounded
 
 
 def format_quantity(millis: int, resource: str = "") -> str:

@@ -7,13 +7,60 @@ All quantities are milli-units (see ``phalanx.spec.quantity``).
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import (
+    BeforeValidator,
+    Field,
+    ValidationInfo,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
 
 from phalanx.spec.base import Duration, Model, Name, Quantity
 
 GPU = "nvidia.com/gpu"
+
+# The most pods one pod set may ask for: far above any cluster's pod slots, low enough that
+# no count the scheduler works with can exhaust the control plane's memory.
+MAX_REPLICAS = 100_000
+# Priorities are 32-bit, as a Kubernetes PriorityClass's value (and the store's column).
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+Int32 = Annotated[int, Field(ge=INT32_MIN, le=INT32_MAX)]
+
+
+def _priority(value: object) -> object:
+    if isinstance(value, int) and not isinstance(value, bool) and not (
+        INT32_MIN <= value <= INT32_MAX
+    ):
+        raise ValueError(
+            f"{value} is outside the 32-bit range of priorities; name a PriorityClass or use "
+            f"an integer from {INT32_MIN} to {INT32_MAX}"
+        )
+    return value
+
+
+# A PriorityClass's name or the value itself.
+Priority = Annotated[
+    str | int,
+    BeforeValidator(_priority),
+    WithJsonSchema({
+        "anyOf": [{"type": "string"},
+                  {"type": "integer", "minimum": INT32_MIN, "maximum": INT32_MAX}],
+        "description": "A PriorityClass's name, or a 32-bit integer",
+    }),
+]
+# A count (restarts, pending jobs): zero or more, at most what a 32-bit column holds.
+Count = Annotated[int, Field(ge=0, le=INT32_MAX)]
+# Records read back from the store were checked when they were submitted; bounds added
+# since (MAX_REPLICAS) apply to new input only, so a record stored before still loads.
+STORED = "stored"
+
+
+def from_store(info: ValidationInfo) -> bool:
+    """Whether this validation reads a stored record back (``validate(..., stored=True)``)."""
+    return isinstance(info.context, dict) and bool(info.context.get(STORED))
 
 
 # --------------------------------------------------------------------------- nodes & flavors
@@ -148,7 +195,7 @@ class PreemptionPolicy(Model):
 
 class BorrowWithinCohort(Model):
     policy: Literal["Never", "LowerPriority"] = "Never"
-    max_priority_threshold: int | None = None
+    max_priority_threshold: Int32 | None = None
 
 
 class FlavorFungibility(Model):
@@ -157,7 +204,7 @@ class FlavorFungibility(Model):
 
 
 class FairSharing(Model):
-    weight: float = Field(default=1.0, ge=0)
+    weight: float = Field(default=1.0, ge=0, allow_inf_nan=False)
 
 
 class ClusterQueue(Model):
@@ -170,6 +217,11 @@ class ClusterQueue(Model):
     flavor_fungibility: FlavorFungibility = Field(default_factory=FlavorFungibility)
     fair_sharing: FairSharing = Field(default_factory=FairSharing)
     stop_policy: Literal["None", "Hold", "HoldAndDrain"] = "None"
+    max_pending_jobs: Count | None = Field(
+        default=None,
+        description="Pending jobs the queue holds at most; a submit beyond is refused (429). "
+                    "A Phalanx addition, as Slurm's MaxSubmitJobs; Kueue has no such field",
+    )
 
     @model_validator(mode="after")
     def _resources_in_one_group(self) -> ClusterQueue:
@@ -203,7 +255,7 @@ class LocalQueue(Model):
 class PriorityClass(Model):
     kind: Literal["PriorityClass"] = "PriorityClass"
     name: Name
-    value: int
+    value: Int32
     description: str = ""
 
 
@@ -223,9 +275,9 @@ class JobKind(StrEnum):
 
 
 class RestartPolicy(Model):
-    max_restarts: int = Field(default=0, ge=0, description="Restarts allowed after user errors")
-    max_system_restarts: int = Field(
-        default=10, ge=0, description="Restarts allowed after system failures (node loss, kills)"
+    max_restarts: Count = Field(default=0, description="Restarts allowed after user errors")
+    max_system_restarts: Count = Field(
+        default=10, description="Restarts allowed after system failures (node loss, kills)"
     )
     backoff: Duration = 10.0
     max_backoff: Duration = 600.0
@@ -246,8 +298,9 @@ class TopologyConstraint(Model):
 
 class PodSet(Model):
     name: Name = "worker"
-    replicas: int = Field(default=1, ge=1)
-    min_replicas: int | None = Field(default=None, ge=1)
+    replicas: int = Field(default=1, ge=1, json_schema_extra={"maximum": MAX_REPLICAS})
+    min_replicas: int | None = Field(default=None, ge=1,
+                                     json_schema_extra={"maximum": MAX_REPLICAS})
     resources: dict[str, Quantity] = Field(default_factory=dict)
     command: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
@@ -265,6 +318,16 @@ class PodSet(Model):
             )
         return self
 
+    @field_validator("replicas")
+    @classmethod
+    def _replicas_bounded(cls, value: int, info: ValidationInfo) -> int:
+        if value > MAX_REPLICAS and not from_store(info):
+            raise ValueError(
+                f"{value} replicas is above the limit of {MAX_REPLICAS} per pod set; "
+                f"ask for at most {MAX_REPLICAS} replicas (split the work into several jobs)"
+            )
+        return value
+
     @field_validator("resources")
     @classmethod
     def _no_pods_request(cls, value: dict[str, int]) -> dict[str, int]:
@@ -278,7 +341,7 @@ class PodSet(Model):
 class JobSpec(Model):
     name: Name
     queue: str = "default"
-    priority: str | int = "default"
+    priority: Priority = "default"
     kind: JobKind = JobKind.GENERIC
     max_runtime: Duration | None = None
     restart: RestartPolicy = Field(default_factory=RestartPolicy)

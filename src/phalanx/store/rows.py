@@ -21,7 +21,7 @@ def stored(model: type[M], document: object, what: str) -> M:
     The caller sent nothing wrong, so this is an InternalError (500), logged, not a SpecError.
     """
     try:
-        return validate(model, document, prefix=what)
+        return validate(model, document, prefix=what, stored=True)
     except SpecError as exc:
         log.error("%s does not load: %s", what, exc)
         raise InternalError(

@@ -11,6 +11,7 @@ import contextlib
 import threading
 import time
 from collections.abc import Collection, Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -32,9 +33,19 @@ from phalanx.store.engine import (
     parse_url,
 )
 from phalanx.store.rows import event_from_row, event_row, job_from_row, job_row, stored
-from phalanx.store.tables import job_events, jobs, queue_config
+from phalanx.store.tables import idempotency_keys, job_events, jobs, queue_config
 
 _CONFIG_ROW = 1
+
+
+@dataclass(frozen=True, slots=True)
+class IdempotentRequest:
+    """A submit that carried an Idempotency-Key: the key, what the request said (a hash),
+    and the jobs it created."""
+
+    key: str
+    request_hash: str
+    jobs: tuple[str, ...]
 
 
 class Store:
@@ -122,8 +133,15 @@ class Store:
             connection.execute(self._upsert_config, row)
 
     # ------------------------------------------------------------------ jobs
-    def create_job(self, record: JobRecord, event: JobEvent | None = None) -> None:
-        """Store a new job (and its first event); Conflict if the name is taken."""
+    def create_job(
+        self, record: JobRecord, event: JobEvent | None = None,
+        request: IdempotentRequest | None = None,
+    ) -> None:
+        """Store a new job (and its first event); Conflict if the name is taken.
+
+        ``request``: the Idempotency-Key the submit carried, stored in the same transaction
+        (Conflict naming ``Idempotency-Key`` if another request stored it first).
+        """
         if event is not None and event.job != record.name:
             raise InternalError(
                 f"names job {event.job!r}, not the job being created ({record.name!r})",
@@ -134,7 +152,9 @@ class Store:
                 connection.execute(insert(jobs), job_row(record))
                 if event is not None:
                     connection.execute(insert(job_events), event_row(event))
+                self._insert_request(connection, request)
         except IntegrityError:
+            self._check_request_is_new(request)
             if self._job_exists(record.name):
                 raise Conflict(
                     f"a job named {record.name!r} already exists", field="name",
@@ -142,7 +162,10 @@ class Store:
                 ) from None
             raise
 
-    def create_jobs(self, records: list[JobRecord], events: Iterable[JobEvent] = ()) -> None:
+    def create_jobs(
+        self, records: list[JobRecord], events: Iterable[JobEvent] = (),
+        request: IdempotentRequest | None = None,
+    ) -> None:
         """Store new jobs (and their first events) in one transaction, all or none.
 
         Conflict, naming the position (``items[i].name``) of the first job whose name is
@@ -157,7 +180,9 @@ class Store:
                 connection.execute(insert(jobs), rows)
                 if event_rows:
                     connection.execute(insert(job_events), event_rows)
+                self._insert_request(connection, request)
         except IntegrityError:
+            self._check_request_is_new(request)
             names = [record.name for record in records]
             with self.engine.connect() as connection:
                 taken = set(connection.execute(
@@ -171,6 +196,32 @@ class Store:
                         fix="choose another name (names of finished jobs stay taken)",
                     ) from None
             raise
+
+    def get_request(self, key: str) -> IdempotentRequest | None:
+        """The submit stored under an Idempotency-Key, if one is."""
+        with self.engine.connect() as connection:
+            row = connection.execute(
+                select(idempotency_keys).where(idempotency_keys.c.key == key)
+            ).mappings().one_or_none()
+        if row is None:
+            return None
+        return IdempotentRequest(row["key"], row["request_hash"], tuple(row["jobs"]))
+
+    @staticmethod
+    def _insert_request(connection: Connection, request: IdempotentRequest | None) -> None:
+        if request is not None:
+            connection.execute(insert(idempotency_keys), {
+                "key": request.key, "request_hash": request.request_hash,
+                "jobs": list(request.jobs), "created_at": time.time(),
+            })
+
+    def _check_request_is_new(self, request: IdempotentRequest | None) -> None:
+        """Conflict if another request stored ``request``'s key first (a concurrent retry)."""
+        if request is not None and self.get_request(request.key) is not None:
+            raise Conflict(
+                "another request with this Idempotency-Key was stored first",
+                field="Idempotency-Key", fix="retry it: the first request's answer comes back",
+            )
 
     def get_job(self, name: str) -> JobRecord:
         with self.engine.connect() as connection:

@@ -64,3 +64,15 @@ queue_config = Table(
     Column("saved_at", Double, nullable=False),
     Column("document", JSON, nullable=False),
 )
+
+# The answer of each submit that carried an Idempotency-Key: a retried request with the key
+# gets the same jobs back instead of a second submit. Written in the transaction that
+# creates the jobs, so a key is stored exactly when its jobs are.
+idempotency_keys = Table(
+    "idempotency_keys",
+    metadata,
+    Column("key", String(255), primary_key=True),
+    Column("request_hash", String(64), nullable=False),  # sha256 of the request, hex
+    Column("jobs", JSON, nullable=False),  # the names of the jobs it created, in order
+    Column("created_at", Double, nullable=False),
+)

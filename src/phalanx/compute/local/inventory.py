@@ -14,6 +14,9 @@ from phalanx.compute.local.gpus import GPUInfo
 from phalanx.spec.resources import GPU, Node, NodeHealth
 
 _ARCH = {"x86_64": "amd64", "aarch64": "arm64"}
+# Pods one node runs at most, as a Kubernetes kubelet's default --max-pods: the scheduler
+# counts ``pods`` like any resource, so no job can ask this machine for more.
+DEFAULT_MAX_PODS = 110
 
 
 def default_node_name() -> str:
@@ -28,8 +31,9 @@ def usable_cpus() -> int:
         return os.cpu_count() or 1
 
 
-def machine_node(name: str, gpus: Sequence[GPUInfo]) -> Node:
-    """The Node the local plane offers: everything usable on this machine, healthy."""
+def machine_node(name: str, gpus: Sequence[GPUInfo], max_pods: int = DEFAULT_MAX_PODS) -> Node:
+    """The Node the local plane offers: everything usable on this machine, healthy, and at
+    most ``max_pods`` pods at once."""
     labels = {
         "kubernetes.io/hostname": label_value(name),
         "kubernetes.io/os": platform.system().lower(),
@@ -47,6 +51,7 @@ def machine_node(name: str, gpus: Sequence[GPUInfo]) -> Node:
             "cpu": usable_cpus(),
             "memory": psutil.virtual_memory().total,
             GPU: len(gpus),
+            "pods": max_pods,
         },
         health=NodeHealth.HEALTHY,
     )

@@ -50,7 +50,7 @@ from phalanx.compute import env as distributed
 from phalanx.compute.base import ComputePlane, NodeTable, PodPhase, PodState
 from phalanx.compute.local import procs, shim
 from phalanx.compute.local.gpus import GPUInfo, assign_gpus, discover_gpus
-from phalanx.compute.local.inventory import default_node_name, machine_node
+from phalanx.compute.local.inventory import DEFAULT_MAX_PODS, default_node_name, machine_node
 from phalanx.compute.local.outcome import LOST, outcome_of
 from phalanx.compute.local.state import (
     AttemptRecord,
@@ -122,13 +122,18 @@ class LocalPlane(ComputePlane):
         logs: LogStore | None = None,
         gpus: Sequence[GPUInfo] | None = None,
         run_as: PodUser | None = None,
+        max_pods: int = DEFAULT_MAX_PODS,
     ) -> None:
         """Pods' output goes to ``logs`` (default: the state directory's).
 
         ``gpus`` replaces NVML discovery (for machines NVML cannot see, and tests).
         ``run_as`` is the user pods run as (None: this process's user); switching
         users needs root, which ``users.pod_user_for`` checks at ``phalanx up``.
+        ``max_pods`` is how many pods this machine runs at once (``phalanx up --max-pods``).
         """
+        if max_pods < 1:
+            raise SpecError(f"{max_pods} is not a number of pods", field="--max-pods",
+                            fix="pass --max-pods 1 or more (the default is 110)")
         super().__init__()
         self.home = Path(home)
         self.node_name = node_name or default_node_name()
@@ -140,7 +145,9 @@ class LocalPlane(ComputePlane):
         # What the node advertised at start: a GPU that falls off the bus later is missed.
         self.expected_gpus = len(self.gpus)
         self._doctor: Doctor | None = None
-        self._node = NodeTable([machine_node(self.node_name, self.gpus)], self._nodes_changed)
+        self.max_pods = max_pods
+        self._node = NodeTable([machine_node(self.node_name, self.gpus, max_pods)],
+                               self._nodes_changed)
         self._state = StateDir(self.home / "pods")
         self._lock = threading.RLock()
         self._wake = threading.Event()
@@ -188,7 +195,7 @@ class LocalPlane(ComputePlane):
             self.gpus = list(gpus)
         current = self._node.get(self.node_name)
         assert current is not None
-        fresh = machine_node(self.node_name, self.gpus)
+        fresh = machine_node(self.node_name, self.gpus, self.max_pods)
         self._node.upsert(fresh.model_copy(update={
             "unschedulable": current.unschedulable, "health": current.health,
             "health_reasons": current.health_reasons, "checks": current.checks,

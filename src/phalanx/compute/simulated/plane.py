@@ -51,7 +51,7 @@ from phalanx.compute.base import ComputePlane, NodeTable, PodPhase, PodRef, PodS
 from phalanx.errors import SpecError
 from phalanx.scheduler.types import Admission
 from phalanx.spec.nodes import load_nodes
-from phalanx.spec.quantity import parse_duration
+from phalanx.spec.quantity import MILLI, parse_duration
 from phalanx.spec.resources import JobSpec, Node
 from phalanx.store.logs import LogStore
 
@@ -61,6 +61,17 @@ DURATION_ENV = "PHALANX_SIM_DURATION"
 EXIT_CODE_ENV = "PHALANX_SIM_EXIT_CODE"
 # Simulated pods have no addresses of their own; the distributed env names their nodes.
 MASTER_PORT = 29500
+# Pods a simulated node takes when its declaration says none, as a Kubernetes kubelet's
+# default --max-pods: every node then bounds the pods a job may ask for.
+DEFAULT_MAX_PODS = 110
+
+
+def with_pod_cap(node: Node) -> Node:
+    """``node``, offering ``DEFAULT_MAX_PODS`` pods unless it declares its own ``pods``."""
+    if "pods" in node.allocatable:
+        return node
+    return node.model_copy(update={
+        "allocatable": {**node.allocatable, "pods": DEFAULT_MAX_PODS * MILLI}})
 
 
 @dataclass(slots=True)
@@ -96,7 +107,7 @@ class SimulatedPlane(ComputePlane):
             raise SpecError("declares no nodes", field="nodes",
                             fix="give the simulated plane at least one node")
         super().__init__()
-        self.nodes = NodeTable(nodes, self._nodes_changed)
+        self.nodes = NodeTable([with_pod_cap(n) for n in nodes], self._nodes_changed)
         self.clock = clock
         # Pods report epoch timestamps, like the local plane's, whatever the clock counts.
         self._epoch = time.time() - clock()
@@ -123,7 +134,7 @@ class SimulatedPlane(ComputePlane):
 
     def upsert_node(self, node: Node) -> None:
         """Add a node or change one (cordon it, change its health or capacity)."""
-        self.nodes.upsert(node)
+        self.nodes.upsert(with_pod_cap(node))
 
     def cordon(self, name: str, unschedulable: bool) -> None:
         self.nodes.cordon(name, unschedulable)

@@ -1,0 +1,39 @@
+"""Idempotency keys are stored with the jobs they created, in one transaction."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import inspect
+
+from phalanx.errors import Conflict
+from phalanx.store import IdempotentRequest, Store, current_revision
+from phalanx.store.migrate import downgrade, upgrade
+from tests.store.factories import make_event, make_record
+
+
+def test_the_migration_adds_the_keys_table_to_an_older_database(db_url: str) -> None:
+    with Store(db_url) as store:
+        downgrade(store.engine, "0001")
+        assert "idempotency_keys" not in inspect(store.engine).get_table_names()
+        store.create_job(make_record("before"), make_event("before", 1.0))
+        upgrade(store.engine)
+        assert current_revision(store.engine) == "0002"
+        assert "idempotency_keys" in inspect(store.engine).get_table_names()
+        assert store.get_job("before").name == "before"
+
+
+def test_a_key_is_stored_with_its_jobs_or_not_at_all(store: Store) -> None:
+    request = IdempotentRequest("k-1", "a" * 64, ("one", "two"))
+    store.create_jobs([make_record("one"), make_record("two")], request=request)
+    assert store.get_request("k-1") == request
+    store.create_job(make_record("taken"))
+    lost = IdempotentRequest("k-2", "b" * 64, ("taken",))
+    with pytest.raises(Conflict) as caught:
+        store.create_job(make_record("taken"), request=lost)
+    assert caught.value.field == "name"
+    assert store.get_request("k-2") is None
+    again = IdempotentRequest("k-1", "a" * 64, ("three",))
+    with pytest.raises(Conflict) as caught:
+        store.create_job(make_record("three"), request=again)
+    assert caught.value.field == "Idempotency-Key"
+    assert [r.name for r in store.list_jobs()].count("three") == 0

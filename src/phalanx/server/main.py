@@ -26,6 +26,7 @@ from phalanx.defaults import (
 from phalanx.errors import Conflict, SpecError
 from phalanx.server.app import create_app
 from phalanx.server.auth import ensure_token
+from phalanx.server.logstream import LogLimits
 from phalanx.store import LogStore, Store
 
 
@@ -97,7 +98,8 @@ def serve(
     controller = Controller(store, plane, grace_seconds=grace_seconds)
     logs = LogStore.for_home(home)
     db_label = redact_url(db) if db else "sqlite"
-    app = create_app(controller, token, logs, db_label=db_label)
+    app = create_app(controller, token, logs, db_label=db_label,
+                     log_limits=LogLimits.from_env())
 
     sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

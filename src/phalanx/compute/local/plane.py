@@ -321,6 +321,7 @@ class LocalPlane(ComputePlane):
         payload = {
             "command": launch.command, "cwd": launch.cwd, "env": launch.env,
             "log": str(log_file), "attempt": ref.attempt,
+            "logMaxBytes": self.logs.rotation.max_bytes, "logKeep": self.logs.rotation.keep,
         }
         try:
             with open(stdin, "wb") as pipe:

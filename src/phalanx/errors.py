@@ -63,6 +63,12 @@ class AuthError(PhalanxError):
     status_code = 401
 
 
+class TooManyRequests(PhalanxError):
+    """A bound on concurrent use (e.g. log followers) is reached; retry once others end."""
+
+    status_code = 429
+
+
 class ServerError(PhalanxError):
     status_code = 500
 
@@ -89,6 +95,6 @@ ERROR_TYPES: dict[str, type[PhalanxError]] = {
     cls.__name__: cls
     for cls in (
         PhalanxError, SpecError, NotFound, Conflict, AuthError, ServerError, InternalError,
-        ConnectionFailed, TooManyPending, PayloadTooLarge,
+        ConnectionFailed, TooManyPending, PayloadTooLarge, TooManyRequests,
     )
 }

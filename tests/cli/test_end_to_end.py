@@ -90,6 +90,11 @@ def test_follow_streams_logs_then_exits_like_wait(live_server: LiveServer, tmp_p
         ]
     one = cli(live_server, "logs", "chatty-2", "--pod", "1")
     assert one.stdout.splitlines() == [f"rank chatty-2 {i}" for i in range(3)]
+    last = cli(live_server, "logs", "chatty-2", "--tail", "1", "--since", "1h")
+    assert last.exit_code == 0, last.output
+    assert last.stdout.splitlines() == [f"[chatty-2-worker-{r}] rank chatty-2 2" for r in (0, 1)]
+    bad = cli(live_server, "logs", "chatty-2", "--since", "last week")
+    assert bad.exit_code == 2 and "since" in bad.output
 
 
 def test_jobs_and_describe(live_server: LiveServer, tmp_path: Path) -> None:

@@ -85,6 +85,7 @@ def test_the_supervisor_runs_the_command_as_the_pod_user(tmp_path: Path) -> None
     record = run_pod({
         "command": ["/usr/bin/env", "python3", "-c", code], "cwd": "/", "attempt": 1,
         "env": {"PATH": "/usr/bin:/bin"}, "log": str(log),
+        "logMaxBytes": 2**20, "logKeep": 1,
         "user": {"uid": uid, "gid": uid, "groups": []},
     })
     assert record["exitCode"] == 0, log.read_text()

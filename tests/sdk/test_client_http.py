@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,7 @@ from phalanx import (
     ServerError,
     SpecError,
 )
-from phalanx.errors import PhalanxError
+from phalanx.errors import PhalanxError, TooManyRequests
 from tests.sdk.http_recorder import Recorder
 
 
@@ -76,6 +77,28 @@ def test_errors_in_a_log_stream_are_mapped_too(recorder: Recorder) -> None:
     with Client(recorder.url) as client, pytest.raises(NotFound, match="no job"):
         list(client.logs("x", pod=1, follow=True))
     assert recorder.requests == [("GET", "/v1/jobs/x/logs?follow=true&pod=1")]
+
+
+def test_log_bounds_go_as_query_parameters(recorder: Recorder) -> None:
+    recorder.answer(404, {"error": {"type": "NotFound", "message": "no job 'x'"}})
+    with Client(recorder.url) as client:
+        for since in ("10m", timedelta(minutes=90),
+                      datetime(2025, 1, 31, 12, 0, tzinfo=UTC)):
+            with pytest.raises(NotFound):
+                list(client.logs("x", tail=5, since=since))
+    assert recorder.requests == [
+        ("GET", "/v1/jobs/x/logs?follow=false&tail=5&since=10m"),
+        ("GET", "/v1/jobs/x/logs?follow=false&tail=5&since=5400s"),
+        ("GET", "/v1/jobs/x/logs?follow=false&tail=5&since=2025-01-31T12%3A00%3A00%2B00%3A00"),
+    ]
+
+
+def test_too_many_followers_is_its_own_error(recorder: Recorder) -> None:
+    recorder.answer(429, {"error": {"type": "TooManyRequests", "message": "job x already has "
+                                    "32 log followers", "field": "follow", "fix": "stop one"}})
+    with Client(recorder.url) as client, pytest.raises(TooManyRequests) as info:
+        list(client.logs("x", follow=True))
+    assert info.value.field == "follow" and info.value.fix == "stop one"
 
 
 def test_unreachable_server_says_how_to_start_one() -> None:

@@ -548,10 +548,18 @@ def logs(
     follow: Annotated[
         bool, typer.Option("--follow", "-f", help="Keep streaming until the job finishes")
     ] = False,
+    tail: Annotated[
+        int | None, typer.Option("--tail", min=0, help="Only the last N lines of each pod")
+    ] = None,
+    since: Annotated[
+        str | None,
+        typer.Option("--since", help='Only lines written since then: "10m", "1h30m" or a time '
+                     '("2025-01-31T12:00:00Z"); exact to the second'),
+    ] = None,
 ) -> None:
     """Print a job's logs (all pods, each line prefixed by its pod, or one pod)."""
     with _settings(ctx).client() as client:
-        for line in client.logs(job, pod=pod, follow=follow):
+        for line in client.logs(job, pod=pod, follow=follow, tail=tail, since=since):
             _write_line(line)
 
 

@@ -262,6 +262,19 @@ class JobService:
                 view.pending_message = reason.message
         return view
 
+    def finished(self, name: str) -> bool:
+        """Whether the job has ended (or is gone); cheaper than ``get``, which copies it."""
+        with self.state.lock:
+            record = self.state.jobs.get(name)
+            if record is not None:
+                return record.status.terminal
+            if name in self.state.saving:
+                return True
+        try:  # not yet live (being submitted) or long finished: the store knows
+            return self.store.get_job(name).status.terminal
+        except NotFound:
+            return True
+
     def pods_of(self, name: str) -> list[PodState]:
         with self.state.lock:
             return list(self.state.pods.get(name, ()))

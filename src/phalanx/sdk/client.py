@@ -7,6 +7,7 @@ import contextlib
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from datetime import datetime, timedelta
 from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
@@ -85,6 +86,15 @@ def error_from_response(response: httpx.Response) -> PhalanxError:
 # again with the same Idempotency-Key, so the control plane answers it without a second job.
 SUBMIT_ATTEMPTS = 3
 SUBMIT_RETRY_SECONDS = 0.5
+
+
+def _since_param(since: str | timedelta | datetime) -> str:
+    """``since`` as the logs route takes it."""
+    if isinstance(since, timedelta):
+        return f"{since.total_seconds():g}s"
+    if isinstance(since, datetime):
+        return (since if since.tzinfo else since.astimezone()).isoformat()
+    return since
 
 
 def _job_path(name: str, *rest: str) -> str:
@@ -284,15 +294,24 @@ class Client:
             pause = poll if deadline is None else min(poll, max(0.0, deadline - time.monotonic()))
             time.sleep(pause)
 
-    def logs(self, name: str, pod: int | str | None = None, follow: bool = False) -> Iterator[str]:
+    def logs(
+        self, name: str, pod: int | str | None = None, follow: bool = False, *,
+        tail: int | None = None, since: str | timedelta | datetime | None = None,
+    ) -> Iterator[str]:
         """The job's log lines (one pod's, by rank or name, or all, prefixed by pod name).
 
         With ``follow`` the iterator keeps going while the job runs and ends once it is
-        finished and its logs are drained.
+        finished and its logs are drained. ``tail`` keeps the last N lines of each pod;
+        ``since`` the lines written since a time: a datetime, a timedelta back from now, or
+        the server's text form ("10m", "2025-01-31T12:00:00Z"); exact to the second.
         """
         params = {"follow": "true" if follow else "false"}
         if pod is not None:
             params["pod"] = str(pod)
+        if tail is not None:
+            params["tail"] = str(tail)
+        if since is not None:
+            params["since"] = _since_param(since)
         # A followed log may stay silent for as long as the job does: no read timeout then.
         timeout = httpx.Timeout(self.timeout, read=None) if follow else self.timeout
         try:

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
+import anyio
+from anyio import to_thread
 from fastapi import FastAPI, Header, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
@@ -31,7 +33,16 @@ from phalanx.errors import (
     Unavailable,
 )
 from phalanx.server.auth import token_matches
-from phalanx.server.logstream import LogFollower
+from phalanx.server.logstream import (
+    READ_THREADS,
+    TEXT,
+    FollowedResponse,
+    FollowerSlots,
+    LogFollower,
+    LogLimits,
+    parse_since,
+    stream_logs,
+)
 from phalanx.server.redaction import ADMIN, SecretEnvRule, Viewer, job_as_seen_by, jobs_as_seen_by
 from phalanx.spec.api import (
     AppliedObject,
@@ -101,11 +112,14 @@ def viewer_of(request: Request) -> Viewer:
 def create_app(
     controller: Controller, token: str, logs: LogStore, *, db_label: str,
     secrets: SecretEnvRule | None = None, max_body_bytes: int = MAX_BODY_BYTES,
+    log_limits: LogLimits | None = None,
 ) -> FastAPI:
     """``secrets`` says which env values job specs in answers redact (default: the built-in
     rule); see ``server/redaction.py``."""
     service = controller.service
     secret_env = secrets if secrets is not None else SecretEnvRule()
+    slots = FollowerSlots(log_limits if log_limits is not None else LogLimits())
+    log_reads = anyio.CapacityLimiter(READ_THREADS)
     app = FastAPI(
         title="Phalanx", version=__version__,
         description="Queue, gang-schedule and run distributed training jobs.",
@@ -263,31 +277,44 @@ def create_app(
     @app.get(
         "/v1/jobs/{name}/logs", response_class=PlainTextResponse,
         responses={200: {"description": "The log lines; with follow, streamed until the job "
-                         "has finished"}, **_errors(401, 404)},
+                         "has finished"}, **_errors(400, 401, 404),
+                   429: {"model": ErrorResponse, "description": "Too many followers of this "
+                         "job, or from this client; the error says which bound and the fix"}},
     )
-    def job_logs(name: str, pod: str | None = None, follow: bool = False) -> Response:
-        """The job's logs (one pod's, by rank or name, or all of them prefixed by pod name)."""
-        record = service.get(name)
-        service.flush_logs()
-        follower = LogFollower(logs, record, pod)
+    async def job_logs(
+        request: Request,
+        name: str,
+        pod: str | None = None,
+        follow: bool = False,
+        tail: int | None = Query(None, ge=0, description="Only the last N lines of each pod"),
+        since: str | None = Query(
+            None, description="Only lines written since then: a duration back from now "
+            "(\"10m\", \"1h30m\") or a time (ISO 8601, UTC unless it says otherwise). Exact "
+            "to the second: lines written earlier in that second are included, and a line "
+            "partly written then is included whole. Logs written before the server kept a "
+            "time index are included whole if modified since.",
+        ),
+    ) -> Response:
+        """The job's logs (one pod's, by rank or name, or all of them prefixed by pod name).
 
-        def finished() -> bool:
-            try:
-                return service.get(name).status.terminal
-            except NotFound:
-                return True
-
-        def chunks() -> Iterator[bytes]:
-            yield from follower.drain()
-            while follow and not finished():
-                time.sleep(0.2)
-                yield from follower.drain()
-            service.flush_logs()
-            yield from follower.drain(final=True)
-
+        Read from disk as they are sent, never whole. With follow, the stream ends once the
+        job has finished; followers are bounded per job and per client (429 beyond).
+        """
+        since_time = None if since is None else parse_since(since, time.time())
+        # Every call that may block (the store, the state's lock, the disk) runs in a thread
+        # of the logs' own limiter: waiting followers hold none, and no route starves.
+        record = await to_thread.run_sync(service.get, name, limiter=log_reads)
+        follower = LogFollower(logs, record, pod, tail=tail, since=since_time)
+        await to_thread.run_sync(service.flush_logs, limiter=log_reads)
+        body = stream_logs(
+            follower, follow=follow, finished=lambda: service.finished(name),
+            flush=service.flush_logs, disconnected=request.is_disconnected, limiter=log_reads,
+        )
         if not follow:
-            return PlainTextResponse(b"".join(chunks()))
-        return StreamingResponse(chunks(), media_type="text/plain; charset=utf-8")
+            return StreamingResponse(body, media_type=TEXT)
+        client = request.client.host if request.client is not None else "unknown"
+        slots.take(name, client)
+        return FollowedResponse(body, release=lambda: slots.give_back(name, client))
 
     # ------------------------------------------------------------------ queues & nodes
     @app.get("/v1/queues", responses=_V1)

@@ -31,6 +31,7 @@ from phalanx.defaults import (
 from phalanx.errors import Conflict, SpecError
 from phalanx.server.app import MAX_BODY_BYTES, create_app
 from phalanx.server.auth import ensure_token
+from phalanx.server.logstream import LogLimits
 from phalanx.server.redaction import SecretEnvRule
 from phalanx.store import LogStore, Store
 
@@ -186,7 +187,8 @@ def _serve(
     logs = LogStore.for_home(home)
     db_label = redact_url(db) if db else "sqlite"
     app = create_app(controller, token, logs, db_label=db_label,
-                     secrets=SecretEnvRule(extra=secret_env), max_body_bytes=max_body_bytes)
+                     secrets=SecretEnvRule(extra=secret_env), max_body_bytes=max_body_bytes,
+                     log_limits=LogLimits.from_env())
 
     sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

@@ -386,6 +386,7 @@ class LocalPlane(ComputePlane):
             "command": launch.command, "cwd": launch.cwd, "env": launch.env,
             "log": str(log_file), "attempt": ref.attempt,
             "user": launch.user.to_json() if launch.user is not None else None,
+            "logMaxBytes": self.logs.rotation.max_bytes, "logKeep": self.logs.rotation.keep,
         }
         try:
             with open(stdin, "wb") as pipe:

@@ -8,10 +8,14 @@ after recording the supervisor's pid, so a plane that dies mid-launch leaves no
 command running untracked (the supervisor sees end-of-file and runs nothing).
 
 It then runs the command as its child, in its own process group, with stdout
-and stderr appended to the pod's log, as the user the pod names if any (the
-child drops privileges before exec; the supervisor keeps its own, to write the
-exit record and kill leftovers), waits, and writes the exit record (exit code or
-signal, times) atomically to EXIT_FILE. When the command exits, any
+and stderr going through a pipe to a thread of the supervisor that appends them
+to the pod's log, rotating it past its size cap and keeping its time index
+(``phalanx/store/logfile.py``, loaded by path: the log layout has one owner, the
+store). The command runs as the user the pod names if any (the child drops
+privileges before exec; the supervisor keeps its own, to write the log and the
+exit record and kill leftovers). It waits, and writes the exit record (exit code
+or signal, times) atomically to EXIT_FILE once the output is in the log. When the
+command exits, any
 process it left in the group is killed, as Kubernetes does when a container's
 main process ends. Group-wide SIGTERM/SIGINT/SIGHUP do not stop the supervisor
 (it stays to record how the command ended); SIGKILL does, which the plane
@@ -20,6 +24,7 @@ accounts for.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import signal
@@ -27,6 +32,7 @@ import subprocess
 import sys
 import threading
 import time
+from types import ModuleType
 from typing import Any
 
 ATTEMPT_HEADER = "=== attempt {attempt} ===\n"
@@ -35,6 +41,15 @@ ATTEMPT_HEADER = "=== attempt {attempt} ===\n"
 PRIVATE_FILE_MODE = 0o600
 # The command's umask: the conventional one, not the control plane's owner-only 077.
 POD_UMASK = 0o022
+# The log writer, beside this package: phalanx/store/logfile.py (standard library only).
+LOGFILE = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+    "store", "logfile.py",
+)
+PIPE_READ = 64 * 1024
+# How long the output of a finished command may take to drain once its group is gone
+# (a process that left the group may still hold the pipe; it is not waited for).
+DRAIN_SECONDS = 5.0
 # Not running a command that cannot be started is reported like a shell does.
 EXIT_NOT_FOUND, EXIT_NOT_EXECUTABLE = 127, 126
 
@@ -85,6 +100,25 @@ def identity(user: dict[str, Any] | None) -> dict[str, Any]:
     if user is None:
         return {}
     return {"user": user["uid"], "group": user["gid"], "extra_groups": list(user["groups"])}
+def load_logfile() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("phalanx_logfile", LOGFILE)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def copy_output(pipe: int, log: Any) -> None:
+    """Append what comes through the pipe to the log, until every writer has closed it."""
+    try:
+        while chunk := os.read(pipe, PIPE_READ):
+            log.write(chunk)
+    except OSError as exc:  # a full disk: drain the pipe so the command never blocks on it
+        sys.stderr.write(f"phalanx: cannot write the log: {exc}\n")
+        while os.read(pipe, PIPE_READ):
+            pass
+    finally:
+        os.close(pipe)
 
 
 def run_pod(pod: dict[str, Any]) -> dict[str, Any]:
@@ -92,47 +126,56 @@ def run_pod(pod: dict[str, Any]) -> dict[str, Any]:
     started = time.time()
     ooms_before = oom_kills()
     try:
-        log_fd = os.open(pod["log"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, PRIVATE_FILE_MODE)
-        log = open(log_fd, "ab", buffering=0)  # noqa: SIM115 - handed to the child below
+        log = load_logfile().RotatingLog(pod["log"], pod["logMaxBytes"], pod["logKeep"])
     except OSError as exc:
         return {"error": f"cannot open the log file: {exc}", "errorKind": "system",
                 "startedAt": started, "finishedAt": time.time()}
-    with log:
-        size = os.fstat(log.fileno()).st_size
-        if size or pod["attempt"] > 1:  # mark where this attempt starts in a shared log
-            log.write(b"\n" if size and _last_byte(pod["log"], size) != b"\n" else b"")
+    try:
+        if log.size or pod["attempt"] > 1:  # mark where this attempt starts in a shared log
+            log.write(b"\n" if log.size and log.last_byte() != b"\n" else b"")
             log.write(ATTEMPT_HEADER.format(attempt=pod["attempt"]).encode())
         env = dict(os.environ)
         env.update(pod["env"])
+        read_end, write_end = os.pipe()
         try:
             child = subprocess.Popen(
                 pod["command"], cwd=pod["cwd"], env=env,
-                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, stdout=write_end, stderr=subprocess.STDOUT,
                 umask=POD_UMASK, **identity(pod.get("user")),
             )
         except OSError as exc:  # not found, not executable, bad working directory
+            os.close(read_end)
+            os.close(write_end)
             message = f"cannot start {pod['command'][0]!r}: {exc.strerror or exc}"
             log.write(f"phalanx: {message}\n".encode())
             code = EXIT_NOT_FOUND if isinstance(exc, FileNotFoundError) else EXIT_NOT_EXECUTABLE
             return {"exitCode": code, "error": message, "errorKind": "user",
                     "startedAt": started, "finishedAt": time.time()}
+        os.close(write_end)  # the command (and what it starts) holds the only write end
+        copier = threading.Thread(target=copy_output, args=(read_end, log), name="copier",
+                                  daemon=True)
+        copier.start()
         code = child.wait()
+        finished = time.time()
+        # What the command left in its group goes now, as it would after the record; then
+        # the pipe ends and its last output is in the log before anyone reads the record.
+        kill_group_leftovers()
+        copier.join(DRAIN_SECONDS)
+    finally:
+        # Left open while a process outside the group still writes: closing it would let
+        # a later open reuse the descriptor under the copier. Exiting closes it anyway.
+        if not any(t.name == "copier" and t.is_alive() for t in threading.enumerate()):
+            log.close()
     ooms_after = oom_kills()
     return {
         "exitCode": code if code >= 0 else None,
         "signal": -code if code < 0 else None,
         "childPid": child.pid,
         "startedAt": started,
-        "finishedAt": time.time(),
+        "finishedAt": finished,
         "oomKilled": ooms_before is not None and ooms_after is not None
         and ooms_after > ooms_before,
     }
-
-
-def _last_byte(path: str, size: int) -> bytes:
-    with open(path, "rb") as f:
-        f.seek(size - 1)
-        return f.read(1)
 
 
 def kill_group_leftovers() -> None:

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import heapq
 import logging
-import os
 import queue
 import threading
 import time
@@ -359,19 +358,10 @@ class _LogWriter:
 
     def _append(self, ref: PodRef, line: str) -> None:
         try:
-            path = self.store.path(ref.job, ref.name)
+            # Through the LogStore: rotated and time-indexed like every pod's log.
+            self.store.append(ref.job, ref.name, (line + "\n").encode())
         except (OSError, SpecError) as exc:  # a log we cannot keep must not stop the pod
             log.warning("cannot keep the log of %s: %s", ref.name, exc)
-            return
-        try:
-            # O_APPEND keeps lines whole should anything else write to the same file.
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-            try:
-                os.write(fd, (line + "\n").encode())
-            finally:
-                os.close(fd)
-        except OSError as exc:
-            log.warning("cannot write the log %s: %s", path, exc)
 
 
 def _behaviour(index: int, env: dict[str, str]) -> _Behaviour:

@@ -47,7 +47,7 @@ class Tree:
 class QuotaNode:
     __slots__ = (
         "children", "is_cohort", "lendable", "name", "parent", "quotas", "subtree", "tree",
-        "usage", "weight_milli",
+        "usage", "weight",
     )
 
     def __init__(self, name: str, is_cohort: bool, quotas: dict[FR, Quota],
@@ -59,7 +59,7 @@ class QuotaNode:
         self.children: list[QuotaNode] = []
         self.subtree: dict[FR, int] = {}
         self.usage: dict[FR, int] = {}
-        self.weight_milli = round(weight * 1000)
+        self.weight = float(weight)  # fair sharing's weight, as Kueue reads it (a float)
         # Per resource name: the subtree quota summed over flavors (fair sharing's denominator
         # for this node's children).
         self.lendable: dict[str, int] = {}

@@ -244,14 +244,14 @@ class Cycle:
             wl.estimate = est
         return wl.estimate
 
-    def global_key(self, wl: Workload, info: QueueInfo) -> tuple[int, int, float, int]:
+    def global_key(self, wl: Workload, info: QueueInfo) -> tuple[float, int, float, int]:
         est = self.estimate(wl, info)
         node = info.node
         if self.st.fair_sharing:
             first = dominant_share(node, est)
         else:
             cache = self.st.cache
-            first = int(any(cache.borrowing_with(node, fr, v) for fr, v in est.items()))
+            first = float(any(cache.borrowing_with(node, fr, v) for fr, v in est.items()))
         return (first, -wl.priority, wl.submitted_at, wl.seq)
 
     def ranks_before(self, wl: Workload, info: QueueInfo, other: Workload) -> bool:
@@ -294,7 +294,7 @@ class Cycle:
     # ------------------------------------------------------------------ admission loop
     def admit_loop(self) -> None:
         st = self.st
-        turns: list[tuple[tuple[int, int, float, int], int, QueueTurn]] = []
+        turns: list[tuple[tuple[float, int, float, int], int, QueueTurn]] = []
         stopped: list[tuple[PendingClass, PendingReason]] = []
         for index, name in enumerate(sorted(st.queues.queues)):
             pending = st.queues.queues[name]

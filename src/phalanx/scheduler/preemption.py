@@ -43,7 +43,7 @@ class _TreeMemo:
         self.version = version
         self.borrowers: dict[tuple[FR, ...], list[QuotaNode]] = {}
         self.tallies: dict[tuple[str, int | None, tuple[FR, ...]], tuple[int, list[int]]] = {}
-        self.shares: dict[str, int] = {}
+        self.shares: dict[str, float] = {}
         self.counted: dict[tuple[object, ...], tuple[list[Source], int, dict[FR, int]]] = {}
 
     def reset(self, version: int) -> None:
@@ -89,7 +89,7 @@ class Preemptor:
             memo.reset(tree.usage_version)
         return memo
 
-    def share(self, node: QuotaNode) -> int:
+    def share(self, node: QuotaNode) -> float:
         """``dominant_share(node)``, remembered until usage changes."""
         shares = self._memo(node).shares
         found = shares.get(node.name)
@@ -373,7 +373,7 @@ class Preemptor:
                 out.append(skipped)
             yield out
 
-    def _reclaimable_of(self, src: Source, other: QuotaNode, fr: FR, new_share: int,
+    def _reclaimable_of(self, src: Source, other: QuotaNode, fr: FR, new_share: float,
                         smallest: int, every: bool) -> list[Workload]:
         """``_reclaimable`` for one queue whose candidates hold nothing but ``fr``: how much
         may go is worked out once, and the walk ends as soon as nothing more could.
@@ -402,7 +402,7 @@ class Preemptor:
                     break  # nothing left in this queue is small enough
         if skipped is not None:
             # Its share stays above the new share: what the second strategy may still take.
-            above = max_removal(other, fr, new_share + 1)
+            above = max_removal(other, fr, new_share, strict=True)
             if above is None or gone <= above:
                 out.append(skipped)
         return out

@@ -1,0 +1,99 @@
+"""Cases of Kueue's scheduler tests on which Phalanx used to decide differently.
+
+Each case is translated from kubernetes-sigs/kueue ``pkg/scheduler/scheduler_test.go``
+or ``pkg/scheduler/scheduler_fs_test.go`` (named per test): the workloads Kueue
+starts admitted are restored with ``Scheduler.restore``, then one ``cycle()`` runs.
+Only quota counts: flavors carry no node labels and one node is larger than any
+quota.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from phalanx.scheduler import Admission, CycleResult, PodSetAssignment, Scheduler
+from phalanx.spec import JobSpec, Node, QueueConfig
+
+from .strategies import cluster_queue, cohort, flavor, job, make_config, node
+
+BIG_NODE = "big"
+
+
+def plain_flavor(name: str) -> Any:
+    """A flavor that any node serves: only quota decides."""
+    return flavor(name, labels={})
+
+
+def start(config: QueueConfig, *, fair_sharing: bool) -> Scheduler:
+    big: Node = node(BIG_NODE, cpu=100_000, memory="1000Ti", gpu=100_000)
+    scheduler = Scheduler(config, [big])
+    scheduler.set_fair_sharing(fair_sharing)
+    return scheduler
+
+
+def restore(s: Scheduler, spec: JobSpec, cq: str, flavors: dict[str, str], *,
+            priority: int = 0, at: float = 0.0, count: int | None = None) -> None:
+    """``spec`` admitted in ``cq`` on ``flavors`` (resource -> flavor), ``count`` pods."""
+    ps = spec.pod_sets[0]
+    n = ps.replicas if count is None else count
+    s.restore(spec, priority=priority, submitted_at=at, admission=Admission(
+        job=spec.name, cluster_queue=cq,
+        pod_sets=(PodSetAssignment(ps.name, n, dict(flavors), (BIG_NODE,) * n),),
+    ))
+
+
+def admitted(result: CycleResult) -> dict[str, tuple[int, ...]]:
+    """Job -> pod counts per pod set, for this cycle's admissions."""
+    return {a.job: tuple(p.count for p in a.pod_sets) for a in result.admissions}
+
+
+def admitted_flavors(result: CycleResult) -> dict[str, dict[str, str]]:
+    return {a.job: dict(a.pod_sets[0].flavors) for a in result.admissions}
+
+
+def preempted(result: CycleResult) -> set[str]:
+    return {p.victim for p in result.preemptions}
+
+
+def preemptors(result: CycleResult) -> dict[str, str]:
+    return {p.victim: p.preemptor for p in result.preemptions}
+
+
+def queues(*names: str, **options: Any) -> Sequence[Any]:
+    return [cluster_queue(n, **options) for n in names]
+
+
+# --------------------------------------------------------------------------- 5: fair sharing
+def _weighted_pair(weight: float) -> Scheduler:
+    """Cohort a (Kueue's A) lends 8 CPUs; queues b and c own none. b0 holds 4 (in b); b1 (priority
+    9001, in b) and c1 (priority 0, in c) ask 4 each."""
+    on_demand = plain_flavor("on-demand")
+    config = make_config(
+        on_demand,
+        cohort("a", flavors={"on-demand": {"cpu": 8}}),
+        cluster_queue("b", {"on-demand": {"cpu": 0}}, cohort="a", reclaim="Any", weight=weight),
+        cluster_queue("c", {"on-demand": {"cpu": 0}}, cohort="a", reclaim="Any", weight=weight),
+    )
+    s = start(config, fair_sharing=True)
+    restore(s, job("b0", "b", cpu=4), "b", {"cpu": "on-demand"})
+    s.submit(job("b1", "b", cpu=4), priority=9001, submitted_at=1)
+    s.submit(job("c1", "c", cpu=4), priority=0, submitted_at=2)
+    return s
+
+
+def test_fair_sharing_zero_weight_schedules_the_queue_borrowing_less() -> None:
+    """scheduler_fs_test.go, "fair sharing two queues with weight 0 schedules workload
+    which borrows less": among zero-weight queues the unweighted shares decide."""
+    s = _weighted_pair(0)
+    result = s.cycle()
+    assert admitted(result) == {"c1": (1,)}
+    assert s.pending_reason("b1") is not None
+
+
+def test_fair_sharing_high_weight_schedules_the_queue_borrowing_less() -> None:
+    """scheduler_fs_test.go, "fair sharing two queues with high weight schedules workload
+    which borrows less": shares far below one are still told apart."""
+    s = _weighted_pair(123456789)
+    result = s.cycle()
+    assert admitted(result) == {"c1": (1,)}

@@ -9,11 +9,10 @@ quota.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from phalanx.scheduler import Admission, CycleResult, PodSetAssignment, Scheduler
-from phalanx.spec import JobSpec, Node, QueueConfig
+from phalanx.spec import JobSpec, Node, PodSet, QueueConfig
 
 from .strategies import cluster_queue, cohort, flavor, job, make_config, node
 
@@ -60,8 +59,12 @@ def preemptors(result: CycleResult) -> dict[str, str]:
     return {p.victim: p.preemptor for p in result.preemptions}
 
 
-def queues(*names: str, **options: Any) -> Sequence[Any]:
-    return [cluster_queue(n, **options) for n in names]
+def requests_job(name: str, queue: str, requests: dict[str, Any], replicas: int = 1,
+                 min_replicas: int | None = None) -> JobSpec:
+    """A one-pod-set job asking exactly ``requests`` per pod."""
+    return JobSpec(name=name, queue=queue, pod_sets=[PodSet.model_validate(
+        {"name": "one", "replicas": replicas, "minReplicas": min_replicas,
+         "resources": requests})])
 
 
 # --------------------------------------------------------------------------- 5: fair sharing
@@ -97,3 +100,43 @@ def test_fair_sharing_high_weight_schedules_the_queue_borrowing_less() -> None:
     s = _weighted_pair(123456789)
     result = s.cycle()
     assert admitted(result) == {"c1": (1,)}
+
+
+# --------------------------------------------------------------------------- 1: partial admission
+def _eng_beta(new_pods: int) -> Scheduler:
+    """Queue eng-beta: 20 GPUs of model-a, preempting lower priorities in itself. ``old``
+    (priority -4) holds 10; ``new`` (priority 4) asks ``new_pods`` pods of one GPU, at
+    least 10."""
+    config = make_config(
+        plain_flavor("model-a"),
+        cluster_queue("eng-beta", {"model-a": {"nvidia.com/gpu": 20}}, within="LowerPriority",
+                      strategy="StrictFIFO"),
+    )
+    s = start(config, fair_sharing=False)
+    gpu = {"nvidia.com/gpu": 1}
+    restore(s, requests_job("old", "eng-beta", gpu, replicas=10), "eng-beta",
+            {"nvidia.com/gpu": "model-a"}, priority=-4)
+    s.submit(requests_job("new", "eng-beta", gpu, replicas=new_pods, min_replicas=10),
+             priority=4, submitted_at=1)
+    return s
+
+
+def test_partial_admission_preempts_for_the_full_count_first() -> None:
+    """scheduler_test.go, "partial admission single variable pod set, preempt first"."""
+    s = _eng_beta(20)
+    result = s.cycle()
+    assert admitted(result) == {}
+    assert preemptors(result) == {"old": "new"}
+    s.requeue("old")
+    assert admitted(s.cycle()) == {"new": (20,)}
+
+
+def test_partial_admission_shrinks_to_what_preemption_makes_fit() -> None:
+    """scheduler_test.go, "partial admission single variable pod set, preempt with partial
+    admission": 30 pods never fit 20 GPUs; 20 do once ``old`` is preempted."""
+    s = _eng_beta(30)
+    result = s.cycle()
+    assert admitted(result) == {}
+    assert preemptors(result) == {"old": "new"}
+    s.requeue("old")
+    assert admitted(s.cycle()) == {"new": (20,)}

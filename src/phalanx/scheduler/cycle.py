@@ -26,6 +26,7 @@ from phalanx.scheduler.dominance import BlockStamp, Frontier
 from phalanx.scheduler.fairsharing import dominant_share
 from phalanx.scheduler.flavors import FIT, NOFIT, PREEMPT, Assignment, shrink
 from phalanx.scheduler.placement import Placement, PodGroup
+from phalanx.scheduler.preemption import Outcome
 from phalanx.scheduler.queue import PendingClass, QueuePending
 from phalanx.scheduler.reasons import (
     QUEUED,
@@ -420,40 +421,61 @@ class Cycle:
     # ------------------------------------------------------------------ one job
     def evaluate(self, wl: Workload, info: QueueInfo
                  ) -> tuple[str, PendingReason | None, Assignment]:
-        """The outcome, the reason when it failed, and the assignment it was judged on."""
+        """The outcome, the reason when it failed, and the assignment it was judged on.
+
+        The full size first, admitted or preempted for; only when neither works does a job
+        with minReplicas shrink, to the largest size that fits or that preemption makes
+        room for (Kueue preempts before it shrinks)."""
         st = self.st
         a = st.assigner.assign(wl, info)
         reservations = st.reservations
         if reservations:
             reservations.release(wl)  # it holds again below if it fails the same way
-            if a.borrowing and not a.no_flavor:
-                found = self.reserved_for_another(wl, info, a.usage)
-                if found is not None:
-                    cls = st.queues.class_of(wl)
-                    if cls is not None:
-                        cls.blocked = None  # looked at again while the hold lasts
-                    return HELD, held_reason(*found), a
+        held = self.held(wl, info, a)
+        if held is not None:
+            return held
         if a.mode == FIT and a.placement is not None:
             self.admit_on(wl, info, a.usage, a.groups, a.placement,
                           tuple(c.flavors for c in a.choices))
             return ADMITTED, None, a
         cls = st.queues.class_of(wl)
+        if a.no_flavor:
+            if cls is not None:
+                cls.blocked = self.stamp(info, a)
+            return FAILED, quota_reason(info, st.cache, a), a
+        outcome: Outcome | None = None
+        if a.mode != NOFIT:
+            outcome = st.preemptor.find(wl, info, a)
+            if outcome.targets:
+                assert outcome.placement is not None
+                self.preempt(wl, info, a, outcome.targets, outcome.placement)
+                if cls is not None:
+                    cls.blocked = None
+                return PREEMPTING, None, a
+        if wl.shrinkable:
+            found = self.shrunk(wl, info)
+            if found is not None:
+                smaller, made_room = found
+                held = self.held(wl, info, smaller)
+                if held is not None:
+                    return held
+                if made_room is None:
+                    assert smaller.placement is not None
+                    self.admit_on(wl, info, smaller.usage, smaller.groups, smaller.placement,
+                                  tuple(c.flavors for c in smaller.choices))
+                    return ADMITTED, None, smaller
+                assert made_room.targets and made_room.placement is not None
+                self.preempt(wl, info, smaller, made_room.targets, made_room.placement)
+                if cls is not None:
+                    cls.blocked = None
+                return PREEMPTING, None, smaller
         if cls is not None:
             cls.blocked = self.stamp(info, a)
-        if a.no_flavor:
-            return FAILED, quota_reason(info, st.cache, a), a
-        if a.mode == NOFIT:
+        if outcome is None:  # NOFIT
             frs = sorted({(s.flavor, s.resource) for s in a.shortfalls if not s.never})
             disabled = st.preemptor.would_have_candidates(wl, info, frs) if frs else ""
             reservations.offer(wl, info, a, st.cache)
             return FAILED, quota_reason(info, st.cache, a, "", disabled), a
-        outcome = st.preemptor.find(wl, info, a)
-        if outcome.targets:
-            assert outcome.placement is not None
-            self.preempt(wl, info, a, outcome.targets, outcome.placement)
-            if cls is not None:
-                cls.blocked = None
-            return PREEMPTING, None, a
         if a.mode == FIT:
             return FAILED, node_reason(info, a), a
         disabled = ""
@@ -468,6 +490,44 @@ class Cycle:
         if a.mode == PREEMPT:
             reservations.offer(wl, info, a, st.cache)
         return FAILED, quota_reason(info, st.cache, a, note, disabled), a
+
+    def held(self, wl: Workload, info: QueueInfo, a: Assignment
+             ) -> tuple[str, PendingReason | None, Assignment] | None:
+        """HELD when ``a`` would borrow what the cohort keeps for a job ranked before."""
+        if not self.st.reservations or not a.borrowing or a.no_flavor:
+            return None
+        found = self.reserved_for_another(wl, info, a.usage)
+        if found is None:
+            return None
+        cls = self.st.queues.class_of(wl)
+        if cls is not None:
+            cls.blocked = None  # looked at again while the hold lasts
+        return HELD, held_reason(*found), a
+
+    def shrunk(self, wl: Workload, info: QueueInfo) -> tuple[Assignment, Outcome | None] | None:
+        """The largest size down to minReplicas that fits (None for the outcome) or that
+        preemption makes room for (with the preemption's outcome)."""
+        preemptor = self.st.preemptor
+        made_room: list[tuple[Assignment, Outcome]] = []
+
+        def admissible(trial: Assignment) -> bool:
+            if trial.no_flavor or trial.mode == NOFIT:
+                return False
+            if trial.mode == FIT and trial.placement is not None:
+                return True
+            outcome = preemptor.find(wl, info, trial)
+            if outcome.targets:
+                made_room.append((trial, outcome))
+                return True
+            return False
+
+        smaller = self.st.assigner.reduce(wl, info, admissible)
+        if smaller is None:
+            return None
+        for trial, outcome in made_room:
+            if trial is smaller:
+                return smaller, outcome
+        return smaller, None
 
     def admit_on(self, wl: Workload, info: QueueInfo, usage: dict[FR, int],
                  groups: tuple[PodGroup, ...], placement: Placement,

@@ -7,9 +7,10 @@ nodeTaints. Each flavor gets a mode (fits, fits by borrowing, needs preemption,
 never fits) and flavor fungibility (whenCanBorrow / whenCanPreempt) decides
 whether to stop there or try the next one, keeping the best seen
 (BorrowingOverPreemption: fit > fit while borrowing > preempt > preempt while
-borrowing). Pod sets with minReplicas shrink (largest count that fits) when the
-full size does not fit. Finally the gang must fit on nodes of the chosen
-flavors (``NodePool.place``); if it does not, the next flavor is tried.
+borrowing). Finally the gang must fit on nodes of the chosen flavors
+(``NodePool.place``); if it does not, the next flavor is tried. Pod sets with
+minReplicas shrink only once the full size can neither fit nor preempt
+(``Assigner.reduce``, driven by the cycle, which knows about preemption).
 """
 
 from __future__ import annotations
@@ -196,27 +197,27 @@ class Assigner:
             out.choices.append(Choice(ps, n, flavors))
         return out
 
-    def assign_partial(self, wl: Workload, cq: QueueInfo,
-                       excluded: frozenset[tuple[int, int, str]] = frozenset()) -> Assignment:
-        """Full size first; if it does not fit, the largest sizes down to minReplicas that do."""
+    def reduce(self, wl: Workload, cq: QueueInfo,
+               admissible: Callable[[Assignment], bool]) -> Assignment | None:
+        """Partial admission, once the full size is neither free nor made room for by
+        preemption: the largest sizes down to minReplicas that ``admissible`` accepts (it
+        fits, or preemption can make it fit), every pod set shrunk in proportion. A binary
+        search over the reduction, as Kueue's: a smaller job is taken to be no harder."""
         full = tuple(ps.count for ps in wl.pod_sets)
-        first = self.assign_quota(wl, cq, full, excluded)
         deltas = [ps.count - ps.min_count for ps in wl.pod_sets]
         total = sum(deltas)
-        if first.mode == FIT or not total or first.no_flavor:
-            return first
+        if not total:
+            return None
 
         def counts_for(d: int) -> tuple[int, ...]:
             return tuple(c - (delta * d) // total for c, delta in zip(full, deltas, strict=True))
 
-        smallest = self.assign_quota(wl, cq, counts_for(total), excluded)
-        if smallest.mode != FIT:
-            return first
-        lo, hi, best = 1, total, smallest  # the smallest reduction that still fits
+        lo, hi = 1, total + 1  # the full size (0) was judged already; total + 1: none
+        best: Assignment | None = None
         while lo < hi:
             mid = (lo + hi) // 2
-            trial = self.assign_quota(wl, cq, counts_for(mid), excluded)
-            if trial.mode == FIT:
+            trial = self.assign(wl, cq, counts_for(mid))
+            if admissible(trial):
                 best, hi = trial, mid
             else:
                 lo = mid + 1
@@ -240,13 +241,17 @@ class Assigner:
             ))
         return tuple(groups)
 
-    def assign(self, wl: Workload, cq: QueueInfo) -> Assignment:
-        """Quota then nodes; a flavor whose nodes cannot take the gang gives way to the next."""
+    def assign(self, wl: Workload, cq: QueueInfo,
+               counts: tuple[int, ...] | None = None) -> Assignment:
+        """Quota then nodes for ``counts`` pods per pod set (the full size by default); a
+        flavor whose nodes cannot take the gang gives way to the next."""
+        if counts is None:
+            counts = tuple(ps.count for ps in wl.pod_sets)
         excluded: frozenset[tuple[int, int, str]] = frozenset()
         node_failure: PlacementFailure | None = None
         last_fit: Assignment | None = None
         for _ in range(MAX_NODE_RETRIES):
-            a = self.assign_partial(wl, cq, excluded)
+            a = self.assign_quota(wl, cq, counts, excluded)
             if a.mode != FIT:
                 if node_failure is not None and last_fit is not None and a.mode == NOFIT:
                     # Nodes, not quota, are what stopped the flavors that fit.

@@ -14,7 +14,7 @@ from typing import Any
 from phalanx.scheduler import Admission, CycleResult, PodSetAssignment, Scheduler
 from phalanx.spec import JobSpec, Node, PodSet, QueueConfig
 
-from .strategies import cluster_queue, cohort, flavor, job, make_config, node
+from .strategies import cluster_queue, cohort, flavor, job, make_config
 
 BIG_NODE = "big"
 
@@ -25,7 +25,8 @@ def plain_flavor(name: str) -> Any:
 
 
 def start(config: QueueConfig, *, fair_sharing: bool) -> Scheduler:
-    big: Node = node(BIG_NODE, cpu=100_000, memory="1000Ti", gpu=100_000)
+    big = Node.model_validate({"name": BIG_NODE, "allocatable": {
+        "cpu": 100_000, "memory": "1000Ti", "nvidia.com/gpu": 100_000, "gpu": 100_000}})
     scheduler = Scheduler(config, [big])
     scheduler.set_fair_sharing(fair_sharing)
     return scheduler
@@ -140,3 +141,68 @@ def test_partial_admission_shrinks_to_what_preemption_makes_fit() -> None:
     assert preemptors(result) == {"old": "new"}
     s.requeue("old")
     assert admitted(s.cycle()) == {"new": (20,)}
+
+
+# --------------------------------------------------------------------------- 3: preemption flavor
+def _other_cohort(alpha: int, beta: int, beta_preempts: bool, *, fair_sharing: bool
+                  ) -> Scheduler:
+    """Cohort other: other-alpha (on-demand and spot, ``alpha`` GPUs each, preempting lower
+    priorities in itself and in the cohort) and other-beta (``beta`` GPUs of each)."""
+    policy = "LowerPriority"
+    config = make_config(
+        plain_flavor("on-demand"), plain_flavor("spot"),
+        cluster_queue("other-alpha", {"on-demand": {"gpu": alpha}, "spot": {"gpu": alpha}},
+                      cohort="other", within=policy, reclaim=policy),
+        cluster_queue("other-beta", {"on-demand": {"gpu": beta}, "spot": {"gpu": beta}},
+                      cohort="other", within=policy if beta_preempts else "Never",
+                      reclaim=policy if beta_preempts else "Never"),
+    )
+    return start(config, fair_sharing=fair_sharing)
+
+
+def test_prefers_the_first_flavor_when_the_second_also_needs_preemption_in_the_queue() -> None:
+    """scheduler_test.go, "prefer first preemption flavor when second flavor also requires
+    cq preemption": with 6 of 10 used and 5 asked, on-demand needs a1 preempted and then does
+    not borrow; spot needs a2 (b1 is too high to reclaim). Both preempt in the queue: the
+    first flavor wins."""
+    s = _other_cohort(10, 0, False, fair_sharing=False)
+    restore(s, requests_job("a1", "other-alpha", {"gpu": 6}), "other-alpha",
+            {"gpu": "on-demand"}, priority=50)
+    restore(s, requests_job("a2", "other-alpha", {"gpu": 5}), "other-alpha",
+            {"gpu": "spot"}, priority=50)
+    restore(s, requests_job("b1", "other-beta", {"gpu": 5}), "other-beta",
+            {"gpu": "spot"}, priority=9001)
+    s.submit(requests_job("preemptor", "other-alpha", {"gpu": 5}), priority=100,
+             submitted_at=1)
+    result = s.cycle()
+    assert admitted(result) == {}
+    assert preemptors(result) == {"a1": "preemptor"}
+
+
+def test_prefers_reclaiming_in_the_cohort_over_preempting_in_the_queue() -> None:
+    """scheduler_test.go, "prefer reclamation over cq priority based preemption": on-demand
+    needs a1 of the preemptor's own queue; spot only b1, which other-beta borrows."""
+    s = _other_cohort(10, 0, True, fair_sharing=False)
+    restore(s, requests_job("a1", "other-alpha", {"gpu": 5}), "other-alpha",
+            {"gpu": "on-demand"}, priority=50)
+    restore(s, requests_job("b1", "other-beta", {"gpu": 5}), "other-beta",
+            {"gpu": "spot"}, priority=50)
+    s.submit(requests_job("preemptor", "other-alpha", {"gpu": 6}), priority=100,
+             submitted_at=1)
+    result = s.cycle()
+    assert preemptors(result) == {"b1": "preemptor"}
+
+
+def test_fair_sharing_prefers_reclaim_over_preemption_in_the_queue_while_borrowing() -> None:
+    """scheduler_fs_test.go, "with fair sharing: prefer reclamation over cq priority based
+    preemption; with preemption while borrowing": both flavors leave the preemptor
+    borrowing; spot takes only b1 of other-beta, on-demand a1 of its own queue."""
+    s = _other_cohort(7, 3, False, fair_sharing=True)
+    restore(s, requests_job("a1", "other-alpha", {"gpu": 5}), "other-alpha",
+            {"gpu": "on-demand"}, priority=50)
+    restore(s, requests_job("b1", "other-beta", {"gpu": 5}), "other-beta",
+            {"gpu": "spot"}, priority=50)
+    s.submit(requests_job("preemptor", "other-alpha", {"gpu": 8}), priority=100,
+             submitted_at=1)
+    result = s.cycle()
+    assert preemptors(result) == {"b1": "preemptor"}

@@ -17,12 +17,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from phalanx.scheduler.cache import FlavorRef, QueueInfo, QuotaCache
+from phalanx.scheduler.cache import FlavorRef, QueueInfo, QuotaCache, QuotaNode
 from phalanx.scheduler.placement import NodePool, Placement, PlacementFailure, PodGroup
 from phalanx.scheduler.workload import FR, POD_MILLIS, PODS, PodSetDemand, Workload
 from phalanx.spec.resources import Toleration, tolerates_all
 
 NOFIT, PREEMPT, FIT = 0, 1, 2
+# How preemption would make room on a flavor (Kueue's preemption modes, worst first): nobody
+# to take; jobs of the preemptor's own queue needed; jobs of other queues alone (reclaim).
+NO_CANDIDATES, PREEMPT_IN_QUEUE, RECLAIM = 0, 1, 2
 MAX_NODE_RETRIES = 8
 
 
@@ -71,10 +74,14 @@ class Assignment:
         return tuple(c.count for c in self.choices)
 
 
-def _score(mode: int, borrow: bool) -> int:
+def _score(mode: int, borrow: bool, how: int = PREEMPT_IN_QUEUE) -> int:
+    """A flavor's rank (higher is better; 0 never): fit, then reclaim in the cohort, then
+    preemption in the queue itself (``how``), each without borrowing before with it
+    (Kueue's BorrowingOverPreemption)."""
     if mode == NOFIT:
         return 0
-    return (3 if mode == FIT else 1) + (0 if borrow else 1)
+    rank = 4 if mode == FIT else 1 + how
+    return 2 * rank + (0 if borrow else 1)
 
 
 def _toleration_key(tolerations: tuple[Toleration, ...]) -> tuple[object, ...]:
@@ -106,6 +113,10 @@ class Assigner:
         # Whether preemption could make room for the given shortfalls (Kueue's preemption
         # oracle): a flavor with nobody to preempt counts as not fitting, so the next is tried.
         self.oracle: Callable[[Workload, QueueInfo, dict[FR, int]], bool] | None = None
+        # How preemption would make room for an amount of a flavor-resource, and whether the
+        # queue still borrows after (Preemptor.simulate): asked only when a group has
+        # several flavors to choose from.
+        self.simulate: Callable[[Workload, QueueInfo, FR, int], tuple[int, bool]] | None = None
         self._eligible: dict[tuple[object, ...], str] = {}
 
     def mismatch(self, ps: PodSetDemand, flavor: FlavorRef) -> str:
@@ -137,7 +148,7 @@ class Assigner:
             flavors: dict[str, str] = {}
             for g in sorted(needed):
                 demand = needed[g]
-                best: tuple[int, FlavorRef, bool] | None = None
+                best: tuple[int, FlavorRef, bool, int] | None = None
                 reasons: list[str] = []
                 for flavor in cq.groups[g].flavors:
                     if (i, g, flavor.name) in excluded:
@@ -148,9 +159,11 @@ class Assigner:
                         continue
                     mode, borrow = FIT, False
                     short: dict[FR, int] = {}
+                    wanted: dict[FR, int] = {}
                     for res, amount in demand.items():
                         fr = (flavor.name, res)
                         val = amount + usage.get(fr, 0)
+                        wanted[fr] = val
                         if val > cache.potential(node, fr):
                             out.shortfalls.append(
                                 Shortfall(flavor.name, res, val, cache.potential(node, fr), True))
@@ -171,12 +184,19 @@ class Assigner:
                         wl, cq, short
                     ):
                         mode = NOFIT
-                    score = _score(mode, borrow)
-                    if score and (best is None or score > _score(best[0], best[2])):
-                        best = (mode, flavor, borrow)
+                    how = PREEMPT_IN_QUEUE
+                    rank_borrow = borrow
+                    if mode == PREEMPT and self.simulate is not None and len(
+                            cq.groups[g].flavors) > 1:
+                        how, rank_borrow = self._how_to_preempt(wl, cq, node, wanted, short)
+                        if how == NO_CANDIDATES:
+                            mode = NOFIT
+                    score = _score(mode, rank_borrow, how)
+                    if score and (best is None or score > best[3]):
+                        best = (mode, flavor, borrow, score)
                     if not score:
                         continue
-                    if not _try_next(mode, borrow, cq):
+                    if not _try_next(mode, rank_borrow, cq):
                         break
                 if best is None:
                     out.mode = NOFIT
@@ -187,7 +207,7 @@ class Assigner:
                         out.no_flavor = (f"every flavor of ClusterQueue {cq.name} for pod set "
                                          f"{ps.name} was ruled out by node placement")
                     return out
-                mode, flavor, borrow = best
+                mode, flavor, borrow, _ = best
                 out.mode = min(out.mode, mode)
                 out.borrowing = out.borrowing or borrow
                 for res, amount in demand.items():
@@ -196,6 +216,22 @@ class Assigner:
                     flavors[res] = flavor.name
             out.choices.append(Choice(ps, n, flavors))
         return out
+
+    def _how_to_preempt(self, wl: Workload, cq: QueueInfo, node: QuotaNode,
+                        wanted: dict[FR, int], short: dict[FR, int]) -> tuple[int, bool]:
+        """The worst preemption mode over the flavor's short resources, and whether the
+        queue borrows any of ``wanted`` once the victims are gone."""
+        assert self.simulate is not None
+        how = RECLAIM
+        borrow = False
+        for fr, val in wanted.items():
+            if fr not in short:
+                borrow = borrow or self.cache.borrowing_with(node, fr, val)
+                continue
+            mode, borrows = self.simulate(wl, cq, fr, val)
+            how = min(how, mode)
+            borrow = borrow or borrows
+        return how, borrow
 
     def reduce(self, wl: Workload, cq: QueueInfo,
                admissible: Callable[[Assignment], bool]) -> Assignment | None:

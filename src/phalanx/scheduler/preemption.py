@@ -27,7 +27,7 @@ from phalanx.scheduler.fairsharing import (
     max_removal,
     removal_limits,
 )
-from phalanx.scheduler.flavors import Assignment
+from phalanx.scheduler.flavors import NO_CANDIDATES, PREEMPT, PREEMPT_IN_QUEUE, RECLAIM, Assignment
 from phalanx.scheduler.freed import FreedRoom
 from phalanx.scheduler.placement import NodePool, Placement
 from phalanx.scheduler.search import Source, Target, VictimSearch
@@ -216,6 +216,39 @@ class Preemptor:
             return False
         _, _, held = self._counted(wl, cq, sorted(short))
         return all(held[fr] >= need for fr, need in short.items())
+
+    def simulate(self, wl: Workload, cq: QueueInfo, fr: FR, amount: int) -> tuple[int, bool]:
+        """Kueue's preemption oracle, for choosing a flavor: whether preemption could make
+        room for ``amount`` of ``fr`` in ``cq`` (quota alone): NO_CANDIDATES, RECLAIM (from
+        other queues alone) or PREEMPT_IN_QUEUE (jobs of ``cq`` itself); and whether ``cq``
+        would borrow once the victims are gone. Victims about to go no longer count as used,
+        so a flavor whose own jobs make room is not taken for one that borrows."""
+        a = Assignment(PREEMPT)
+        a.usage = {fr: amount}
+        frs = [fr]
+        node = cq.node
+        fair = self.fair_sharing and node.parent is not None
+        if fair and self._fair_hopeless(wl, a, cq, frs):
+            return NO_CANDIDATES, False
+        sources, count, held = self._counted(wl, cq, frs)
+        if not count or not self._could_cover(a, node, frs, held):
+            return NO_CANDIDATES, False
+        search = VictimSearch(self.cache, self.pool, self.share, wl, cq, a, frs, quota_only=True)
+        try:
+            if fair:
+                targets = search.fair(self._per_queue(sources, frs))
+            else:
+                removable = [c for src in sources for c in self._candidates(src, frs)]
+                self._order(removable, cq)
+                targets = search.classic(removable)
+        finally:
+            search.restore()
+        if not targets:
+            return NO_CANDIDATES, False
+        own = [t.wl for t in targets if t.wl.cluster_queue == cq.name]
+        left = node.usage.get(fr, 0) - sum(c.usage.get(fr, 0) for c in own)
+        borrows = node.parent is not None and left + amount > node.nominal(fr)
+        return (PREEMPT_IN_QUEUE if own else RECLAIM), borrows
 
     def would_have_candidates(self, wl: Workload, cq: QueueInfo, frs: list[FR]) -> str:
         """The policy that forbids preempting jobs that could otherwise make room ("" if none)."""

@@ -57,8 +57,10 @@ class VictimSearch:
     """One what-if: candidates are taken out of the quota tree and put back on restore()."""
 
     def __init__(self, cache: QuotaCache, pool: NodePool, share: Callable[[QuotaNode], float],
-                 wl: Workload, cq: QueueInfo, a: Assignment, frs: list[FR]) -> None:
+                 wl: Workload, cq: QueueInfo, a: Assignment, frs: list[FR],
+                 quota_only: bool = False) -> None:
         self.cache = cache
+        self.quota_only = quota_only  # nodes are not asked (the flavor assigner's what-if)
         self.pool = pool
         # A queue's dominant share as the search starts (the preemptor remembers them).
         self.share = share
@@ -112,6 +114,8 @@ class VictimSearch:
                 return False
             if not allow_borrowing and cache.borrowing_with(node, fr, v):
                 return False
+        if self.quota_only:
+            return True
         if not self.room.enough():
             return False  # what place() would say, without walking the nodes
         if self.node_checks >= MAX_NODE_CHECKS:

@@ -206,3 +206,46 @@ def test_fair_sharing_prefers_reclaim_over_preemption_in_the_queue_while_borrowi
              submitted_at=1)
     result = s.cycle()
     assert preemptors(result) == {"b1": "preemptor"}
+
+
+# --------------------------------------------------------------------------- 2: many preemptors
+def _three_full_queues(fair_sharing: bool, cpus: int, bank: int = 0) -> Scheduler:
+    """Cohort other: three queues of 2 CPUs preempting lower priorities in themselves, each
+    running a priority-0 job of ``cpus`` CPUs, each with a priority-100 job of the same
+    size waiting; a queue resource-bank lends ``bank`` CPUs. (Kueue's case without fair
+    sharing has two such queues; a third adds to it.)"""
+    names = ("other-alpha", "other-beta", "other-gamma")
+    config = make_config(
+        plain_flavor("default"),
+        *(cluster_queue(n, {"default": {"cpu": 2}}, cohort="other", within="LowerPriority")
+          for n in names),
+        cluster_queue("resource-bank", {"default": {"cpu": bank}}, cohort="other"),
+    )
+    s = start(config, fair_sharing=fair_sharing)
+    for n in names:
+        restore(s, requests_job(f"{n}-low", n, {"cpu": cpus}), n, {"cpu": "default"})
+    for i, n in enumerate(names):
+        s.submit(requests_job(f"{n}-high", n, {"cpu": cpus}), priority=100,
+                 submitted_at=1 + i)
+    return s
+
+
+def test_queues_of_a_cohort_preempt_within_their_quota_in_one_cycle() -> None:
+    """scheduler_test.go, "multiple preemptions without borrowing": every queue preempts
+    inside its own nominal quota in the same cycle."""
+    s = _three_full_queues(fair_sharing=False, cpus=2)
+    result = s.cycle()
+    assert preemptors(result) == {f"{n}-low": f"{n}-high"
+                                  for n in ("other-alpha", "other-beta", "other-gamma")}
+
+
+def test_queues_of_a_cohort_preempt_within_their_quota_in_one_cycle_fair_sharing() -> None:
+    """scheduler_fs_test.go, "multiple preemptions within cq when fair sharing"."""
+    s = _three_full_queues(fair_sharing=True, cpus=3, bank=3)
+    result = s.cycle()
+    assert preemptors(result) == {f"{n}-low": f"{n}-high"
+                                  for n in ("other-alpha", "other-beta", "other-gamma")}
+    for n in ("other-alpha", "other-beta", "other-gamma"):
+        s.requeue(f"{n}-low")
+    assert set(admitted(s.cycle())) == {f"{n}-high"
+                                        for n in ("other-alpha", "other-beta", "other-gamma")}

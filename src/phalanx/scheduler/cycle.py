@@ -19,6 +19,7 @@ Order of work:
 from __future__ import annotations
 
 import heapq
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from phalanx.scheduler.cache import QueueInfo, Tree
@@ -86,6 +87,8 @@ class Cycle:
         self.st = state
         self.result = CycleResult()
         self.holds: dict[str, PreemptedCapacity] = {}  # applied for this cycle, by preemptor
+        # What each hold charged, and the victims whose quota it counts on (apply_hold).
+        self.charged: dict[str, tuple[dict[FR, int], list[str]]] = {}
         # Each quota tree this cycle admitted into, with its version before the first of those
         # admissions: they are no preemption candidates until the next cycle, so a job that
         # fails within its own quota there is stamped with that version and looked at again.
@@ -168,7 +171,7 @@ class Cycle:
             wl = waiter.wl
             alive = [v for v in waiter.victims if v in st.jobs and st.jobs[v].admitted]
             # Kept until the job's own turn below, so no other preemptor takes it.
-            self.apply_hold(wl.name, waiter.capacity)
+            self.apply_hold(wl.name, waiter.capacity, alive)
             if not alive:
                 del st.waiting[wl.name]
                 nominated.append(wl)
@@ -207,15 +210,36 @@ class Cycle:
             return None
         return found
 
-    def apply_hold(self, name: str, hold: PreemptedCapacity) -> None:
-        self.st.cache.charge(hold.cluster_queue, hold.usage, 1, bump=False)
-        self.st.pool.reserve(HOLD_PREFIX + name, hold.groups, hold.placement)
+    def apply_hold(self, name: str, hold: PreemptedCapacity, victims: Sequence[str]) -> None:
+        """Charge what the preemptor will use, less what its victims of its own queue still
+        hold: that quota is already counted, by them, until they leave. (Charging it twice
+        made the cohort look full, so the next queue's head could not preempt within its
+        own nominal quota in the same cycle.) Those victims are then promised to it: no
+        other preemptor counts on them."""
+        st = self.st
+        freed: dict[FR, int] = {}
+        promised: list[str] = []
+        for victim in victims:
+            job = st.jobs.get(victim)
+            if job is None or not job.admitted or job.cluster_queue != hold.cluster_queue:
+                continue
+            promised.append(victim)
+            for fr, amount in job.usage.items():
+                freed[fr] = freed.get(fr, 0) + amount
+        charged = {fr: v - freed.get(fr, 0) for fr, v in hold.usage.items()
+                   if v > freed.get(fr, 0)}
+        st.cache.charge(hold.cluster_queue, charged, 1, bump=False)
+        st.pool.reserve(HOLD_PREFIX + name, hold.groups, hold.placement)
         self.holds[name] = hold
+        self.charged[name] = (charged, promised)
+        st.preemptor.promised.update(promised)
 
     def release_hold(self, name: str) -> None:
         hold = self.holds.pop(name)
-        self.st.cache.charge(hold.cluster_queue, hold.usage, -1, bump=False)
+        charged, promised = self.charged.pop(name)
+        self.st.cache.charge(hold.cluster_queue, charged, -1, bump=False)
         self.st.pool.release(HOLD_PREFIX + name)
+        self.st.preemptor.promised.difference_update(promised)
 
     def release_holds(self) -> None:
         for name in list(self.holds):
@@ -576,7 +600,7 @@ class Cycle:
         capacity = PreemptedCapacity(info.name, dict(a.usage), a.groups, placement,
                                      tuple(c.flavors for c in a.choices), st.config_generation)
         st.waiting[wl.name] = WaitingPreemptor(wl, tuple(names), capacity)
-        self.apply_hold(wl.name, capacity)
+        self.apply_hold(wl.name, capacity, names)
         self.set_reason(wl, waiting_reason(names))
 
     # ------------------------------------------------------------------ leftovers

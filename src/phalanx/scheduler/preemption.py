@@ -75,6 +75,9 @@ class Preemptor:
         # candidates: the control plane would start them only to stop them at once.
         self.admitted_by: int | None = None
         self._trees: dict[str, list[QuotaNode]] = {}
+        # Terminating victims whose quota a waiting preemptor's hold counts on, this cycle
+        # (Cycle.apply_hold): no candidates for anyone else.
+        self.promised: set[str] = set()
         self._memos: dict[Tree, _TreeMemo] = {}  # by identity: names may repeat across kinds
 
     def _memo(self, node: QuotaNode) -> _TreeMemo:
@@ -170,10 +173,16 @@ class Preemptor:
     def _candidates(self, src: Source, frs: list[FR]) -> Iterator[Workload]:
         """One source's candidates, lazily, in candidate order."""
         jobs = src.jobs.in_order(src.below, src.newer_than, self.admitted_by)
+        if self.promised:
+            jobs = self._unpromised(jobs)
         if len(frs) == 1:  # the usual case: a plain membership test
             only = frs[0]
             return (c for c in jobs if only in c.usage)
         return (c for c in jobs if any(fr in c.usage for fr in frs))
+
+    def _unpromised(self, jobs: Iterator[Workload]) -> Iterator[Workload]:
+        promised = self.promised
+        return (c for c in jobs if not c.terminating or c.name not in promised)
 
     def _per_queue(self, sources: list[Source], frs: list[FR]
                    ) -> dict[str, tuple[Source, Iterator[Workload]]]:
@@ -418,7 +427,7 @@ class Preemptor:
         gone = 0
         skipped: Workload | None = None
         # (Equal-priority newer jobs are not among the counted ones: those are filtered.)
-        jobs = src.jobs.in_order(src.below, None, self.admitted_by) \
+        jobs = self._unpromised(src.jobs.in_order(src.below, None, self.admitted_by)) \
             if every and src.newer_than is None \
             else self._candidates(src, [fr])
         for c in jobs:

@@ -249,3 +249,23 @@ def test_queues_of_a_cohort_preempt_within_their_quota_in_one_cycle_fair_sharing
         s.requeue(f"{n}-low")
     assert set(admitted(s.cycle())) == {f"{n}-high"
                                         for n in ("other-alpha", "other-beta", "other-gamma")}
+
+
+# --------------------------------------------------------------------------- 4: hierarchy order
+def test_hierarchical_cohort_schedules_the_job_borrowing_less_first() -> None:
+    """scheduler_test.go, "in a hierarchical cohort, workload borrowing less is scheduled
+    first": cohort root holds sub-cohort guaranteed (4 CPUs) and queue best-effort; queue
+    guaranteed (no quota) is in the sub-cohort. Both jobs borrow from their queue, but the
+    guaranteed one only from its sub-cohort, so it goes before the higher priority."""
+    config = make_config(
+        plain_flavor("default"),
+        cohort("root"),
+        cohort("guaranteed", parent="root", flavors={"default": {"cpu": 4}}),
+        cluster_queue("guaranteed", {"default": {"cpu": 0}}, cohort="guaranteed"),
+        cluster_queue("best-effort", {"default": {"cpu": 0}}, cohort="root"),
+    )
+    s = start(config, fair_sharing=False)
+    s.submit(requests_job("guaranteed", "guaranteed", {"cpu": 4}), priority=0, submitted_at=1)
+    s.submit(requests_job("best-effort", "best-effort", {"cpu": 4}), priority=3,
+             submitted_at=2)
+    assert admitted(s.cycle()) == {"guaranteed": (1,)}

@@ -275,8 +275,12 @@ class Cycle:
         if self.st.fair_sharing:
             first = dominant_share(node, est)
         else:
+            # Jobs that do not borrow first, then those borrowing from nearer in the tree.
             cache = self.st.cache
-            first = float(any(cache.borrowing_with(node, fr, v) for fr, v in est.items()))
+            level = 0
+            for fr, v in est.items():
+                level = max(level, cache.borrow_level(node, fr, v))
+            first = float(level)
         return (first, -wl.priority, wl.submitted_at, wl.seq)
 
     def ranks_before(self, wl: Workload, info: QueueInfo, other: Workload) -> bool:

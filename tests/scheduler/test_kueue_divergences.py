@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from phalanx.scheduler import Admission, CycleResult, PodSetAssignment, Scheduler
 from phalanx.spec import JobSpec, Node, PodSet, QueueConfig
 
@@ -269,3 +271,26 @@ def test_hierarchical_cohort_schedules_the_job_borrowing_less_first() -> None:
     s.submit(requests_job("best-effort", "best-effort", {"cpu": 4}), priority=3,
              submitted_at=2)
     assert admitted(s.cycle()) == {"guaranteed": (1,)}
+
+
+# --------------------------------------------------------------------------- 6: not yet
+@pytest.mark.xfail(strict=True, reason="hierarchical reclaim without borrowWithinCohort is not "
+                   "implemented: only the queue's own nominal quota is preempted for")
+def test_hierarchical_advantage_reclaims_what_the_cohort_lent() -> None:
+    """preemption_hierarchical_test.go, "preempt with hierarchical advantage": cohort c (2
+    CPUs, under root r) holds queue q (no quota); q_borrowing, directly under r, runs a job
+    on c's 2 CPUs. A job of q fits within c, so it may reclaim them."""
+    config = make_config(
+        plain_flavor("default"),
+        cohort("r"),
+        cohort("c", parent="r", flavors={"default": {"cpu": 2}}),
+        cluster_queue("q", {"default": {"cpu": 0}}, cohort="c", within="LowerPriority",
+                      reclaim="Any"),
+        cluster_queue("q-borrowing", {"default": {"cpu": 0}}, cohort="r",
+                      within="LowerPriority", reclaim="Any"),
+    )
+    s = start(config, fair_sharing=False)
+    restore(s, requests_job("admitted2", "q-borrowing", {"cpu": 2}), "q-borrowing",
+            {"cpu": "default"})
+    s.submit(requests_job("in", "q", {"cpu": 2}), priority=0, submitted_at=1)
+    assert preemptors(s.cycle()) == {"admitted2": "in"}

@@ -26,6 +26,7 @@ from phalanx.scheduler.cache import QueueInfo, Tree
 from phalanx.scheduler.dominance import BlockStamp, Frontier
 from phalanx.scheduler.fairsharing import dominant_share
 from phalanx.scheduler.flavors import FIT, NOFIT, PREEMPT, Assignment, shrink
+from phalanx.scheduler.partial import shrink_to_admit
 from phalanx.scheduler.placement import Placement, PodGroup
 from phalanx.scheduler.preemption import Outcome
 from phalanx.scheduler.queue import PendingClass, QueuePending
@@ -449,11 +450,8 @@ class Cycle:
     # ------------------------------------------------------------------ one job
     def evaluate(self, wl: Workload, info: QueueInfo
                  ) -> tuple[str, PendingReason | None, Assignment]:
-        """The outcome, the reason when it failed, and the assignment it was judged on.
-
-        The full size first, admitted or preempted for; only when neither works does a job
-        with minReplicas shrink, to the largest size that fits or that preemption makes
-        room for (Kueue preempts before it shrinks)."""
+        """The outcome, the reason when it failed, and the assignment it was judged on. The
+        full size is admitted or preempted for before a job shrinks (partial.py)."""
         st = self.st
         a = st.assigner.assign(wl, info)
         reservations = st.reservations
@@ -481,7 +479,7 @@ class Cycle:
                     cls.blocked = None
                 return PREEMPTING, None, a
         if wl.shrinkable:
-            found = self.shrunk(wl, info)
+            found = shrink_to_admit(st.assigner, st.preemptor, wl, info)
             if found is not None:
                 smaller, made_room = found
                 held = self.held(wl, info, smaller)
@@ -531,31 +529,6 @@ class Cycle:
         if cls is not None:
             cls.blocked = None  # looked at again while the hold lasts
         return HELD, held_reason(*found), a
-
-    def shrunk(self, wl: Workload, info: QueueInfo) -> tuple[Assignment, Outcome | None] | None:
-        """The largest size down to minReplicas that fits (None for the outcome) or that
-        preemption makes room for (with the preemption's outcome)."""
-        preemptor = self.st.preemptor
-        made_room: list[tuple[Assignment, Outcome]] = []
-
-        def admissible(trial: Assignment) -> bool:
-            if trial.no_flavor or trial.mode == NOFIT:
-                return False
-            if trial.mode == FIT and trial.placement is not None:
-                return True
-            outcome = preemptor.find(wl, info, trial)
-            if outcome.targets:
-                made_room.append((trial, outcome))
-                return True
-            return False
-
-        smaller = self.st.assigner.reduce(wl, info, admissible)
-        if smaller is None:
-            return None
-        for trial, outcome in made_room:
-            if trial is smaller:
-                return smaller, outcome
-        return smaller, None
 
     def admit_on(self, wl: Workload, info: QueueInfo, usage: dict[FR, int],
                  groups: tuple[PodGroup, ...], placement: Placement,

@@ -46,8 +46,8 @@ class Tree:
 
 class QuotaNode:
     __slots__ = (
-        "children", "is_cohort", "lendable", "name", "parent", "quotas", "subtree", "tree",
-        "usage", "weight_milli",
+        "children", "height", "is_cohort", "lendable", "name", "parent", "quotas", "subtree",
+        "tree", "usage", "weight",
     )
 
     def __init__(self, name: str, is_cohort: bool, quotas: dict[FR, Quota],
@@ -59,11 +59,14 @@ class QuotaNode:
         self.children: list[QuotaNode] = []
         self.subtree: dict[FR, int] = {}
         self.usage: dict[FR, int] = {}
-        self.weight_milli = round(weight * 1000)
+        self.weight = float(weight)  # fair sharing's weight, as Kueue reads it (a float)
         # Per resource name: the subtree quota summed over flavors (fair sharing's denominator
         # for this node's children).
         self.lendable: dict[str, int] = {}
         self.tree = Tree(name)
+        # 0 for a ClusterQueue; a cohort is one above its highest child cohort (and at least 1
+        # with any child): how far up the tree a job borrows from, counted as Kueue does.
+        self.height = 0
 
     def guaranteed(self, fr: FR) -> int:
         q = self.quotas.get(fr)
@@ -125,8 +128,11 @@ class QuotaCache:
 
     def _fill_subtree(self, node: QuotaNode) -> None:
         subtree = {fr: q.nominal for fr, q in node.quotas.items()}
+        node.height = min(len(node.children), 1)
         for child in node.children:
             self._fill_subtree(child)
+            if child.is_cohort:
+                node.height = max(node.height, child.height + 1)
             for fr, amount in child.subtree.items():
                 subtree[fr] = subtree.get(fr, 0) + amount - child.guaranteed(fr)
         node.subtree = subtree
@@ -195,6 +201,25 @@ class QuotaCache:
 
     def borrowing_with(self, node: QuotaNode, fr: FR, amount: int) -> bool:
         return node.parent is not None and node.usage.get(fr, 0) + amount > node.nominal(fr)
+
+    def borrow_level(self, node: QuotaNode, fr: FR, amount: int) -> int:
+        """How far up the tree ``amount`` more of ``fr`` would be borrowed from: 0 within the
+        queue's own quota, else the height of the lowest cohort on its path whose subtree
+        quota holds the rest (after what each level keeps for itself), or of the root when
+        none does. Jobs borrowing from nearer go first (Kueue's order without fair sharing).
+        """
+        used = node.usage.get(fr, 0)
+        if node.parent is None or used + amount <= node.nominal(fr):
+            return 0
+        remaining = amount - max(0, node.guaranteed(fr) - used)
+        current: QuotaNode | None = node.parent
+        while current is not None:
+            here = current.usage.get(fr, 0)
+            if here + remaining <= current.subtree.get(fr, 0):
+                return current.height
+            remaining -= max(0, current.guaranteed(fr) - here)
+            current = current.parent
+        return node.root().height
 
     def is_borrowing(self, node: QuotaNode, frs: Iterable[FR]) -> bool:
         usage, subtree = node.usage, node.subtree

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 
 from phalanx.errors import SpecError
 from phalanx.scheduler.cycle import Cycle
-from phalanx.scheduler.fairsharing import MAX_SHARE, dominant_share
+from phalanx.scheduler.fairsharing import dominant_share
 from phalanx.scheduler.flavors import flavor_mismatch
 from phalanx.scheduler.placement import PodGroup
 from phalanx.scheduler.state import State
@@ -261,7 +261,8 @@ class Scheduler:
                 pending=st.queues.pending_count(name),
                 admitted=len(st.admitted[name]) if name in st.admitted else 0,
                 usage=tuple(usage),
-                weighted_share=float("inf") if share >= MAX_SHARE else share / 1000,
+                # Kueue reports a zero-weight borrower's share as infinite.
+                weighted_share=float("inf") if share and node.weight <= 0 else share / 1000,
                 stopped=info.stop_policy != "None",
             ))
         return out

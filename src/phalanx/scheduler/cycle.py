@@ -19,13 +19,16 @@ Order of work:
 from __future__ import annotations
 
 import heapq
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from phalanx.scheduler.cache import QueueInfo, Tree
 from phalanx.scheduler.dominance import BlockStamp, Frontier
 from phalanx.scheduler.fairsharing import dominant_share
 from phalanx.scheduler.flavors import FIT, NOFIT, PREEMPT, Assignment, shrink
+from phalanx.scheduler.partial import shrink_to_admit
 from phalanx.scheduler.placement import Placement, PodGroup
+from phalanx.scheduler.preemption import Outcome
 from phalanx.scheduler.queue import PendingClass, QueuePending
 from phalanx.scheduler.reasons import (
     QUEUED,
@@ -85,6 +88,8 @@ class Cycle:
         self.st = state
         self.result = CycleResult()
         self.holds: dict[str, PreemptedCapacity] = {}  # applied for this cycle, by preemptor
+        # What each hold charged, and the victims whose quota it counts on (apply_hold).
+        self.charged: dict[str, tuple[dict[FR, int], list[str]]] = {}
         # Each quota tree this cycle admitted into, with its version before the first of those
         # admissions: they are no preemption candidates until the next cycle, so a job that
         # fails within its own quota there is stamped with that version and looked at again.
@@ -167,7 +172,7 @@ class Cycle:
             wl = waiter.wl
             alive = [v for v in waiter.victims if v in st.jobs and st.jobs[v].admitted]
             # Kept until the job's own turn below, so no other preemptor takes it.
-            self.apply_hold(wl.name, waiter.capacity)
+            self.apply_hold(wl.name, waiter.capacity, alive)
             if not alive:
                 del st.waiting[wl.name]
                 nominated.append(wl)
@@ -206,15 +211,36 @@ class Cycle:
             return None
         return found
 
-    def apply_hold(self, name: str, hold: PreemptedCapacity) -> None:
-        self.st.cache.charge(hold.cluster_queue, hold.usage, 1, bump=False)
-        self.st.pool.reserve(HOLD_PREFIX + name, hold.groups, hold.placement)
+    def apply_hold(self, name: str, hold: PreemptedCapacity, victims: Sequence[str]) -> None:
+        """Charge what the preemptor will use, less what its victims of its own queue still
+        hold: that quota is already counted, by them, until they leave. (Charging it twice
+        made the cohort look full, so the next queue's head could not preempt within its
+        own nominal quota in the same cycle.) Those victims are then promised to it: no
+        other preemptor counts on them."""
+        st = self.st
+        freed: dict[FR, int] = {}
+        promised: list[str] = []
+        for victim in victims:
+            job = st.jobs.get(victim)
+            if job is None or not job.admitted or job.cluster_queue != hold.cluster_queue:
+                continue
+            promised.append(victim)
+            for fr, amount in job.usage.items():
+                freed[fr] = freed.get(fr, 0) + amount
+        charged = {fr: v - freed.get(fr, 0) for fr, v in hold.usage.items()
+                   if v > freed.get(fr, 0)}
+        st.cache.charge(hold.cluster_queue, charged, 1, bump=False)
+        st.pool.reserve(HOLD_PREFIX + name, hold.groups, hold.placement)
         self.holds[name] = hold
+        self.charged[name] = (charged, promised)
+        st.preemptor.promised.update(promised)
 
     def release_hold(self, name: str) -> None:
         hold = self.holds.pop(name)
-        self.st.cache.charge(hold.cluster_queue, hold.usage, -1, bump=False)
+        charged, promised = self.charged.pop(name)
+        self.st.cache.charge(hold.cluster_queue, charged, -1, bump=False)
         self.st.pool.release(HOLD_PREFIX + name)
+        self.st.preemptor.promised.difference_update(promised)
 
     def release_holds(self) -> None:
         for name in list(self.holds):
@@ -244,14 +270,18 @@ class Cycle:
             wl.estimate = est
         return wl.estimate
 
-    def global_key(self, wl: Workload, info: QueueInfo) -> tuple[int, int, float, int]:
+    def global_key(self, wl: Workload, info: QueueInfo) -> tuple[float, int, float, int]:
         est = self.estimate(wl, info)
         node = info.node
         if self.st.fair_sharing:
             first = dominant_share(node, est)
         else:
+            # Jobs that do not borrow first, then those borrowing from nearer in the tree.
             cache = self.st.cache
-            first = int(any(cache.borrowing_with(node, fr, v) for fr, v in est.items()))
+            level = 0
+            for fr, v in est.items():
+                level = max(level, cache.borrow_level(node, fr, v))
+            first = float(level)
         return (first, -wl.priority, wl.submitted_at, wl.seq)
 
     def ranks_before(self, wl: Workload, info: QueueInfo, other: Workload) -> bool:
@@ -294,7 +324,7 @@ class Cycle:
     # ------------------------------------------------------------------ admission loop
     def admit_loop(self) -> None:
         st = self.st
-        turns: list[tuple[tuple[int, int, float, int], int, QueueTurn]] = []
+        turns: list[tuple[tuple[float, int, float, int], int, QueueTurn]] = []
         stopped: list[tuple[PendingClass, PendingReason]] = []
         for index, name in enumerate(sorted(st.queues.queues)):
             pending = st.queues.queues[name]
@@ -420,40 +450,58 @@ class Cycle:
     # ------------------------------------------------------------------ one job
     def evaluate(self, wl: Workload, info: QueueInfo
                  ) -> tuple[str, PendingReason | None, Assignment]:
-        """The outcome, the reason when it failed, and the assignment it was judged on."""
+        """The outcome, the reason when it failed, and the assignment it was judged on. The
+        full size is admitted or preempted for before a job shrinks (partial.py)."""
         st = self.st
         a = st.assigner.assign(wl, info)
         reservations = st.reservations
         if reservations:
             reservations.release(wl)  # it holds again below if it fails the same way
-            if a.borrowing and not a.no_flavor:
-                found = self.reserved_for_another(wl, info, a.usage)
-                if found is not None:
-                    cls = st.queues.class_of(wl)
-                    if cls is not None:
-                        cls.blocked = None  # looked at again while the hold lasts
-                    return HELD, held_reason(*found), a
+        held = self.held(wl, info, a)
+        if held is not None:
+            return held
         if a.mode == FIT and a.placement is not None:
             self.admit_on(wl, info, a.usage, a.groups, a.placement,
                           tuple(c.flavors for c in a.choices))
             return ADMITTED, None, a
         cls = st.queues.class_of(wl)
+        if a.no_flavor:
+            if cls is not None:
+                cls.blocked = self.stamp(info, a)
+            return FAILED, quota_reason(info, st.cache, a), a
+        outcome: Outcome | None = None
+        if a.mode != NOFIT:
+            outcome = st.preemptor.find(wl, info, a)
+            if outcome.targets:
+                assert outcome.placement is not None
+                self.preempt(wl, info, a, outcome.targets, outcome.placement)
+                if cls is not None:
+                    cls.blocked = None
+                return PREEMPTING, None, a
+        if wl.shrinkable:
+            found = shrink_to_admit(st.assigner, st.preemptor, wl, info)
+            if found is not None:
+                smaller, made_room = found
+                held = self.held(wl, info, smaller)
+                if held is not None:
+                    return held
+                if made_room is None:
+                    assert smaller.placement is not None
+                    self.admit_on(wl, info, smaller.usage, smaller.groups, smaller.placement,
+                                  tuple(c.flavors for c in smaller.choices))
+                    return ADMITTED, None, smaller
+                assert made_room.targets and made_room.placement is not None
+                self.preempt(wl, info, smaller, made_room.targets, made_room.placement)
+                if cls is not None:
+                    cls.blocked = None
+                return PREEMPTING, None, smaller
         if cls is not None:
             cls.blocked = self.stamp(info, a)
-        if a.no_flavor:
-            return FAILED, quota_reason(info, st.cache, a), a
-        if a.mode == NOFIT:
+        if outcome is None:  # NOFIT
             frs = sorted({(s.flavor, s.resource) for s in a.shortfalls if not s.never})
             disabled = st.preemptor.would_have_candidates(wl, info, frs) if frs else ""
             reservations.offer(wl, info, a, st.cache)
             return FAILED, quota_reason(info, st.cache, a, "", disabled), a
-        outcome = st.preemptor.find(wl, info, a)
-        if outcome.targets:
-            assert outcome.placement is not None
-            self.preempt(wl, info, a, outcome.targets, outcome.placement)
-            if cls is not None:
-                cls.blocked = None
-            return PREEMPTING, None, a
         if a.mode == FIT:
             return FAILED, node_reason(info, a), a
         disabled = ""
@@ -468,6 +516,19 @@ class Cycle:
         if a.mode == PREEMPT:
             reservations.offer(wl, info, a, st.cache)
         return FAILED, quota_reason(info, st.cache, a, note, disabled), a
+
+    def held(self, wl: Workload, info: QueueInfo, a: Assignment
+             ) -> tuple[str, PendingReason | None, Assignment] | None:
+        """HELD when ``a`` would borrow what the cohort keeps for a job ranked before."""
+        if not self.st.reservations or not a.borrowing or a.no_flavor:
+            return None
+        found = self.reserved_for_another(wl, info, a.usage)
+        if found is None:
+            return None
+        cls = self.st.queues.class_of(wl)
+        if cls is not None:
+            cls.blocked = None  # looked at again while the hold lasts
+        return HELD, held_reason(*found), a
 
     def admit_on(self, wl: Workload, info: QueueInfo, usage: dict[FR, int],
                  groups: tuple[PodGroup, ...], placement: Placement,
@@ -516,7 +577,7 @@ class Cycle:
         capacity = PreemptedCapacity(info.name, dict(a.usage), a.groups, placement,
                                      tuple(c.flavors for c in a.choices), st.config_generation)
         st.waiting[wl.name] = WaitingPreemptor(wl, tuple(names), capacity)
-        self.apply_hold(wl.name, capacity)
+        self.apply_hold(wl.name, capacity, names)
         self.set_reason(wl, waiting_reason(names))
 
     # ------------------------------------------------------------------ leftovers

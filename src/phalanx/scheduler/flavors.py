@@ -7,21 +7,25 @@ nodeTaints. Each flavor gets a mode (fits, fits by borrowing, needs preemption,
 never fits) and flavor fungibility (whenCanBorrow / whenCanPreempt) decides
 whether to stop there or try the next one, keeping the best seen
 (BorrowingOverPreemption: fit > fit while borrowing > preempt > preempt while
-borrowing). Pod sets with minReplicas shrink (largest count that fits) when the
-full size does not fit. Finally the gang must fit on nodes of the chosen
-flavors (``NodePool.place``); if it does not, the next flavor is tried.
+borrowing). Finally the gang must fit on nodes of the chosen flavors
+(``NodePool.place``); if it does not, the next flavor is tried. Pod sets with
+minReplicas shrink only once the full size can neither fit nor preempt
+(``Assigner.reduce``, driven by the cycle, which knows about preemption).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from phalanx.scheduler.cache import FlavorRef, QueueInfo, QuotaCache
+from phalanx.scheduler.cache import FlavorRef, QueueInfo, QuotaCache, QuotaNode
 from phalanx.scheduler.placement import NodePool, Placement, PlacementFailure, PodGroup
 from phalanx.scheduler.workload import FR, POD_MILLIS, PODS, PodSetDemand, Workload
 from phalanx.spec.resources import Toleration, tolerates_all
 
 NOFIT, PREEMPT, FIT = 0, 1, 2
+# How preemption would make room on a flavor (Kueue's preemption modes, worst first): nobody
+# to take; jobs of the preemptor's own queue needed; jobs of other queues alone (reclaim).
+NO_CANDIDATES, PREEMPT_IN_QUEUE, RECLAIM = 0, 1, 2
 MAX_NODE_RETRIES = 8
 
 
@@ -70,10 +74,14 @@ class Assignment:
         return tuple(c.count for c in self.choices)
 
 
-def _score(mode: int, borrow: bool) -> int:
+def _score(mode: int, borrow: bool, how: int = PREEMPT_IN_QUEUE) -> int:
+    """A flavor's rank (higher is better; 0 never): fit, then reclaim in the cohort, then
+    preemption in the queue itself (``how``), each without borrowing before with it
+    (Kueue's BorrowingOverPreemption)."""
     if mode == NOFIT:
         return 0
-    return (3 if mode == FIT else 1) + (0 if borrow else 1)
+    rank = 4 if mode == FIT else 1 + how
+    return 2 * rank + (0 if borrow else 1)
 
 
 def _toleration_key(tolerations: tuple[Toleration, ...]) -> tuple[object, ...]:
@@ -105,6 +113,10 @@ class Assigner:
         # Whether preemption could make room for the given shortfalls (Kueue's preemption
         # oracle): a flavor with nobody to preempt counts as not fitting, so the next is tried.
         self.oracle: Callable[[Workload, QueueInfo, dict[FR, int]], bool] | None = None
+        # How preemption would make room for an amount of a flavor-resource, and whether the
+        # queue still borrows after (Preemptor.simulate): asked only when a group has
+        # several flavors to choose from.
+        self.simulate: Callable[[Workload, QueueInfo, FR, int], tuple[int, bool]] | None = None
         self._eligible: dict[tuple[object, ...], str] = {}
 
     def mismatch(self, ps: PodSetDemand, flavor: FlavorRef) -> str:
@@ -136,7 +148,7 @@ class Assigner:
             flavors: dict[str, str] = {}
             for g in sorted(needed):
                 demand = needed[g]
-                best: tuple[int, FlavorRef, bool] | None = None
+                best: tuple[int, FlavorRef, bool, int] | None = None
                 reasons: list[str] = []
                 for flavor in cq.groups[g].flavors:
                     if (i, g, flavor.name) in excluded:
@@ -147,9 +159,11 @@ class Assigner:
                         continue
                     mode, borrow = FIT, False
                     short: dict[FR, int] = {}
+                    wanted: dict[FR, int] = {}
                     for res, amount in demand.items():
                         fr = (flavor.name, res)
                         val = amount + usage.get(fr, 0)
+                        wanted[fr] = val
                         if val > cache.potential(node, fr):
                             out.shortfalls.append(
                                 Shortfall(flavor.name, res, val, cache.potential(node, fr), True))
@@ -170,12 +184,19 @@ class Assigner:
                         wl, cq, short
                     ):
                         mode = NOFIT
-                    score = _score(mode, borrow)
-                    if score and (best is None or score > _score(best[0], best[2])):
-                        best = (mode, flavor, borrow)
+                    how = PREEMPT_IN_QUEUE
+                    rank_borrow = borrow
+                    if mode == PREEMPT and self.simulate is not None and len(
+                            cq.groups[g].flavors) > 1:
+                        how, rank_borrow = self._how_to_preempt(wl, cq, node, wanted, short)
+                        if how == NO_CANDIDATES:
+                            mode = NOFIT
+                    score = _score(mode, rank_borrow, how)
+                    if score and (best is None or score > best[3]):
+                        best = (mode, flavor, borrow, score)
                     if not score:
                         continue
-                    if not _try_next(mode, borrow, cq):
+                    if not _try_next(mode, rank_borrow, cq):
                         break
                 if best is None:
                     out.mode = NOFIT
@@ -186,7 +207,7 @@ class Assigner:
                         out.no_flavor = (f"every flavor of ClusterQueue {cq.name} for pod set "
                                          f"{ps.name} was ruled out by node placement")
                     return out
-                mode, flavor, borrow = best
+                mode, flavor, borrow, _ = best
                 out.mode = min(out.mode, mode)
                 out.borrowing = out.borrowing or borrow
                 for res, amount in demand.items():
@@ -196,27 +217,43 @@ class Assigner:
             out.choices.append(Choice(ps, n, flavors))
         return out
 
-    def assign_partial(self, wl: Workload, cq: QueueInfo,
-                       excluded: frozenset[tuple[int, int, str]] = frozenset()) -> Assignment:
-        """Full size first; if it does not fit, the largest sizes down to minReplicas that do."""
+    def _how_to_preempt(self, wl: Workload, cq: QueueInfo, node: QuotaNode,
+                        wanted: dict[FR, int], short: dict[FR, int]) -> tuple[int, bool]:
+        """The worst preemption mode over the flavor's short resources, and whether the
+        queue borrows any of ``wanted`` once the victims are gone."""
+        assert self.simulate is not None
+        how = RECLAIM
+        borrow = False
+        for fr, val in wanted.items():
+            if fr not in short:
+                borrow = borrow or self.cache.borrowing_with(node, fr, val)
+                continue
+            mode, borrows = self.simulate(wl, cq, fr, val)
+            how = min(how, mode)
+            borrow = borrow or borrows
+        return how, borrow
+
+    def reduce(self, wl: Workload, cq: QueueInfo,
+               admissible: Callable[[Assignment], bool]) -> Assignment | None:
+        """Partial admission, once the full size is neither free nor made room for by
+        preemption: the largest sizes down to minReplicas that ``admissible`` accepts (it
+        fits, or preemption can make it fit), every pod set shrunk in proportion. A binary
+        search over the reduction, as Kueue's: a smaller job is taken to be no harder."""
         full = tuple(ps.count for ps in wl.pod_sets)
-        first = self.assign_quota(wl, cq, full, excluded)
         deltas = [ps.count - ps.min_count for ps in wl.pod_sets]
         total = sum(deltas)
-        if first.mode == FIT or not total or first.no_flavor:
-            return first
+        if not total:
+            return None
 
         def counts_for(d: int) -> tuple[int, ...]:
             return tuple(c - (delta * d) // total for c, delta in zip(full, deltas, strict=True))
 
-        smallest = self.assign_quota(wl, cq, counts_for(total), excluded)
-        if smallest.mode != FIT:
-            return first
-        lo, hi, best = 1, total, smallest  # the smallest reduction that still fits
+        lo, hi = 1, total + 1  # the full size (0) was judged already; total + 1: none
+        best: Assignment | None = None
         while lo < hi:
             mid = (lo + hi) // 2
-            trial = self.assign_quota(wl, cq, counts_for(mid), excluded)
-            if trial.mode == FIT:
+            trial = self.assign(wl, cq, counts_for(mid))
+            if admissible(trial):
                 best, hi = trial, mid
             else:
                 lo = mid + 1
@@ -240,13 +277,17 @@ class Assigner:
             ))
         return tuple(groups)
 
-    def assign(self, wl: Workload, cq: QueueInfo) -> Assignment:
-        """Quota then nodes; a flavor whose nodes cannot take the gang gives way to the next."""
+    def assign(self, wl: Workload, cq: QueueInfo,
+               counts: tuple[int, ...] | None = None) -> Assignment:
+        """Quota then nodes for ``counts`` pods per pod set (the full size by default); a
+        flavor whose nodes cannot take the gang gives way to the next."""
+        if counts is None:
+            counts = tuple(ps.count for ps in wl.pod_sets)
         excluded: frozenset[tuple[int, int, str]] = frozenset()
         node_failure: PlacementFailure | None = None
         last_fit: Assignment | None = None
         for _ in range(MAX_NODE_RETRIES):
-            a = self.assign_partial(wl, cq, excluded)
+            a = self.assign_quota(wl, cq, counts, excluded)
             if a.mode != FIT:
                 if node_failure is not None and last_fit is not None and a.mode == NOFIT:
                     # Nodes, not quota, are what stopped the flavors that fit.

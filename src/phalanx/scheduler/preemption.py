@@ -27,7 +27,7 @@ from phalanx.scheduler.fairsharing import (
     max_removal,
     removal_limits,
 )
-from phalanx.scheduler.flavors import Assignment
+from phalanx.scheduler.flavors import NO_CANDIDATES, PREEMPT, PREEMPT_IN_QUEUE, RECLAIM, Assignment
 from phalanx.scheduler.freed import FreedRoom
 from phalanx.scheduler.placement import NodePool, Placement
 from phalanx.scheduler.search import Source, Target, VictimSearch
@@ -43,7 +43,7 @@ class _TreeMemo:
         self.version = version
         self.borrowers: dict[tuple[FR, ...], list[QuotaNode]] = {}
         self.tallies: dict[tuple[str, int | None, tuple[FR, ...]], tuple[int, list[int]]] = {}
-        self.shares: dict[str, int] = {}
+        self.shares: dict[str, float] = {}
         self.counted: dict[tuple[object, ...], tuple[list[Source], int, dict[FR, int]]] = {}
 
     def reset(self, version: int) -> None:
@@ -75,6 +75,9 @@ class Preemptor:
         # candidates: the control plane would start them only to stop them at once.
         self.admitted_by: int | None = None
         self._trees: dict[str, list[QuotaNode]] = {}
+        # Terminating victims whose quota a waiting preemptor's hold counts on, this cycle
+        # (Cycle.apply_hold): no candidates for anyone else.
+        self.promised: set[str] = set()
         self._memos: dict[Tree, _TreeMemo] = {}  # by identity: names may repeat across kinds
 
     def _memo(self, node: QuotaNode) -> _TreeMemo:
@@ -89,7 +92,7 @@ class Preemptor:
             memo.reset(tree.usage_version)
         return memo
 
-    def share(self, node: QuotaNode) -> int:
+    def share(self, node: QuotaNode) -> float:
         """``dominant_share(node)``, remembered until usage changes."""
         shares = self._memo(node).shares
         found = shares.get(node.name)
@@ -170,10 +173,16 @@ class Preemptor:
     def _candidates(self, src: Source, frs: list[FR]) -> Iterator[Workload]:
         """One source's candidates, lazily, in candidate order."""
         jobs = src.jobs.in_order(src.below, src.newer_than, self.admitted_by)
+        if self.promised:
+            jobs = self._unpromised(jobs)
         if len(frs) == 1:  # the usual case: a plain membership test
             only = frs[0]
             return (c for c in jobs if only in c.usage)
         return (c for c in jobs if any(fr in c.usage for fr in frs))
+
+    def _unpromised(self, jobs: Iterator[Workload]) -> Iterator[Workload]:
+        promised = self.promised
+        return (c for c in jobs if not c.terminating or c.name not in promised)
 
     def _per_queue(self, sources: list[Source], frs: list[FR]
                    ) -> dict[str, tuple[Source, Iterator[Workload]]]:
@@ -216,6 +225,39 @@ class Preemptor:
             return False
         _, _, held = self._counted(wl, cq, sorted(short))
         return all(held[fr] >= need for fr, need in short.items())
+
+    def simulate(self, wl: Workload, cq: QueueInfo, fr: FR, amount: int) -> tuple[int, bool]:
+        """Kueue's preemption oracle, for choosing a flavor: whether preemption could make
+        room for ``amount`` of ``fr`` in ``cq`` (quota alone): NO_CANDIDATES, RECLAIM (from
+        other queues alone) or PREEMPT_IN_QUEUE (jobs of ``cq`` itself); and whether ``cq``
+        would borrow once the victims are gone. Victims about to go no longer count as used,
+        so a flavor whose own jobs make room is not taken for one that borrows."""
+        a = Assignment(PREEMPT)
+        a.usage = {fr: amount}
+        frs = [fr]
+        node = cq.node
+        fair = self.fair_sharing and node.parent is not None
+        if fair and self._fair_hopeless(wl, a, cq, frs):
+            return NO_CANDIDATES, False
+        sources, count, held = self._counted(wl, cq, frs)
+        if not count or not self._could_cover(a, node, frs, held):
+            return NO_CANDIDATES, False
+        search = VictimSearch(self.cache, self.pool, self.share, wl, cq, a, frs, quota_only=True)
+        try:
+            if fair:
+                targets = search.fair(self._per_queue(sources, frs))
+            else:
+                removable = [c for src in sources for c in self._candidates(src, frs)]
+                self._order(removable, cq)
+                targets = search.classic(removable)
+        finally:
+            search.restore()
+        if not targets:
+            return NO_CANDIDATES, False
+        own = [t.wl for t in targets if t.wl.cluster_queue == cq.name]
+        left = node.usage.get(fr, 0) - sum(c.usage.get(fr, 0) for c in own)
+        borrows = node.parent is not None and left + amount > node.nominal(fr)
+        return (PREEMPT_IN_QUEUE if own else RECLAIM), borrows
 
     def would_have_candidates(self, wl: Workload, cq: QueueInfo, frs: list[FR]) -> str:
         """The policy that forbids preempting jobs that could otherwise make room ("" if none)."""
@@ -373,7 +415,7 @@ class Preemptor:
                 out.append(skipped)
             yield out
 
-    def _reclaimable_of(self, src: Source, other: QuotaNode, fr: FR, new_share: int,
+    def _reclaimable_of(self, src: Source, other: QuotaNode, fr: FR, new_share: float,
                         smallest: int, every: bool) -> list[Workload]:
         """``_reclaimable`` for one queue whose candidates hold nothing but ``fr``: how much
         may go is worked out once, and the walk ends as soon as nothing more could.
@@ -385,7 +427,7 @@ class Preemptor:
         gone = 0
         skipped: Workload | None = None
         # (Equal-priority newer jobs are not among the counted ones: those are filtered.)
-        jobs = src.jobs.in_order(src.below, None, self.admitted_by) \
+        jobs = self._unpromised(src.jobs.in_order(src.below, None, self.admitted_by)) \
             if every and src.newer_than is None \
             else self._candidates(src, [fr])
         for c in jobs:
@@ -402,7 +444,7 @@ class Preemptor:
                     break  # nothing left in this queue is small enough
         if skipped is not None:
             # Its share stays above the new share: what the second strategy may still take.
-            above = max_removal(other, fr, new_share + 1)
+            above = max_removal(other, fr, new_share, strict=True)
             if above is None or gone <= above:
                 out.append(skipped)
         return out

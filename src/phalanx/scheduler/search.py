@@ -56,9 +56,11 @@ class Source:
 class VictimSearch:
     """One what-if: candidates are taken out of the quota tree and put back on restore()."""
 
-    def __init__(self, cache: QuotaCache, pool: NodePool, share: Callable[[QuotaNode], int],
-                 wl: Workload, cq: QueueInfo, a: Assignment, frs: list[FR]) -> None:
+    def __init__(self, cache: QuotaCache, pool: NodePool, share: Callable[[QuotaNode], float],
+                 wl: Workload, cq: QueueInfo, a: Assignment, frs: list[FR],
+                 quota_only: bool = False) -> None:
         self.cache = cache
+        self.quota_only = quota_only  # nodes are not asked (the flavor assigner's what-if)
         self.pool = pool
         # A queue's dominant share as the search starts (the preemptor remembers them).
         self.share = share
@@ -112,6 +114,8 @@ class VictimSearch:
                 return False
             if not allow_borrowing and cache.borrowing_with(node, fr, v):
                 return False
+        if self.quota_only:
+            return True
         if not self.room.enough():
             return False  # what place() would say, without walking the nodes
         if self.node_checks >= MAX_NODE_CHECKS:
@@ -192,7 +196,7 @@ class VictimSearch:
         targets: list[Target] = []
         retry: list[Workload] = []
         fits = False
-        strategy: Callable[[int, int, int], bool] = less_than_or_equal_to_final_share
+        strategy: Callable[[float, float, float], bool] = less_than_or_equal_to_final_share
         while heap and not fits:
             neg_share, name = heapq.heappop(heap)
             src, queue = per_queue[name]
@@ -211,11 +215,11 @@ class VictimSearch:
             other = cqs[name]
             # Candidates of one queue mostly share a handful of sizes, and nothing is taken
             # from ``other`` until this loop breaks: its share after each removal is memoised.
-            after_by_usage: dict[UsageKey, int] = {}
+            after_by_usage: dict[UsageKey, float] = {}
             refused = False
             for c in queue:
                 below = self.borrow_below is not None and c.priority < self.borrow_below
-                after = after_by_usage.get(c.usage_key, -1)
+                after = after_by_usage.get(c.usage_key, -1.0)
                 if after < 0:
                     after = after_by_usage[c.usage_key] = dominant_share(other, minus=c.usage)
                 if below or strategy(new_share, -neg_share, after):
@@ -258,8 +262,8 @@ class VictimSearch:
         self.restore()
         return found
 
-    def _offers_any(self, src: Source, other: QuotaNode, new_share: int, share: int,
-                    strategy: Callable[[int, int, int], bool]) -> bool:
+    def _offers_any(self, src: Source, other: QuotaNode, new_share: float, share: float,
+                    strategy: Callable[[float, float, float], bool]) -> bool:
         """Whether ``strategy`` lets some job of ``src`` (any of its sizes) go."""
         frs = self.frs
         for u in src.jobs.counts(src.below):

@@ -59,6 +59,7 @@ class State:
         self.assigner = Assigner(self.cache, self.pool)
         self.preemptor = Preemptor(self.cache, self.pool, self.admitted)
         self.assigner.oracle = self.preemptor.possible
+        self.assigner.simulate = self.preemptor.simulate
         self.set_fair_sharing(self.fair_sharing)
         self.queues = QueueManager()
 

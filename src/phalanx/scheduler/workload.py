@@ -84,6 +84,11 @@ class Workload:
     def admitted(self) -> bool:
         return self.admission is not None
 
+    @property
+    def shrinkable(self) -> bool:
+        """Whether some pod set may run with fewer pods than it asks for (minReplicas)."""
+        return any(ps.min_count < ps.count for ps in self.pod_sets)
+
     def newer_than(self, other: Workload) -> bool:
         return (self.submitted_at, self.seq) > (other.submitted_at, other.seq)
 

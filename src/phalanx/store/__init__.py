@@ -3,6 +3,6 @@
 from phalanx.store.engine import default_url, parse_url
 from phalanx.store.logs import LogStore
 from phalanx.store.migrate import current_revision, head_revision
-from phalanx.store.store import Store
+from phalanx.store.store import JobFilter, JobPage, Store
 
-__all__ = ["LogStore", "Store", "current_revision", "default_url", "head_revision", "parse_url"]
+__all__ = ["JobFilter", "JobPage", "LogStore", "Store", "current_revision", "default_url", "head_revision", "parse_url"]

@@ -3,6 +3,7 @@ the control loop in the background, in batches; live jobs and recent ones stay."
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -26,8 +27,10 @@ def job(name: str) -> JobSpec:
 
 
 class Clock:
+    """Starts at the real time: the simulated plane stamps pods' ends with it."""
+
     def __init__(self) -> None:
-        self.now = 1_000_000.0
+        self.now = time.time()
 
     def __call__(self) -> float:
         return self.now
@@ -37,7 +40,7 @@ def test_old_finished_jobs_and_their_logs_are_collected_in_batches(tmp_path: Pat
     clock = Clock()
     logs = LogStore(tmp_path / "logs")
     store = Store(f"sqlite:///{tmp_path / 'phalanx.db'}")
-    plane = SimulatedPlane(NODES, logs_root=logs.root)
+    plane = SimulatedPlane(NODES, logs_root=logs.root, clock=clock)
     controller = Controller(store, plane, clock=clock, logs=logs, finished_ttl=3600.0,
                             collect_batch=2)
     try:
@@ -91,8 +94,6 @@ def test_without_a_ttl_nothing_is_collected(tmp_path: Path) -> None:
 
 
 def test_up_finished_ttl_collects_over_real_http(tmp_path: Path) -> None:
-    import time
-
     import httpx
 
     from tests.sdk.live_server import LiveServer

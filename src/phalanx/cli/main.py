@@ -23,10 +23,10 @@ from rich.text import Text
 from phalanx.cli import daemon, k8s, render, sim
 from phalanx.cli.output import EXIT_FAILED, err, note, out, print_json, reports_errors
 from phalanx.defaults import DEFAULT_HOST, DEFAULT_PORT, phalanx_home
-from phalanx.errors import AuthError, ConnectionFailed
+from phalanx.errors import AuthError, ConnectionFailed, SpecError
 from phalanx.sdk.client import Client
 from phalanx.sdk.documents import to_config_documents, to_job_spec
-from phalanx.spec import JobSpec, validate
+from phalanx.spec import JobSpec, parse_duration, validate
 from phalanx.spec.status import JobDetail, JobRecord, JobStatus
 from phalanx.version import __version__
 
@@ -38,9 +38,11 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-# Finished jobs older than this are left out of `phalanx jobs` unless --all is given.
-RECENT_SECONDS = 3600.0
 WATCH_SECONDS = 1.0
+# Finished jobs and their logs are deleted a week after they finish unless `up` says
+# otherwise: long enough to look at last week's runs, short enough that the store and the
+# log directory stop growing with every job ever run.
+DEFAULT_FINISHED_TTL = "7d"
 
 
 
@@ -82,6 +84,14 @@ def main(
 
 
 # --------------------------------------------------------------------------- server
+def _finished_ttl(text: str) -> float | None:
+    try:
+        seconds = parse_duration(text)
+    except SpecError as exc:
+        raise SpecError(exc.message, field="--finished-ttl", fix="write e.g. 12h, 7d or 0")
+    return seconds or None
+
+
 class Compute(StrEnum):
     LOCAL = "local"
     SIMULATED = "simulated"
@@ -124,18 +134,24 @@ def up(
         typer.Option(help="Image of pod sets that name none (for --compute kubernetes; "
                      "without it such jobs are refused)"),
     ] = None,
+    finished_ttl: Annotated[
+        str, typer.Option(help="Delete finished jobs and their logs this long after they "
+                          "finish, e.g. 12h, 7d (0: keep them for ever)")
+    ] = DEFAULT_FINISHED_TTL,
     timeout: Annotated[
         float, typer.Option(help="With -d: seconds to wait for the server to answer")
     ] = 30.0,
 ) -> None:
     """Start the embedded control plane (foreground, or in the background with -d)."""
     home = _settings(ctx).state_dir
+    ttl = _finished_ttl(finished_ttl)
     if not detach:
         from phalanx.server import serve  # the server's dependencies load only when serving
 
         serve(
             home=home, host=host, port=port, db=db, compute=compute.value, nodes_file=nodes,
             kubeconfig=kubeconfig, namespace=namespace, default_image=default_image,
+            finished_ttl=ttl,
         )
         return
     running = daemon.server_info(home)
@@ -153,6 +169,7 @@ def up(
         args += ["--namespace", namespace]
     if default_image is not None:
         args += ["--default-image", default_image]
+    args += ["--finished-ttl", finished_ttl]
     try:
         with err.status("Starting the Phalanx control plane...") as spinner:
             info = daemon.start_detached(

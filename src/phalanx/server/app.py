@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from fastapi import FastAPI, Query, Request
+from fastapi import FastAPI, Header, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
@@ -36,25 +36,33 @@ from phalanx.spec.api import (
     ClusterQueueView,
     CohortView,
     ConfigApplied,
+    ConfigDeleted,
     ConfigDocuments,
+    ConfigRefs,
+    DeletedObject,
     ErrorResponse,
     EventList,
     Health,
     JobBatch,
     JobList,
+    JobSelector,
     LocalQueueView,
     NodeList,
     NodeView,
     QueuesOverview,
     ResourceUsageView,
     ServerStatus,
+    USER_HEADER,
     VersionInfo,
+    check_user,
     parse_job,
 )
 from phalanx.spec.base import spec_error_from_errors
+from phalanx.spec.config import config_kind
+from phalanx.spec.labels import merge_selectors
 from phalanx.spec.resources import JobSpec
 from phalanx.spec.status import JobDetail, JobRecord, JobStatus, PodInfo
-from phalanx.store import LogStore
+from phalanx.store import JobFilter, LogStore
 from phalanx.version import __version__
 
 log = logging.getLogger("phalanx.api")
@@ -71,8 +79,8 @@ def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
     words = {
         400: "The request is invalid; the error names the field and the fix",
         401: "Missing or wrong API token",
-        404: "No such job",
-        409: "The name is taken",
+        404: "No such job or object",
+        409: "The name is taken, or the object is in use",
         500: "The control plane failed; it logged why",
         503: "The control loop is stuck or stopped",
     }
@@ -174,16 +182,22 @@ def create_app(controller: Controller, token: str, logs: LogStore, *, db_label: 
         )
 
     # ------------------------------------------------------------------ jobs
+    submitter = Header(
+        None, alias=USER_HEADER,
+        description="Who submits (the client's OS user); informational until the API "
+        "authenticates users, 'unknown' when absent",
+    )
+
     @app.post("/v1/jobs", status_code=201, responses=_errors(400, 401, 409))
-    def submit(spec: JobSpec) -> JobRecord:
-        return service.submit(spec)
+    def submit(spec: JobSpec, user: str | None = submitter) -> JobRecord:
+        return service.submit(spec, user=check_user(user))
 
     parsers["/v1/jobs"] = parse_job
 
     @app.post("/v1/jobs:batch", status_code=201, responses=_errors(400, 401, 409))
-    def submit_batch(batch: JobBatch) -> JobList:
+    def submit_batch(batch: JobBatch, user: str | None = submitter) -> JobList:
         """Submit several jobs at once, all or nothing (one store transaction)."""
-        return JobList(items=service.submit_many(batch.items))
+        return JobList(items=service.submit_many(batch.items, user=check_user(user)))
 
     parsers["/v1/jobs:batch"] = JobBatch.parse
 
@@ -191,9 +205,34 @@ def create_app(controller: Controller, token: str, logs: LogStore, *, db_label: 
     def list_jobs(
         status: list[JobStatus] | None = Query(None),
         queue: str | None = None,
+        user: str | None = Query(None, description="Who submitted the jobs"),
+        label: list[str] | None = Query(
+            None, description="Label selector, key=value[,key=value...] (all must match)"),
         limit: int | None = Query(None, ge=1, le=MAX_LIMIT),
+        continue_token: str | None = Query(
+            None, alias="continue", description="The continue token of the previous page"),
     ) -> JobList:
-        return JobList(items=service.list_jobs(statuses=status, queue=queue, limit=limit))
+        """Jobs, newest submission first; with ``limit``, a page and how many follow."""
+        where = JobFilter(statuses=status, queue=queue, user=user,
+                          labels=merge_selectors(label))
+        page = service.page_jobs(where, limit=limit, after=continue_token)
+        return JobList(items=page.items, continue_token=page.next,
+                       remaining_item_count=page.remaining if limit is not None else None)
+
+    @app.post("/v1/jobs:cancel", responses=_errors(400, 401))
+    def cancel_matching(selector: JobSelector) -> JobList:
+        """Cancel every live job the selector matches (queue, labels, user: all that are
+        given); answers the jobs cancelled."""
+        if selector.queue is None and selector.user is None and not selector.labels:
+            raise SpecError("selects no jobs", field="selector",
+                            fix="give a queue, labels or a user (or several)")
+        where = JobFilter(queue=selector.queue, user=selector.user, labels=selector.labels)
+        return JobList(items=service.cancel_matching(where))
+
+    @app.delete("/v1/jobs/{name}", responses=_errors(401, 404, 409))
+    def delete_job(name: str) -> JobRecord:
+        """Delete a finished job with its events and logs; its name is free again."""
+        return service.delete_job(name)
 
     @app.get("/v1/jobs/{name}", responses=_errors(401, 404))
     def describe(name: str) -> JobDetail:
@@ -291,6 +330,20 @@ def create_app(controller: Controller, token: str, logs: LogStore, *, db_label: 
         return ConfigApplied(applied=[AppliedObject.model_validate(a) for a in applied])
 
     parsers["/v1/config/apply"] = ConfigDocuments.parse
+
+    @app.post("/v1/config/delete", responses=_errors(400, 401, 404, 409))
+    def delete_config(body: ConfigRefs) -> ConfigDeleted:
+        """Delete flavors, cohorts, queues and priority classes, all or nothing; refused
+        while another object or a live job uses one."""
+        deleted = service.delete_config([(ref.kind, ref.name) for ref in body.documents])
+        return ConfigDeleted(deleted=[DeletedObject(kind=k, name=n) for k, n in deleted])
+
+    @app.delete("/v1/config/{kind}/{name}", responses=_errors(400, 401, 404, 409))
+    def delete_config_object(kind: str, name: str) -> ConfigDeleted:
+        """Delete one object (kind: clusterqueue, localqueue, cohort, resourceflavor,
+        priorityclass, any case); refused while in use."""
+        deleted = service.delete_config([(config_kind(kind), name)])
+        return ConfigDeleted(deleted=[DeletedObject(kind=k, name=n) for k, n in deleted])
 
     @app.get("/v1/config", responses=_V1)
     def config() -> ConfigDocuments:

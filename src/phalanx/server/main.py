@@ -78,8 +78,13 @@ def serve(
     kubeconfig: Path | None = None,
     namespace: str | None = None,
     default_image: str | None = None,
+    finished_ttl: float | None = None,
 ) -> None:
-    """Run the control plane in the foreground until SIGINT or SIGTERM."""
+    """Run the control plane in the foreground until SIGINT or SIGTERM.
+
+    ``finished_ttl``: seconds after which finished jobs and their logs are deleted (None or
+    0: kept for ever).
+    """
     home = phalanx_home(home).resolve()
     home.mkdir(parents=True, exist_ok=True)
     lock = open(home / "server.lock", "w")  # noqa: SIM115 - held for the process lifetime
@@ -94,8 +99,9 @@ def serve(
     token = ensure_token(home)
     store = Store.for_home(home, db)
     plane = make_plane(compute, home, nodes_file, kubeconfig, namespace, default_image)
-    controller = Controller(store, plane, grace_seconds=grace_seconds)
     logs = LogStore.for_home(home)
+    controller = Controller(store, plane, grace_seconds=grace_seconds, logs=logs,
+                            finished_ttl=finished_ttl)
     db_label = redact_url(db) if db else "sqlite"
     app = create_app(controller, token, logs, db_label=db_label)
 

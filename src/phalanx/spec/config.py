@@ -44,6 +44,28 @@ CONFIG_KINDS: dict[str, type[Model]] = {
 }
 
 
+# What `phalanx delete KIND NAME` and ``DELETE /v1/config/{kind}/{name}`` accept for a kind,
+# as kubectl does: any case, singular or plural, or a short name.
+_KIND_NAMES = {
+    **{kind.lower(): kind for kind in CONFIG_KINDS},
+    **{kind.lower() + ("es" if kind.endswith("s") else "s"): kind for kind in CONFIG_KINDS},
+    "flavor": "ResourceFlavor", "flavors": "ResourceFlavor", "rf": "ResourceFlavor",
+    "cq": "ClusterQueue", "lq": "LocalQueue", "queue": "LocalQueue", "queues": "LocalQueue",
+    "pc": "PriorityClass",
+}
+
+
+def config_kind(text: str, field: str = "kind") -> str:
+    """The config kind ``text`` names (``clusterqueue``, ``cq``, ``ClusterQueues``...)."""
+    kind = _KIND_NAMES.get(text.lower())
+    if kind is None:
+        raise SpecError(
+            f"unknown kind {text!r}", field=field,
+            fix=f"use one of {', '.join(k.lower() for k in CONFIG_KINDS)} (or job)",
+        )
+    return kind
+
+
 class QueueConfig(Model):
     flavors: dict[str, ResourceFlavor] = Field(default_factory=dict)
     cohorts: dict[str, Cohort] = Field(default_factory=dict)

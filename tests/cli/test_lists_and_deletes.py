@@ -105,7 +105,8 @@ def test_jobs_shows_a_page_newest_first_and_counts_the_rest(
 
     result = cli(server, "jobs", "--queue", q, "--limit", "5")
     assert result.exit_code == 0, result.output
-    rows = [line.split()[0] for line in result.stdout.splitlines()[1:] if line.strip()]
+    rows = [line.split()[0] for line in result.stdout.splitlines()[1:]
+            if line.startswith(q)]
     assert rows == names[::-1][:5]
     assert "and 7 more" in result.output and "--all" in result.output
 
@@ -146,10 +147,10 @@ def test_delete_config_by_name_and_file_and_finished_jobs(
     cli(server, "submit", "-f", str(jobs_file(tmp_path, [f"{q}-a"], q)))
 
     refused = cli(server, "delete", "clusterqueue", q)
-    assert refused.exit_code == 1
+    assert refused.exit_code == 2  # nothing changed
     assert f"LocalQueue {q}" in refused.stderr
     live = cli(server, "delete", "job", f"{q}-a")
-    assert live.exit_code == 1 and "cancel it first" in live.stderr
+    assert live.exit_code == 2 and "cancel it first" in live.stderr
 
     cli(server, "cancel", f"{q}-a", "--wait")
     assert cli(server, "delete", "job", f"{q}-a").exit_code == 0

@@ -167,7 +167,8 @@ def test_a_live_job_is_not_deleted_a_finished_one_is_and_its_name_is_free(
     name = unique("del")
     api.post("/v1/jobs", json=job(name, duration="60s"))
     wait_status(api, name, "Running")
-    field, message, fix = error(api.delete(f"/v1/jobs/{name}"), 409)
+    field, _, fix = error(api.delete(f"/v1/jobs/{name}"), 409)
+    assert field == "name"
     assert "cancel it first" in (fix or "")
     api.post(f"/v1/jobs/{name}/cancel")
     wait_status(api, name, "Cancelled")

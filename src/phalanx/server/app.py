@@ -32,6 +32,7 @@ from phalanx.errors import (
 from phalanx.server.auth import token_matches
 from phalanx.server.logstream import LogFollower
 from phalanx.spec.api import (
+    USER_HEADER,
     AppliedObject,
     ClusterQueueView,
     CohortView,
@@ -52,7 +53,6 @@ from phalanx.spec.api import (
     QueuesOverview,
     ResourceUsageView,
     ServerStatus,
-    USER_HEADER,
     VersionInfo,
     check_user,
     parse_job,

@@ -5,4 +5,13 @@ from phalanx.store.logs import LogStore
 from phalanx.store.migrate import current_revision, head_revision
 from phalanx.store.store import JobFilter, JobPage, Store
 
-__all__ = ["JobFilter", "JobPage", "LogStore", "Store", "current_revision", "default_url", "head_revision", "parse_url"]
+__all__ = [
+    "JobFilter",
+    "JobPage",
+    "LogStore",
+    "Store",
+    "current_revision",
+    "default_url",
+    "head_revision",
+    "parse_url",
+]

@@ -18,6 +18,7 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from phalanx.control import Controller
 from phalanx.errors import (
@@ -93,6 +94,49 @@ _STATUS_ERRORS: dict[int, type[PhalanxError]] = {400: SpecError, 401: AuthError,
                                                  404: NotFound, 409: Conflict}
 
 
+class _Guard:
+    """Token check for ``/v1`` and the error envelope for failures no handler caught.
+
+    Plain ASGI rather than ``@app.middleware("http")``: Starlette's BaseHTTPMiddleware
+    runs every request in an extra task and copies its answer through a stream, which
+    cost about a sixth of the server's time per submission.
+    """
+
+    def __init__(self, app: ASGIApp, token: str) -> None:
+        self.app = app
+        self.token = token
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        if scope["path"].startswith("/v1/"):
+            header = next((v for k, v in scope["headers"] if k == b"authorization"), None)
+            if not token_matches(header.decode("latin-1") if header else None, self.token):
+                await _error(AuthError(
+                    "missing or wrong API token", field="Authorization",
+                    fix="send 'Authorization: Bearer <token>' with the token from "
+                    "$PHALANX_HOME/token",
+                ))(scope, receive, send)
+                return
+        started = False
+
+        async def watch(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watch)
+        except Exception:
+            # The client gets the envelope; the traceback stays in the server's log.
+            log.exception("%s %s failed", scope.get("method"), scope["path"])
+            if not started:
+                await _error(InternalError(
+                    "the control plane failed to answer", fix="see the control plane's log",
+                ))(scope, receive, send)
+
+
 def create_app(controller: Controller, token: str, logs: LogStore, *, db_label: str) -> FastAPI:
     service = controller.service
     app = FastAPI(
@@ -103,24 +147,7 @@ def create_app(controller: Controller, token: str, logs: LogStore, *, db_label: 
     # looks at the same body again so the error names the field and the fix as before.
     parsers: dict[str, Callable[[object], object]] = {}
 
-    @app.middleware("http")
-    async def authenticate(request: Request, call_next: Any) -> Response:
-        if request.url.path.startswith("/v1/") and not token_matches(
-            request.headers.get("authorization"), token
-        ):
-            return _error(AuthError(
-                "missing or wrong API token", field="Authorization",
-                fix="send 'Authorization: Bearer <token>' with the token from $PHALANX_HOME/token",
-            ))
-        try:
-            response: Response = await call_next(request)
-        except Exception:
-            # The client gets the envelope; the traceback stays in the server's log.
-            log.exception("%s %s failed", request.method, request.url.path)
-            return _error(InternalError(
-                "the control plane failed to answer", fix="see the control plane's log",
-            ))
-        return response
+    app.add_middleware(_Guard, token=token)
 
     @app.exception_handler(PhalanxError)
     async def phalanx_error(request: Request, exc: PhalanxError) -> JSONResponse:

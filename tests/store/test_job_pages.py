@@ -75,7 +75,7 @@ def test_the_filters_have_indexes(store: Store) -> None:
     assert {("queue", "submitted_at", "name"), ("status", "submitted_at", "name"),
             ("user_name", "submitted_at", "name"), ("finished_at",)} <= indexed
     label_ix = {tuple(ix["column_names"]) for ix in inspect(store.engine).get_indexes("job_labels")}
-    assert ("key", "value") in label_ix
+    assert ("key", "value", "job") in label_ix
 
 
 def test_deleting_finished_jobs_removes_events_and_frees_the_name(store: Store) -> None:

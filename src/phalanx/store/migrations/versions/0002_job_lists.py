@@ -38,7 +38,7 @@ def upgrade() -> None:
         sa.Column("key", sa.String(317), primary_key=True),
         sa.Column("value", sa.String(63), nullable=False),
     )
-    op.create_index("ix_job_labels_key_value", "job_labels", ["key", "value"])
+    op.create_index("ix_job_labels_key_value", "job_labels", ["key", "value", "job"])
     # Jobs stored before this revision keep their labels inside the record only.
     jobs = sa.table("jobs", sa.column("name", sa.String), sa.column("record", sa.JSON))
     connection = op.get_bind()

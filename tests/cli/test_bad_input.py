@@ -122,7 +122,7 @@ def test_server_refusals_keep_their_exit_codes(recorder: Recorder, tmp_path: Pat
     assert "wrong API token" in result.stderr
     assert [path for _, path in recorder.requests] == [
         "/v1/jobs", "/v1/jobs/ghost", "/v1/jobs/ghost/logs?follow=false",
-        "/v1/jobs/ghost/cancel", "/v1/jobs", "/v1/queues",
+        "/v1/jobs/ghost/cancel", "/v1/jobs?limit=50", "/v1/queues",
     ]
 
 

@@ -106,8 +106,9 @@ def test_jobs_and_describe(live_server: LiveServer, tmp_path: Path) -> None:
     assert by_name["desc"]["status"] == "Succeeded"
     table = cli(live_server, "jobs", "--status", "succeeded")
     assert table.exit_code == 0
-    assert table.stdout.split()[:8] == [
-        "NAME", "QUEUE", "STATUS", "PRIORITY", "PODS", "AGE", "DURATION", "REASON/MESSAGE"
+    assert table.stdout.split()[:9] == [
+        "NAME", "QUEUE", "USER", "STATUS", "PRIORITY", "PODS", "AGE", "DURATION",
+        "REASON/MESSAGE",
     ]
     assert "desc" in table.stdout and "Failed" not in table.stdout
 

@@ -74,7 +74,7 @@ def test_jobs_table_shows_pending_reason_for_queued_jobs() -> None:
                     finished_at=NOW - 40, message="pod train-worker-1 exited with code 3")
     out = text(render.jobs_table([queued, running, failed], NOW))
     header = out.splitlines()[0].split()
-    assert header == ["NAME", "QUEUE", "STATUS", "PRIORITY", "PODS", "AGE", "DURATION",
+    assert header == ["NAME", "QUEUE", "USER", "STATUS", "PRIORITY", "PODS", "AGE", "DURATION",
                       "REASON/MESSAGE"]
     lines = {line.split()[0]: line for line in out.splitlines()[1:] if line.strip()}
     assert "Queued" in lines["train"] and "needs 1 cpu; default has 0.5 free" in lines["train"]

@@ -157,5 +157,5 @@ def test_list_is_ordered_and_limited(client: Client) -> None:
                                                               "resources": {"cpu": "100m"}}]})
         time.sleep(0.01)
     names = [r.name for r in client.list() if r.name.startswith("sdk-order-")]
-    assert names == ["sdk-order-0", "sdk-order-1", "sdk-order-2"]
+    assert names == ["sdk-order-2", "sdk-order-1", "sdk-order-0"]  # newest first
     assert len(client.list(limit=2)) == 2

@@ -55,7 +55,7 @@ def full_record(name: str = "full") -> JobRecord:
              "nodes": ["node-1", "node-2"]}]},
         pending_code="Preempted", pending_message="preempted by job big (priority 2000)",
         message="running attempt 3 — résumé", exit_code=137, not_before=1_700_000_070.0,
-        cancel_requested=True, stop_reason="Preempted", preemptions=4,
+        cancel_requested=True, stop_reason="Preempted", preemptions=4, user="ann",
     )
 
 

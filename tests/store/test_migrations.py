@@ -18,14 +18,16 @@ from phalanx.store.migrate import downgrade, upgrade
 from phalanx.store.tables import metadata
 from tests.store.factories import make_event, make_record
 
-TABLES = {"jobs", "job_events", "queue_config", "idempotency_keys", "alembic_version"}
+TABLES = {"jobs", "job_events", "job_labels", "queue_config", "idempotency_keys",
+          "alembic_version"}
 
 
 def test_a_new_database_is_migrated_to_head(store: Store) -> None:
-    assert current_revision(store.engine) == head_revision() == "0002"
+    assert current_revision(store.engine) == head_revision() == "0003"
     assert set(inspect(store.engine).get_table_names()) >= TABLES
     indexed = {tuple(ix["column_names"]) for ix in inspect(store.engine).get_indexes("jobs")}
-    assert {("status",), ("queue",), ("submitted_at", "name")} <= indexed
+    assert {("status", "submitted_at", "name"), ("queue", "submitted_at", "name"),
+            ("submitted_at", "name")} <= indexed
 
 
 def test_the_migrations_build_exactly_the_declared_tables(store: Store) -> None:
@@ -111,3 +113,23 @@ def test_processes_opening_a_new_database_at_once_all_succeed(
         assert out.strip() == head_revision()
     with Store(db_url) as store:
         assert sorted(r.name for r in store.list_jobs()) == [f"opener-{i}" for i in range(4)]
+
+
+def test_jobs_stored_before_labels_had_a_table_get_their_labels(db_url: str) -> None:
+    from phalanx.store import JobFilter
+    from tests.store.factories import full_record
+
+    with Store(db_url) as store:
+        downgrade(store.engine, "0001")
+        row = {"name": "old", "status": "Queued", "queue": "team-a", "cluster_queue": "cq",
+               "priority": 0, "submitted_at": 1.0, "finished_at": None,
+               "record": full_record("old").to_dict()}
+        with store.engine.begin() as connection:
+            connection.execute(text(
+                "INSERT INTO jobs (name, status, queue, cluster_queue, priority, submitted_at,"
+                " finished_at, record) VALUES (:name, :status, :queue, :cluster_queue,"
+                " :priority, :submitted_at, :finished_at, :record)"),
+                {**row, "record": __import__("json").dumps(row["record"])})
+    with Store(db_url) as store:
+        page = store.page_jobs(JobFilter(labels={"team": "a"}), limit=5)
+        assert [r.name for r in page.items] == ["old"]

@@ -23,11 +23,13 @@ from rich.text import Text
 from phalanx.cli import daemon, doctor, k8s, render, sim
 from phalanx.cli.output import EXIT_FAILED, err, note, out, print_json, reports_errors
 from phalanx.defaults import DEFAULT_HOST, DEFAULT_PORT, phalanx_home
-from phalanx.errors import AuthError, ConnectionFailed
+from phalanx.errors import AuthError, ConnectionFailed, ServerError, SpecError
 from phalanx.sdk.client import Client
-from phalanx.sdk.documents import to_config_documents, to_job_spec
-from phalanx.spec import JobSpec, validate
-from phalanx.spec.quantity import parse_duration
+from phalanx.sdk.documents import read_text, to_config_documents
+from phalanx.spec import JobSpec, load_jobs_yaml, parse_duration, validate
+from phalanx.spec.api import JobList
+from phalanx.spec.config import config_kind
+from phalanx.spec.labels import merge_selectors
 from phalanx.spec.status import JobDetail, JobRecord, JobStatus
 from phalanx.version import __version__
 
@@ -39,9 +41,16 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-# Finished jobs older than this are left out of `phalanx jobs` unless --all is given.
-RECENT_SECONDS = 3600.0
 WATCH_SECONDS = 1.0
+# `phalanx jobs` shows this many unless told otherwise, like `gh run list`: drawing every row
+# of 20,000 jobs takes longer than anyone waits for a table.
+DEFAULT_LIST_LIMIT = 50
+# How long `down --stop-jobs` waits for each cancelled job's pods to be gone.
+STOP_JOBS_SECONDS = 120.0
+# Finished jobs and their logs are deleted a week after they finish unless `up` says
+# otherwise: long enough to look at last week's runs, short enough that the store and the
+# log directory stop growing with every job ever run.
+DEFAULT_FINISHED_TTL = "7d"
 
 
 
@@ -83,6 +92,15 @@ def main(
 
 
 # --------------------------------------------------------------------------- server
+def _finished_ttl(text: str) -> float | None:
+    try:
+        seconds = parse_duration(text)
+    except SpecError as exc:
+        raise SpecError(exc.message, field="--finished-ttl",
+                        fix="write e.g. 12h, 7d or 0") from None
+    return seconds or None
+
+
 class Compute(StrEnum):
     LOCAL = "local"
     SIMULATED = "simulated"
@@ -143,6 +161,10 @@ def up(
     max_body_bytes: Annotated[
         int, typer.Option(help="Largest request body the API takes, in bytes (16 MiB)", min=1)
     ] = 16 * 2**20,
+    finished_ttl: Annotated[
+        str, typer.Option(help="Delete finished jobs and their logs this long after they "
+                          "finish, e.g. 12h, 7d (0: keep them for ever)")
+    ] = DEFAULT_FINISHED_TTL,
     timeout: Annotated[
         float, typer.Option(help="With -d: seconds to wait for the server to answer")
     ] = 30.0,
@@ -165,6 +187,7 @@ def up(
     lost_grace = None
     if node_lost_grace is not None:
         lost_grace = parse_duration(node_lost_grace, field="--node-lost-grace")
+    ttl = _finished_ttl(finished_ttl)
     if not detach:
         from phalanx.server import serve  # the server's dependencies load only when serving
 
@@ -174,6 +197,7 @@ def up(
             run_as_user=run_as_user, secret_env=secret_env or (),
             health_interval=interval, site_checks=site_checks, node_lost_grace=lost_grace,
             max_pods=max_pods, max_body_bytes=max_body_bytes,
+            finished_ttl=ttl,
         )
         return
     running = daemon.server_info(home)
@@ -203,6 +227,7 @@ def up(
     if max_pods is not None:
         args += ["--max-pods", str(max_pods)]
     args += ["--max-body-bytes", str(max_body_bytes)]
+    args += ["--finished-ttl", finished_ttl]
     try:
         with err.status("Starting the Phalanx control plane...") as spinner:
             info = daemon.start_detached(
@@ -223,16 +248,68 @@ def down(
     timeout: Annotated[
         float, typer.Option(help="Seconds to wait after SIGTERM before SIGKILL")
     ] = 30.0,
+    stop_jobs: Annotated[
+        bool, typer.Option("--stop-jobs", help="Cancel the running jobs first and wait until "
+                           "their pods are gone (otherwise they keep running)")
+    ] = False,
 ) -> None:
-    """Stop the control plane running on this state directory."""
-    home = _settings(ctx).state_dir
+    """Stop the control plane running on this state directory.
+
+    Running jobs' pods keep running, and the next `phalanx up` adopts them; --stop-jobs
+    cancels them first.
+    """
+    settings = _settings(ctx)
+    home = settings.state_dir
+    running: list[JobRecord] = []
+    if daemon.server_info(home) is not None:
+        running = _running_jobs(settings, stop_jobs)
     result = daemon.stop_server(home, timeout)
     if result is daemon.StopResult.NOT_RUNNING:
         note(f"No Phalanx control plane is running on {home}.")
-    elif result is daemon.StopResult.KILLED:
+        return
+    if result is daemon.StopResult.KILLED:
         note(f"The control plane did not stop within {timeout:g}s and was killed.", style="yellow")
     else:
         note("Phalanx control plane stopped.", style="green")
+    if running:
+        note(f"{len(running)} job(s) keep running; the next `phalanx up` adopts them: "
+             f"{_jobs_and_pods(running)}. `phalanx down --stop-jobs` cancels them first.",
+             style="yellow")
+
+
+def _jobs_and_pods(records: list[JobRecord]) -> str:
+    def pods(r: JobRecord) -> int:
+        return r.admission.pod_count if r.admission else r.spec.pod_count
+
+    return ", ".join(f"{r.name} ({pods(r)} pod{'s' if pods(r) != 1 else ''})" for r in records)
+
+
+def _running_jobs(settings: Settings, stop: bool) -> list[JobRecord]:
+    """The jobs whose pods outlive the control plane; with ``stop``, cancelled and waited for
+    first (then none)."""
+    active = [JobStatus.ADMITTED, JobStatus.STARTING, JobStatus.RUNNING]
+    try:
+        with settings.client(timeout=10.0) as client:
+            running = client.list(status=active)
+            if not stop or not running:
+                return running
+            with err.status(f"Cancelling {len(running)} job(s)...") as spinner:
+                for record in running:
+                    client.cancel(record.name)
+                for record in running:
+                    spinner.update(f"waiting for {record.name} to stop")
+                    client.wait(record.name, timeout=STOP_JOBS_SECONDS)
+            note(f"{len(running)} job(s) cancelled and stopped: {_jobs_and_pods(running)}")
+            return []
+    except TimeoutError as exc:
+        raise ServerError(f"{exc}; the control plane was left running",
+                          fix="wait and run `phalanx down --stop-jobs` again") from None
+    except (ConnectionFailed, AuthError) as exc:
+        if stop:
+            raise
+        note(f"Could not ask the control plane which jobs run ({exc.message}); their pods, "
+             "if any, keep running.", style="yellow")
+        return []
 
 
 @app.command()
@@ -436,9 +513,11 @@ def _report_outcome(record: JobRecord) -> None:
 @reports_errors
 def submit(
     ctx: typer.Context,
-    file: Annotated[Path, typer.Option("--file", "-f", help="YAML file of one job")],
+    file: Annotated[
+        Path, typer.Option("--file", "-f", help="YAML file of one job, or several as documents")
+    ],
     wait: Annotated[
-        bool, typer.Option("--wait", help="Wait for the job; exit 0 only if it succeeded")
+        bool, typer.Option("--wait", help="Wait for the jobs; exit 0 only if all succeeded")
     ] = False,
     follow: Annotated[
         bool, typer.Option("--follow", help="Stream the job's logs, then behave like --wait")
@@ -449,39 +528,49 @@ def submit(
         str | None, typer.Option(help="Override the priority (class name or integer)")
     ] = None,
 ) -> None:
-    """Submit a job; prints its name (alone on its line) on stdout."""
-    spec = _with_overrides(to_job_spec(file), name, queue, priority)
+    """Submit jobs (several documents: all or none); prints each name on its own line."""
+    # Checked here, every document: bad input sends nothing.
+    specs = load_jobs_yaml(read_text(file), source=str(file))
+    if len(specs) > 1:
+        for option, value in (("--name", name), ("--follow", follow or None)):
+            if value is not None:
+                raise SpecError(f"takes one job; {file} holds {len(specs)}", field=option,
+                                fix="put that job in a file of its own")
+    specs = [_with_overrides(spec, name, queue, priority) for spec in specs]
     with _settings(ctx).client() as client:
-        record = client.submit(spec)
-        _write_line(record.name)
-        note(f"job {record.name} submitted to queue {record.queue} ({record.status.value})")
+        # One job keeps its own route (a taken name is "name", not "items[0].name").
+        records = [client.submit(specs[0])] if len(specs) == 1 else client.submit_many(specs)
+        for record in records:
+            _write_line(record.name)
+        if len(records) == 1:
+            note(f"job {records[0].name} submitted to queue {records[0].queue} "
+                 f"({records[0].status.value})")
+        else:
+            note(f"{len(records)} jobs submitted")
         if follow:
-            for line in client.logs(record.name, follow=True):
+            for line in client.logs(records[0].name, follow=True):
                 _write_line(line)
         if wait or follow:
-            _finish(client, record.name)
+            failed = [r.name for r in records if not _finished_well(client, r.name)]
+            if failed:
+                raise typer.Exit(EXIT_FAILED)
 
 
-def _recent(records: list[JobRecord], now: float) -> list[JobRecord]:
-    return [
-        r for r in records
-        if not r.status.terminal or (r.finished_at or r.submitted_at) >= now - RECENT_SECONDS
-    ]
+def _finished_well(client: Client, name: str) -> bool:
+    try:
+        _finish(client, name)
+    except typer.Exit:
+        return False
+    return True
 
 
-def _job_view(records: list[JobRecord], show_all: bool, filtered: bool) -> RenderableType:
-    now = time.time()
-    shown = records if show_all or filtered else _recent(records, now)
+def _job_view(page: JobList, limit: int | None) -> RenderableType:
     parts: list[RenderableType] = []
-    if shown:
-        parts.append(render.jobs_table(shown, now))
-    else:
-        parts.append(Text("No jobs." if not records else "No recent jobs."))
-    hidden = len(records) - len(shown)
-    if hidden:
+    parts.append(render.jobs_table(page.items, time.time()) if page.items else Text("No jobs."))
+    if page.remaining_item_count:
         parts.append(Text(
-            f"{hidden} job(s) finished over an hour ago are hidden; --all shows them.", style="dim"
-        ))
+            f"... and {page.remaining_item_count:,} more; use --all or --limit "
+            f"(showing the newest {limit:,})", style="dim"))
     return Group(*parts)
 
 
@@ -490,35 +579,52 @@ def _job_view(records: list[JobRecord], show_all: bool, filtered: bool) -> Rende
 def jobs(
     ctx: typer.Context,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON")] = False,
+    limit: Annotated[
+        int, typer.Option("--limit", "-n", min=1, help="Show the newest N jobs")
+    ] = DEFAULT_LIST_LIMIT,
     show_all: Annotated[
-        bool, typer.Option("--all", "-a", help="Include jobs that finished over an hour ago")
+        bool, typer.Option("--all", "-a", help="Every job that matches, not only the newest")
     ] = False,
     status: Annotated[
         list[str] | None,
         typer.Option("--status", "-s", help="Only jobs with this status (repeatable)"),
     ] = None,
     queue: Annotated[str | None, typer.Option("--queue", "-q", help="Only this LocalQueue")] = None,
+    user: Annotated[str | None, typer.Option("--user", "-u", help="Only jobs of this user")] = None,
+    selector: Annotated[
+        list[str] | None,
+        typer.Option("--selector", "-l", help="Only jobs with these labels: key=value[,...]"),
+    ] = None,
     watch: Annotated[
         bool, typer.Option("--watch", "-w", help="Keep the table up to date until Ctrl-C")
     ] = False,
 ) -> None:
-    """List jobs: active ones and those finished within the hour (--all for every job)."""
+    """List jobs, newest first: the newest 50 unless --limit or --all says otherwise."""
+    labels = merge_selectors(selector, field="--selector")
+    shown = None if show_all else limit
+
+    def fetch(client: Client) -> JobList:
+        if shown is None:
+            items = client.list(status=status or None, queue=queue, user=user, labels=labels)
+            return JobList(items=items)
+        return client.list_page(status=status or None, queue=queue, limit=shown, user=user,
+                                labels=labels)
+
     with _settings(ctx).client() as client:
-        records = client.list(status=status or None, queue=queue)
+        page = fetch(client)
         if as_json:
-            now = time.time()
-            shown = records if show_all or status else _recent(records, now)
-            print_json([r.to_dict() for r in shown])
+            print_json([r.to_dict() for r in page.items])
+            if page.remaining_item_count:
+                note(f"{page.remaining_item_count:,} more; use --all or --limit", style="dim")
             return
-        view = _job_view(records, show_all, bool(status))
+        view = _job_view(page, shown)
         if not watch:
             out().print(view)
             return
         with Live(view, console=out(), auto_refresh=False) as live:
             while True:
                 time.sleep(WATCH_SECONDS)
-                records = client.list(status=status or None, queue=queue)
-                live.update(_job_view(records, show_all, bool(status)), refresh=True)
+                live.update(_job_view(fetch(client), shown), refresh=True)
 
 
 @app.command()
@@ -567,11 +673,39 @@ def logs(
 @reports_errors
 def cancel(
     ctx: typer.Context,
-    job: Annotated[str, typer.Argument(help="Job name")],
-    wait: Annotated[bool, typer.Option("--wait", help="Wait until its pods are gone")] = False,
+    job: Annotated[str | None, typer.Argument(help="Job name (or select jobs below)")] = None,
+    queue: Annotated[
+        str | None, typer.Option("--queue", "-q", help="Every live job of this LocalQueue")
+    ] = None,
+    selector: Annotated[
+        list[str] | None,
+        typer.Option("--selector", "-l", help="Every live job with these labels: key=value"),
+    ] = None,
+    user: Annotated[
+        str | None, typer.Option("--user", "-u", help="Every live job of this user")
+    ] = None,
+    wait: Annotated[bool, typer.Option("--wait", help="Wait until their pods are gone")] = False,
 ) -> None:
-    """Cancel a job: its pods get SIGTERM, then SIGKILL after a grace period."""
+    """Cancel a job, or every live job a queue, labels or a user select: pods get SIGTERM,
+    then SIGKILL after a grace period."""
+    labels = merge_selectors(selector, field="--selector")
+    selecting = queue is not None or user is not None or bool(labels)
+    if (job is None) == (not selecting):
+        raise SpecError(
+            "names a job and selects jobs" if job else "names no job",
+            field="JOB" if job else "--queue/--selector/--user",
+            fix="give a job name, or select jobs with --queue, --selector or --user",
+        )
     with _settings(ctx).client() as client:
+        if job is None:
+            records = client.cancel_matching(queue=queue, labels=labels, user=user)
+            if wait:
+                records = [client.wait(r.name) for r in records]
+            names = ", ".join(r.name for r in records[:10])
+            more = f" and {len(records) - 10} more" if len(records) > 10 else ""
+            verb = "cancelled" if wait else "cancelling"
+            note(f"{len(records)} job(s) {verb}" + (f": {names}{more}" if records else ""))
+            return
         record = client.cancel(job)
         if record.status.terminal and record.status is not JobStatus.CANCELLED:
             note(f"job {job} already {record.status.value}; nothing to cancel")
@@ -579,6 +713,50 @@ def cancel(
         if wait and not record.status.terminal:
             record = client.wait(job)
     note(f"job {job} {'cancelled' if record.status.terminal else 'cancelling'}")
+
+
+@app.command()
+@reports_errors
+def delete(
+    ctx: typer.Context,
+    kind: Annotated[
+        str | None,
+        typer.Argument(help="job, clusterqueue, localqueue, cohort, resourceflavor or "
+                       "priorityclass"),
+    ] = None,
+    name: Annotated[str | None, typer.Argument(help="Its name")] = None,
+    file: Annotated[
+        Path | None,
+        typer.Option("--file", "-f", help="Delete the config objects of this YAML file"),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON")] = False,
+) -> None:
+    """Delete a finished job, or queue configuration (all or nothing; refused while in use)."""
+    if (file is None) == (kind is None) or (kind is not None and name is None):
+        raise SpecError(
+            "needs KIND NAME or -f FILE", field="KIND NAME" if file is None else "--file",
+            fix="e.g. `phalanx delete job train-1`, `phalanx delete clusterqueue team-a` "
+            "or `phalanx delete -f queues.yaml`",
+        )
+    with _settings(ctx).client() as client:
+        if file is not None:
+            deleted = client.delete(to_config_documents(file))
+        elif kind is not None and kind.lower() in ("job", "jobs"):
+            assert name is not None
+            record = client.delete_job(name)
+            if as_json:
+                print_json(record.to_dict())
+            else:
+                out().print(f"job/{record.name} deleted", markup=False)
+            return
+        else:
+            assert kind is not None and name is not None
+            deleted = client.delete_object(config_kind(kind, field="KIND"), name)
+    if as_json:
+        print_json([d.to_dict() for d in deleted])
+        return
+    for d in deleted:
+        out().print(f"{d.kind.lower()}/{d.name} deleted", markup=False)
 
 
 app.command("sim")(sim.sim)

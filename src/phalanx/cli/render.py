@@ -106,12 +106,14 @@ def _section(title: str, body: RenderableType) -> Group:
 # --------------------------------------------------------------------------- jobs
 def jobs_table(records: Iterable[JobRecord], now: float | None = None) -> Table:
     table = _table(
-        "NAME", "QUEUE", "STATUS", "PRIORITY", "PODS", "AGE", "DURATION", "REASON/MESSAGE"
+        "NAME", "QUEUE", "USER", "STATUS", "PRIORITY", "PODS", "AGE", "DURATION",
+        "REASON/MESSAGE",
     )
     for r in records:
         table.add_row(
             r.name,
             r.queue,
+            r.user,
             status_text(r.status),
             priority_text(r),
             pods_text(r),

@@ -8,13 +8,14 @@ from collections.abc import Callable
 from phalanx.compute.base import ComputePlane
 from phalanx.control.loop import ControlLoop
 from phalanx.control.metrics import Metrics
+from phalanx.control.retention import DEFAULT_BATCH, FinishedJobCollector
 from phalanx.control.service import JobService
 from phalanx.control.state import ControlState
 from phalanx.scheduler import CycleResult, Scheduler
 from phalanx.spec.config import QueueConfig
 from phalanx.spec.resources import JobSpec
 from phalanx.spec.status import JobRecord
-from phalanx.store import Store
+from phalanx.store import LogStore, Store
 
 
 class Controller:
@@ -33,7 +34,12 @@ class Controller:
         tick_seconds: float = 0.2,
         batch_seconds: float = 0.02,
         clock: Callable[[], float] = time.time,
+        logs: LogStore | None = None,
+        finished_ttl: float | None = None,
+        collect_batch: int = DEFAULT_BATCH,
     ) -> None:
+        """``finished_ttl``: seconds after which finished jobs and their ``logs`` are deleted
+        (None: kept for ever)."""
         self.store = store
         self.plane = plane
         self.started_at = clock()
@@ -43,7 +49,9 @@ class Controller:
         if stored is None:
             store.save_config(config)
         self.state = ControlState(store, Scheduler(config, nodes), config, nodes, clock=clock)
-        self.service = JobService(self.state, plane)
+        self.service = JobService(self.state, plane, logs)
+        self.collector = FinishedJobCollector(store, self.service.delete_finished, finished_ttl,
+                                              clock, batch=collect_batch)
         self.loop = ControlLoop(self.state, plane, grace_seconds=grace_seconds,
                                 tick_seconds=tick_seconds, batch_seconds=batch_seconds)
         self.loop.recover()
@@ -54,9 +62,15 @@ class Controller:
 
     def start(self) -> None:
         self.loop.start()
+        self.collector.start()
 
     def stop(self) -> None:
+        self.collector.stop()
         self.loop.stop()
+
+    def collect_finished(self) -> list[str]:
+        """Delete finished jobs older than the TTL now (the background does it every while)."""
+        return self.collector.collect()
 
     def step(self) -> CycleResult:
         return self.loop.step()

@@ -21,9 +21,11 @@ from phalanx.scheduler import ClusterQueueStatus, PendingCode
 from phalanx.spec.config import QueueConfig
 from phalanx.spec.resources import ConfigObject, JobSpec, Node
 from phalanx.spec.status import JobEvent, JobRecord, JobStatus
-from phalanx.store import IdempotentRequest
+from phalanx.store import IdempotentRequest, JobFilter, JobPage, LogStore
 
 IDEMPOTENCY_KEY = "Idempotency-Key"
+UNKNOWN_USER = "unknown"
+_NAMES_SHOWN = 5
 
 
 def _request_hash(specs: list[JobSpec], batch: bool) -> str:
@@ -56,18 +58,21 @@ class NodeOverview:
 
 
 class JobService:
-    def __init__(self, state: ControlState, plane: ComputePlane) -> None:
+    def __init__(
+        self, state: ControlState, plane: ComputePlane, logs: LogStore | None = None,
+    ) -> None:
         self.state = state
         self.plane = plane
         self.store = state.store
+        self.logs = logs
         self._config_lock = threading.Lock()  # one apply at a time: none undoes another
 
     # ------------------------------------------------------------------ writes
-    def submit(self, spec: JobSpec) -> JobRecord:
-        return self.submit_many([spec], batch=False)[0]
+    def submit(self, spec: JobSpec, *, user: str = UNKNOWN_USER) -> JobRecord:
+        return self.submit_many([spec], batch=False, user=user)[0]
 
     def submit_keyed(
-        self, specs: list[JobSpec], *, batch: bool, key: str,
+        self, specs: list[JobSpec], *, batch: bool, key: str, user: str = UNKNOWN_USER,
     ) -> tuple[list[JobRecord], bool]:
         """Submit under an Idempotency-Key: (the jobs, whether this is a retry's answer).
 
@@ -80,7 +85,7 @@ class JobService:
             prior = self.store.get_request(key)
             if prior is None:
                 request = IdempotentRequest(key, digest, tuple(s.name for s in specs))
-                return self.submit_many(specs, batch=batch, request=request), False
+                return self.submit_many(specs, batch=batch, request=request, user=user), False
         except Conflict as exc:
             if exc.field != IDEMPOTENCY_KEY:
                 raise
@@ -96,7 +101,7 @@ class JobService:
 
     def submit_many(
         self, specs: list[JobSpec], *, batch: bool = True,
-        request: IdempotentRequest | None = None,
+        request: IdempotentRequest | None = None, user: str = UNKNOWN_USER,
     ) -> list[JobRecord]:
         """Submit jobs all or nothing, in one store transaction.
 
@@ -116,7 +121,7 @@ class JobService:
                         raise Conflict(f"the batch names job {spec.name!r} twice",
                                        field="name", fix="give every job its own name")
                     seen.add(spec.name)
-                    record, event = self._new_job(spec, now)
+                    record, event = self._new_job(spec, now, user)
                     self._check_pending_room(record.cluster_queue, pending)
                 except PhalanxError as exc:
                     if not batch:
@@ -165,7 +170,7 @@ class JobService:
             )
         pending[cluster_queue] = held + 1
 
-    def _new_job(self, spec: JobSpec, now: float) -> tuple[JobRecord, JobEvent]:
+    def _new_job(self, spec: JobSpec, now: float, user: str) -> tuple[JobRecord, JobEvent]:
         """The record and first event of a job, once it is known to be admissible ever."""
         config = self.state.config
         cq = config.cluster_queue_for(spec.queue)
@@ -176,6 +181,7 @@ class JobService:
             name=spec.name, spec=spec, queue=spec.queue, cluster_queue=cq.name,
             priority=priority, submitted_at=now, queued_at=now,
             pending_code="Queued", pending_message="waiting for the next scheduling cycle",
+            user=user,
         )
         event = JobEvent(job=spec.name, time=now, reason="Submitted",
                          message=f"queued in {spec.queue} (ClusterQueue {cq.name})")
@@ -188,19 +194,70 @@ class JobService:
             if record is None:
                 finished = state.saving.get(name)
                 return finished.model_copy() if finished else self.store.get_job(name)
-            if not record.cancel_requested:
-                record.cancel_requested = True
-                state.event(record, "CancelRequested", "cancelled by the user")
-                if record.status is JobStatus.QUEUED:
-                    state.scheduler.remove(name)
-                    state.backoff.pop(name, None)
-                    state.finish(record, JobStatus.CANCELLED, "cancelled before it ran")
-                else:
-                    state.begin_stop(record, CANCELLED, "cancelled by the user")
+            self._cancel_locked(record)
             copy = record.model_copy()
         state.persist()
         state.wake.set()  # the loop sends the stop to the plane
         return copy
+
+    def cancel_matching(self, where: JobFilter) -> list[JobRecord]:
+        """Cancel every live job ``where`` matches, in one store write; copies of them.
+
+        Live jobs are all in memory, so this reads no store and holds the lock for one pass
+        over them; finished jobs that match are left as they are.
+        """
+        state = self.state
+        with state.lock:
+            matched = [r for r in state.jobs.values() if where.matches(r)]
+            for record in matched:
+                self._cancel_locked(record)
+            copies = [record.model_copy() for record in matched]
+        state.persist()
+        state.wake.set()
+        return copies
+
+    def _cancel_locked(self, record: JobRecord) -> None:
+        state = self.state
+        if record.cancel_requested:
+            return
+        record.cancel_requested = True
+        state.event(record, "CancelRequested", "cancelled by the user")
+        if record.status is JobStatus.QUEUED:
+            state.scheduler.remove(record.name)
+            state.backoff.pop(record.name, None)
+            state.finish(record, JobStatus.CANCELLED, "cancelled before it ran")
+        else:
+            state.begin_stop(record, CANCELLED, "cancelled by the user")
+
+    def delete_job(self, name: str) -> JobRecord:
+        """Delete a finished job, its events and its logs; its name is free again.
+
+        A live job is refused (Conflict): its pods would outlive its record.
+        """
+        with self.state.lock:
+            live = self.state.jobs.get(name) or self.state.saving.get(name)
+            if live is not None:
+                raise Conflict(
+                    f"job {name!r} is {live.status.value}; only finished jobs are deleted",
+                    field="name", fix=f"cancel it first (`phalanx cancel {name} --wait`), "
+                    "then delete it",
+                )
+        record = self.store.get_job(name)
+        # Logs first: while the record stands the name stays taken, so no new job of that
+        # name can be writing the logs being removed.
+        if self.logs is not None:
+            self.logs.delete(name)
+        if not self.store.delete_finished_jobs([name]):
+            raise NotFound(f"job {name!r} does not exist", field="name",
+                           fix="check the name with `phalanx jobs`")
+        return record
+
+    def delete_finished(self, names: list[str]) -> list[str]:
+        """Delete the finished jobs among ``names`` and their logs (the TTL's batches)."""
+        if self.logs is not None:
+            for name in names:
+                self.logs.delete(name)
+        return self.store.delete_finished_jobs(names)
 
     def apply_config(self, objects: list[ConfigObject]) -> list[dict[str, str]]:
         state = self.state
@@ -219,6 +276,57 @@ class JobService:
                 state.scheduler.set_config(new)
         state.wake.set()
         return actions
+
+    def delete_config(self, refs: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        """Remove flavors, cohorts, queues and priority classes, all or nothing.
+
+        Refused (Conflict, naming what holds it) while another object left behind names one,
+        or while live jobs use a LocalQueue, a ClusterQueue or a priority class.
+        """
+        state = self.state
+        unique = list(dict.fromkeys(refs))
+        with self._config_lock:
+            with state.lock:
+                old_config = state.config
+            new = old_config.without(unique)
+            # Checked, stored and set under one hold of the lock, so no job can be submitted
+            # to a queue between the check that it has none and its removal. The write is
+            # one small row; deletions are rare.
+            with state.lock:
+                for kind, name in unique:
+                    self._refuse_if_jobs_use(kind, name)
+                self.store.save_config(new)
+                state.config = new
+                state.scheduler.set_config(new)
+        state.wake.set()
+        return unique
+
+    def _refuse_if_jobs_use(self, kind: str, name: str) -> None:
+        """Conflict if live jobs use the object (lock held)."""
+        if kind == "PriorityClass" and name == "default":
+            raise Conflict(
+                "PriorityClass default is the priority of every job that names none",
+                field=f"{kind} {name}", fix="keep it; change its value with `phalanx apply`",
+            )
+        uses = {
+            "LocalQueue": lambda r: r.queue == name,
+            "ClusterQueue": lambda r: r.cluster_queue == name,
+            "PriorityClass": lambda r: r.spec.priority == name,
+        }.get(kind)
+        if uses is None:
+            return
+        users = sorted(r.name for r in self.state.jobs.values() if uses(r))
+        if users:
+            shown = ", ".join(users[:_NAMES_SHOWN])
+            more = f" and {len(users) - _NAMES_SHOWN} more" if len(users) > _NAMES_SHOWN else ""
+            how = (f"`phalanx cancel --queue {name}`" if kind == "LocalQueue"
+                   else "`phalanx cancel`")
+            raise Conflict(
+                f"{kind} {name} is in use by {len(users)} live job(s): {shown}{more}; "
+                "nothing was deleted",
+                field=f"{kind} {name}",
+                fix=f"cancel them ({how}) or let them finish, then delete it",
+            )
 
     # ------------------------------------------------------------------ reads
     def get(self, name: str) -> JobRecord:
@@ -244,6 +352,14 @@ class JobService:
         records = self.store.list_jobs(statuses=statuses, queue=queue, limit=limit)
         live = self.live(r.name for r in records)
         return [live.get(r.name) or r for r in records]
+
+    def page_jobs(
+        self, where: JobFilter, *, limit: int | None = None, after: str | None = None,
+    ) -> JobPage:
+        """A page of jobs, newest first, live ones as they are this moment."""
+        page = self.store.page_jobs(where, limit=limit, after=after)
+        live = self.live(r.name for r in page.items)
+        return JobPage([live.get(r.name) or r for r in page.items], page.next, page.remaining)
 
     def _view(self, record: JobRecord) -> JobRecord:
         """A copy of a live record; a queued job's reason is the scheduler's of this moment.

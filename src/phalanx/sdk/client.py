@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import getpass
+import re
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -31,9 +33,12 @@ from phalanx.errors import (
 from phalanx.sdk.config import Endpoint, resolve_endpoint
 from phalanx.sdk.documents import to_config_documents, to_job_spec
 from phalanx.spec.api import (
+    USER_HEADER,
     AppliedObject,
     ConfigApplied,
+    ConfigDeleted,
     ConfigDocuments,
+    DeletedObject,
     DrainRequest,
     EventList,
     JobList,
@@ -97,6 +102,26 @@ def _since_param(since: str | timedelta | datetime) -> str:
     return since
 
 
+# Pages ``list`` asks for when it gathers every job: big enough to be few requests,
+# small enough that no answer is huge.
+LIST_PAGE = 1000
+_USER_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._@+-]{0,252}")
+
+
+def os_user() -> str | None:
+    """The OS user, sent as ``X-Phalanx-User`` (informational until the API authenticates
+    users); None when it cannot be told or is not a plain name."""
+    try:
+        name = getpass.getuser()
+    except Exception:  # no passwd entry, no USER variable: send nothing
+        return None
+    return name if _USER_NAME.fullmatch(name) else None
+
+
+def _selector_params(labels: Mapping[str, str] | None) -> builtins.list[tuple[str, str]]:
+    return [("label", f"{k}={v}") for k, v in (labels or {}).items()]
+
+
 def _job_path(name: str, *rest: str) -> str:
     return "/".join(["/v1/jobs", quote(name, safe=""), *rest])
 
@@ -144,6 +169,8 @@ class Client:
         self.endpoint: Endpoint = resolve_endpoint(url, token, home)
         self.timeout = timeout
         headers = {"Accept": "application/json"}
+        if (user := os_user()) is not None:
+            headers[USER_HEADER] = user
         if self.endpoint.token:
             headers["Authorization"] = f"Bearer {self.endpoint.token}"
         self._http = httpx.Client(base_url=self.endpoint.url, headers=headers, timeout=timeout)
@@ -260,14 +287,46 @@ class Client:
         status: JobStatus | str | Iterable[JobStatus | str] | None = None,
         queue: str | None = None,
         limit: int | None = None,
+        *,
+        user: str | None = None,
+        labels: Mapping[str, str] | None = None,
     ) -> builtins.list[JobRecord]:
-        """Jobs, oldest submission first, optionally filtered by status and LocalQueue."""
+        """Jobs, newest submission first, filtered by status, LocalQueue, user and labels
+        (all that are given); the first ``limit`` of them, or all, fetched page by page."""
+        if limit is not None:
+            return self.list_page(status, queue, limit, user=user, labels=labels).items
+        records: builtins.list[JobRecord] = []
+        token: str | None = None
+        while True:
+            page = self.list_page(status, queue, LIST_PAGE, user=user, labels=labels,
+                                  continue_token=token)
+            records += page.items
+            token = page.continue_token
+            if token is None:
+                return records
+
+    def list_page(
+        self,
+        status: JobStatus | str | Iterable[JobStatus | str] | None = None,
+        queue: str | None = None,
+        limit: int = 50,
+        *,
+        user: str | None = None,
+        labels: Mapping[str, str] | None = None,
+        continue_token: str | None = None,
+    ) -> JobList:
+        """One page of jobs, newest first: ``items``, ``remaining_item_count`` (how many
+        follow) and ``continue_token`` (pass it back for the next page; None on the last)."""
         params: builtins.list[tuple[str, str]] = [("status", s) for s in _status_params(status)]
         if queue is not None:
             params.append(("queue", queue))
-        if limit is not None:
-            params.append(("limit", str(limit)))
-        return self._request(JobList, "GET", "/v1/jobs", params=params).items
+        if user is not None:
+            params.append(("user", user))
+        params += _selector_params(labels)
+        params.append(("limit", str(limit)))
+        if continue_token is not None:
+            params.append(("continue", continue_token))
+        return self._request(JobList, "GET", "/v1/jobs", params=params)
 
     def wait(
         self,
@@ -329,6 +388,23 @@ class Client:
         """Cancel a job (a no-op for a finished one); its pods are stopped."""
         return self._request(JobRecord, "POST", _job_path(name, "cancel"))
 
+    def cancel_matching(
+        self, *, queue: str | None = None, labels: Mapping[str, str] | None = None,
+        user: str | None = None,
+    ) -> builtins.list[JobRecord]:
+        """Cancel every live job in ``queue`` with ``labels`` submitted by ``user`` (all that
+        are given; at least one); returns the jobs cancelled."""
+        body: dict[str, Any] = {"labels": dict(labels or {})}
+        if queue is not None:
+            body["queue"] = queue
+        if user is not None:
+            body["user"] = user
+        return self._request(JobList, "POST", "/v1/jobs:cancel", json=body).items
+
+    def delete_job(self, name: str) -> JobRecord:
+        """Delete a finished job with its events and logs (Conflict for a live one)."""
+        return self._request(JobRecord, "DELETE", _job_path(name))
+
     def events(self, name: str) -> builtins.list[JobEvent]:
         return self._request(EventList, "GET", _job_path(name, "events")).items
 
@@ -368,6 +444,22 @@ class Client:
         return self._request(
             ConfigApplied, "POST", "/v1/config/apply", json={"documents": docs}
         ).applied
+
+    def delete(
+        self, documents: Sequence[Mapping[str, Any]] | str | Path,
+    ) -> builtins.list[DeletedObject]:
+        """Delete the flavors, cohorts, queues and priority classes the documents name (a
+        YAML file, as applied), all or nothing; refused while any is in use."""
+        docs = to_config_documents(documents)
+        refs = [{"kind": d["kind"], "name": d["name"]} for d in docs]
+        return self._request(
+            ConfigDeleted, "POST", "/v1/config/delete", json={"documents": refs}
+        ).deleted
+
+    def delete_object(self, kind: str, name: str) -> builtins.list[DeletedObject]:
+        """Delete one config object (kind as kubectl takes it: clusterqueue, cq, ...)."""
+        path = f"/v1/config/{quote(kind, safe='')}/{quote(name, safe='')}"
+        return self._request(ConfigDeleted, "DELETE", path).deleted
 
     def config(self) -> builtins.list[ConfigObject]:
         """The current queue configuration: flavors, cohorts, queues and priority classes."""

@@ -20,6 +20,7 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from phalanx.control import Controller, NodeOverview
 from phalanx.errors import (
@@ -45,17 +46,22 @@ from phalanx.server.logstream import (
 )
 from phalanx.server.redaction import ADMIN, SecretEnvRule, Viewer, job_as_seen_by, jobs_as_seen_by
 from phalanx.spec.api import (
+    USER_HEADER,
     AppliedObject,
     ClusterQueueView,
     CohortView,
     ConfigApplied,
+    ConfigDeleted,
     ConfigDocuments,
+    ConfigRefs,
+    DeletedObject,
     DrainRequest,
     ErrorResponse,
     EventList,
     Health,
     JobBatch,
     JobList,
+    JobSelector,
     LocalQueueView,
     NodeDrained,
     NodeList,
@@ -64,12 +70,15 @@ from phalanx.spec.api import (
     ResourceUsageView,
     ServerStatus,
     VersionInfo,
+    check_user,
     parse_job,
 )
 from phalanx.spec.base import spec_error_from_errors
+from phalanx.spec.config import config_kind
+from phalanx.spec.labels import merge_selectors
 from phalanx.spec.resources import JobSpec
 from phalanx.spec.status import JobDetail, JobRecord, JobStatus, PodInfo
-from phalanx.store import LogStore
+from phalanx.store import JobFilter, LogStore
 from phalanx.version import __version__
 
 log = logging.getLogger("phalanx.api")
@@ -86,8 +95,9 @@ def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
     words = {
         400: "The request is invalid; the error names the field and the fix",
         401: "Missing or wrong API token",
-        404: "No such job",
-        409: "The name is taken, or the Idempotency-Key came with another request",
+        404: "No such job or object",
+        409: "The name is taken, the object is in use, or the Idempotency-Key came with "
+             "another request",
         413: "The request body is larger than the control plane takes",
         429: "The queue holds as many pending jobs as its maxPendingJobs allows",
         500: "The control plane failed; it logged why",
@@ -101,6 +111,89 @@ _V1 = _errors(401)
 MAX_BODY_BYTES = 16 * 2**20  # the default of ``phalanx up --max-body-bytes``
 _STATUS_ERRORS: dict[int, type[PhalanxError]] = {400: SpecError, 401: AuthError,
                                                  404: NotFound, 409: Conflict}
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """A ``receive`` that gives ``body`` whole first, then whatever ``receive`` gives."""
+    given = False
+
+    async def replay() -> Message:
+        nonlocal given
+        if not given:
+            given = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
+
+
+class _Guard:
+    """Token check for ``/v1`` and the error envelope for failures no handler caught.
+
+    Plain ASGI rather than ``@app.middleware("http")``: Starlette's BaseHTTPMiddleware
+    runs every request in an extra task and copies its answer through a stream, which
+    cost about a sixth of the server's time per submission.
+    """
+
+    def __init__(self, app: ASGIApp, token: str, max_body_bytes: int) -> None:
+        self.app = app
+        self.token = token
+        self.max_body_bytes = max_body_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        if scope["path"].startswith("/v1/"):
+            header = next((v for k, v in scope["headers"] if k == b"authorization"), None)
+            if not token_matches(header.decode("latin-1") if header else None, self.token):
+                await _error(AuthError(
+                    "missing or wrong API token", field="Authorization",
+                    fix="send 'Authorization: Bearer <token>' with the token from "
+                    "$PHALANX_HOME/token",
+                ))(scope, receive, send)
+                return
+        too_large = PayloadTooLarge(
+            f"the request body is larger than {self.max_body_bytes} bytes", field="body",
+            fix="send less per request (split a batch into several), or start the control "
+                "plane with a larger --max-body-bytes",
+        )
+        declared = next((v for k, v in scope["headers"] if k == b"content-length"), None)
+        if declared is not None and declared.isdigit() and int(declared) > self.max_body_bytes:
+            await _error(too_large)(scope, receive, send)
+            return
+        if declared is None and scope.get("method") in ("POST", "PUT", "PATCH"):
+            # A body sent without a declared length (chunked) is read here up to the cap,
+            # then handed to the route whole.
+            chunks, size, more = [], 0, True
+            while more:
+                message = await receive()
+                if message["type"] != "http.request":
+                    return  # the client went away
+                chunk = message.get("body", b"")
+                size += len(chunk)
+                if size > self.max_body_bytes:
+                    await _error(too_large)(scope, receive, send)
+                    return
+                chunks.append(chunk)
+                more = message.get("more_body", False)
+            receive = _replay(b"".join(chunks), receive)
+        started = False
+
+        async def watch(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watch)
+        except Exception:
+            # The client gets the envelope; the traceback stays in the server's log.
+            log.exception("%s %s failed", scope.get("method"), scope["path"])
+            if not started:
+                await _error(InternalError(
+                    "the control plane failed to answer", fix="see the control plane's log",
+                ))(scope, receive, send)
 
 
 def viewer_of(request: Request) -> Viewer:
@@ -128,27 +221,7 @@ def create_app(
     # looks at the same body again so the error names the field and the fix as before.
     parsers: dict[str, Callable[[object], object]] = {}
 
-    @app.middleware("http")
-    async def authenticate(request: Request, call_next: Any) -> Response:
-        if request.url.path.startswith("/v1/") and not token_matches(
-            request.headers.get("authorization"), token
-        ):
-            return _error(AuthError(
-                "missing or wrong API token", field="Authorization",
-                fix="send 'Authorization: Bearer <token>' with the token from $PHALANX_HOME/token",
-            ))
-        too_large = await _body_too_large(request, max_body_bytes)
-        if too_large is not None:
-            return _error(too_large)
-        try:
-            response: Response = await call_next(request)
-        except Exception:
-            # The client gets the envelope; the traceback stays in the server's log.
-            log.exception("%s %s failed", request.method, request.url.path)
-            return _error(InternalError(
-                "the control plane failed to answer", fix="see the control plane's log",
-            ))
-        return response
+    app.add_middleware(_Guard, token=token, max_body_bytes=max_body_bytes)
 
     @app.exception_handler(PhalanxError)
     async def phalanx_error(request: Request, exc: PhalanxError) -> JSONResponse:
@@ -211,15 +284,23 @@ def create_app(
         )
 
     # ------------------------------------------------------------------ jobs
+    submitter = Header(
+        None, alias=USER_HEADER,
+        description="Who submits (the client's OS user); informational until the API "
+        "authenticates users, 'unknown' when absent",
+    )
+
     @app.post("/v1/jobs", status_code=201, responses={
         200: {"model": JobRecord, "description": _REPLAYED}, **_errors(400, 401, 409, 413, 429)})
     def submit(spec: JobSpec, request: Request, response: Response,
-               idempotency_key: str | None = _IDEMPOTENCY_HEADER) -> JobRecord:
+               idempotency_key: str | None = _IDEMPOTENCY_HEADER,
+               user: str | None = submitter) -> JobRecord:
         """Submit a job. With an Idempotency-Key, a retry gets the first answer back."""
         if idempotency_key is None:
-            record = service.submit(spec)
+            record = service.submit(spec, user=check_user(user))
         else:
-            records, replayed = service.submit_keyed([spec], batch=False, key=idempotency_key)
+            records, replayed = service.submit_keyed([spec], batch=False, key=idempotency_key,
+                                                     user=check_user(user))
             if replayed:
                 response.status_code = 200
             record = records[0]
@@ -230,12 +311,14 @@ def create_app(
     @app.post("/v1/jobs:batch", status_code=201, responses={
         200: {"model": JobList, "description": _REPLAYED}, **_errors(400, 401, 409, 413, 429)})
     def submit_batch(batch: JobBatch, request: Request, response: Response,
-                     idempotency_key: str | None = _IDEMPOTENCY_HEADER) -> JobList:
+                     idempotency_key: str | None = _IDEMPOTENCY_HEADER,
+                     user: str | None = submitter) -> JobList:
         """Submit several jobs at once, all or nothing (one store transaction)."""
         if idempotency_key is None:
-            records = service.submit_many(batch.items)
+            records = service.submit_many(batch.items, user=check_user(user))
         else:
-            records, replayed = service.submit_keyed(batch.items, batch=True, key=idempotency_key)
+            records, replayed = service.submit_keyed(batch.items, batch=True, key=idempotency_key,
+                                                     user=check_user(user))
             if replayed:
                 response.status_code = 200
         return JobList(items=jobs_as_seen_by(records, viewer_of(request), secret_env))
@@ -247,10 +330,36 @@ def create_app(
         request: Request,
         status: list[JobStatus] | None = Query(None),
         queue: str | None = None,
+        user: str | None = Query(None, description="Who submitted the jobs"),
+        label: list[str] | None = Query(
+            None, description="Label selector, key=value[,key=value...] (all must match)"),
         limit: int | None = Query(None, ge=1, le=MAX_LIMIT),
+        continue_token: str | None = Query(
+            None, alias="continue", description="The continue token of the previous page"),
     ) -> JobList:
-        records = service.list_jobs(statuses=status, queue=queue, limit=limit)
-        return JobList(items=jobs_as_seen_by(records, viewer_of(request), secret_env))
+        """Jobs, newest submission first; with ``limit``, a page and how many follow."""
+        where = JobFilter(statuses=status, queue=queue, user=user,
+                          labels=merge_selectors(label))
+        page = service.page_jobs(where, limit=limit, after=continue_token)
+        return JobList(items=jobs_as_seen_by(page.items, viewer_of(request), secret_env),
+                       continue_token=page.next,
+                       remaining_item_count=page.remaining if limit is not None else None)
+
+    @app.post("/v1/jobs:cancel", responses=_errors(400, 401))
+    def cancel_matching(selector: JobSelector) -> JobList:
+        """Cancel every live job the selector matches (queue, labels, user: all that are
+        given); answers the jobs cancelled."""
+        if selector.queue is None and selector.user is None and not selector.labels:
+            raise SpecError("selects no jobs", field="selector",
+                            fix="give a queue, labels or a user (or several)")
+        where = JobFilter(queue=selector.queue, user=selector.user, labels=selector.labels)
+        return JobList(items=jobs_as_seen_by(service.cancel_matching(where),
+                                             ADMIN, secret_env))
+
+    @app.delete("/v1/jobs/{name}", responses=_errors(401, 404, 409))
+    def delete_job(name: str) -> JobRecord:
+        """Delete a finished job with its events and logs; its name is free again."""
+        return job_as_seen_by(service.delete_job(name), ADMIN, secret_env)
 
     @app.get("/v1/jobs/{name}", responses=_errors(401, 404))
     def describe(name: str, request: Request) -> JobDetail:
@@ -383,6 +492,20 @@ def create_app(
 
     parsers["/v1/config/apply"] = ConfigDocuments.parse
 
+    @app.post("/v1/config/delete", responses=_errors(400, 401, 404, 409))
+    def delete_config(body: ConfigRefs) -> ConfigDeleted:
+        """Delete flavors, cohorts, queues and priority classes, all or nothing; refused
+        while another object or a live job uses one."""
+        deleted = service.delete_config([(ref.kind, ref.name) for ref in body.documents])
+        return ConfigDeleted(deleted=[DeletedObject(kind=k, name=n) for k, n in deleted])
+
+    @app.delete("/v1/config/{kind}/{name}", responses=_errors(400, 401, 404, 409))
+    def delete_config_object(kind: str, name: str) -> ConfigDeleted:
+        """Delete one object (kind: clusterqueue, localqueue, cohort, resourceflavor,
+        priorityclass, any case); refused while in use."""
+        deleted = service.delete_config([(config_kind(kind), name)])
+        return ConfigDeleted(deleted=[DeletedObject(kind=k, name=n) for k, n in deleted])
+
     @app.get("/v1/config", responses=_V1)
     def config() -> ConfigDocuments:
         return ConfigDocuments(documents=service.config().objects())
@@ -397,29 +520,6 @@ _IDEMPOTENCY_HEADER = Header(
     description="A key of the client's choosing (a UUID); a retry with the same key and "
                 "request submits nothing and answers the first request's jobs (200)",
 )
-
-
-async def _body_too_large(request: Request, limit: int) -> PayloadTooLarge | None:
-    """Whether the body is over ``limit`` bytes; a body without a declared length is read
-    up to the limit only, and kept for the route."""
-    error = PayloadTooLarge(
-        f"the request body is larger than {limit} bytes", field="body",
-        fix="send less per request (split a batch into several), or start the control "
-            "plane with a larger --max-body-bytes",
-    )
-    declared = request.headers.get("content-length")
-    if declared is not None:
-        return error if declared.isdigit() and int(declared) > limit else None
-    if request.method not in ("POST", "PUT", "PATCH"):
-        return None
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            return error
-        chunks.append(chunk)
-    request._body = b"".join(chunks)  # the route reads it from here
-    return None
 
 
 _WHERE = ("body", "query", "path", "header", "cookie")

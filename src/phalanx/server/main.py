@@ -120,12 +120,15 @@ def serve(
     node_lost_grace: float | None = None,
     max_pods: int | None = None,
     max_body_bytes: int = MAX_BODY_BYTES,
+    finished_ttl: float | None = None,
 ) -> None:
     """Run the control plane in the foreground until SIGINT or SIGTERM.
 
     ``run_as_user`` is whom the local plane's pods run as (see
     ``compute/local/users.py``); ``secret_env`` adds names or glob patterns of env
-    variables whose values API answers redact (see ``server/redaction.py``).
+    variables whose values API answers redact (see ``server/redaction.py``);
+    ``finished_ttl``: seconds after which finished jobs and their logs are deleted (None or
+    0: kept for ever).
 
     Everything it creates in the state directory is owner-only (umask 077 while it
     runs); an existing state directory with looser modes is tightened, and said so.
@@ -136,6 +139,7 @@ def serve(
             phalanx_home(home).resolve(), host, port, db, compute, nodes_file, grace_seconds,
             kubeconfig, namespace, default_image, run_as_user, tuple(secret_env),
             health_interval, site_checks, node_lost_grace, max_pods, max_body_bytes,
+            finished_ttl,
         )
     finally:
         os.umask(previous_umask)
@@ -159,6 +163,7 @@ def _serve(
     node_lost_grace: float | None,
     max_pods: int | None,
     max_body_bytes: int,
+    finished_ttl: float | None,
 ) -> None:
     make_private_dir(home)
     lock = os.fdopen(open_private(home / "server.lock", os.O_WRONLY), "w")
@@ -183,8 +188,9 @@ def _serve(
     store = Store.for_home(home, db)
     plane = make_plane(compute, home, nodes_file, kubeconfig, namespace, default_image,
                        run_as_user, health_interval, site_checks, node_lost_grace, max_pods)
-    controller = Controller(store, plane, grace_seconds=grace_seconds)
     logs = LogStore.for_home(home)
+    controller = Controller(store, plane, grace_seconds=grace_seconds, logs=logs,
+                            finished_ttl=finished_ttl)
     db_label = redact_url(db) if db else "sqlite"
     app = create_app(controller, token, logs, db_label=db_label,
                      secrets=SecretEnvRule(extra=secret_env), max_body_bytes=max_body_bytes,

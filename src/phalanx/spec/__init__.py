@@ -6,6 +6,7 @@ from phalanx.spec.config import (
     QueueConfig,
     load_config_yaml,
     load_job_yaml,
+    load_jobs_yaml,
     parse_config_documents,
 )
 from phalanx.spec.quantity import (
@@ -76,6 +77,7 @@ __all__ = [
     "format_quantity",
     "load_config_yaml",
     "load_job_yaml",
+    "load_jobs_yaml",
     "parse_config_documents",
     "parse_duration",
     "parse_quantity",

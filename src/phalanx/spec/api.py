@@ -7,13 +7,15 @@ so ``/openapi.json`` describes exactly what goes over the wire.
 from __future__ import annotations
 
 import math
+import re
 from typing import Annotated, Literal
 
-from pydantic import Field, PlainSerializer, WithJsonSchema
+from pydantic import AfterValidator, ConfigDict, Field, PlainSerializer, WithJsonSchema
 
 from phalanx.errors import SpecError
 from phalanx.spec.base import Model, Quantity, validate
-from phalanx.spec.config import parse_config_documents
+from phalanx.spec.config import CONFIG_KINDS, parse_config_documents
+from phalanx.spec.labels import check_labels
 from phalanx.spec.resources import (
     ClusterQueue,
     Cohort,
@@ -68,6 +70,42 @@ class ServerStatus(Model):
 # --------------------------------------------------------------------------- jobs
 class JobList(Model):
     items: list[JobRecord]
+    continue_token: str | None = Field(
+        default=None, alias="continue",
+        description="Pass as ``continue`` to get the next page; absent on the last page",
+    )
+    remaining_item_count: int | None = Field(
+        default=None, description="How many jobs match after this page (with ``limit``)",
+    )
+
+
+# Who submits, as the client says (``X-Phalanx-User``): informational until the API
+# authenticates users, so it is only checked to be a plain name.
+USER_HEADER = "X-Phalanx-User"
+UNKNOWN_USER = "unknown"
+_USER = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._@+-]{0,252}")
+
+
+def check_user(value: str | None) -> str:
+    """The submitting user a request names, or ``unknown``; a SpecError if it is no name."""
+    if value is None or value == "":
+        return UNKNOWN_USER
+    if not _USER.fullmatch(value):
+        raise SpecError(
+            f"{value!r} is not a user name", field=USER_HEADER,
+            fix="send at most 253 letters, digits, '.', '_', '@', '+' or '-', or leave "
+            "the header out",
+        )
+    return value
+
+
+class JobSelector(Model):
+    """Which live jobs a bulk cancel is about: every given part must match."""
+
+    queue: str | None = Field(default=None, description="LocalQueue")
+    labels: Annotated[dict[str, str], AfterValidator(check_labels)] = Field(
+        default_factory=dict, description="Labels the jobs carry (all of them)")
+    user: str | None = Field(default=None, description="Who submitted them")
 
 
 class EventList(Model):
@@ -207,6 +245,34 @@ class ConfigDocuments(Model):
             raise SpecError("unknown field", field=extra[0],
                             fix="remove it; the body holds only documents")
         return cls(documents=objects)
+
+
+class ConfigRef(Model):
+    """An object to delete: its kind and name (other fields, as in an applied file, are
+    ignored)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    kind: Literal["ResourceFlavor", "Cohort", "ClusterQueue", "LocalQueue", "PriorityClass"]
+    name: str
+
+
+assert set(CONFIG_KINDS) == set(ConfigRef.model_fields["kind"].annotation.__args__)  # type: ignore[union-attr]
+
+
+class ConfigRefs(Model):
+    """What ``POST /v1/config/delete`` takes: the documents of the objects to delete."""
+
+    documents: list[ConfigRef] = Field(min_length=1)
+
+
+class DeletedObject(Model):
+    kind: str
+    name: str
+
+
+class ConfigDeleted(Model):
+    deleted: list[DeletedObject]
 
 
 class AppliedObject(Model):

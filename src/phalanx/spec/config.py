@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 from pydantic import Field
 
-from phalanx.errors import SpecError
+from phalanx.errors import Conflict, NotFound, SpecError
 from phalanx.spec.base import Model, validate
 from phalanx.spec.quantity import format_quantity
 from phalanx.spec.resources import (
@@ -44,6 +44,28 @@ CONFIG_KINDS: dict[str, type[Model]] = {
 }
 
 
+# What `phalanx delete KIND NAME` and ``DELETE /v1/config/{kind}/{name}`` accept for a kind,
+# as kubectl does: any case, singular or plural, or a short name.
+_KIND_NAMES = {
+    **{kind.lower(): kind for kind in CONFIG_KINDS},
+    **{kind.lower() + ("es" if kind.endswith("s") else "s"): kind for kind in CONFIG_KINDS},
+    "flavor": "ResourceFlavor", "flavors": "ResourceFlavor", "rf": "ResourceFlavor",
+    "cq": "ClusterQueue", "lq": "LocalQueue", "queue": "LocalQueue", "queues": "LocalQueue",
+    "pc": "PriorityClass",
+}
+
+
+def config_kind(text: str, field: str = "kind") -> str:
+    """The config kind ``text`` names (``clusterqueue``, ``cq``, ``ClusterQueues``...)."""
+    kind = _KIND_NAMES.get(text.lower())
+    if kind is None:
+        raise SpecError(
+            f"unknown kind {text!r}", field=field,
+            fix=f"use one of {', '.join(k.lower() for k in CONFIG_KINDS)} (or job)",
+        )
+    return kind
+
+
 class QueueConfig(Model):
     flavors: dict[str, ResourceFlavor] = Field(default_factory=dict)
     cohorts: dict[str, Cohort] = Field(default_factory=dict)
@@ -68,6 +90,54 @@ class QueueConfig(Model):
         new = self.model_copy(deep=True)
         for obj in objects:
             new._table(obj.kind)[obj.name] = obj
+        new.check()
+        return new
+
+    def without(self, refs: Iterable[tuple[str, str]]) -> QueueConfig:
+        """A new config without the objects ``refs`` names (kind, name), all or none.
+
+        NotFound names an object that does not exist; Conflict names an object that one left
+        behind still names (a flavor a ClusterQueue or Cohort uses, a cohort with member
+        queues or child cohorts, a ClusterQueue a LocalQueue points at). Objects removed
+        together may name each other.
+        """
+        new = self.model_copy(deep=True)
+        for kind, name in refs:
+            if name not in new._table(kind) and name not in self._table(kind):
+                raise NotFound(f"{kind} {name!r} does not exist", field=f"{kind} {name}",
+                               fix="check the name with `phalanx config`")
+            new._table(kind).pop(name, None)
+        users = {
+            "ResourceFlavor": {
+                flavor: [f"ClusterQueue {cq.name}" for cq in new.cluster_queues.values()
+                         if any(f.name == flavor for g in cq.resource_groups
+                                for f in g.flavors)]
+                + [f"Cohort {c.name}" for c in new.cohorts.values()
+                   if any(f.name == flavor for g in c.resource_groups for f in g.flavors)]
+                for flavor in self.flavors.keys() - new.flavors.keys()
+            },
+            "Cohort": {
+                cohort: [f"ClusterQueue {cq.name}" for cq in new.cluster_queues.values()
+                         if cq.cohort == cohort]
+                + [f"Cohort {c.name}" for c in new.cohorts.values() if c.parent == cohort]
+                for cohort in self.cohorts.keys() - new.cohorts.keys()
+            },
+            "ClusterQueue": {
+                cq: [f"LocalQueue {lq.name}" for lq in new.local_queues.values()
+                     if lq.cluster_queue == cq]
+                for cq in self.cluster_queues.keys() - new.cluster_queues.keys()
+            },
+        }
+        for kind, by_name in users.items():
+            for name, named_by in sorted(by_name.items()):
+                if named_by:
+                    raise Conflict(
+                        f"{kind} {name} is in use: {', '.join(sorted(named_by))} "
+                        f"name{'s' if len(named_by) == 1 else ''} it; nothing was deleted",
+                        field=f"{kind} {name}",
+                        fix=f"delete or change {', '.join(sorted(named_by))} first, "
+                        "or delete them in the same request",
+                    )
         new.check()
         return new
 
@@ -202,7 +272,9 @@ class QueueConfig(Model):
 def yaml_documents(text: str, source: str) -> list[Any]:
     """The non-empty documents of a YAML text; a syntax error names its line and column."""
     try:
-        return [d for d in yaml.safe_load_all(text) if d is not None]
+        # libyaml's parser when PyYAML has it: a file of thousands of jobs loads in a fraction
+        # of the time the pure-Python one takes, with the same safe types.
+        return [d for d in yaml.load_all(text, Loader=_SAFE_LOADER) if d is not None]
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -210,6 +282,9 @@ def yaml_documents(text: str, source: str) -> list[Any]:
         raise SpecError(
             f"is not valid YAML{where}: {problem}", field=source, fix="fix the YAML syntax"
         ) from None
+
+
+_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def _load_yaml_documents(text: str, source: str) -> list[Any]:
@@ -255,3 +330,10 @@ def load_job_yaml(text: str, source: str = "job") -> JobSpec:
             f"holds {len(docs)} documents", field=source, fix="put one job in each file"
         )
     return validate(JobSpec, docs[0])
+
+
+def load_jobs_yaml(text: str, source: str = "jobs") -> list[JobSpec]:
+    """Every job of a YAML text of one or more documents; an error names the document's
+    index and field (``jobs.yaml[3].podSets[0].replicas``)."""
+    docs = _load_yaml_documents(text, source)
+    return [validate(JobSpec, doc, prefix=f"{source}[{i}]") for i, doc in enumerate(docs)]

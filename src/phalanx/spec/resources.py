@@ -10,6 +10,7 @@ from enum import StrEnum
 from typing import Annotated, Literal
 
 from pydantic import (
+    AfterValidator,
     BeforeValidator,
     Field,
     ValidationInfo,
@@ -19,6 +20,7 @@ from pydantic import (
 )
 
 from phalanx.spec.base import Duration, Model, Name, Quantity
+from phalanx.spec.labels import check_labels
 
 GPU = "nvidia.com/gpu"
 
@@ -347,7 +349,10 @@ class JobSpec(Model):
     restart: RestartPolicy = Field(default_factory=RestartPolicy)
     topology: TopologyConstraint | None = None
     pod_sets: list[PodSet] = Field(min_length=1)
-    labels: dict[str, str] = Field(default_factory=dict)
+    labels: Annotated[dict[str, str], AfterValidator(check_labels)] = Field(
+        default_factory=dict,
+        description="Kubernetes-style labels; lists and bulk cancels select jobs by them",
+    )
 
     @model_validator(mode="after")
     def _unique_pod_sets(self) -> JobSpec:

@@ -110,6 +110,9 @@ class JobRecord(Model):
     # DeadlineExceeded, ...); kept so a restarted control plane finishes the job's stop.
     stop_reason: StopRequest | None = None
     preemptions: int = 0
+    # Who submitted the job, as the client said (X-Phalanx-User). Informational only until
+    # the API authenticates users: any client may send any name.
+    user: str = "unknown"
 
 
 class JobEvent(Model):

@@ -3,9 +3,16 @@
 from phalanx.store.engine import default_url, parse_url
 from phalanx.store.logs import LogStore
 from phalanx.store.migrate import current_revision, head_revision
-from phalanx.store.store import IdempotentRequest, Store
+from phalanx.store.store import IdempotentRequest, JobFilter, JobPage, Store
 
 __all__ = [
-    "IdempotentRequest", "LogStore", "Store", "current_revision", "default_url", "head_revision",
+    "IdempotentRequest",
+    "JobFilter",
+    "JobPage",
+    "LogStore",
+    "Store",
+    "current_revision",
+    "default_url",
+    "head_revision",
     "parse_url",
 ]

@@ -39,7 +39,13 @@ def job_row(record: JobRecord) -> dict[str, Any]:
         "submitted_at": record.submitted_at,
         "finished_at": record.finished_at,
         "record": record.to_dict(),
+        "user_name": record.user,
     }
+
+
+def label_rows(record: JobRecord) -> list[dict[str, Any]]:
+    return [{"job": record.name, "key": key, "value": value}
+            for key, value in record.spec.labels.items()]
 
 
 def job_from_row(row: Mapping[Any, Any]) -> JobRecord:

@@ -7,22 +7,35 @@ batches (``save_jobs``): one transaction and one executemany per table per cycle
 
 from __future__ import annotations
 
+import base64
+import binascii
 import contextlib
+import json
 import threading
 import time
-from collections.abc import Collection, Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Collection, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from sqlalchemy import Connection, Insert, func, insert, select
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    Insert,
+    Select,
+    delete,
+    func,
+    insert,
+    select,
+    tuple_,
+)
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from phalanx.errors import Conflict, InternalError, NotFound, ServerError, SpecError
 from phalanx.spec.config import QueueConfig
-from phalanx.spec.status import JobEvent, JobRecord, JobStatus
+from phalanx.spec.status import TERMINAL_STATUSES, JobEvent, JobRecord, JobStatus
 from phalanx.store import migrate
 from phalanx.store.engine import (
     WRITE_OPTION,
@@ -32,10 +45,62 @@ from phalanx.store.engine import (
     is_sqlite,
     parse_url,
 )
-from phalanx.store.rows import event_from_row, event_row, job_from_row, job_row, stored
-from phalanx.store.tables import idempotency_keys, job_events, jobs, queue_config
+from phalanx.store.rows import (
+    event_from_row,
+    event_row,
+    job_from_row,
+    job_row,
+    label_rows,
+    stored,
+)
+from phalanx.store.tables import idempotency_keys, job_events, job_labels, jobs, queue_config
 
 _CONFIG_ROW = 1
+_FINISHED = sorted(s.value for s in TERMINAL_STATUSES)
+CONTINUE_FIX = "pass the continue token of the previous page as it was given, or leave it out"
+
+
+@dataclass(frozen=True, slots=True)
+class JobFilter:
+    """Which jobs a list or bulk action is about; every given part must match."""
+
+    statuses: Collection[JobStatus] | None = None
+    queue: str | None = None
+    user: str | None = None
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+    def matches(self, record: JobRecord) -> bool:
+        return (
+            (self.statuses is None or record.status in self.statuses)
+            and (self.queue is None or record.queue == self.queue)
+            and (self.user is None or record.user == self.user)
+            and all(record.spec.labels.get(k) == v for k, v in self.labels.items())
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class JobPage:
+    """One page of a list, newest first; ``next`` continues it, ``remaining`` jobs follow."""
+
+    items: list[JobRecord]
+    next: str | None
+    remaining: int
+
+
+def _cursor(record_key: tuple[float, str]) -> str:
+    raw = json.dumps(list(record_key), separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _parse_cursor(token: str) -> tuple[float, str]:
+    try:
+        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+        submitted_at, name = json.loads(raw)
+        if isinstance(submitted_at, int | float) and isinstance(name, str):
+            return float(submitted_at), name
+    except (binascii.Error, ValueError, TypeError):
+        pass
+    raise SpecError("is not a continue token of this API", field="continue", fix=CONTINUE_FIX)
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +215,8 @@ class Store:
         try:
             with self._write() as connection:
                 connection.execute(insert(jobs), job_row(record))
+                if record.spec.labels:
+                    connection.execute(insert(job_labels), label_rows(record))
                 if event is not None:
                     connection.execute(insert(job_events), event_row(event))
                 self._insert_request(connection, request)
@@ -175,9 +242,12 @@ class Store:
         if not rows:
             return
         event_rows = [event_row(event) for event in events]
+        labels = [row for record in records for row in label_rows(record)]
         try:
             with self._write() as connection:
                 connection.execute(insert(jobs), rows)
+                if labels:
+                    connection.execute(insert(job_labels), labels)
                 if event_rows:
                     connection.execute(insert(job_events), event_rows)
                 self._insert_request(connection, request)
@@ -261,6 +331,73 @@ class Store:
         if newest_first:
             records.reverse()
         return records
+
+    def page_jobs(
+        self, where: JobFilter, *, limit: int | None = None, after: str | None = None,
+    ) -> JobPage:
+        """Jobs matching ``where``, newest submission first (then name, descending).
+
+        ``limit`` caps the page; ``after`` is the ``next`` token of the previous page. The
+        count of the jobs after the page is one index range count, so a page costs about
+        the same at the start or the end of 100,000 jobs.
+        """
+        if limit is not None and limit < 1:
+            raise SpecError(f"is {limit}", field="limit", fix="use 1 or more")
+        conditions = self._conditions(where)
+        key = tuple_(jobs.c.submitted_at, jobs.c.name)
+        if after is not None:
+            conditions.append(key < tuple_(*_parse_cursor(after)))
+        query: Select[Any] = select(jobs.c.name, jobs.c.record, jobs.c.submitted_at).where(
+            *conditions).order_by(jobs.c.submitted_at.desc(), jobs.c.name.desc())
+        if limit is not None:
+            query = query.limit(limit)
+        with self.engine.connect() as connection:
+            rows = connection.execute(query).mappings().all()
+            remaining = 0
+            if limit is not None and len(rows) == limit:
+                last = (rows[-1]["submitted_at"], rows[-1]["name"])
+                remaining = connection.execute(
+                    select(func.count()).select_from(jobs).where(
+                        *conditions, key < tuple_(*last))
+                ).scalar_one()
+        items = [job_from_row(row) for row in rows]
+        token = _cursor((items[-1].submitted_at, items[-1].name)) if remaining else None
+        return JobPage(items, token, remaining)
+
+    def _conditions(self, where: JobFilter) -> list[ColumnElement[bool]]:
+        conditions: list[ColumnElement[bool]] = []
+        if where.statuses is not None:
+            conditions.append(jobs.c.status.in_([_status(s) for s in where.statuses]))
+        if where.queue is not None:
+            conditions.append(jobs.c.queue == where.queue)
+        if where.user is not None:
+            conditions.append(jobs.c.user_name == where.user)
+        for key, value in where.labels.items():
+            conditions.append(jobs.c.name.in_(
+                select(job_labels.c.job).where(job_labels.c.key == key,
+                                               job_labels.c.value == value)))
+        return conditions
+
+    def finished_before(self, cutoff: float, limit: int) -> list[str]:
+        """Names of up to ``limit`` jobs that finished before ``cutoff``, oldest first."""
+        query = (select(jobs.c.name)
+                 .where(jobs.c.finished_at < cutoff, jobs.c.status.in_(_FINISHED))
+                 .order_by(jobs.c.finished_at).limit(limit))
+        with self.engine.connect() as connection:
+            return list(connection.execute(query).scalars())
+
+    def delete_finished_jobs(self, names: Collection[str]) -> list[str]:
+        """Delete those of ``names`` that are finished, with their events and labels, in one
+        transaction; the names deleted. A job that is not finished is left alone, so a
+        caller racing the control loop never deletes a live job."""
+        if not names:
+            return []
+        with self._write() as connection:
+            gone = list(connection.execute(
+                delete(jobs).where(jobs.c.name.in_(list(names)), jobs.c.status.in_(_FINISHED))
+                .returning(jobs.c.name)
+            ).scalars())
+        return sorted(gone)
 
     def count_jobs_by_status(self) -> dict[str, int]:
         """The number of jobs in each status, every status present (zero included)."""

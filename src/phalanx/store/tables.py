@@ -38,9 +38,28 @@ jobs = Table(
     Column("submitted_at", Double, nullable=False),
     Column("finished_at", Double, nullable=True),
     Column("record", JSON, nullable=False),
-    Index("ix_jobs_status", "status"),
-    Index("ix_jobs_queue", "queue"),
+    # Who submitted the job (informational until the API authenticates users).
+    Column("user_name", String(253), nullable=False, server_default="unknown"),
     Index("ix_jobs_submitted_at_name", "submitted_at", "name"),
+    # Lists come newest first, filtered: each filter leads an index that is already in
+    # that order, so the first page reads a page of rows, not every job of the filter.
+    Index("ix_jobs_status_submitted", "status", "submitted_at", "name"),
+    Index("ix_jobs_queue_submitted", "queue", "submitted_at", "name"),
+    Index("ix_jobs_user_submitted", "user_name", "submitted_at", "name"),
+    # Finished jobs past their TTL, oldest first.
+    Index("ix_jobs_finished_at", "finished_at"),
+)
+
+# A job's labels, one row each, so a label selector is an index look-up. Written with the
+# job (labels are part of its spec and never change) and gone with it.
+job_labels = Table(
+    "job_labels",
+    metadata,
+    Column("job", String(255), ForeignKey("jobs.name", ondelete="CASCADE"), primary_key=True),
+    Column("key", String(317), primary_key=True),
+    Column("value", String(63), nullable=False),
+    # With the job in it, a selector is answered from the index alone.
+    Index("ix_job_labels_key_value", "key", "value", "job"),
 )
 
 job_events = Table(

@@ -40,7 +40,9 @@ def run_once(jobs: int) -> dict[str, dict[str, float]]:
     home = Path(tempfile.mkdtemp(prefix="phalanx-loop-"))
     now = [1000.0]
     plane = SimulatedPlane(
-        parse_nodes(f"nodes:\n  - {{name: n0, allocatable: {{cpu: {jobs}, memory: 1Ti}}}}\n"),
+        # One node that takes every job at once: declared pods, or it would take 110.
+        parse_nodes(f"nodes:\n  - {{name: n0, allocatable: {{cpu: {jobs}, memory: 1Ti, "
+                    f"pods: {jobs}}}}}\n"),
         clock=lambda: now[0], logs_root=LogStore.for_home(home).root,
     )
     store = Store(f"sqlite:///{home}/phalanx.db")

@@ -147,7 +147,10 @@ def nodes_yaml(shape: Shape, node_cpu: int) -> str:
         sizes.append(total % node_cpu)
     lines = ["nodes:"]
     for i, cpu in enumerate(sizes):
-        lines.append(f"  - {{name: sim-{i}, allocatable: {{cpu: {cpu}, memory: 1Ti}}}}")
+        # As many pods as CPUs: no job of the shapes asks for less than one CPU, so pods
+        # never limit (a node that declares none takes 110).
+        lines.append(f"  - {{name: sim-{i}, allocatable: {{cpu: {cpu}, memory: 1Ti, "
+                     f"pods: {cpu}}}}}")
     return "\n".join(lines) + "\n"
 
 

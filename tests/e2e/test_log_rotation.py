@@ -45,8 +45,9 @@ def test_a_chatty_pods_log_is_capped_and_read_in_order(capped: ControlPlane) -> 
     directory = capped.home / "logs" / "chatty"
     files = sorted(p.name for p in directory.iterdir() if not p.name.endswith(".idx"))
     assert files == ["chatty-worker-0.log", "chatty-worker-0.log.1", "chatty-worker-0.log.2"]
-    # About 2 MB written; what is kept stays within the cap per file.
-    assert sum(p.stat().st_size for p in directory.iterdir()) <= (KEEP + 1) * CAP
+    # About 2 MB written; what is kept stays within the cap per file, past it by at most
+    # the rest of one line (files rotate at a line's end).
+    assert sum(p.stat().st_size for p in directory.iterdir()) <= (KEEP + 1) * (CAP + 100)
     kept = numbers(capped.logs("chatty"))
     assert kept == list(range(kept[0], 40000)) and kept[0] > 0
     assert numbers(capped.logs("chatty", tail=3)) == [39997, 39998, 39999]

@@ -265,3 +265,23 @@ def test_rotation_settings_come_from_the_environment() -> None:
     assert Rotation.from_env({}) == Rotation(64 * 1024 * 1024, 3)
     assert Rotation.from_env({"PHALANX_LOG_MAX_BYTES": "65536", "PHALANX_LOG_KEEP": "0"}) \
         == Rotation(65536, 0)
+
+
+def test_rotation_waits_for_the_end_of_a_line(tmp_path: Path) -> None:
+    """Output arrives in chunks that cut lines anywhere (a busy pipe); every kept file still
+    starts with a whole line, so the oldest kept line is never a fragment."""
+    path = str(tmp_path / "p.log")
+    text = b"".join(b"line %06d %s\n" % (i, b"x" * 40) for i in range(3000))
+    with RotatingLog(path, 4096, 50) as log:
+        for start in range(0, len(text), 1000):  # 1000-byte chunks: never on a line's end
+            log.write(text[start:start + 1000])
+    files = [Path(path)] + sorted(tmp_path.glob("p.log.*[0-9]"),
+                                  key=lambda p: int(p.suffix[1:]))
+    assert len(files) > 10
+    for file in files:
+        data = file.read_bytes()
+        assert data.startswith(b"line ") and data.endswith(b"\n"), file.name
+        # Past the cap by at most the rest of one line.
+        assert len(data) <= 4096 + 60, (file.name, len(data))
+    kept = b"".join(f.read_bytes() for f in reversed(files))
+    assert kept == text

@@ -102,6 +102,7 @@ class RotatingLog:
         self.size = os.fstat(self._fd).st_size
         self._index_size = os.fstat(self._index_fd).st_size
         self._second = last_indexed_second(index_path(self.path)) if self._index_size else None
+        self._ends_line = self.last_byte() in (b"", b"\n")
 
     def last_byte(self) -> bytes:
         """The current file's last byte (b"" when it is empty)."""
@@ -115,9 +116,26 @@ class RotatingLog:
         if not data:
             return
         if self.size and self.size + self._index_size + len(data) > self.max_bytes:
+            # Rotate at a line's end, so every file starts with a whole line: output comes
+            # in chunks that need not end with one. The current file takes the rest of its
+            # line first (past the cap by at most that), unless the line runs on past
+            # twice the cap.
+            if not self._ends_line:
+                end = data.find(b"\n") + 1
+                if end == 0 and self.size + len(data) <= 2 * self.max_bytes:
+                    self._append(data)
+                    return
+                if end:
+                    self._append(data[:end])
+                    data = data[end:]
+                    if not data:
+                        return
             self._close()
             rotate_files(self.path, self.keep)
             self._open()
+        self._append(data)
+
+    def _append(self, data: bytes) -> None:
         second = int(self.clock())
         if second != self._second:
             # The entry goes first, so a reader never sees data its index does not cover.
@@ -127,6 +145,7 @@ class RotatingLog:
             self._second = second
         _write_all(self._fd, data)
         self.size += len(data)
+        self._ends_line = data.endswith(b"\n")
 
     def _close(self) -> None:
         for fd in (self._fd, self._index_fd):

@@ -275,8 +275,8 @@ def test_rotation_waits_for_the_end_of_a_line(tmp_path: Path) -> None:
     with RotatingLog(path, 4096, 50) as log:
         for start in range(0, len(text), 1000):  # 1000-byte chunks: never on a line's end
             log.write(text[start:start + 1000])
-    files = [Path(path)] + sorted(tmp_path.glob("p.log.*[0-9]"),
-                                  key=lambda p: int(p.suffix[1:]))
+    rotated = sorted(tmp_path.glob("p.log.*[0-9]"), key=lambda p: int(p.suffix[1:]))
+    files = [Path(path), *rotated]
     assert len(files) > 10
     for file in files:
         data = file.read_bytes()

@@ -9,8 +9,9 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import pytest
@@ -109,16 +110,26 @@ class ControlPlane:
         return response.text
 
 
-@pytest.fixture
-def plane(tmp_path: Path) -> Iterator[ControlPlane]:
-    cp = ControlPlane(tmp_path / "home")
-    cp.home.mkdir()
+Plane = TypeVar("Plane", bound=ControlPlane)
+
+
+@contextmanager
+def running(cp: Plane) -> Iterator[Plane]:
+    """``cp`` started in its home; stopped, with any pods it left killed, however the test
+    ends."""
+    cp.home.mkdir(parents=True, exist_ok=True)
     cp.start()
     try:
         yield cp
     finally:
         cp.stop()
         kill_pods_under(cp.home)
+
+
+@pytest.fixture
+def plane(tmp_path: Path) -> Iterator[ControlPlane]:
+    with running(ControlPlane(tmp_path / "home")) as cp:
+        yield cp
 
 
 def py_job(name: str, code: str, replicas: int = 1, **extra: Any) -> dict[str, Any]:

@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import ControlPlane, py_job
-from tests.leftovers import kill_pods_under
+from tests.e2e.conftest import ControlPlane, py_job, running
 
 pytestmark = pytest.mark.slow
 
@@ -24,14 +23,8 @@ def capped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ControlP
     """A control plane whose pods' logs rotate past CAP bytes, keeping KEEP old files."""
     monkeypatch.setenv("PHALANX_LOG_MAX_BYTES", str(CAP))
     monkeypatch.setenv("PHALANX_LOG_KEEP", str(KEEP))
-    cp = ControlPlane(tmp_path / "home")
-    cp.home.mkdir()
-    cp.start()
-    try:
+    with running(ControlPlane(tmp_path / "home")) as cp:
         yield cp
-    finally:
-        cp.stop()
-        kill_pods_under(cp.home)
 
 
 def numbers(text: str) -> list[int]:

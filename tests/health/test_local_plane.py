@@ -11,9 +11,8 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import ControlPlane, py_job
+from tests.e2e.conftest import ControlPlane, py_job, running
 from tests.health.conftest import FakeNVML
-from tests.leftovers import kill_pods_under
 
 
 class DoctoredPlane(ControlPlane):
@@ -27,14 +26,8 @@ def gpu_plane(nvml: FakeNVML, tmp_path: Path,
     nvml.add(2)
     for key, value in nvml.env().items():  # what the control plane's process starts with
         monkeypatch.setenv(key, value)
-    cp = DoctoredPlane(tmp_path / "home", grace=1.0)
-    cp.home.mkdir()
-    cp.start()
-    try:
+    with running(DoctoredPlane(tmp_path / "home", grace=1.0)) as cp:
         yield cp
-    finally:
-        cp.stop()
-        kill_pods_under(cp.home)
 
 
 def _node(cp: ControlPlane) -> dict[str, Any]:

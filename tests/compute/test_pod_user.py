@@ -3,15 +3,18 @@ part: the command gets that identity, its log stays owner-only."""
 
 from __future__ import annotations
 
+import json
 import os
 import pwd
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from phalanx.compute.local.plane import without_control_plane_settings
-from phalanx.compute.local.shim import PRIVATE_FILE_MODE, run_pod
+from phalanx.compute.local.shim import PRIVATE_FILE_MODE
 from phalanx.compute.local.users import FIELD, pod_user_for, resolve_pod_user
 from phalanx.errors import SpecError
 from phalanx.server.main import make_plane
@@ -82,12 +85,21 @@ def test_the_supervisor_runs_the_command_as_the_pod_user(tmp_path: Path) -> None
     log = tmp_path / "pod.log"
     code = ("import os; print(os.getuid(), os.getgid(), os.getgroups(), "
             "oct(os.umask(0)), flush=True)")
-    record = run_pod({
+    pod = {
         "command": ["/usr/bin/env", "python3", "-c", code], "cwd": "/", "attempt": 1,
         "env": {"PATH": "/usr/bin:/bin"}, "log": str(log),
         "logMaxBytes": 2**20, "logKeep": 1,
         "user": {"uid": uid, "gid": uid, "groups": []},
-    })
+    }
+    # In a session of its own, as the plane starts it: once the command ends, the
+    # supervisor kills whatever else is in its process group, which here would be the
+    # test runner's parents.
+    runner = ("import json, sys; from phalanx.compute.local.shim import run_pod; "
+              "print(json.dumps(run_pod(json.loads(sys.argv[1]))))")
+    done = subprocess.run([sys.executable, "-c", runner, json.dumps(pod)], capture_output=True,
+                          text=True, timeout=120, check=False, start_new_session=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    record = json.loads(done.stdout)
     assert record["exitCode"] == 0, log.read_text()
     # Root's supplementary groups are gone and the conventional umask is back.
     assert log.read_text().split() == [str(uid), str(uid), "[]", "0o22"]

@@ -181,6 +181,10 @@ def run_pod(pod: dict[str, Any]) -> dict[str, Any]:
 def kill_group_leftovers() -> None:
     """SIGKILL every other process still in this process group (children of the command)."""
     me, group = os.getpid(), os.getpgid(0)
+    if group != me:
+        # Not started as the plane starts a supervisor (leading a session of its own): the
+        # group is whoever called us, not the pod's, and is none of ours to kill.
+        return
     if not os.path.isdir("/proc"):  # no way to spare ourselves: take the whole group down
         os.killpg(group, signal.SIGKILL)
     for _ in range(100):  # loop: a leftover may fork while we kill its siblings

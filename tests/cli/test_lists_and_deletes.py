@@ -33,14 +33,8 @@ nodes:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    root = tmp_path_factory.mktemp("phalanx-cli-lists")
-    (root / "nodes.yaml").write_text(NODES)
-    live = LiveServer(root / "home", ["--compute", "simulated", "--nodes",
-                                      str(root / "nodes.yaml")]).start()
-    try:
+    with LiveServer.simulated(tmp_path_factory.mktemp("phalanx-cli-lists"), NODES) as live:
         yield live
-    finally:
-        live.stop()
 
 
 def cli(server: LiveServer, *args: str) -> Result:

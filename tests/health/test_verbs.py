@@ -27,14 +27,8 @@ nodes:
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[LiveServer]:
-    nodes = tmp_path / "nodes.yaml"
-    nodes.write_text(NODES)
-    live = LiveServer(tmp_path / "home", ["--compute", "simulated", "--nodes", str(nodes)])
-    live.start()
-    try:
+    with LiveServer.simulated(tmp_path, NODES) as live:
         yield live
-    finally:
-        live.stop()
 
 
 def cli(server: LiveServer, *args: str) -> subprocess.CompletedProcess[str]:

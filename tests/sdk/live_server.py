@@ -35,6 +35,24 @@ class LiveServer:
         env["PHALANX_HOME"] = str(self.home)
         return env
 
+    @classmethod
+    def simulated(cls, root: Path, nodes: str, *args: str) -> LiveServer:
+        """A server on the simulated compute plane with the nodes YAML ``nodes``, in ``root``."""
+        (root / "nodes.yaml").write_text(nodes)
+        return cls(root / "home", ["--compute", "simulated", "--nodes", str(root / "nodes.yaml"),
+                                   *args])
+
+    def client(self, timeout: float = 30) -> httpx.Client:
+        """An HTTP client of the server's API, with its token."""
+        return httpx.Client(base_url=self.url, timeout=timeout,
+                            headers={"Authorization": f"Bearer {self.token}"})
+
+    def __enter__(self) -> LiveServer:
+        return self.start()
+
+    def __exit__(self, *_: object) -> None:
+        self.stop()
+
     def start(self) -> LiveServer:
         self.home.mkdir(parents=True, exist_ok=True)
         log = (self.home / "server.log").open("ab")
@@ -82,9 +100,6 @@ class LiveServer:
 def live_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     # Pods run as the test's own user, root included (said explicitly: a control plane
     # running as root refuses to start pods as root otherwise).
-    server = LiveServer(tmp_path_factory.mktemp("phalanx-home"),
-                        ["--run-as-user", str(os.geteuid())]).start()
-    try:
+    with LiveServer(tmp_path_factory.mktemp("phalanx-home"),
+                    ["--run-as-user", str(os.geteuid())]) as server:
         yield server
-    finally:
-        server.stop()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import httpx
 import pytest
 
 from tests.sdk.live_server import LiveServer
@@ -25,12 +26,12 @@ nodes:
 
 @pytest.fixture(scope="module")
 def sim_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    root = tmp_path_factory.mktemp("phalanx-sim")
-    nodes = root / "nodes.yaml"
-    nodes.write_text(NODES)
-    server = LiveServer(root / "home", ["--compute", "simulated", "--nodes", str(nodes)])
-    server.start()
-    try:
+    with LiveServer.simulated(tmp_path_factory.mktemp("phalanx-sim"), NODES) as server:
         yield server
-    finally:
-        server.stop()
+
+
+@pytest.fixture(scope="module")
+def api(sim_server: LiveServer) -> Iterator[httpx.Client]:
+    """The module's server's API, with its token."""
+    with sim_server.client() as client:
+        yield client

@@ -23,6 +23,7 @@ from phalanx.spec.api import ErrorResponse, JobList
 from phalanx.spec.status import JobDetail, JobRecord, JobStatus
 from phalanx.store import LogStore, Store
 from tests.sdk.live_server import LiveServer
+from tests.server.envelope import error
 
 pytestmark = pytest.mark.slow
 
@@ -31,20 +32,6 @@ def job(name: str, **pod_set: Any) -> dict[str, Any]:
     return {"name": name, "podSets": [{"name": "w", "resources": {"cpu": "100m"},
                                        "env": {"PHALANX_SIM_DURATION": "100ms"}, **pod_set}]}
 
-
-@pytest.fixture(scope="module")
-def api(sim_server: LiveServer) -> Iterator[httpx.Client]:
-    headers = {"Authorization": f"Bearer {sim_server.token}"}
-    with httpx.Client(base_url=sim_server.url, headers=headers, timeout=30) as client:
-        yield client
-
-
-def error(response: httpx.Response, status: int) -> tuple[str | None, str, str | None]:
-    """(field, message, fix) of an error answer, which must be the declared envelope."""
-    assert response.status_code == status, response.text
-    assert response.headers["content-type"] == "application/json"
-    body = ErrorResponse.model_validate(response.json()).error
-    return body.field, body.message, body.fix
 
 
 @pytest.mark.parametrize(

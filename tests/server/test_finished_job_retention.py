@@ -94,24 +94,15 @@ def test_without_a_ttl_nothing_is_collected(tmp_path: Path) -> None:
 
 
 def test_up_finished_ttl_collects_over_real_http(tmp_path: Path) -> None:
-    import httpx
-
     from tests.sdk.live_server import LiveServer
 
-    (tmp_path / "nodes.yaml").write_text(
-        "nodes:\n  - name: sim-a\n    allocatable: {cpu: 8, memory: 32Gi}\n")
-    server = LiveServer(tmp_path / "home", ["--compute", "simulated", "--nodes",
-                                            str(tmp_path / "nodes.yaml"),
-                                            "--finished-ttl", "1s"]).start()
-    try:
-        headers = {"Authorization": f"Bearer {server.token}"}
-        with httpx.Client(base_url=server.url, headers=headers, timeout=10) as api:
-            body = {"name": "brief", "podSets": [
-                {"resources": {"cpu": "100m"}, "env": {"PHALANX_SIM_DURATION": "0s"}}]}
-            assert api.post("/v1/jobs", json=body).status_code == 201
-            deadline = time.monotonic() + 30
-            while api.get("/v1/jobs/brief").status_code != 404:
-                assert time.monotonic() < deadline, "the finished job was never collected"
-                time.sleep(0.2)
-    finally:
-        server.stop()
+    nodes = "nodes:\n  - name: sim-a\n    allocatable: {cpu: 8, memory: 32Gi}\n"
+    with LiveServer.simulated(tmp_path, nodes, "--finished-ttl", "1s") as server, \
+            server.client(timeout=10) as api:
+        body = {"name": "brief", "podSets": [
+            {"resources": {"cpu": "100m"}, "env": {"PHALANX_SIM_DURATION": "0s"}}]}
+        assert api.post("/v1/jobs", json=body).status_code == 201
+        deadline = time.monotonic() + 30
+        while api.get("/v1/jobs/brief").status_code != 404:
+            assert time.monotonic() < deadline, "the finished job was never collected"
+            time.sleep(0.2)

@@ -6,7 +6,6 @@ per queue, idempotent submits) hold. The control plane runs on the simulated com
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -14,26 +13,18 @@ import pytest
 from typer.testing import CliRunner
 
 from phalanx.cli.main import app as cli
-from phalanx.spec.api import ErrorResponse
 from tests.sdk.live_server import LiveServer
+from tests.server.envelope import error as envelope_error
 
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def api(sim_server: LiveServer) -> Iterator[httpx.Client]:
-    headers = {"Authorization": f"Bearer {sim_server.token}"}
-    with httpx.Client(base_url=sim_server.url, headers=headers, timeout=30) as client:
-        yield client
-
 
 def error(response: httpx.Response, status: int) -> tuple[str | None, str, str]:
-    """(field, message, fix) of an error answer, which must be the declared envelope."""
-    assert response.status_code == status, response.text
-    assert response.headers["content-type"] == "application/json"
-    body = ErrorResponse.model_validate(response.json()).error
-    assert body.fix, response.text
-    return body.field, body.message, body.fix
+    """(field, message, fix) of an error answer: the declared envelope, with a fix."""
+    field, message, fix = envelope_error(response, status)
+    assert fix, response.text
+    return field, message, fix
 
 
 def job(name: str, *pod_sets: dict[str, Any], **fields: Any) -> dict[str, Any]:

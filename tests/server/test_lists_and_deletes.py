@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
 
-from phalanx.spec.api import ErrorResponse, JobList
-from tests.sdk.live_server import LiveServer
+from phalanx.spec.api import JobList
+from tests.server.envelope import error
 
 pytestmark = pytest.mark.slow
 
@@ -36,17 +35,6 @@ def queue_docs(name: str, flavor: str = "default", cohort: str | None = None,
     return [cq, {"kind": "LocalQueue", "name": name, "clusterQueue": name}]
 
 
-@pytest.fixture(scope="module")
-def api(sim_server: LiveServer) -> Iterator[httpx.Client]:
-    headers = {"Authorization": f"Bearer {sim_server.token}"}
-    with httpx.Client(base_url=sim_server.url, headers=headers, timeout=30) as client:
-        yield client
-
-
-def error(response: httpx.Response, status: int) -> tuple[str | None, str, str | None]:
-    assert response.status_code == status, response.text
-    body = ErrorResponse.model_validate(response.json()).error
-    return body.field, body.message, body.fix
 
 
 def unique(prefix: str) -> str:

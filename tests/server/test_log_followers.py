@@ -14,7 +14,6 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -44,12 +43,6 @@ def short(name: str) -> dict[str, Any]:
     return {"name": name, "podSets": [{"name": "w", "resources": {"cpu": "10m"},
                                        "env": {"PHALANX_SIM_DURATION": "50ms"}}]}
 
-
-@pytest.fixture(scope="module")
-def api(sim_server: LiveServer) -> Iterator[httpx.Client]:
-    headers = {"Authorization": f"Bearer {sim_server.token}"}
-    with httpx.Client(base_url=sim_server.url, headers=headers, timeout=30) as client:
-        yield client
 
 
 def submit(api: httpx.Client, body: dict[str, Any]) -> None:

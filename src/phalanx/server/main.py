@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import json
 import logging
 import os
 import signal
 import socket
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import ParamSpec
 
 import uvicorn
 
@@ -35,6 +37,7 @@ from phalanx.server.logstream import LogLimits
 from phalanx.server.redaction import SecretEnvRule
 from phalanx.store import LogStore, Store
 
+P = ParamSpec("P")
 
 def make_plane(
     compute: str,
@@ -102,6 +105,21 @@ def make_plane(
     )
 
 
+def _owner_only_files(run: Callable[P, None]) -> Callable[P, None]:
+    """``run`` with umask 077: everything it creates in the state directory is owner-only."""
+
+    @functools.wraps(run)
+    def private(*args: P.args, **kwargs: P.kwargs) -> None:
+        previous = os.umask(PRIVATE_UMASK)
+        try:
+            run(*args, **kwargs)
+        finally:
+            os.umask(previous)
+
+    return private
+
+
+@_owner_only_files
 def serve(
     home: Path | None = None,
     host: str = DEFAULT_HOST,
@@ -133,38 +151,7 @@ def serve(
     Everything it creates in the state directory is owner-only (umask 077 while it
     runs); an existing state directory with looser modes is tightened, and said so.
     """
-    previous_umask = os.umask(PRIVATE_UMASK)
-    try:
-        _serve(
-            phalanx_home(home).resolve(), host, port, db, compute, nodes_file, grace_seconds,
-            kubeconfig, namespace, default_image, run_as_user, tuple(secret_env),
-            health_interval, site_checks, node_lost_grace, max_pods, max_body_bytes,
-            finished_ttl,
-        )
-    finally:
-        os.umask(previous_umask)
-
-
-def _serve(
-    home: Path,
-    host: str,
-    port: int,
-    db: str | None,
-    compute: str,
-    nodes_file: Path | None,
-    grace_seconds: float,
-    kubeconfig: Path | None,
-    namespace: str | None,
-    default_image: str | None,
-    run_as_user: str | None,
-    secret_env: tuple[str, ...],
-    health_interval: float,
-    site_checks: Path | None,
-    node_lost_grace: float | None,
-    max_pods: int | None,
-    max_body_bytes: int,
-    finished_ttl: float | None,
-) -> None:
+    home = phalanx_home(home).resolve()
     make_private_dir(home)
     lock = os.fdopen(open_private(home / "server.lock", os.O_WRONLY), "w")
     try:
@@ -193,7 +180,7 @@ def _serve(
                             finished_ttl=finished_ttl)
     db_label = redact_url(db) if db else "sqlite"
     app = create_app(controller, token, logs, db_label=db_label,
-                     secrets=SecretEnvRule(extra=secret_env), max_body_bytes=max_body_bytes,
+                     secrets=SecretEnvRule(extra=tuple(secret_env)), max_body_bytes=max_body_bytes,
                      log_limits=LogLimits.from_env())
 
     sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)

@@ -34,7 +34,7 @@ class UsageCount:
 
 
 class AdmittedJobs:
-    __slots__ = ("by_priority", "jobs", "priorities", "terminating", "usages")
+    __slots__ = ("by_priority", "checkpointed", "jobs", "priorities", "terminating", "usages")
 
     def __init__(self) -> None:
         self.jobs: dict[str, Workload] = {}
@@ -42,6 +42,7 @@ class AdmittedJobs:
         self.by_priority: dict[int, dict[str, Workload]] = {}  # in admission order
         self.usages: dict[int, dict[UsageKey, UsageCount]] = {}
         self.terminating: dict[str, Workload] = {}
+        self.checkpointed = 0  # jobs that reported a checkpoint: their order is by work lost
 
     def __len__(self) -> int:
         return len(self.jobs)
@@ -66,11 +67,15 @@ class AdmittedJobs:
         found.count += 1
         if wl.terminating:
             self.terminating[wl.name] = wl
+        if wl.checkpoint_at:
+            self.checkpointed += 1
 
     def discard(self, wl: Workload) -> None:
         if self.jobs.pop(wl.name, None) is None:
             return
         self.terminating.pop(wl.name, None)
+        if wl.checkpoint_at:
+            self.checkpointed -= 1
         p = wl.priority
         bucket = self.by_priority[p]
         del bucket[wl.name]
@@ -83,6 +88,12 @@ class AdmittedJobs:
             del self.by_priority[p]
             del self.usages[p]
             self.priorities.remove(p)
+
+    def note_checkpoint(self, wl: Workload, at: float) -> None:
+        """An admitted job of this queue saved its work at ``at``."""
+        if wl.name in self.jobs and not wl.checkpoint_at:
+            self.checkpointed += 1
+        wl.checkpoint_at = at
 
     def mark_terminating(self, wl: Workload) -> None:
         wl.terminating = True
@@ -105,7 +116,7 @@ class AdmittedJobs:
     def in_order(self, priority: int | None, newer_than: Workload | None = None,
                  admitted_by: int | None = None) -> Iterator[Workload]:
         """The jobs under ``priority`` in candidate order: terminating ones first, then lowest
-        priority, most recently admitted first. ``newer_than`` adds the jobs of exactly
+        priority, least work lost first (``least_work_lost``). ``newer_than`` adds the jobs of exactly
         ``priority`` submitted after that job. ``admitted_by`` leaves out the jobs admitted
         after that admission sequence number (this cycle's: a job is never preempted in the
         cycle that admitted it)."""
@@ -120,13 +131,27 @@ class AdmittedJobs:
         last = (1 << 62) if admitted_by is None else admitted_by
         by_priority = self.by_priority
         for p in self.below(priority):
-            for c in reversed(by_priority[p].values()):
+            for c in self._least_work_lost(by_priority[p]):
                 if not c.terminating and c.admitted_seq <= last:
                     yield c
         if newer_than is not None and priority is not None:
-            for c in reversed(by_priority.get(priority, {}).values()):
+            for c in self._least_work_lost(by_priority.get(priority, {})):
                 if not c.terminating and c.admitted_seq <= last and c.newer_than(newer_than):
                     yield c
+
+    def _least_work_lost(self, bucket: dict[str, Workload]) -> Iterator[Workload]:
+        """One priority's jobs, least work lost first. Without checkpoints the work at risk
+        is the time since start, which admission order already gives (read backwards)."""
+        if not self.checkpointed:
+            return reversed(bucket.values())
+        return iter(sorted(bucket.values(), key=least_work_lost))
+
+
+def least_work_lost(c: Workload) -> tuple[float, int]:
+    """Equal candidates' order: the one whose last checkpoint (or start) is latest first,
+    then the most recently admitted."""
+    return (-c.work_since, -c.admitted_seq)
+
 
 def _qualifies(c: Workload, priority: int | None, newer_than: Workload | None) -> bool:
     if priority is None or c.priority < priority:

@@ -195,10 +195,18 @@ class Scheduler:
         self._state.submit(job, priority, submitted_at)
 
     def restore(self, job: JobSpec, *, priority: int, submitted_at: float,
-                admission: Admission) -> None:
+                admission: Admission, started_at: float | None = None) -> None:
         """Re-establish an already admitted job (control-plane restart): charge its quota and
-        reserve its nodes exactly as ``admission`` says, without a new decision."""
+        reserve its nodes exactly as ``admission`` says, without a new decision.
+        ``started_at``: when it was admitted, on the clock later cycles are given."""
         self._state.restore(job, priority, submitted_at, admission)
+        if started_at is not None:
+            self._state.jobs[job.name].started_at = started_at
+
+    def report_checkpoint(self, name: str, at: float) -> None:
+        """An admitted job saved its work at ``at`` (the clock cycles are given): among equal
+        preemption candidates, the one that would lose least work goes first."""
+        self._state.report_checkpoint(name, at)
 
     def requeue(self, name: str, *, submitted_at: float | None = None) -> None:
         """An admitted (or preempted) job goes back to pending; its quota and nodes are freed."""
@@ -209,10 +217,17 @@ class Scheduler:
         self._state.remove(name)
 
     # ---- the cycle
-    def cycle(self) -> CycleResult:
+    def cycle(self, now: float | None = None) -> CycleResult:
         """Admit, preempt and give reasons. Decisions depend on the events fed in so far
         (their times included) and on nothing else, the clock least of all: that is what lets
-        a restart, a simulation or a test replay them."""
+        a restart, a simulation or a test replay them. ``now`` is the driver's own clock, an
+        event like the others: it dates admissions, and minRuntime protection counts from
+        those dates (no ``now``, no protection)."""
+        st = self._state
+        st.now = now
+        st.preemptor.protection.now = now
+        if st.preemptor.protection.expired(now):
+            st.expire_protection()
         # A cycle allocates many short-lived objects next to a large, long-lived state (every
         # pending job); the collector's full passes over that state would cost about a third
         # of a busy cycle. Nothing a cycle builds needs collecting before it ends, so the
@@ -220,7 +235,7 @@ class Scheduler:
         enabled = gc.isenabled()
         gc.disable()
         try:
-            return Cycle(self._state).run()
+            return Cycle(st).run()
         finally:
             if enabled:
                 gc.enable()

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from phalanx.scheduler.admitted import AdmittedJobs
+from phalanx.scheduler.admitted import AdmittedJobs, least_work_lost
 from phalanx.scheduler.cache import NEVER, QueueInfo, QuotaCache, QuotaNode, Tree
 from phalanx.scheduler.fairsharing import (
     dominant_share,
@@ -30,6 +30,7 @@ from phalanx.scheduler.fairsharing import (
 from phalanx.scheduler.flavors import NO_CANDIDATES, PREEMPT, PREEMPT_IN_QUEUE, RECLAIM, Assignment
 from phalanx.scheduler.freed import FreedRoom
 from phalanx.scheduler.placement import NodePool, Placement
+from phalanx.scheduler.protection import Protection
 from phalanx.scheduler.search import Source, Target, VictimSearch
 from phalanx.scheduler.workload import FR, UsageKey, Workload
 
@@ -79,6 +80,10 @@ class Preemptor:
         # (Cycle.apply_hold): no candidates for anyone else.
         self.promised: set[str] = set()
         self._memos: dict[Tree, _TreeMemo] = {}  # by identity: names may repeat across kinds
+        # minRuntime: young jobs of other queues are no candidates (counts and tallies still
+        # hold them: they only bound what a search could find).
+        self.protection = Protection({}, {})
+        self._preempting = ""  # the queue of the job the running search is for
 
     def _memo(self, node: QuotaNode) -> _TreeMemo:
         """What depends only on the usage of ``node``'s cohort tree, kept until it changes:
@@ -175,6 +180,7 @@ class Preemptor:
         jobs = src.jobs.in_order(src.below, src.newer_than, self.admitted_by)
         if self.promised:
             jobs = self._unpromised(jobs)
+        jobs = self.protection.unprotected(jobs, self._preempting)
         if len(frs) == 1:  # the usual case: a plain membership test
             only = frs[0]
             return (c for c in jobs if only in c.usage)
@@ -202,7 +208,7 @@ class Preemptor:
     @staticmethod
     def _order(cands: list[Workload], cq: QueueInfo) -> None:
         cands.sort(key=lambda c: (not c.terminating, c.cluster_queue == cq.name, c.priority,
-                                  -c.admitted_seq, c.name))
+                                  *least_work_lost(c), c.name))
 
     def _counted(self, wl: Workload, cq: QueueInfo, frs: list[FR]
                  ) -> tuple[list[Source], int, dict[FR, int]]:
@@ -232,6 +238,7 @@ class Preemptor:
         other queues alone) or PREEMPT_IN_QUEUE (jobs of ``cq`` itself); and whether ``cq``
         would borrow once the victims are gone. Victims about to go no longer count as used,
         so a flavor whose own jobs make room is not taken for one that borrows."""
+        self._preempting = cq.name
         a = Assignment(PREEMPT)
         a.usage = {fr: amount}
         frs = [fr]
@@ -275,6 +282,7 @@ class Preemptor:
 
     # ------------------------------------------------------------------ the search
     def find(self, wl: Workload, cq: QueueInfo, a: Assignment) -> Outcome:
+        self._preempting = cq.name
         cache, node = self.cache, cq.node
         frs = [fr for fr, v in a.usage.items() if v > cache.available(node, fr)]
         nodes_only = not frs
@@ -427,8 +435,9 @@ class Preemptor:
         gone = 0
         skipped: Workload | None = None
         # (Equal-priority newer jobs are not among the counted ones: those are filtered.)
-        jobs = self._unpromised(src.jobs.in_order(src.below, None, self.admitted_by)) \
-            if every and src.newer_than is None \
+        jobs = self.protection.unprotected(
+            self._unpromised(src.jobs.in_order(src.below, None, self.admitted_by)),
+            self._preempting) if every and src.newer_than is None \
             else self._candidates(src, [fr])
         for c in jobs:
             amount = c.usage[fr]

@@ -16,6 +16,7 @@ from phalanx.scheduler.dominance import Demands
 from phalanx.scheduler.flavors import Assigner
 from phalanx.scheduler.placement import NodePool, Placement, PodGroup
 from phalanx.scheduler.preemption import Preemptor
+from phalanx.scheduler.protection import Protection
 from phalanx.scheduler.queue import QueueManager
 from phalanx.scheduler.reasons import QUEUED
 from phalanx.scheduler.reservation import Reservations
@@ -45,6 +46,7 @@ class State:
         self.reason_clock = 0  # orders reasons given to jobs, classes and StrictFIFO queues
         self.fair_sharing = True
         self.config_generation = 0  # bumped by every configuration, so holds know their own
+        self.now: float | None = None  # the driver's clock at the running cycle, if it gives one
         self._configure(config)
 
     # ------------------------------------------------------------------ configuration
@@ -58,6 +60,7 @@ class State:
         }
         self.assigner = Assigner(self.cache, self.pool)
         self.preemptor = Preemptor(self.cache, self.pool, self.admitted)
+        self.preemptor.protection = Protection.of(config)
         self.assigner.oracle = self.preemptor.possible
         self.assigner.simulate = self.preemptor.simulate
         self.set_fair_sharing(self.fair_sharing)
@@ -200,6 +203,8 @@ class State:
         wl.usage_key = tuple(sorted(usage.items()))
         wl.admitted_seq = self.admit_seq
         wl.reason, wl.reason_serial = None, 0
+        if self.now is not None:
+            wl.started_at = self.now
         self.cache.charge(admission.cluster_queue, usage)
         self._index(wl)
 
@@ -226,6 +231,7 @@ class State:
         wl.usage_key = ()
         wl.terminating = False
         wl.preempted_by = ""
+        wl.checkpoint_at = 0.0
 
     def requeue(self, name: str, submitted_at: float | None = None) -> None:
         wl = self.jobs.get(name)
@@ -241,6 +247,21 @@ class State:
             wl.submitted_at = submitted_at
         self._enqueue(wl)
         self.unreported[wl.name] = wl
+
+    def expire_protection(self) -> None:
+        """A job's minRuntime ended: its queue's tree has a candidate more, as if its usage
+        changed, so the jobs blocked on that tree are looked at again."""
+        for tree in {node.tree for node in self.cache.cqs.values()}:
+            tree.any_version += 1
+
+    def report_checkpoint(self, name: str, at: float) -> None:
+        """An admitted job saved its work at ``at``: a preemption now loses less of it."""
+        wl = self.jobs.get(name)
+        if wl is None or not wl.admitted or at <= wl.checkpoint_at:
+            return
+        jobs = self.admitted.get(wl.cluster_queue)
+        if jobs is not None:
+            jobs.note_checkpoint(wl, at)
 
     def _dequeue(self, wl: Workload) -> None:
         self.queues.discard(wl)

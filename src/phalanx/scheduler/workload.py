@@ -75,6 +75,15 @@ class Workload:
     admitted_seq: int = 0
     terminating: bool = False  # preempted; holds its capacity until requeue/remove
     preempted_by: str = ""
+    # Recovery: when the driver saw this admission start (its clock, passed to the cycle;
+    # 0 when it passes none) and the job's last reported checkpoint (0: none).
+    started_at: float = 0.0
+    checkpoint_at: float = 0.0
+
+    @property
+    def work_since(self) -> float:
+        """Since when the job's work would be lost if it stopped now."""
+        return max(self.started_at, self.checkpoint_at)
 
     @property
     def order_key(self) -> OrderKey:

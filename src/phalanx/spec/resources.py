@@ -224,6 +224,24 @@ class ClusterQueue(Model):
         description="Pending jobs the queue holds at most; a submit beyond is refused (429). "
                     "A Phalanx addition, as Slurm's MaxSubmitJobs; Kueue has no such field",
     )
+    min_runtime: Duration | None = Field(
+        default=None,
+        description="A job of this queue that has run less than this is no victim of another "
+                    "queue's reclaim or fair-sharing preemption (KAI's preemption protection). "
+                    "A Phalanx addition; Kueue has no such field",
+    )
+    capacity_follows_health: bool = Field(
+        default=False,
+        description="The queue's nominal quota (and lendingLimit) of a flavor shrink by the "
+                    "capacity of that flavor's nodes that are unhealthy or cordoned, every "
+                    "cycle; admitted jobs over the shrunk quota are preempted, lowest priority "
+                    "first (MLBatch's slack queue). A Phalanx addition",
+    )
+    avoid_degraded_nodes: bool = Field(
+        default=False,
+        description="Place this queue's jobs on no node whose health is degraded (WARN). "
+                    "A Phalanx addition",
+    )
 
     @model_validator(mode="after")
     def _resources_in_one_group(self) -> ClusterQueue:
@@ -259,6 +277,12 @@ class PriorityClass(Model):
     name: Name
     value: Int32
     description: str = ""
+    min_runtime: Duration | None = Field(
+        default=None,
+        description="A job of this class that has run less than this is no victim of another "
+                    "queue's reclaim or fair-sharing preemption (with the queue's minRuntime, "
+                    "the longer counts). A Phalanx addition",
+    )
 
 
 BUILTIN_PRIORITY_CLASSES = (
@@ -283,6 +307,14 @@ class RestartPolicy(Model):
     )
     backoff: Duration = 10.0
     max_backoff: Duration = 600.0
+
+
+class CheckpointPolicy(Model):
+    keep: bool = Field(
+        default=False,
+        description="Keep the job's checkpoint directory (PHALANX_CHECKPOINT_DIR) after the job "
+                    "ends; by default it is removed then",
+    )
 
 
 class TopologyConstraint(Model):
@@ -347,6 +379,13 @@ class JobSpec(Model):
     kind: JobKind = JobKind.GENERIC
     max_runtime: Duration | None = None
     restart: RestartPolicy = Field(default_factory=RestartPolicy)
+    termination_grace: Duration | None = Field(
+        default=None,
+        description="How long the job's pods get between SIGTERM and SIGKILL when it is "
+                    "preempted, drained or cancelled (default: the control plane's grace)",
+    )
+    checkpoint: CheckpointPolicy | None = Field(
+        default=None, description="What becomes of the job's checkpoint directory")
     topology: TopologyConstraint | None = None
     pod_sets: list[PodSet] = Field(min_length=1)
     labels: Annotated[dict[str, str], AfterValidator(check_labels)] = Field(
@@ -364,6 +403,10 @@ class JobSpec(Model):
     @property
     def pod_count(self) -> int:
         return sum(p.replicas for p in self.pod_sets)
+
+    @property
+    def keeps_checkpoints(self) -> bool:
+        return self.checkpoint is not None and self.checkpoint.keep
 
 
 ConfigObject = ResourceFlavor | Cohort | ClusterQueue | LocalQueue | PriorityClass

@@ -144,6 +144,15 @@ class ComputePlane(abc.ABC):
         ``job``'s pods as specified; accept by default."""
         return None
 
+    def last_checkpoint(self, job: str) -> float | None:
+        """When ``job`` last saved into its checkpoint directory (epoch seconds; None: never,
+        or the plane cannot tell)."""
+        return None
+
+    def release_checkpoints(self, job: str) -> None:
+        """``job`` ended for good and keeps no checkpoints: remove its checkpoint directory."""
+        return None
+
     def cordon(self, name: str, unschedulable: bool) -> None:
         """Mark node ``name`` unschedulable (or schedulable again); NotFound if there is none."""
         raise SpecError(f"the {self.name} compute plane cannot cordon nodes", field="node",

@@ -22,6 +22,9 @@ from phalanx.errors import SpecError
 from phalanx.scheduler.types import Admission, PodSetAssignment
 from phalanx.spec.resources import JobSpec, PodSet
 
+# Where a job's pods save checkpoints: kept across its attempts (each plane says where).
+CHECKPOINT_DIR_ENV = "PHALANX_CHECKPOINT_DIR"
+
 PodEnvironment = tuple[PodRef, str, dict[str, str]]
 """A pod, the node it is placed on, and its environment."""
 

@@ -39,6 +39,7 @@ from phalanx.spec.resources import JobSpec, Node, NodeHealth
 from phalanx.spec.status import JobAdmission, JobRecord, JobStatus
 
 log = logging.getLogger("phalanx.controller")
+CHECKPOINT_POLL = 5.0  # seconds between two reads of a running job's checkpoint directory
 
 
 class ControlLoop:
@@ -56,6 +57,7 @@ class ControlLoop:
         self.last_success: float | None = None  # clock of the last step that completed
         self.failures_in_a_row = 0
         self._generation = plane.inventory_generation
+        self._checkpoints_read: dict[str, float] = {}  # job -> when its directory was read
         # A plane that knows when its pods or nodes change wakes the loop right then,
         # instead of leaving the change to the next tick.
         plane.subscribe(state.wake.set)
@@ -99,6 +101,7 @@ class ControlLoop:
         with state.lock:
             now = state.clock()
             self._reconcile(observed, now)
+            self._report_checkpoints(now)
             self._stop_on_unhealthy_nodes()
             self._enforce_deadlines(now)
             self._release_backoff(now)
@@ -137,6 +140,8 @@ class ControlLoop:
                 if command.verb == "terminate":
                     grace = self.grace_seconds if command.grace is None else command.grace
                     self.plane.terminate(command.job, command.attempt, grace)
+                elif command.verb == "release":
+                    self.plane.release_checkpoints(command.job)
                 else:
                     self.plane.forget(command.job, command.attempt)
             except Exception:  # level-triggered: the next observation asks again
@@ -187,7 +192,7 @@ class ControlLoop:
                 state.active[record.name] = record
                 state.scheduler.restore(
                     record.spec, priority=record.priority, submitted_at=record.submitted_at,
-                    admission=admission,
+                    admission=admission, started_at=record.admitted_at,
                 )
                 pods = [p for p in by_job.get(record.name, ()) if p.ref.attempt == record.attempt]
                 if record.stop_reason:
@@ -207,7 +212,7 @@ class ControlLoop:
         today and run it again, so one bad record cannot stop every job's admission."""
         state = self.state
         try:
-            return state.scheduler.cycle()
+            return state.scheduler.cycle(now)
         except Exception:
             failed = self._fail_inadmissible(now)
             if not failed:
@@ -221,7 +226,7 @@ class ControlLoop:
                 state.scheduler.requeue(name)
             else:
                 state.scheduler.remove(name)
-        return state.scheduler.cycle()
+        return state.scheduler.cycle(now)
 
     def _fail_inadmissible(self, now: float) -> list[str]:
         """Fail every queued job that the submit checks refuse now; their names."""
@@ -307,6 +312,25 @@ class ControlLoop:
         elif status.phase is GangPhase.STOPPED:  # pods stopped without our asking
             state.begin_stop(record, LOST, "the job's pods were stopped", "system")
             state.finish_stop(record, now)
+
+    def _report_checkpoints(self, now: float) -> None:
+        """Tell the scheduler when running jobs last saved their work (read from their
+        checkpoint directories at most every CHECKPOINT_POLL seconds a job)."""
+        state = self.state
+        for record in state.active.values():
+            if record.status is not JobStatus.RUNNING:
+                continue
+            if now - self._checkpoints_read.get(record.name, 0.0) < CHECKPOINT_POLL:
+                continue
+            self._checkpoints_read[record.name] = now
+            saved = self.plane.last_checkpoint(record.name)
+            # A save before this attempt started is the previous attempt's: its work is in.
+            started = record.admitted_at or 0.0
+            if saved is not None and saved > started:
+                state.scheduler.report_checkpoint(record.name, saved)
+        if len(self._checkpoints_read) > 2 * len(state.active) + 64:
+            for name in self._checkpoints_read.keys() - state.active.keys():
+                del self._checkpoints_read[name]
 
     def _stop_on_unhealthy_nodes(self) -> None:
         """Stop every gang with a pod on an unhealthy node: a system failure, requeued at once.

@@ -39,10 +39,10 @@ NODE_UNHEALTHY, DRAINED = "NodeUnhealthy", "Drained"
 
 @dataclass(frozen=True, slots=True)
 class PlaneCommand:
-    verb: Literal["terminate", "forget"]
+    verb: Literal["terminate", "forget", "release"]  # release: the job's checkpoints
     job: str
     attempt: int
-    grace: float | None = None  # None: the loop's grace; 0 for pods of a lost node
+    grace: float | None = None  # None: the job's or the loop's grace; 0 for a lost node
 
 
 @dataclass(slots=True)
@@ -100,6 +100,8 @@ class ControlState:
             record.exit_code = exit_code
         warning = reason in (FAILED, PREEMPTED, DEADLINE, LOST, NODE_UNHEALTHY, DRAINED)
         self.event(record, reason, message, warning=warning)
+        if grace is None:  # the job's own, if it sets one (a drain's --grace comes first)
+            grace = record.spec.termination_grace
         self.commands.append(PlaneCommand("terminate", record.name, record.attempt, grace))
 
     def finish_stop(self, record: JobRecord, now: float) -> None:
@@ -168,6 +170,8 @@ class ControlState:
         record.finished_at = ended if ended is not None else self.clock()
         record.message = message
         record.pending_code = record.pending_message = None
+        if not record.spec.keeps_checkpoints:
+            self.commands.append(PlaneCommand("release", record.name, record.attempt))
         self.metrics.jobs_finished.labels(status.value).inc()
         self.event(record, status.value, message, warning=status is JobStatus.FAILED)
 

@@ -48,7 +48,9 @@ from pathlib import Path
 
 from phalanx.compute import env as distributed
 from phalanx.compute.base import ComputePlane, NodeTable, PodPhase, PodState
+from phalanx.compute.env import CHECKPOINT_DIR_ENV
 from phalanx.compute.local import procs, shim
+from phalanx.compute.local.checkpoints import CheckpointDirs
 from phalanx.compute.local.gpus import GPUInfo, assign_gpus, discover_gpus
 from phalanx.compute.local.inventory import DEFAULT_MAX_PODS, default_node_name, machine_node
 from phalanx.compute.local.outcome import LOST, outcome_of
@@ -149,6 +151,7 @@ class LocalPlane(ComputePlane):
         self._node = NodeTable([machine_node(self.node_name, self.gpus, max_pods)],
                                self._nodes_changed)
         self._state = StateDir(self.home / "pods")
+        self.checkpoints = CheckpointDirs(self.home / "checkpoints")
         self._lock = threading.RLock()
         self._wake = threading.Event()
         self._closed = threading.Event()
@@ -304,6 +307,12 @@ class LocalPlane(ComputePlane):
                     procs.signal_group(pod.process.pid, pod.process.start, signal.SIGKILL)
             self._state.remove(job, attempt)
 
+    def last_checkpoint(self, job: str) -> float | None:
+        return self.checkpoints.last_saved(job)
+
+    def release_checkpoints(self, job: str) -> None:
+        self.checkpoints.remove(job)
+
     def close(self) -> None:
         """Stop the plane's own thread; pods keep running and a new plane re-adopts them."""
         self._closed.set()
@@ -348,13 +357,15 @@ class LocalPlane(ComputePlane):
                 )
             wanted.append(gpus // MILLI)
         assigned = assign_gpus(wanted, [g.index for g in self.gpus], self._held_gpus())
+        checkpoint_dir = str(self.checkpoints.prepare(job.name, self.run_as))
         planned, launches = [], []
         cwd = os.getcwd()
         for (ref, node, env), gpus_of_pod in zip(pods, assigned, strict=True):
             pod_set = pod_sets[ref.pod_set][1]
             planned.append(PlannedPod(ref, node, gpus_of_pod))
             user_env = self.run_as.environment() if self.run_as is not None else {}
-            env = {"PYTHONUNBUFFERED": "1", **user_env, **env}
+            env = {"PYTHONUNBUFFERED": "1", **user_env, CHECKPOINT_DIR_ENV: checkpoint_dir,
+                   **env}
             if "PATH" not in env:
                 # `python` in a command means the Python Phalanx runs on (its venv's packages),
                 # whether or not that venv was activated in the shell that started it.

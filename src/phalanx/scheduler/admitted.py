@@ -117,9 +117,9 @@ class AdmittedJobs:
                  admitted_by: int | None = None) -> Iterator[Workload]:
         """The jobs under ``priority`` in candidate order: terminating ones first, then lowest
         priority, least work lost first (``least_work_lost``). ``newer_than`` adds the jobs
-        of exactly ``priority`` submitted after that job. ``admitted_by`` leaves out the jobs admitted
-        after that admission sequence number (this cycle's: a job is never preempted in the
-        cycle that admitted it)."""
+        of exactly ``priority`` submitted after that job. ``admitted_by`` leaves out the jobs
+        admitted after that admission sequence number (this cycle's: a job is never preempted
+        in the cycle that admitted it)."""
         # (A terminating job was admitted in an earlier cycle: nothing preempts this cycle's.)
         if self.terminating:
             gone = sorted(

@@ -240,14 +240,14 @@ def events_table(events: Iterable[JobEvent], now: float | None = None) -> Group:
 # --------------------------------------------------------------------------- queues & nodes
 def queues_view(data: QueuesOverview) -> Group:
     cqs = _table("CLUSTERQUEUE", "COHORT", "PENDING", "ADMITTED", "FLAVOR", "RESOURCE",
-                 "NOMINAL", "USED", "BORROWED")
+                 "NOMINAL", "USED", "BORROWED", "WITHHELD")
     for cq in data.cluster_queues:
         name = cq.name + (" (stopped)" if cq.stopped else "")
         head = [name, cq.cohort or NONE, str(cq.pending), str(cq.admitted)]
         if not cq.usage:
-            cqs.add_row(*head, *[NONE] * 5)
+            cqs.add_row(*head, *[NONE] * 6)
         for i, u in enumerate(cq.usage):
-            amounts = (u.nominal, u.used, u.borrowed)
+            amounts = (u.nominal, u.used, u.borrowed, u.withheld)
             cells = [u.flavor, u.resource, *(format_quantity(a, u.resource) for a in amounts)]
             cqs.add_row(*(head if i == 0 else [""] * len(head)), *cells)
     lqs = _table("LOCALQUEUE", "CLUSTERQUEUE", "PENDING", "ADMITTED")

@@ -274,9 +274,9 @@ class QueueInfo:
     """A ClusterQueue's static configuration in the shape the cycle needs."""
 
     __slots__ = (
-        "borrow_threshold", "borrow_within", "can_preempt", "covers_pods", "group_of", "groups",
-        "name", "node", "reclaim", "spec", "stop_policy", "strict", "when_can_borrow",
-        "when_can_preempt", "within",
+        "avoid_degraded", "borrow_threshold", "borrow_within", "can_preempt", "covers_pods",
+        "group_of", "groups", "name", "node", "reclaim", "spec", "stop_policy", "strict",
+        "when_can_borrow", "when_can_preempt", "within",
     )
 
     def __init__(self, spec: ClusterQueue, config: QueueConfig, node: QuotaNode) -> None:
@@ -305,5 +305,6 @@ class QueueInfo:
         self.when_can_borrow = spec.flavor_fungibility.when_can_borrow
         self.when_can_preempt = spec.flavor_fungibility.when_can_preempt
         self.stop_policy = spec.stop_policy
+        self.avoid_degraded = spec.avoid_degraded_nodes
         in_cohort = node.parent is not None
         self.can_preempt = self.within != NEVER or (in_cohort and self.reclaim != NEVER)

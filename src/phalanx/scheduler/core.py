@@ -93,12 +93,12 @@ class Scheduler:
                     if PODS in groups[g]:
                         demand[PODS] = POD_MILLIS * ps.min_count
                     over = [r for r, v in demand.items()
-                            if v > st.cache.potential(info.node, (f.name, r))]
+                            if v > st.potential(info.name, (f.name, r))]
                     if not over:
                         fitting.append(f.name)
                     elif len(eligible) == 1:
                         r = over[0]
-                        most = st.cache.potential(info.node, (f.name, r))
+                        most = st.potential(info.name, (f.name, r))
                         raise SpecError(
                             f"needs {format_amount(demand[r], r)} {r} of {f.name} but "
                             f"ClusterQueue {info.name} can never get more than "
@@ -135,7 +135,7 @@ class Scheduler:
         for res, amount in sorted(total.items()):
             group = info.groups[info.group_of[res]]
             # Pod sets may take different flavors: the sum over all of them bounds the job.
-            most = sum(st.cache.potential(info.node, (f.name, res)) for f in group.flavors)
+            most = sum(st.potential(info.name, (f.name, res)) for f in group.flavors)
             if amount > most:
                 raise SpecError(
                     f"together its pod sets need {format_amount(amount, res)} {res} but "
@@ -235,7 +235,10 @@ class Scheduler:
         enabled = gc.isenabled()
         gc.disable()
         try:
-            return Cycle(st).run()
+            withheld = st.refresh_withheld()
+            result = Cycle(st).run()
+            result.preemptions[:0] = withheld
+            return result
         finally:
             if enabled:
                 gc.enable()
@@ -268,7 +271,8 @@ class Scheduler:
                 if node.parent is not None:
                     lendable = max(0, (nominal - g) - max(0, used - g))
                 usage.append(ResourceUsage(fr[0], fr[1], nominal, used, max(0, used - nominal),
-                                           lendable))
+                                           lendable, st.withheld.get(fr, 0)
+                                           if info.spec.capacity_follows_health else 0))
             share = dominant_share(node)
             out.append(ClusterQueueStatus(
                 name=name,

@@ -20,7 +20,13 @@ from collections.abc import Callable
 from phalanx.scheduler.cache import FlavorRef, QueueInfo, QuotaCache, QuotaNode
 from phalanx.scheduler.placement import NodePool, Placement, PlacementFailure, PodGroup
 from phalanx.scheduler.workload import FR, POD_MILLIS, PODS, PodSetDemand, Workload
-from phalanx.spec.resources import Toleration, tolerates_all
+from phalanx.spec.resources import (
+    HEALTH_LABEL,
+    HEALTH_LABEL_VALUES,
+    NodeHealth,
+    Toleration,
+    tolerates_all,
+)
 
 NOFIT, PREEMPT, FIT = 0, 1, 2
 # How preemption would make room on a flavor (Kueue's preemption modes, worst first): nobody
@@ -271,6 +277,8 @@ class Assigner:
                 ref = refs[name]
                 selector.update(ref.node_labels)
                 tolerations.extend(ref.flavor.tolerations)
+            if cq.avoid_degraded:  # healthy nodes only (State labels each node's health)
+                selector[HEALTH_LABEL] = HEALTH_LABEL_VALUES[NodeHealth.HEALTHY]
             groups.append(PodGroup(
                 ps.name, choice.count, min(ps.min_count, choice.count), ps.requests,
                 tuple(sorted(selector.items())), tuple(tolerations),

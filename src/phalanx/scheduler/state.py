@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from phalanx.errors import Conflict, SpecError
+from phalanx.scheduler import slack
 from phalanx.scheduler.admitted import AdmittedJobs
 from phalanx.scheduler.cache import QueueInfo, QuotaCache
 from phalanx.scheduler.dominance import Demands
@@ -20,18 +21,18 @@ from phalanx.scheduler.protection import Protection
 from phalanx.scheduler.queue import QueueManager
 from phalanx.scheduler.reasons import QUEUED
 from phalanx.scheduler.reservation import Reservations
-from phalanx.scheduler.types import Admission, PendingReason
+from phalanx.scheduler.types import Admission, PendingReason, Preemption, PreemptionReason
 from phalanx.scheduler.waiting import WaitingPreemptor
 from phalanx.scheduler.workload import FR, POD_MILLIS, PODS, Workload, make_workload
 from phalanx.spec.config import QueueConfig
-from phalanx.spec.resources import JobSpec, Node
+from phalanx.spec.resources import HEALTH_LABEL, HEALTH_LABEL_VALUES, JobSpec, Node
 
 HOLD_PREFIX = "hold/"  # node reservations a waiting preemptor keeps during a cycle
 
 
 class State:
     def __init__(self, config: QueueConfig, nodes: Iterable[Node] = ()) -> None:
-        self.pool = NodePool(nodes)
+        self.pool = NodePool(with_health_label(n) for n in nodes)
         self.jobs: dict[str, Workload] = {}
         self.admitted: dict[str, AdmittedJobs] = {}
         self.waiting: dict[str, WaitingPreemptor] = {}  # preemptors whose victims terminate
@@ -47,7 +48,14 @@ class State:
         self.fair_sharing = True
         self.config_generation = 0  # bumped by every configuration, so holds know their own
         self.now: float | None = None  # the driver's clock at the running cycle, if it gives one
-        self._configure(config)
+        # Capacity follows health (slack.py): the configuration as given, what unhealthy or
+        # cordoned nodes withhold from it, and the nodes' version that was read.
+        self.base_config = config
+        self.withheld: slack.Withheld = slack.withheld(config, self.pool.nodes())
+        self.nodes_version = 0
+        self._withheld_at = 0
+        self._unshrunk: QuotaCache | None = None  # the quotas as given, when some are shrunk
+        self._configure(slack.shrunk(config, self.withheld))
 
     # ------------------------------------------------------------------ configuration
     def _configure(self, config: QueueConfig) -> None:
@@ -75,6 +83,43 @@ class State:
                 cls.blocked = None
 
     def set_config(self, config: QueueConfig) -> None:
+        self.base_config = config
+        self.withheld = slack.withheld(config, self.pool.nodes())
+        self._withheld_at = self.nodes_version
+        self._reconfigure(slack.shrunk(config, self.withheld))
+
+    def potential(self, cq: str, fr: FR) -> int:
+        """The most ``cq`` could ever hold of ``fr``, whatever nodes are out today."""
+        cache = self.cache
+        if self.withheld:
+            if self._unshrunk is None:
+                self._unshrunk = QuotaCache(self.base_config)
+            cache = self._unshrunk
+        return cache.potential(cache.cqs[cq], fr)
+
+    def refresh_withheld(self) -> list[Preemption]:
+        """Slack queues: quotas shrunk by the nodes that are out now, and the preemptions
+        that bring every such queue back within its quota."""
+        if not slack.follows_health(self.base_config):
+            return []
+        if self._withheld_at != self.nodes_version:
+            self._withheld_at = self.nodes_version
+            lost = slack.withheld(self.base_config, self.pool.nodes())
+            if lost != self.withheld:
+                self.withheld = lost
+                self._reconfigure(slack.shrunk(self.base_config, lost))
+        out = []
+        admitted = {cq: jobs.jobs.values() for cq, jobs in self.admitted.items()}
+        for wl in slack.over_quota(self.cache, self.config, admitted):
+            self.mark_terminating(wl)
+            out.append(Preemption(
+                wl.name, "", PreemptionReason.CAPACITY_WITHHELD,
+                f"evicted: ClusterQueue {wl.cluster_queue} lost quota with its nodes "
+                f"({slack.describe(self.withheld)} unhealthy or cordoned)"))
+        return out
+
+    def _reconfigure(self, config: QueueConfig) -> None:
+        self._unshrunk = None
         pending = sorted(
             (wl for wl in self.jobs.values() if not wl.admitted), key=lambda w: w.seq
         )
@@ -135,12 +180,14 @@ class State:
 
     # ------------------------------------------------------------------ nodes
     def upsert_node(self, node: Node) -> None:
-        self.pool.upsert(node)
+        self.pool.upsert(with_health_label(node))
         self.node_free_version += 1
+        self.nodes_version += 1
 
     def remove_node(self, name: str) -> None:
         self.pool.remove(name)
         self.node_free_version += 1
+        self.nodes_version += 1
 
     # ------------------------------------------------------------------ jobs
     def _new(self, spec: JobSpec, priority: int, submitted_at: float) -> Workload:
@@ -287,3 +334,12 @@ def _group_flavor(info: QueueInfo, flavors: dict[str, str]) -> str:
         if res in flavors:
             return flavors[res]
     return group.flavors[0].name
+
+
+def with_health_label(node: Node) -> Node:
+    """The node as placement sees it: labelled with its health (``phalanx.dev/health``), so
+    a ClusterQueue that avoids degraded nodes can select healthy ones."""
+    value = HEALTH_LABEL_VALUES[node.health]
+    if node.labels.get(HEALTH_LABEL) == value:
+        return node
+    return node.model_copy(update={"labels": {**node.labels, HEALTH_LABEL: value}})

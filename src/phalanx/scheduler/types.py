@@ -80,6 +80,8 @@ class PreemptionReason(StrEnum):
     IN_COHORT_RECLAIM_WHILE_BORROWING = "InCohortReclaimWhileBorrowing"
     IN_COHORT_FAIR_SHARING = "InCohortFairSharing"
     QUEUE_STOPPED = "QueueStopped"  # evicted by stopPolicy HoldAndDrain; no preemptor
+    # Evicted by capacityFollowsHealth: the queue's nodes went out; no preemptor.
+    CAPACITY_WITHHELD = "CapacityWithheld"
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +108,7 @@ class ResourceUsage:
     used: int  # by admitted jobs of this queue (including borrowed)
     borrowed: int  # part of used above nominal
     lendable: int  # what this queue can lend its cohort right now
+    withheld: int = 0  # taken from nominal by unhealthy or cordoned nodes (capacityFollowsHealth)
 
 
 @dataclass(frozen=True, slots=True)

@@ -531,7 +531,7 @@ _FIX_AT = {
     "header": "correct the headers as /openapi.json describes them",
     "cookie": "send no cookies; the API takes a bearer token",
 }
-_USAGE = ("nominal", "used", "borrowed", "lendable")
+_USAGE = ("nominal", "used", "borrowed", "lendable", "withheld")
 MAX_LIMIT = 1_000_000
 
 

@@ -165,6 +165,9 @@ class ResourceUsageView(Model):
     used: Quantity
     borrowed: Quantity
     lendable: Quantity
+    withheld: Quantity = Field(
+        default=0, description="Taken from the nominal quota by the flavor's unhealthy or "
+        "cordoned nodes (capacityFollowsHealth); nominal is what is left")
 
 
 class ClusterQueueView(Model):

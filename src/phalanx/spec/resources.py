@@ -110,6 +110,13 @@ class NodeHealth(StrEnum):
     UNHEALTHY = "unhealthy"
 
 
+# The label that carries a node's health (set on Kubernetes nodes by the control plane;
+# the scheduler gives it every node it places on).
+HEALTH_LABEL = "phalanx.dev/health"
+HEALTH_LABEL_VALUES = {NodeHealth.HEALTHY: "PASS", NodeHealth.DEGRADED: "WARN",
+                       NodeHealth.UNHEALTHY: "ERR"}
+
+
 class CheckStatus(StrEnum):
     """A node check's answer; N/A when the check does not apply (no GPU, no driver)."""
 

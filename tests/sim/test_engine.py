@@ -258,3 +258,43 @@ def test_periodic_scheduling_defers_cycles_to_the_next_tick(two_nodes: list[Node
     with pytest.raises(SpecError) as err:
         simulate(config(one_queue_yaml()), two_nodes, trace(FOUR_JOBS), tick=-1)
     assert err.value.field == "tick"
+
+
+def test_reclaim_preemption_keeps_progress_up_to_the_last_checkpoint(
+        two_nodes: list[Node]) -> None:
+    """As the restart case, with a checkpoint every 4 s: a2 (started at 1) saved at 5 and 9,
+    so at 10 it keeps 8 s and loses 1 s on 8 GPUs; 92 s are left at 40 and it ends at 132."""
+    result = simulate(config(cohort_yaml()), two_nodes, trace(RECLAIM), "phalanx",
+                      checkpoint_every=4)
+    assert times(result) == {"a1": (0, 100), "a2": (1, 132), "b1": (10, 40)}
+    assert result.summary["wasted_gpu_hours"] == pytest.approx(8 * 1 / 3600)
+    assert result.summary["lost_to_preemption_gpu_hours"] == pytest.approx(8 * 1 / 3600)
+
+
+def test_a_trace_job_checkpoint_interval_beats_the_runs(two_nodes: list[Node]) -> None:
+    """a2 saves every 3 s itself (at 4, 7, 10 from its start at 1): at 10 it keeps 9 s."""
+    jobs = trace(RECLAIM.replace("name\n", "name,checkpoint_every\n").replace(
+        "a1\n", "a1,\n").replace("a2\n", "a2,3\n").replace("b1\n", "b1,\n"))
+    result = simulate(config(cohort_yaml()), two_nodes, jobs, "phalanx", checkpoint_every=4)
+    assert times(result) == {"a1": (0, 100), "a2": (1, 131), "b1": (10, 40)}
+    assert result.summary["wasted_gpu_hours"] == 0
+
+
+def test_min_runtime_protects_the_young_borrower_and_takes_the_older_job(
+        two_nodes: list[Node]) -> None:
+    """minRuntime 9.5 s: at 10 a2 has run 9 s and is protected; a1 has run 10 and is not, so
+    b1 reclaims from a1, which runs again from 40 to 140 (a2 ends at 101)."""
+    result = simulate(config(cohort_yaml()), two_nodes, trace(RECLAIM), "phalanx",
+                      min_runtime=9.5)
+    assert times(result) == {"a1": (0, 140), "a2": (1, 101), "b1": (10, 40)}
+    assert {j.name: j.preemptions for j in result.jobs} == {"a1": 1, "a2": 0, "b1": 0}
+    assert result.summary["wasted_gpu_hours"] == pytest.approx(8 * 10 / 3600)
+
+
+def test_a_preemptor_held_back_by_min_runtime_runs_once_the_protection_ends(
+        two_nodes: list[Node]) -> None:
+    """minRuntime 15 s: both of team a's jobs are protected at 10. a1's protection ends at
+    15 (no event happens then: the simulator wakes for it), so b1 reclaims from a1 at 15."""
+    result = simulate(config(cohort_yaml()), two_nodes, trace(RECLAIM), "phalanx",
+                      min_runtime=15)
+    assert times(result) == {"a1": (0, 145), "a2": (1, 101), "b1": (15, 45)}

@@ -29,6 +29,7 @@ from phalanx.sim import (
 )
 from phalanx.sim.report import summary_table, teams_table
 from phalanx.spec import QueueConfig, load_config_yaml
+from phalanx.spec.quantity import parse_duration
 
 
 class RestartMode(StrEnum):
@@ -97,6 +98,15 @@ def sim(
         Path | None, typer.Option(help="YAML list of {at, node, downFor} failures")
     ] = None,
     seed: Annotated[int, typer.Option(help="Seed for random node failures")] = 0,
+    checkpoint_every: Annotated[
+        str | None, typer.Option(help="Jobs checkpoint this often (e.g. 30m): a stopped run "
+                                      "keeps its last checkpoint (a trace's checkpoint_every "
+                                      "column sets it per job)")
+    ] = None,
+    min_runtime: Annotated[
+        str | None, typer.Option(help="minRuntime (e.g. 30m) for every ClusterQueue that sets "
+                                      "none: younger jobs are no reclaim or fair-sharing victims")
+    ] = None,
     tick: Annotated[
         float, typer.Option(help="Scheduling period in simulated seconds (0: a cycle at every "
                                  "event)")
@@ -110,6 +120,10 @@ def sim(
 ) -> None:
     """Replay a job trace through the scheduler in virtual time and report what happened."""
     chosen = [policy_named(p) for p in policy or ["config"]]
+    every = parse_duration(checkpoint_every, field="--checkpoint-every") \
+        if checkpoint_every is not None else None
+    protect = parse_duration(min_runtime, field="--min-runtime") \
+        if min_runtime is not None else None
     config = load_queues(queues)
     node_list = load_nodes(nodes)
     jobs = read_trace(trace, trace_format)
@@ -123,7 +137,8 @@ def sim(
         note(f"replaying {len(jobs):,} jobs on {len(node_list):,} nodes, policy {each.name} "
              f"({each.description})")
         results.append(simulate(config, node_list, jobs, each, restart=restart.value,
-                                failures=failures, tick=tick))
+                                failures=failures, tick=tick, checkpoint_every=every,
+                                min_runtime=protect))
     console = out()
     console.print(summary_table(results, f"Simulation of {trace.name}"))
     console.print(teams_table(results))
@@ -134,7 +149,8 @@ def sim(
             "inputs": {"trace": str(trace), "queues": str(queues), "nodes": str(nodes),
                        "policies": [p.name for p in chosen], "restart": restart.value,
                        "failureRate": failure_rate, "repairSeconds": repair_seconds,
-                       "seed": seed, "limit": limit, "tick": tick},
+                       "seed": seed, "limit": limit, "tick": tick,
+                       "checkpointEvery": every, "minRuntime": protect},
             "runs": [r.to_dict() for r in results],
         }
         json_out.parent.mkdir(parents=True, exist_ok=True)

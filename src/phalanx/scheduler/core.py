@@ -286,6 +286,11 @@ class Scheduler:
             ))
         return out
 
+    def protection_ends(self) -> float | None:
+        """When the first minRuntime protection the last cycles ran into ends (a driver
+        whose cycles follow events should run one then; None: none is pending)."""
+        return self._state.preemptor.protection.next_expiry
+
     def admitted_jobs(self) -> set[str]:
         """The names of the jobs the scheduler holds as admitted."""
         return {name for jobs in self._state.admitted.values() for name in jobs.jobs}

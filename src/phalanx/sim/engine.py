@@ -11,8 +11,18 @@ plane drives; the simulator only plays the cluster around it.
 
 A job stopped early (preempted, or on a node that failed) restarts from zero by
 default, as training without checkpoints does; ``restart="resume"`` keeps its
-progress instead, as if it checkpointed continuously. Either way it keeps its
-submission time, so it keeps its place in its queue.
+progress instead, as if it checkpointed continuously. In between,
+``checkpoint_every`` (or a trace job's own ``checkpoint_every``) saves progress
+every so many seconds of a run: a stopped run keeps what it last saved and loses
+the rest, and the scheduler hears of each save (``Scheduler.report_checkpoint``), so
+preemption takes the equal candidate that loses least. Either way a job keeps its
+submission time, so it keeps its place in its queue. ``min_runtime`` gives every
+ClusterQueue that sets none that minRuntime (preemption protection); cycles run with
+the simulated clock, so protection counts in simulated time.
+
+A node that fails is taken out of the scheduler's inventory; when some ClusterQueue
+has ``capacityFollowsHealth`` it stays in, unhealthy, so that queue's quota shrinks
+by it until the repair.
 
 The control plane's lifecycle rules (``phalanx.control.lifecycle``) apply as they
 do on a real cluster: a preempted job is queued again at once; a job lost with
@@ -48,7 +58,7 @@ from phalanx.sim.metrics import JobOutcome, Series, SimResult, TeamShare, stats
 from phalanx.sim.policy import Policy, policy_named
 from phalanx.sim.trace import TraceJob
 from phalanx.spec import GPU, JobSpec, Node, QueueConfig, validate
-from phalanx.spec.resources import RestartPolicy
+from phalanx.spec.resources import NodeHealth, RestartPolicy
 
 Restart = Literal["restart", "resume"]
 MAX_CYCLES_PER_INSTANT = 64  # cycles re-run while preemptions free room at one instant
@@ -75,7 +85,15 @@ class Simulator:
                  policy: Policy | str = "config", *, restart: Restart = "restart",
                  failures: FailureModel | None = None, tick: float = 0.0,
                  max_runtime: float | None = None, restart_policy: RestartPolicy | None = None,
-                 progress: Callable[[int, int, float], None] | None = None) -> None:
+                 progress: Callable[[int, int, float], None] | None = None,
+                 checkpoint_every: float | None = None,
+                 min_runtime: float | None = None) -> None:
+        for value, what in ((checkpoint_every, "checkpointEvery"), (min_runtime, "minRuntime")):
+            if value is not None and not (math.isfinite(value) and value >= 0):
+                raise SpecError(f"{what} {value:g} s is out of range", field=what,
+                                fix="use 0 or more seconds, or leave it out")
+        self.checkpoint_every = checkpoint_every
+        self.min_runtime = min_runtime
         if not math.isfinite(tick) or tick < 0:
             raise SpecError(f"scheduling period {tick:g} s is out of range", field="tick",
                             fix="use 0 (a cycle at every event) or a positive number of seconds")
@@ -90,7 +108,8 @@ class Simulator:
             raise SpecError(f"unknown restart mode {restart!r}", field="restart",
                             fix="use 'restart' (from zero) or 'resume'")
         self.policy = policy if isinstance(policy, Policy) else policy_named(policy)
-        self.config = self.policy.apply(config)
+        self.config = with_min_runtime(self.policy.apply(config), min_runtime)
+        self.slack = any(cq.capacity_follows_health for cq in self.config.cluster_queues.values())
         self.nodes = {n.name: n for n in nodes}
         if len(self.nodes) != len(nodes):
             raise SpecError("two nodes share a name", field="nodes",
@@ -148,6 +167,14 @@ class Simulator:
         cq_of = {name: lq.cluster_queue for name, lq in config.local_queues.items()}
         return out, cq_of
 
+    def interval(self, job: TraceJob) -> float | None:
+        """Seconds between the job's checkpoints: 0 keeps all progress, None none."""
+        if job.checkpoint_every is not None:
+            return job.checkpoint_every
+        if self.checkpoint_every is not None:
+            return self.checkpoint_every
+        return 0.0 if self.restart == "resume" else None
+
     # ------------------------------------------------------------------ the run
     def run(self) -> SimResult:
         started = time.perf_counter()
@@ -161,8 +188,10 @@ class Simulator:
         ]
         by_name = {o.name: o for o in outcomes}
         arrivals = list(zip(self.trace, templates, outcomes, strict=True))
-        restart = self.restart == "restart"
+        intervals = {j.name: self.interval(j) for j in self.trace}
         track_nodes = self.failures is not None
+        saves: list[tuple[float, int, str, int]] = []  # (a checkpoint's time, seq, job, attempt)
+        wakes: list[float] = []  # when minRuntime protections that held a preemptor back end
 
         running: dict[str, _Run] = {}
         finishes: list[tuple[float, int, str, int]] = []  # (time, seq, job, attempt)
@@ -182,25 +211,26 @@ class Simulator:
         capacity = sum(gpus_of.values())
         pending = 0
         cycles = instants = preemptions = evictions = node_failures = failed = 0
-        wasted = goodput = 0.0
+        wasted = goodput = lost_to_failures = 0.0
 
         if self.failures is not None:
             for f in self.failures.start(self.nodes):
                 seq += 1
                 heapq.heappush(node_events, (f.at, _FAIL, seq, f.node, f.down_for))
 
-        def stop(name: str, now: float, requeue: bool) -> None:
+        def stop(name: str, now: float, requeue: bool, failure: bool = False) -> None:
             """A run ends early: account for it and (``requeue``) queue the job again."""
-            nonlocal busy, pending, wasted
+            nonlocal busy, pending, wasted, lost_to_failures
             run = running.pop(name)
             o = run.outcome
             ran = now - run.start
             busy -= o.gpus
             team_seconds[o.cluster_queue] = team_seconds.get(o.cluster_queue, 0.0) + ran * o.gpus
-            if restart:
-                wasted += ran * o.gpus
-            else:
-                remaining[name] = run.remaining - ran
+            kept = kept_progress(ran, intervals[name])
+            wasted += (ran - kept) * o.gpus
+            if failure:
+                lost_to_failures += (ran - kept) * o.gpus
+            remaining[name] = run.remaining - kept
             for node in run.nodes if track_nodes else ():
                 node_jobs[node].discard(name)
             if requeue:
@@ -217,9 +247,9 @@ class Simulator:
             decision = restart_decision(run.spec.restart, "system", 0, o.system_restarts)
             o.system_restarts = decision.system_restarts
             if decision.restart and decision.delay <= 0:
-                stop(name, now, requeue=True)
+                stop(name, now, requeue=True, failure=True)
                 return
-            stop(name, now, requeue=False)
+            stop(name, now, requeue=False, failure=True)
             if decision.restart:
                 seq += 1
                 heapq.heappush(releases, (now + decision.delay, seq, run))
@@ -232,7 +262,7 @@ class Simulator:
         index, total = 0, len(arrivals)
         while True:
             if due is None:
-                if not (index < total or running or pending or releases):
+                if not (index < total or running or pending or releases or wakes):
                     break
                 if index >= total and not running and not down and not releases:
                     break  # pending jobs that nothing will ever let in: never admitted
@@ -247,6 +277,10 @@ class Simulator:
                 now = deadlines[0][0]
             if releases and releases[0][0] < now:
                 now = releases[0][0]
+            if wakes and wakes[0] < now:
+                now = wakes[0]
+            while wakes and wakes[0] <= now:
+                heapq.heappop(wakes)
             instants += 1
 
             while finishes and finishes[0][0] == now:
@@ -291,7 +325,11 @@ class Simulator:
                 node_failures += 1
                 down.add(node)
                 capacity -= gpus_of[node]
-                scheduler.remove_node(node)
+                if self.slack:  # out, but still counted against its flavor's slack quotas
+                    scheduler.upsert_node(self.nodes[node].model_copy(
+                        update={"health": NodeHealth.UNHEALTHY}))
+                else:
+                    scheduler.remove_node(node)
                 for name in sorted(node_jobs.get(node, ())):
                     by_name[name].evictions += 1
                     evictions += 1
@@ -328,8 +366,19 @@ class Simulator:
                 series.record(now, busy, capacity, pending, len(running))
                 continue
             due = None
+            while saves and saves[0][0] <= now:  # the runs' checkpoints up to now
+                at, _, name, attempt = heapq.heappop(saves)
+                run = running.get(name)
+                if run is None or run.attempt != attempt:
+                    continue
+                scheduler.report_checkpoint(name, at)
+                every = intervals[name]
+                assert every  # only runs with an interval above 0 schedule saves
+                if at + every < run.start + run.remaining:
+                    seq += 1
+                    heapq.heappush(saves, (at + every, seq, name, attempt))
             for _ in range(MAX_CYCLES_PER_INSTANT):
-                result = scheduler.cycle()
+                result = scheduler.cycle(now)
                 cycles += 1
                 for adm in result.admissions:
                     name = adm.job
@@ -345,6 +394,10 @@ class Simulator:
                     pending -= 1
                     seq += 1
                     heapq.heappush(finishes, (now + left, seq, name, attempt))
+                    every = intervals[name]
+                    if every and every < left:
+                        seq += 1
+                        heapq.heappush(saves, (now + every, seq, name, attempt))
                     # Pods start as they are admitted here, so the first admission is the start.
                     limit = deadline_at(self.max_runtime, first_start.setdefault(name, now), now)
                     if limit is not None and limit < now + left:
@@ -358,13 +411,16 @@ class Simulator:
                         stop(p.victim, now, requeue=True)
                 if not result.preemptions:
                     break
+            ends = scheduler.protection_ends()
+            if pending and ends is not None and ends > now and (not wakes or wakes[0] != ends):
+                heapq.heappush(wakes, ends)  # the protected may then make room
             series.record(now, busy, capacity, pending, len(running))
 
         wall = time.perf_counter() - started
         return self._result(outcomes, series, team_seconds, {
             "cycles": cycles, "instants": instants, "preemptions": preemptions,
             "evictions": evictions, "node_failures": node_failures, "wasted": wasted,
-            "failed": failed,
+            "failed": failed, "lost_to_failures": lost_to_failures,
             "goodput": goodput, "wall": wall,
         })
 
@@ -412,6 +468,10 @@ class Simulator:
             "evictions": int(counts["evictions"]),
             "node_failures": int(counts["node_failures"]),
             "wasted_gpu_hours": counts["wasted"] / 3600,
+            "lost_to_preemption_gpu_hours": (counts["wasted"] - counts["lost_to_failures"]) / 3600,
+            "lost_to_failures_gpu_hours": counts["lost_to_failures"] / 3600,
+            "checkpoint_every": self.checkpoint_every,
+            "min_runtime": self.min_runtime,
             "cycles": int(counts["cycles"]),
             "instants": int(counts["instants"]),
             "wall_seconds": wall,
@@ -441,13 +501,34 @@ class Simulator:
         return SimResult(self.policy.name, summary, teams, series, outcomes)
 
 
+def kept_progress(ran: float, every: float | None) -> float:
+    """What a run of ``ran`` seconds keeps when it stops: its last checkpoint's worth."""
+    if every is None:
+        return 0.0
+    if every == 0:
+        return ran
+    return math.floor(ran / every) * every
+
+
+def with_min_runtime(config: QueueConfig, min_runtime: float | None) -> QueueConfig:
+    """``config`` with ``min_runtime`` on every ClusterQueue that sets none."""
+    if not min_runtime:
+        return config
+    changed = [cq.model_copy(update={"min_runtime": min_runtime})
+               for cq in config.cluster_queues.values() if cq.min_runtime is None]
+    return config.merged(changed) if changed else config
+
+
 def simulate(config: QueueConfig, nodes: Sequence[Node], trace: Sequence[TraceJob],
              policy: Policy | str = "config", *, restart: Restart = "restart",
              failures: FailureModel | None = None, tick: float = 0.0,
              max_runtime: float | None = None, restart_policy: RestartPolicy | None = None,
-             progress: Callable[[int, int, float], None] | None = None) -> SimResult:
+             progress: Callable[[int, int, float], None] | None = None,
+             checkpoint_every: float | None = None,
+             min_runtime: float | None = None) -> SimResult:
     """Run one simulation (see ``Simulator``)."""
     return Simulator(config, nodes, trace, policy, restart=restart, failures=failures,
                      tick=tick, max_runtime=max_runtime, restart_policy=restart_policy,
-                     progress=progress).run()
+                     progress=progress, checkpoint_every=checkpoint_every,
+                     min_runtime=min_runtime).run()
 

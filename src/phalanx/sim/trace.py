@@ -7,11 +7,13 @@ Two formats, told apart by their header:
   (``YYYY-MM-DD HH:MM:SS``, UTC), ``duration`` the run time in seconds,
   ``num_gpus`` the job's GPUs, ``gpu_time`` their product (checked), ``cluster``
   the virtual cluster, i.e. the team.
-* **Generic** (``submit,duration,gpus,team`` plus optional ``name`` and
-  ``priority``): ``submit`` in seconds from any origin (a number) or an ISO 8601
-  timestamp, ``duration`` in seconds, ``gpus`` a whole number >= 1, ``team`` the
-  LocalQueue the job is submitted to, ``priority`` an integer or a
-  PriorityClass name, ``name`` a job name (default ``job-<row>``).
+* **Generic** (``submit,duration,gpus,team`` plus optional ``name``,
+  ``priority`` and ``checkpoint_every``): ``submit`` in seconds from any origin
+  (a number) or an ISO 8601 timestamp, ``duration`` in seconds, ``gpus`` a whole
+  number >= 1, ``team`` the LocalQueue the job is submitted to, ``priority`` an integer or a
+  PriorityClass name, ``name`` a job name (default ``job-<row>``),
+  ``checkpoint_every`` the seconds between the job's checkpoints (empty: the
+  simulation's own setting; 0: it keeps all its progress).
 
 Submission times are shifted so the earliest job arrives at 0. Jobs come back
 sorted by (submission, row), so a trace file in any order replays the same way.
@@ -34,7 +36,7 @@ from phalanx.spec.base import check_name
 
 PHILLY_COLUMNS = ("timestamp", "duration", "num_gpus", "gpu_time", "cluster")
 GENERIC_COLUMNS = ("submit", "duration", "gpus", "team")
-GENERIC_OPTIONAL = ("name", "priority")
+GENERIC_OPTIONAL = ("name", "priority", "checkpoint_every")
 
 
 class TraceFormat(StrEnum):
@@ -54,6 +56,7 @@ class TraceJob:
     team: str  # the LocalQueue it is submitted to
     priority: str | int = "default"
     row: int = 0  # line in the source file, for messages
+    checkpoint_every: float | None = None  # seconds between checkpoints; None: the run's
 
     @property
     def gpu_seconds(self) -> float:
@@ -103,7 +106,7 @@ def parse_trace(lines: Iterable[str], source: str = "trace",
 
 def _shift(job: TraceJob, origin: float) -> TraceJob:
     return TraceJob(job.name, job.submit - origin, job.duration, job.gpus, job.team,
-                    job.priority, job.row)
+                    job.priority, job.row, job.checkpoint_every)
 
 
 def _detect(header: Sequence[str], source: str) -> TraceFormat:
@@ -260,7 +263,10 @@ def _generic(reader: Iterable[list[str]], header: list[str], source: str) -> lis
         if "priority" in index:
             text = row.raw("priority")
             priority = int(text) if _is_int(text) else text
-        jobs.append(TraceJob(name, submit, duration, gpus, team, priority, line))
+        every: float | None = None
+        if "checkpoint_every" in index and row.cells[index["checkpoint_every"]].strip():
+            every = row.seconds("checkpoint_every", positive=False)
+        jobs.append(TraceJob(name, submit, duration, gpus, team, priority, line, every))
     return jobs
 
 

@@ -186,6 +186,37 @@ class Worker(Model):
     service: ApiService = Field(default_factory=ApiService, description="The API's Service")
 
 
+class Checkpoints(Model):
+    """Where jobs' checkpoint directories live: one directory per job on this volume."""
+
+    claim_name: ObjectName | None = Field(
+        default=None, description="A PersistentVolumeClaim in the runs namespace (ReadWriteMany "
+        "when a job's pods may land on several nodes)")
+    host_path: str | None = Field(
+        default=None, description="A directory on every node (node-local: a job resumes only "
+        "on the node that saved)")
+    cleanup_image: ImageReference = Field(
+        default="busybox:1.36", description="Image of the pods that remove a finished job's "
+        "directory")
+
+    @model_validator(mode="after")
+    def _one_volume(self) -> Checkpoints:
+        if self.claim_name and self.host_path:
+            raise ValueError("both claimName and hostPath are set; name one checkpoint volume")
+        if self.host_path is not None and not self.host_path.startswith("/"):
+            raise ValueError(f"hostPath {self.host_path!r} is not an absolute path; give one "
+                             "starting with /")
+        return self
+
+    def volume(self) -> dict[str, Any] | None:
+        """The Kubernetes volume source, or None without a volume."""
+        if self.claim_name:
+            return {"persistentVolumeClaim": {"claimName": self.claim_name}}
+        if self.host_path:
+            return {"hostPath": {"path": self.host_path, "type": "DirectoryOrCreate"}}
+        return None
+
+
 class Runs(Model):
     namespace: Name = Field(default="phalanx-runs", description="Namespace the job pods run in")
     rbac: Rbac = Field(default_factory=Rbac, description="The ServiceAccount job pods run as")
@@ -193,6 +224,9 @@ class Runs(Model):
         default=None,
         description="Image of job pod sets that name none (unset: such jobs are refused at submit)",
     )
+    checkpoints: Checkpoints = Field(
+        default_factory=Checkpoints, description="The volume of jobs' checkpoint directories "
+        "(PHALANX_CHECKPOINT_DIR); unset: jobs get none")
 
 
 def _gpu_nodes() -> dict[str, str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from phalanx.deploy.rbac import (
@@ -162,6 +163,12 @@ def deployment(values: Values) -> Manifest:
     if values.store.kind == "postgresql":
         pg = values.store.postgresql
         env.append(_secret_env("PHALANX_DB_URL", pg.secret_name, pg.key))
+    checkpoint_volume = values.runs.checkpoints.volume()
+    if checkpoint_volume is not None:
+        env += [{"name": "PHALANX_K8S_CHECKPOINT_VOLUME",
+                 "value": json.dumps(checkpoint_volume, sort_keys=True)},
+                {"name": "PHALANX_K8S_CHECKPOINT_CLEANUP_IMAGE",
+                 "value": values.runs.checkpoints.cleanup_image}]
     probe = {"httpGet": {"path": "/healthz", "port": "http"}}
     container: dict[str, Any] = {
         "name": "phalanx",

@@ -18,6 +18,7 @@ from typing import Any
 
 from phalanx.compute import env as distributed
 from phalanx.compute.base import PodRef
+from phalanx.compute.kubernetes import checkpoints
 from phalanx.errors import SpecError
 from phalanx.scheduler.types import Admission
 from phalanx.spec.quantity import MILLI, format_quantity
@@ -203,6 +204,7 @@ def pod(
     node_taints: list[Taint] | None = None,
     with_pod_group: bool = False,
     default_image: str | None = None,
+    checkpoint_volume: Object | None = None,
 ) -> Object:
     ref = planned.ref
     index, pod_set = next((i, p) for i, p in enumerate(job.pod_sets) if p.name == ref.pod_set)
@@ -244,6 +246,10 @@ def pod(
         spec["serviceAccountName"] = service_account
     if priority_class:
         spec["priorityClassName"] = priority_class
+    if job.termination_grace is not None:  # the kubelet's SIGTERM-to-SIGKILL wait
+        spec["terminationGracePeriodSeconds"] = round(job.termination_grace)
+    if checkpoint_volume is not None:
+        checkpoints.mount(spec, container, job.name, checkpoint_volume)
     return {
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {

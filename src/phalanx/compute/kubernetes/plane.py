@@ -30,7 +30,7 @@ from typing import Any
 from urllib.parse import quote
 
 from phalanx.compute.base import ComputePlane, PodPhase, PodRef, PodState
-from phalanx.compute.kubernetes import objects
+from phalanx.compute.kubernetes import checkpoints, objects
 from phalanx.compute.kubernetes.client import KubeClient, KubeError, Object, configure
 from phalanx.compute.kubernetes.events import pod_events
 from phalanx.compute.kubernetes.logs import LogCopier
@@ -59,6 +59,8 @@ NAMESPACE_ENV = "PHALANX_K8S_NAMESPACE"
 SERVICE_ACCOUNT_ENV = "PHALANX_RUNS_SERVICE_ACCOUNT"
 START_TIMEOUT_ENV = "PHALANX_K8S_START_TIMEOUT"
 NODE_LOST_GRACE_ENV = "PHALANX_K8S_NODE_LOST_GRACE"
+CHECKPOINT_VOLUME_ENV = "PHALANX_K8S_CHECKPOINT_VOLUME"  # JSON: a volume source
+CHECKPOINT_CLEANUP_IMAGE_ENV = "PHALANX_K8S_CHECKPOINT_CLEANUP_IMAGE"
 PRIORITY_CLASSES_ENV = "PHALANX_K8S_PRIORITY_CLASSES"
 
 
@@ -104,6 +106,10 @@ class Settings:
     default_image: str | None = None
     # How long a node may stop reporting before it is lost (its gangs requeued elsewhere).
     node_lost_grace: float = 60.0
+    # The volume (a Kubernetes volume source) holding jobs' checkpoint directories, and the
+    # image of the pods that remove them; no volume, no checkpoint directories.
+    checkpoint_volume: dict[str, Any] | None = None
+    checkpoint_cleanup_image: str = checkpoints.DEFAULT_CLEANUP_IMAGE
 
 
 class KubernetesPlane(ComputePlane):
@@ -126,6 +132,9 @@ class KubernetesPlane(ComputePlane):
         self._launching = threading.Lock()
         self._attempts: dict[tuple[str, int], _Attempt] = {}
         self._by_pod: dict[str, tuple[_Attempt, _Pod]] = {}
+        self.checkpoints = checkpoints.CheckpointCleaner(
+            client, self.namespace, self.settings.checkpoint_volume,
+            self.settings.checkpoint_cleanup_image)
         self.logs = LogCopier(client, self.namespace, LogStore.for_home(self.home),
                               self.home / "kubernetes" / "log-offsets")
         self.inventory_source = NodeInventory(client, namespace=self.namespace,
@@ -365,7 +374,11 @@ class KubernetesPlane(ComputePlane):
             plan, planned, job, owner, service_account=self.settings.service_account,
             priority_class=priority, node_taints=self.inventory_source.node_taints(planned.node),
             with_pod_group=self.pod_groups, default_image=self.settings.default_image,
+            checkpoint_volume=self.settings.checkpoint_volume,
         )
+
+    def release_checkpoints(self, job: str) -> None:
+        self.checkpoints.release(job)
 
     def _complete_launch(self, current: _Attempt) -> None:
         """Create whatever of the attempt does not exist yet, adopting what does."""
@@ -573,6 +586,11 @@ def settings_from_env() -> Settings:
     if os.environ.get(NODE_LOST_GRACE_ENV):
         settings.node_lost_grace = parse_duration(os.environ[NODE_LOST_GRACE_ENV],
                                                   field=NODE_LOST_GRACE_ENV)
+    if os.environ.get(CHECKPOINT_VOLUME_ENV):
+        settings.checkpoint_volume = checkpoints.volume_source(os.environ[CHECKPOINT_VOLUME_ENV],
+                                                               CHECKPOINT_VOLUME_ENV)
+    if os.environ.get(CHECKPOINT_CLEANUP_IMAGE_ENV):
+        settings.checkpoint_cleanup_image = os.environ[CHECKPOINT_CLEANUP_IMAGE_ENV]
     mapping = os.environ.get(PRIORITY_CLASSES_ENV, "")
     classes = {}
     for pair in filter(None, (p.strip() for p in mapping.split(","))):
@@ -583,3 +601,4 @@ def settings_from_env() -> Settings:
         classes[name.strip()] = value.strip()
     settings.priority_classes = classes
     return settings
+

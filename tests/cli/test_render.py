@@ -125,7 +125,7 @@ def test_queues_view_from_api_shape() -> None:
             "stopped": False, "weightedShare": 0.5,
             "usage": [
                 {"flavor": "local", "resource": "cpu", "nominal": "2", "used": "1500m",
-                 "borrowed": "0", "lendable": "2"},
+                 "borrowed": "0", "lendable": "2", "withheld": "2"},
                 {"flavor": "local", "resource": "memory", "nominal": "4294967296",
                  "used": "1Gi", "borrowed": "0", "lendable": "4Gi"},
             ],
@@ -136,8 +136,8 @@ def test_queues_view_from_api_shape() -> None:
     }
     out = text(render.queues_view(QueuesOverview.model_validate(data)))
     rows = [line.split() for line in out.splitlines()]
-    assert ["team-a", "research", "3", "1", "local", "cpu", "2", "1500m", "0"] in rows
-    assert ["local", "memory", "4Gi", "1Gi", "0"] in rows
+    assert ["team-a", "research", "3", "1", "local", "cpu", "2", "1500m", "0", "2"] in rows
+    assert ["local", "memory", "4Gi", "1Gi", "0", "0"] in rows  # nothing withheld
     assert ["team-a", "team-a", "3", "1"] in rows
 
 

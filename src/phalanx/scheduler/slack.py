@@ -10,7 +10,7 @@ recomputes it whenever nodes change; the queue's admitted jobs over the shrunk q
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from phalanx.scheduler.admitted import least_work_lost
 from phalanx.scheduler.cache import QuotaCache
@@ -66,7 +66,7 @@ def shrunk(config: QueueConfig, lost: Withheld) -> QueueConfig:
 
 
 def over_quota(cache: QuotaCache, config: QueueConfig,
-               admitted: dict[str, Iterable[Workload]]) -> list[Workload]:
+               admitted: Mapping[str, Iterable[Workload]]) -> list[Workload]:
     """Jobs of slack queues to preempt so that each holds no more than it now may: lowest
     priority first, least work lost first among equals. Jobs already terminating count as
     gone."""

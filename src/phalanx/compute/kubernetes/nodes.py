@@ -23,11 +23,12 @@ from collections.abc import Callable
 from typing import Any
 
 from phalanx.compute.kubernetes.client import KubeClient
-from phalanx.compute.kubernetes.health import doctor_health
+from phalanx.compute.kubernetes.health import CONDITION, doctor_health
 from phalanx.compute.kubernetes.objects import MANAGED_BY, MANAGER
 from phalanx.compute.kubernetes.status import timestamp
 from phalanx.compute.kubernetes.watch import Informer
 from phalanx.errors import SpecError
+from phalanx.health.stale import DEFAULT_STALE_AFTER, is_stale, mark_stale
 from phalanx.spec.quantity import format_quantity, parse_quantity
 from phalanx.spec.resources import Node, NodeHealth, Taint
 
@@ -107,9 +108,17 @@ def lost_since(obj: Object) -> float | None:
     return min(times) if times else None
 
 
+def doctor_heartbeat(obj: Object) -> float | None:
+    """When the node's doctor last reported (its condition's heartbeat), None: no doctor."""
+    for condition in (obj.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == CONDITION:
+            return timestamp(condition.get("lastHeartbeatTime"))
+    return None
+
+
 def node_from(
     obj: Object, used: dict[str, int] | None = None, *, now: float | None = None,
-    lost_grace: float = DEFAULT_LOST_GRACE,
+    lost_grace: float = DEFAULT_LOST_GRACE, stale_after: float = DEFAULT_STALE_AFTER,
 ) -> Node:
     """The scheduler's Node for a Node object, less ``used`` (foreign pods' requests)."""
     meta, spec, status = obj.get("metadata", {}), obj.get("spec") or {}, obj.get("status") or {}
@@ -122,6 +131,10 @@ def node_from(
         for t in spec.get("taints") or [] if t.get("key") and t.get("effect") in EFFECTS
     ]
     health, reasons, checks = doctor_health(obj)
+    now = time.time() if now is None else now
+    heartbeat = doctor_heartbeat(obj)
+    if heartbeat is not None and is_stale(heartbeat, now, stale_after):
+        health, reasons = mark_stale(health, reasons, heartbeat, now, stale_after)
     conditions = {c.get("type"): c for c in status.get("conditions") or []}
     ready = conditions.get("Ready")
     since = lost_since(obj)
@@ -129,7 +142,7 @@ def node_from(
     if since is not None:
         why = (ready or {}).get("reason") or "NotReady"
         detail = (ready or {}).get("message") or "the node does not report Ready"
-        silent = (time.time() if now is None else now) - since
+        silent = now - since
         lost = silent >= lost_grace
         if lost:
             health = NodeHealth.UNHEALTHY
@@ -166,9 +179,12 @@ class NodeInventory:
         on_change: Callable[[], None] | None = None,
         read_timeout: float = 60.0,
         lost_grace: float = DEFAULT_LOST_GRACE,
+        stale_after: float = DEFAULT_STALE_AFTER,
     ) -> None:
         self.namespace = namespace
         self.lost_grace = lost_grace
+        self.stale_after = stale_after
+        self._stale: set[str] = set()  # nodes whose doctor the cached snapshot reports silent
         self._lost: set[str] = set()  # nodes the cached snapshot reports lost
         self.on_change = on_change
         self._lock = threading.Lock()
@@ -206,9 +222,11 @@ class NodeInventory:
                         into[k] = into.get(k, 0) + v
                 now = time.time()
                 self._cache = [node_from(obj, used.get(name), now=now,
-                                         lost_grace=self.lost_grace)
+                                         lost_grace=self.lost_grace,
+                                         stale_after=self.stale_after)
                                for name, obj in sorted(self._nodes.items())]
                 self._lost = {n.name for n in self._cache if n.lost}
+                self._stale = self._silent(now)
             return list(self._cache)
 
     def expire(self) -> None:
@@ -220,10 +238,15 @@ class NodeInventory:
                 return
             lost = {name for name, obj in self._nodes.items()
                     if (since := lost_since(obj)) is not None and now - since >= self.lost_grace}
-            if lost == self._lost:
+            if lost == self._lost and self._silent(now) == self._stale:
                 return
             self._changed()
         self._notify()
+
+    def _silent(self, now: float) -> set[str]:
+        """The nodes whose doctor has not reported for longer than ``stale_after``."""
+        return {name for name, obj in self._nodes.items()
+                if is_stale(doctor_heartbeat(obj), now, self.stale_after)}
 
     def node_names(self) -> set[str]:
         with self._lock:

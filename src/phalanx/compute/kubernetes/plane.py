@@ -23,8 +23,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -35,6 +34,11 @@ from phalanx.compute.kubernetes.client import KubeClient, KubeError, Object, con
 from phalanx.compute.kubernetes.events import pod_events
 from phalanx.compute.kubernetes.logs import LogCopier
 from phalanx.compute.kubernetes.nodes import NodeInventory
+from phalanx.compute.kubernetes.settings import (
+    NAMESPACE_ENV,
+    Settings,
+    settings_from_env,
+)
 from phalanx.compute.kubernetes.status import (
     DELETED,
     NODE_LOST,
@@ -47,21 +51,11 @@ from phalanx.compute.kubernetes.watch import Informer
 from phalanx.errors import Conflict, NotFound, SpecError
 from phalanx.scheduler.types import Admission
 from phalanx.spec.base import IMAGE_FIX, is_image_reference
-from phalanx.spec.quantity import parse_duration
 from phalanx.spec.resources import JobSpec, Node
 from phalanx.spec.status import JobEvent
 from phalanx.store.logs import LogStore
 
 log = logging.getLogger("phalanx.compute.kubernetes")
-
-DEFAULT_NAMESPACE = "phalanx-runs"
-NAMESPACE_ENV = "PHALANX_K8S_NAMESPACE"
-SERVICE_ACCOUNT_ENV = "PHALANX_RUNS_SERVICE_ACCOUNT"
-START_TIMEOUT_ENV = "PHALANX_K8S_START_TIMEOUT"
-NODE_LOST_GRACE_ENV = "PHALANX_K8S_NODE_LOST_GRACE"
-CHECKPOINT_VOLUME_ENV = "PHALANX_K8S_CHECKPOINT_VOLUME"  # JSON: a volume source
-CHECKPOINT_CLEANUP_IMAGE_ENV = "PHALANX_K8S_CHECKPOINT_CLEANUP_IMAGE"
-PRIORITY_CLASSES_ENV = "PHALANX_K8S_PRIORITY_CLASSES"
 
 
 @dataclass(slots=True)
@@ -93,24 +87,6 @@ class _Attempt:
     grace: float = 10.0
 
 
-@dataclass(slots=True)
-class Settings:
-    namespace: str = DEFAULT_NAMESPACE
-    service_account: str | None = None
-    priority_classes: Mapping[str, str] = field(default_factory=dict)
-    start_timeout: float = 300.0
-    image_pull_timeout: float = 120.0
-    sync_timeout: float = 30.0
-    read_timeout: float = 60.0
-    # The image of pod sets that name none; without one such jobs are refused at submit.
-    default_image: str | None = None
-    # How long a node may stop reporting before it is lost (its gangs requeued elsewhere).
-    node_lost_grace: float = 60.0
-    # The volume (a Kubernetes volume source) holding jobs' checkpoint directories, and the
-    # image of the pods that remove them; no volume, no checkpoint directories.
-    checkpoint_volume: dict[str, Any] | None = None
-    checkpoint_cleanup_image: str = checkpoints.DEFAULT_CLEANUP_IMAGE
-
 
 class KubernetesPlane(ComputePlane):
     """Runs admitted jobs as pods in one namespace of a cluster."""
@@ -140,7 +116,8 @@ class KubernetesPlane(ComputePlane):
         self.inventory_source = NodeInventory(client, namespace=self.namespace,
                                               on_change=self._notify,
                                               read_timeout=self.settings.read_timeout,
-                                              lost_grace=self.settings.node_lost_grace)
+                                              lost_grace=self.settings.node_lost_grace,
+                                              stale_after=self.settings.doctor_stale_after)
         self.pod_informer = Informer(
             client, f"{self._base}/pods", label_selector=objects.SELECTOR,
             on_list=self._list_pods, on_event=self._pod_event, name="pods",
@@ -575,30 +552,3 @@ def _attempt_from_anchor(item: Object) -> _Attempt:
         launched=annotations.get(objects.LAUNCHED) == "true",
         stop_at=float(stop) if stop else None,
     )
-
-
-def settings_from_env() -> Settings:
-    """Settings from the environment (the Deployment sets the runs ServiceAccount)."""
-    settings = Settings(service_account=os.environ.get(SERVICE_ACCOUNT_ENV) or None)
-    if os.environ.get(START_TIMEOUT_ENV):
-        settings.start_timeout = parse_duration(os.environ[START_TIMEOUT_ENV],
-                                                field=START_TIMEOUT_ENV)
-    if os.environ.get(NODE_LOST_GRACE_ENV):
-        settings.node_lost_grace = parse_duration(os.environ[NODE_LOST_GRACE_ENV],
-                                                  field=NODE_LOST_GRACE_ENV)
-    if os.environ.get(CHECKPOINT_VOLUME_ENV):
-        settings.checkpoint_volume = checkpoints.volume_source(os.environ[CHECKPOINT_VOLUME_ENV],
-                                                               CHECKPOINT_VOLUME_ENV)
-    if os.environ.get(CHECKPOINT_CLEANUP_IMAGE_ENV):
-        settings.checkpoint_cleanup_image = os.environ[CHECKPOINT_CLEANUP_IMAGE_ENV]
-    mapping = os.environ.get(PRIORITY_CLASSES_ENV, "")
-    classes = {}
-    for pair in filter(None, (p.strip() for p in mapping.split(","))):
-        name, sep, value = pair.partition("=")
-        if not sep or not name.strip() or not value.strip():
-            raise SpecError(f"{pair!r} is not NAME=PRIORITYCLASS", field=PRIORITY_CLASSES_ENV,
-                            fix="write e.g. high=ml-high,low=ml-low")
-        classes[name.strip()] = value.strip()
-    settings.priority_classes = classes
-    return settings
-

@@ -64,6 +64,7 @@ from phalanx.compute.local.state import (
 from phalanx.compute.local.users import PodUser
 from phalanx.errors import SpecError
 from phalanx.health import Doctor, Report, make_doctor
+from phalanx.health.stale import DEFAULT_STALE_AFTER, is_stale, mark_stale, stale_after_for
 from phalanx.scheduler.types import Admission
 from phalanx.spec.quantity import MILLI
 from phalanx.spec.resources import GPU, JobSpec, Node, NodeCheck, NodeHealth
@@ -147,6 +148,9 @@ class LocalPlane(ComputePlane):
         # What the node advertised at start: a GPU that falls off the bus later is missed.
         self.expected_gpus = len(self.gpus)
         self._doctor: Doctor | None = None
+        self._doctor_heard: float | None = None  # when the doctor last reported
+        self._doctor_silent = False  # the node is marked for a silent doctor
+        self._doctor_stale_after = DEFAULT_STALE_AFTER
         self.max_pods = max_pods
         self._node = NodeTable([machine_node(self.node_name, self.gpus, max_pods)],
                                self._nodes_changed)
@@ -204,20 +208,41 @@ class LocalPlane(ComputePlane):
             "health_reasons": current.health_reasons, "checks": current.checks,
         }))
 
-    def start_doctor(self, interval: float, *, site_dir: Path | None = None) -> Doctor:
+    def start_doctor(self, interval: float, *, site_dir: Path | None = None,
+                     stale_after: float | None = None) -> Doctor:
         """Run the node doctor every ``interval`` seconds; its reports set this node's health.
 
         When NVML counts other GPUs than the node offers, the node offers what NVML sees.
+        A doctor silent for ``stale_after`` seconds (default: five missed reports, at least
+        five minutes) leaves the node degraded until it reports again.
         """
         doctor = make_doctor(
             self.node_name, expected_gpus=lambda: self.expected_gpus,
             disk_paths=[self.home, Path(tempfile.gettempdir())], site_dir=site_dir,
         )
         self._doctor = doctor
+        self._doctor_stale_after = stale_after_for(interval) if stale_after is None \
+            else stale_after
+        self._doctor_heard = time.time()  # silent from now on counts from its start
         doctor.start(interval, self._apply_report)
         return doctor
 
+    def _check_doctor(self, now: float) -> None:
+        """A doctor that stopped reporting (a check that hangs, say) leaves the node
+        degraded until it reports again."""
+        heard = self._doctor_heard
+        if self._doctor is None or heard is None or self._doctor_silent:
+            return
+        if is_stale(heard, now, self._doctor_stale_after):
+            self._doctor_silent = True
+            node = self._node.get(self.node_name)
+            assert node is not None
+            health, reasons = mark_stale(node.health, node.health_reasons, heard, now,
+                                         self._doctor_stale_after)
+            self.set_node_state(health=health, reasons=reasons)
+
     def _apply_report(self, report: Report) -> None:
+        self._doctor_heard, self._doctor_silent = time.time(), False
         if report.gpus is not None and report.gpus != len(self.gpus):
             self.set_gpus(discover_gpus())
         self.set_node_state(health=report.health, reasons=report.reasons, checks=report.checks)
@@ -255,6 +280,7 @@ class LocalPlane(ComputePlane):
         with self._lock:
             now = time.time()
             self._escalate(now)
+            self._check_doctor(now)
             return [
                 self._observe(current, pod, now)
                 for current in self._attempts.values()

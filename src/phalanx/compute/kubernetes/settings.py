@@ -1,0 +1,75 @@
+"""The Kubernetes plane's settings, and how the control plane's environment sets them
+(the Deployment the deploy values render passes them as ``PHALANX_K8S_*``)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from phalanx.compute.kubernetes import checkpoints
+from phalanx.errors import SpecError
+from phalanx.health.stale import DEFAULT_STALE_AFTER
+from phalanx.spec.quantity import parse_duration
+
+DEFAULT_NAMESPACE = "phalanx-runs"
+NAMESPACE_ENV = "PHALANX_K8S_NAMESPACE"
+SERVICE_ACCOUNT_ENV = "PHALANX_RUNS_SERVICE_ACCOUNT"
+START_TIMEOUT_ENV = "PHALANX_K8S_START_TIMEOUT"
+NODE_LOST_GRACE_ENV = "PHALANX_K8S_NODE_LOST_GRACE"
+DOCTOR_STALE_AFTER_ENV = "PHALANX_K8S_DOCTOR_STALE_AFTER"
+CHECKPOINT_VOLUME_ENV = "PHALANX_K8S_CHECKPOINT_VOLUME"  # JSON: a volume source
+CHECKPOINT_CLEANUP_IMAGE_ENV = "PHALANX_K8S_CHECKPOINT_CLEANUP_IMAGE"
+PRIORITY_CLASSES_ENV = "PHALANX_K8S_PRIORITY_CLASSES"
+
+
+@dataclass(slots=True)
+class Settings:
+    namespace: str = DEFAULT_NAMESPACE
+    service_account: str | None = None
+    priority_classes: Mapping[str, str] = field(default_factory=dict)
+    start_timeout: float = 300.0
+    image_pull_timeout: float = 120.0
+    sync_timeout: float = 30.0
+    read_timeout: float = 60.0
+    # The image of pod sets that name none; without one such jobs are refused at submit.
+    default_image: str | None = None
+    # How long a node may stop reporting before it is lost (its gangs requeued elsewhere).
+    node_lost_grace: float = 60.0
+    # How long a node's doctor may stay silent before its node counts as degraded.
+    doctor_stale_after: float = DEFAULT_STALE_AFTER
+    # The volume (a Kubernetes volume source) holding jobs' checkpoint directories, and the
+    # image of the pods that remove them; no volume, no checkpoint directories.
+    checkpoint_volume: dict[str, Any] | None = None
+    checkpoint_cleanup_image: str = checkpoints.DEFAULT_CLEANUP_IMAGE
+
+
+def settings_from_env() -> Settings:
+    """Settings from the environment (the Deployment sets the runs ServiceAccount)."""
+    settings = Settings(service_account=os.environ.get(SERVICE_ACCOUNT_ENV) or None)
+    if os.environ.get(START_TIMEOUT_ENV):
+        settings.start_timeout = parse_duration(os.environ[START_TIMEOUT_ENV],
+                                                field=START_TIMEOUT_ENV)
+    if os.environ.get(NODE_LOST_GRACE_ENV):
+        settings.node_lost_grace = parse_duration(os.environ[NODE_LOST_GRACE_ENV],
+                                                  field=NODE_LOST_GRACE_ENV)
+    if os.environ.get(DOCTOR_STALE_AFTER_ENV):
+        settings.doctor_stale_after = parse_duration(os.environ[DOCTOR_STALE_AFTER_ENV],
+                                                     field=DOCTOR_STALE_AFTER_ENV)
+    if os.environ.get(CHECKPOINT_VOLUME_ENV):
+        settings.checkpoint_volume = checkpoints.volume_source(os.environ[CHECKPOINT_VOLUME_ENV],
+                                                               CHECKPOINT_VOLUME_ENV)
+    if os.environ.get(CHECKPOINT_CLEANUP_IMAGE_ENV):
+        settings.checkpoint_cleanup_image = os.environ[CHECKPOINT_CLEANUP_IMAGE_ENV]
+    mapping = os.environ.get(PRIORITY_CLASSES_ENV, "")
+    classes = {}
+    for pair in filter(None, (p.strip() for p in mapping.split(","))):
+        name, sep, value = pair.partition("=")
+        if not sep or not name.strip() or not value.strip():
+            raise SpecError(f"{pair!r} is not NAME=PRIORITYCLASS", field=PRIORITY_CLASSES_ENV,
+                            fix="write e.g. high=ml-high,low=ml-low")
+        classes[name.strip()] = value.strip()
+    settings.priority_classes = classes
+    return settings
+

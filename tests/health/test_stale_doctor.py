@@ -40,7 +40,7 @@ def test_a_local_doctor_stuck_in_a_check_turns_the_node_degraded_then_back(
             [node] = plane.inventory()
             return node.health, node.health_reasons
 
-        health, reasons = _until(lambda: (h := node_health())[0] is NodeHealth.DEGRADED and h)
+        _, reasons = _until(lambda: (h := node_health())[0] is NodeHealth.DEGRADED and h)
         assert reasons[0].startswith("DoctorSilent: the node doctor last reported")
         release.touch()  # the check returns; the doctor reports again
         _until(lambda: node_health()[0] is NodeHealth.HEALTHY)

@@ -34,7 +34,8 @@ class UsageCount:
 
 
 class AdmittedJobs:
-    __slots__ = ("by_priority", "checkpointed", "jobs", "priorities", "terminating", "usages")
+    __slots__ = ("by_priority", "checkpointed", "jobs", "priorities", "sorted", "terminating",
+                 "usages")
 
     def __init__(self) -> None:
         self.jobs: dict[str, Workload] = {}
@@ -43,6 +44,7 @@ class AdmittedJobs:
         self.usages: dict[int, dict[UsageKey, UsageCount]] = {}
         self.terminating: dict[str, Workload] = {}
         self.checkpointed = 0  # jobs that reported a checkpoint: their order is by work lost
+        self.sorted: dict[int, list[Workload]] = {}  # per priority, by least work lost
 
     def __len__(self) -> int:
         return len(self.jobs)
@@ -60,6 +62,7 @@ class AdmittedJobs:
             self.usages[p] = {}
             bisect.insort(self.priorities, p)
         bucket[wl.name] = wl
+        self.sorted.pop(p, None)
         counts = self.usages[p]
         found = counts.get(wl.usage_key)
         if found is None:
@@ -79,6 +82,7 @@ class AdmittedJobs:
         p = wl.priority
         bucket = self.by_priority[p]
         del bucket[wl.name]
+        self.sorted.pop(p, None)
         counts = self.usages[p]
         found = counts[wl.usage_key]
         found.count -= 1
@@ -94,6 +98,7 @@ class AdmittedJobs:
         if wl.name in self.jobs and not wl.checkpoint_at:
             self.checkpointed += 1
         wl.checkpoint_at = at
+        self.sorted.pop(wl.priority, None)
 
     def mark_terminating(self, wl: Workload) -> None:
         wl.terminating = True
@@ -131,20 +136,27 @@ class AdmittedJobs:
         last = (1 << 62) if admitted_by is None else admitted_by
         by_priority = self.by_priority
         for p in self.below(priority):
-            for c in self._least_work_lost(by_priority[p]):
+            for c in self._least_work_lost(p):
                 if not c.terminating and c.admitted_seq <= last:
                     yield c
         if newer_than is not None and priority is not None:
-            for c in self._least_work_lost(by_priority.get(priority, {})):
+            for c in self._least_work_lost(priority):
                 if not c.terminating and c.admitted_seq <= last and c.newer_than(newer_than):
                     yield c
 
-    def _least_work_lost(self, bucket: dict[str, Workload]) -> Iterator[Workload]:
+    def _least_work_lost(self, priority: int) -> Iterator[Workload]:
         """One priority's jobs, least work lost first. Without checkpoints the work at risk
-        is the time since start, which admission order already gives (read backwards)."""
+        is the time since start, which admission order already gives (read backwards);
+        with them the order is sorted once until that priority's jobs change."""
+        bucket = self.by_priority.get(priority)
+        if not bucket:
+            return iter(())
         if not self.checkpointed:
             return reversed(bucket.values())
-        return iter(sorted(bucket.values(), key=least_work_lost))
+        found = self.sorted.get(priority)
+        if found is None:
+            found = self.sorted[priority] = sorted(bucket.values(), key=least_work_lost)
+        return iter(found)
 
 
 def least_work_lost(c: Workload) -> tuple[float, int]:

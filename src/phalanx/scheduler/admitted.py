@@ -134,7 +134,6 @@ class AdmittedJobs:
             )
             yield from gone
         last = (1 << 62) if admitted_by is None else admitted_by
-        by_priority = self.by_priority
         for p in self.below(priority):
             for c in self._least_work_lost(p):
                 if not c.terminating and c.admitted_seq <= last:

@@ -21,6 +21,13 @@ a table, writes ``benchmarks/results/philly.json`` and PNG plots under
     python -m benchmarks.philly --workers 2     # the two policies in parallel
     python -m benchmarks.philly --limit 5000    # a quick look
     python -m benchmarks.philly --write-config DIR   # queues.yaml + nodes.yaml for `phalanx sim`
+    python -m benchmarks.philly --no-recovery   # without the recovery variants
+    python -m benchmarks.philly --recovery-only # only them
+
+After the policy comparison it replays the recovery variants of the phalanx policy
+(``benchmarks/philly_recovery.py``): GPU-hours lost to restarts and preemptions with and
+without minRuntime and checkpoints every 30 minutes, and node failures at 1 % per node
+per day.
 """
 
 from __future__ import annotations
@@ -39,6 +46,7 @@ from typing import Any
 import yaml
 from rich.console import Console
 
+from benchmarks import philly_recovery as recovery
 from benchmarks.harness import RESULTS, machine, write_json
 from phalanx.sim import SimResult, TraceJob, racked_nodes, read_trace, simulate
 from phalanx.sim.report import summary_table, teams_table
@@ -176,15 +184,20 @@ def run(args: argparse.Namespace) -> list[SimResult]:
                   f"{', '.join(args.policy)}, scheduling period {args.tick:g} s, "
                   f"scheduler core {machine()['scheduler_core']} ...")
     jobs = [(config, nodes, trace, policy, args.tick, args.profile) for policy in args.policy]
+    if args.recovery_only:
+        jobs = []
     if args.workers > 1 and len(jobs) > 1:
         # One process per policy: the runs share nothing, and each reports its own wall time.
         with ProcessPoolExecutor(min(args.workers, len(jobs))) as pool:
             runs = list(pool.map(replay, *zip(*jobs, strict=True)))
     else:
         runs = [replay(*job) for job in jobs]
-    console.print(summary_table(runs, f"Philly trace, {len(trace):,} jobs, {args.gpus} GPUs "
-                                      f"({args.gpus // GPUS_PER_NODE} nodes x {GPUS_PER_NODE})"))
-    console.print(teams_table(runs))
+    if runs:
+        console.print(summary_table(runs, f"Philly trace, {len(trace):,} jobs, {args.gpus} "
+                                          f"GPUs ({args.gpus // GPUS_PER_NODE} nodes x "
+                                          f"{GPUS_PER_NODE})"))
+        console.print(teams_table(runs))
+    recovery_rows = replay_recovery(args, config, nodes, trace, runs) if args.recovery else []
     payload = {
         "benchmark": "philly",
         "command": "python -m benchmarks.philly " + " ".join(args.argv),
@@ -197,14 +210,48 @@ def run(args: argparse.Namespace) -> list[SimResult]:
         "figures": {r.policy: figures(r) for r in runs},
         "runs": [r.to_dict() for r in runs],
     }
+    if recovery_rows:
+        payload["recovery"] = {
+            "min_runtime_s": recovery.MIN_RUNTIME,
+            "checkpoint_every_s": recovery.CHECKPOINT_EVERY,
+            "failures_per_node_day": recovery.FAILURES_PER_NODE_DAY,
+            "repair_s": recovery.REPAIR_SECONDS, "seed": recovery.SEED,
+            "rows": recovery_rows, "node_failures": recovery.failure_cost(recovery_rows),
+        }
     path = write_json("philly", payload, args.json)
     console.print(f"wrote {path}")
-    if args.plots:
+    if args.plots and runs:
         from phalanx.sim.plots import write_plots
 
         for p in write_plots(runs, args.plots):
             console.print(f"wrote {p}")
     return runs
+
+
+def replay_recovery(args: argparse.Namespace, config: QueueConfig, nodes: list[Node],
+                    trace: list[TraceJob], runs: list[SimResult]) -> list[dict[str, Any]]:
+    """The recovery variants (``philly_recovery``), with the phalanx run as the first."""
+    console = Console()
+    from_zero = [r for r in runs if r.policy == "phalanx"]  # the first variant's run
+    done = {recovery.VARIANTS[0].name: from_zero[0]} if from_zero else {}
+    todo = [v for v in recovery.VARIANTS if v.name not in done]
+    console.print(f"recovery: replaying {len(todo)} variant(s) of the phalanx policy ...")
+    jobs = [(config, nodes, trace, v, args.tick) for v in todo]
+    if args.workers > 1 and len(jobs) > 1:
+        with ProcessPoolExecutor(min(args.workers, len(jobs))) as pool:
+            results = list(pool.map(recovery.replay, *zip(*jobs, strict=True)))
+    else:
+        results = [recovery.replay(*job) for job in jobs]
+    done.update(results)
+    rows = [recovery.figures(v.name, done[v.name]) for v in recovery.VARIANTS]
+    console.print(recovery.table(rows))
+    cost = recovery.failure_cost(rows)
+    console.print(f"node failures at {recovery.FAILURES_PER_NODE_DAY:.0%} per node per day "
+                  f"({cost['node_failures']:,} failures, {recovery.REPAIR_SECONDS / 3600:g} h "
+                  f"repairs): {cost['gpu_hours_lost_added']:+,.0f} GPU-h lost, mean queueing "
+                  f"delay {cost['queueing_delay_mean_added_s'] / 3600:+.2f} h "
+                  f"({cost['queueing_delay_mean_change']:+.1%})")
+    return rows
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -224,6 +271,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--workers", type=int, default=1,
                         help="run the policies in this many processes at once")
     parser.add_argument("--profile", action="store_true", help="print a cProfile of each run")
+    parser.add_argument("--no-recovery", dest="recovery", action="store_false",
+                        help="skip the recovery variants (minRuntime, checkpoints, failures)")
+    parser.add_argument("--recovery-only", action="store_true",
+                        help="run only the recovery variants")
     parser.add_argument("--write-config", type=Path, default=None,
                         help="write queues.yaml and nodes.yaml for `phalanx sim` and stop")
     args = parser.parse_args(argv)

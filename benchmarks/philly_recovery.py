@@ -65,19 +65,34 @@ def replay(config: QueueConfig, nodes: list[Node], trace: list[TraceJob], varian
 
 def figures(name: str, result: SimResult) -> dict[str, Any]:
     s = result.summary
-    jobs = max(1, int(s["jobs"]))  # type: ignore[call-overload]
+    jobs = max(1, int(s["jobs"]))
     return {
         "variant": name,
         "gpu_hours_lost": s["wasted_gpu_hours"],
         "gpu_hours_lost_to_preemption": s["lost_to_preemption_gpu_hours"],
         "gpu_hours_lost_to_failures": s["lost_to_failures_gpu_hours"],
-        "gpu_hours_lost_per_job": float(s["wasted_gpu_hours"]) / jobs,  # type: ignore[arg-type]
+        "gpu_hours_lost_per_job": float(s["wasted_gpu_hours"]) / jobs,
         "preemptions": s["preemptions"],
         "evictions": s["evictions"],
         "node_failures": s["node_failures"],
-        "queueing_delay_mean_s": s["queueing_delay"]["mean"],  # type: ignore[index]
+        "queueing_delay_mean_s": s["queueing_delay"]["mean"],
         "gpu_utilisation": s["gpu_utilisation"],
         "wall_seconds": s["wall_seconds"],
+    }
+
+
+def failure_cost(rows: Sequence[dict[str, Any]]) -> dict[str, float]:
+    """What node failures add to the recommended setting: work lost and mean delay."""
+    by_name = {r["variant"]: r for r in rows}
+    without, with_ = by_name[VARIANTS[3].name], by_name[VARIANTS[4].name]
+    return {
+        "gpu_hours_lost_added": with_["gpu_hours_lost"] - without["gpu_hours_lost"],
+        "gpu_hours_lost_to_failures": with_["gpu_hours_lost_to_failures"],
+        "queueing_delay_mean_added_s": (with_["queueing_delay_mean_s"]
+                                        - without["queueing_delay_mean_s"]),
+        "queueing_delay_mean_change": (with_["queueing_delay_mean_s"]
+                                       / without["queueing_delay_mean_s"] - 1),
+        "node_failures": with_["node_failures"],
     }
 
 

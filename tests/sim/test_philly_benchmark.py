@@ -67,6 +67,18 @@ def test_small_replay_writes_json_and_plots(tmp_path: Path) -> None:
     assert data["figures"]["fifo"]["jobs_per_wall_second"] > 0
     assert sorted(p.name for p in plots.iterdir()) == ["queue_length.png", "team_share.png",
                                                       "utilisation.png"]
+    recovery = data["recovery"]
+    rows = {r["variant"]: r for r in recovery["rows"]}
+    assert list(rows) == [v.name for v in philly.recovery.VARIANTS]
+    # The first variant is the phalanx run itself; checkpoints can only keep work.
+    assert rows["from zero"]["gpu_hours_lost"] == pytest.approx(phalanx["wasted_gpu_hours"])
+    assert rows["ckpt 30m"]["gpu_hours_lost"] <= rows["from zero"]["gpu_hours_lost"]
+    failed = rows["ckpt 30m + minRuntime + failures"]
+    assert recovery["failures_per_node_day"] == 0.01 and rows["from zero"]["node_failures"] == 0
+    assert recovery["node_failures"]["node_failures"] == failed["node_failures"]
+    lost = recovery["node_failures"]["gpu_hours_lost_added"]
+    assert lost == pytest.approx(failed["gpu_hours_lost"]
+                                 - rows["ckpt 30m + minRuntime"]["gpu_hours_lost"])
 
 
 @pytest.mark.skipif(not philly.TRACE.exists(), reason="the shared Philly trace is not here")

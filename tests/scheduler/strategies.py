@@ -233,6 +233,8 @@ class Driver:
     nodes: dict[str, Node]
     scheduler: Scheduler
     clock: float = 0.0
+    # Cycles get the clock as the driver's ``now`` (dating admissions, for minRuntime).
+    timed: bool = False
     jobs: dict[str, TrackedJob] = field(default_factory=dict)
     admitted: dict[str, Admission] = field(default_factory=dict)
     victims: set[str] = field(default_factory=set)
@@ -249,9 +251,11 @@ class Driver:
     on_cycle: list[Callable[[Driver, CycleResult], None]] = field(default_factory=list)
 
     @classmethod
-    def start(cls, config: QueueConfig, nodes: Iterable[Node] = ()) -> Driver:
+    def start(cls, config: QueueConfig, nodes: Iterable[Node] = (), *,
+              timed: bool = False) -> Driver:
         node_list = list(nodes)
-        return cls(config, {n.name: n for n in node_list}, Scheduler(config, node_list))
+        return cls(config, {n.name: n for n in node_list}, Scheduler(config, node_list),
+                   timed=timed)
 
     # ---- events
     def submit(self, spec: JobSpec, priority: int = 0) -> None:
@@ -293,7 +297,7 @@ class Driver:
     # ---- cycles
     def cycle(self) -> CycleResult:
         self.clock += 1
-        result = self.scheduler.cycle()
+        result = self.scheduler.cycle(self.clock if self.timed else None)
         self.results.append(result)
         reasons: dict[str, tuple[str, str]] = {}
         for name in sorted(self.jobs):

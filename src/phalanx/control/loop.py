@@ -195,8 +195,9 @@ class ControlLoop:
                     admission=admission, started_at=record.admitted_at,
                 )
                 pods = [p for p in by_job.get(record.name, ()) if p.ref.attempt == record.attempt]
-                if record.stop_reason:
-                    state.commands.append(PlaneCommand("terminate", record.name, record.attempt))
+                if record.stop_reason:  # a stop under way: with the job's own grace
+                    state.commands.append(PlaneCommand("terminate", record.name, record.attempt,
+                                                       record.spec.termination_grace))
                 elif record.status is JobStatus.ADMITTED and not pods:
                     state.launches.append(Launch(record, record.attempt, admission))
                 if pods:

@@ -1,5 +1,11 @@
 """Jobs' checkpoint directories on this machine: ``<state dir>/checkpoints/<job>``.
 
+When pods run as another user than the control plane (``phalanx up --run-as-user``)
+they cannot enter the owner-only state directory, so the directories live under
+``/var/tmp/phalanx-checkpoints-<control plane uid>`` instead (traversable, not
+listable; each job's directory owned by the pod user, mode 0700).
+``$PHALANX_CHECKPOINT_ROOT`` chooses another place.
+
 Each job's pods get theirs as ``PHALANX_CHECKPOINT_DIR``. It outlives the job's
 attempts (restarts, preemptions, drains), so a new attempt resumes from what the last
 one saved, and goes when the job ends unless the job keeps it (``checkpoint.keep``).
@@ -15,17 +21,33 @@ from pathlib import Path
 
 from phalanx.compute.local.users import PodUser
 
+CHECKPOINT_ROOT_ENV = "PHALANX_CHECKPOINT_ROOT"
+SHARED_ROOT = Path("/var/tmp")
+
+
+def checkpoint_root(home: Path, run_as: PodUser | None) -> Path:
+    """Where jobs' checkpoint directories go (see the module's docstring)."""
+    chosen = os.environ.get(CHECKPOINT_ROOT_ENV)
+    if chosen:
+        return Path(chosen)
+    if run_as is None or run_as.uid == os.getuid():
+        return home / "checkpoints"
+    return SHARED_ROOT / f"phalanx-checkpoints-{os.getuid()}"
+
 
 class CheckpointDirs:
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, shared: bool = False) -> None:
         self.root = root
+        self.shared = shared  # pods of another user must traverse the root
 
     def path(self, job: str) -> Path:
         return self.root / job
 
     def prepare(self, job: str, owner: PodUser | None) -> Path:
         """The job's directory, made if missing and owned by the user its pods run as."""
-        self.root.mkdir(mode=0o755, parents=True, exist_ok=True)
+        self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if self.shared and self.root.stat().st_mode & 0o777 != 0o711:
+            self.root.chmod(0o711)  # others may enter their own directory, not list
         path = self.path(job)
         path.mkdir(mode=0o700, exist_ok=True)
         if owner is not None and (path.stat().st_uid, path.stat().st_gid) != (owner.uid,

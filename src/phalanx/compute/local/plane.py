@@ -50,7 +50,7 @@ from phalanx.compute import env as distributed
 from phalanx.compute.base import ComputePlane, NodeTable, PodPhase, PodState
 from phalanx.compute.env import CHECKPOINT_DIR_ENV
 from phalanx.compute.local import procs, shim
-from phalanx.compute.local.checkpoints import CheckpointDirs
+from phalanx.compute.local.checkpoints import CheckpointDirs, checkpoint_root
 from phalanx.compute.local.gpus import GPUInfo, assign_gpus, discover_gpus
 from phalanx.compute.local.inventory import DEFAULT_MAX_PODS, default_node_name, machine_node
 from phalanx.compute.local.outcome import LOST, outcome_of
@@ -155,7 +155,8 @@ class LocalPlane(ComputePlane):
         self._node = NodeTable([machine_node(self.node_name, self.gpus, max_pods)],
                                self._nodes_changed)
         self._state = StateDir(self.home / "pods")
-        self.checkpoints = CheckpointDirs(self.home / "checkpoints")
+        root = checkpoint_root(self.home, run_as)
+        self.checkpoints = CheckpointDirs(root, shared=not root.is_relative_to(self.home))
         self._lock = threading.RLock()
         self._wake = threading.Event()
         self._closed = threading.Event()

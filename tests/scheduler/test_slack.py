@@ -74,3 +74,15 @@ def test_a_queue_that_avoids_degraded_nodes_is_placed_on_healthy_ones_only() -> 
             s.submit(job(f"j{i}", "q", cpu=4), priority=0, submitted_at=i)
         admitted = s.cycle().admissions
         assert {n for a in admitted for ps in a.pod_sets for n in ps.nodes} == expected
+
+
+def test_avoiding_degraded_nodes_applies_to_a_queue_configured_later() -> None:
+    nodes = [node("warn", cpu=4, health=NodeHealth.DEGRADED), node("ok", cpu=4)]
+    s = Scheduler(_config(slack=False), nodes)
+    s.set_config(_config(slack=False, avoid_degraded=True))
+    for i in range(2):
+        s.submit(job(f"j{i}", "q", cpu=4), priority=0, submitted_at=i)
+    admitted = s.cycle().admissions
+    assert {n for a in admitted for ps in a.pod_sets for n in ps.nodes} == {"ok"}
+    s.upsert_node(node("warn", cpu=4))  # it recovers: the pending job goes there
+    assert [tuple(a.pod_sets[0].nodes) for a in s.cycle().admissions] == [("warn",)]

@@ -32,7 +32,10 @@ HOLD_PREFIX = "hold/"  # node reservations a waiting preemptor keeps during a cy
 
 class State:
     def __init__(self, config: QueueConfig, nodes: Iterable[Node] = ()) -> None:
-        self.pool = NodePool(with_health_label(n) for n in nodes)
+        # Nodes carry their health as a label only while some queue avoids degraded nodes
+        # (a copy of every node otherwise costs memory for nothing).
+        self.health_labels = _avoids_degraded(config)
+        self.pool = NodePool(with_health_label(n) if self.health_labels else n for n in nodes)
         self.jobs: dict[str, Workload] = {}
         self.admitted: dict[str, AdmittedJobs] = {}
         self.waiting: dict[str, WaitingPreemptor] = {}  # preemptors whose victims terminate
@@ -83,6 +86,11 @@ class State:
                 cls.blocked = None
 
     def set_config(self, config: QueueConfig) -> None:
+        if _avoids_degraded(config) and not self.health_labels:
+            self.health_labels = True
+            for node in self.pool.nodes():
+                self.pool.upsert(with_health_label(node))
+            self.node_free_version += 1
         self.base_config = config
         self.withheld = slack.withheld(config, self.pool.nodes())
         self._withheld_at = self.nodes_version
@@ -180,7 +188,7 @@ class State:
 
     # ------------------------------------------------------------------ nodes
     def upsert_node(self, node: Node) -> None:
-        self.pool.upsert(with_health_label(node))
+        self.pool.upsert(with_health_label(node) if self.health_labels else node)
         self.node_free_version += 1
         self.nodes_version += 1
 
@@ -343,3 +351,7 @@ def with_health_label(node: Node) -> Node:
     if node.labels.get(HEALTH_LABEL) == value:
         return node
     return node.model_copy(update={"labels": {**node.labels, HEALTH_LABEL: value}})
+
+
+def _avoids_degraded(config: QueueConfig) -> bool:
+    return any(cq.avoid_degraded_nodes for cq in config.cluster_queues.values())

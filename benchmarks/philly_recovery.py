@@ -29,7 +29,7 @@ from rich.table import Table
 from phalanx.sim import FailureModel, SimResult, TraceJob, simulate
 from phalanx.spec import Node, QueueConfig
 
-MIN_RUNTIME = 3600.0  # a job that has run less than an hour is not a reclaim victim
+MIN_RUNTIME = 1800.0  # protected until its first checkpoint (CHECKPOINT_EVERY)
 CHECKPOINT_EVERY = 1800.0
 FAILURES_PER_NODE_DAY = 0.01
 REPAIR_SECONDS = 4 * 3600.0

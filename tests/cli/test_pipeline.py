@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import itertools
 import sys
 from pathlib import Path
 from typing import Any
@@ -46,7 +47,7 @@ def test_pipeline_runs_its_steps_in_order(live_server: LiveServer, tmp_path: Pat
     with Client(home=live_server.home) as client:
         jobs = [client.get(name) for name in result.stdout.split()]
         assert all(job.status is JobStatus.SUCCEEDED for job in jobs)
-        for before, after in zip(jobs, jobs[1:], strict=False):
+        for before, after in itertools.pairwise(jobs):
             # Each step was admitted after the one before had ended (this machine's clock).
             assert before.finished_at is not None and after.admitted_at is not None
             assert after.admitted_at >= before.finished_at, (before.name, after.name)

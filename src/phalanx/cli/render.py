@@ -212,7 +212,10 @@ def placement_table(admission: JobAdmission) -> Group:
 
 
 def pods_table(job: JobDetail, now: float | None = None) -> Group:
-    table = _table("POD", "RANK", "NODE", "PHASE", "PID", "EXIT", "STARTED", "REASON")
+    pinned = any(pod.cpus for pod in job.pods)  # a CPUs column only for pinned pods
+    columns = ["POD", "RANK", "NODE", *(["CPUS"] if pinned else []), "PHASE", "PID", "EXIT",
+               "STARTED", "REASON"]
+    table = _table(*columns)
     for pod in job.pods:
         if pod.exit_code is not None:
             code = str(pod.exit_code)
@@ -220,8 +223,9 @@ def pods_table(job: JobDetail, now: float | None = None) -> Group:
             code = f"signal {pod.signal}"
         else:
             code = NONE
+        cpus = [",".join(str(c) for c in pod.cpus) or NONE] if pinned else []
         table.add_row(
-            pod.name, str(pod.rank), pod.node, pod.phase,
+            pod.name, str(pod.rank), pod.node, *cpus, pod.phase,
             str(pod.pid) if pod.pid is not None else NONE, code,
             ago(pod.started_at, now), pod.reason or NONE,
         )

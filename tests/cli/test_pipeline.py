@@ -88,7 +88,8 @@ def test_describe_says_what_a_job_waits_for_and_a_cycle_is_refused(
     assert cli(live_server, "submit", "-f", str(waiting)).exit_code == 0
     shown = cli(live_server, "describe", "downstream")
     assert shown.exit_code == 0, shown.output
-    assert "waiting for job upstream to succeed [WaitingForDependencies]" in shown.stdout
+    assert "Waiting for  job upstream to succeed [WaitingForDependencies]" in shown.stdout
+    assert "Depends on   upstream (Succeeded)" in shown.stdout
     cycle = tmp_path / "cycle.yaml"
     cycle.write_text(yaml.safe_dump_all([
         {"name": n, "dependsOn": [d], "podSets": [{"command": ["true"]}]}

@@ -369,6 +369,7 @@ def create_app(
                 name=p.ref.name, pod_set=p.ref.pod_set, index=p.ref.index, rank=p.ref.rank,
                 node=p.node, phase=p.phase.value, exit_code=p.exit_code, signal=p.signal,
                 reason=p.reason, pid=p.pid, started_at=p.started_at, finished_at=p.finished_at,
+                cpus=list(p.cpus),
             )
             for p in sorted(service.pods_of(name), key=lambda p: p.ref.rank)
         ]

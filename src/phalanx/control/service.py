@@ -156,14 +156,23 @@ class JobService:
         return copies
 
     def _pending_counts(self) -> dict[str, int] | None:
-        """Queued jobs per ClusterQueue, if any ClusterQueue limits them (lock held)."""
-        config = self.state.config
-        if all(cq.max_pending_jobs is None for cq in config.cluster_queues.values()):
+        """Queued jobs per ClusterQueue that limits them, if any does (lock held).
+
+        The scheduler counts the jobs it holds; the few queued jobs held outside it (a
+        restart's backoff, unmet dependencies) are added. Walking every live job instead
+        made each submit cost as much as the backlog was long.
+        """
+        state = self.state
+        limited = [name for name, cq in state.config.cluster_queues.items()
+                   if cq.max_pending_jobs is not None]
+        if not limited:
             return None
-        counts: dict[str, int] = {}
-        for record in self.state.jobs.values():
-            if record.status is JobStatus.QUEUED:
-                counts[record.cluster_queue] = counts.get(record.cluster_queue, 0) + 1
+        counts = {name: state.scheduler.pending_count(name) for name in limited}
+        for name in (*state.backoff, *state.dependencies.waiting):
+            record = state.jobs.get(name)
+            if (record is not None and record.status is JobStatus.QUEUED
+                    and record.cluster_queue in counts):
+                counts[record.cluster_queue] += 1
         return counts
 
     def _check_pending_room(self, cluster_queue: str, pending: dict[str, int] | None) -> None:

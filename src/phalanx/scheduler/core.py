@@ -291,6 +291,10 @@ class Scheduler:
         whose cycles follow events should run one then; None: none is pending)."""
         return self._state.preemptor.protection.next_expiry
 
+    def pending_count(self, cluster_queue: str) -> int:
+        """How many jobs wait in ``cluster_queue``'s queue."""
+        return self._state.queues.pending_count(cluster_queue)
+
     def admitted_jobs(self) -> set[str]:
         """The names of the jobs the scheduler holds as admitted."""
         return {name for jobs in self._state.admitted.values() for name in jobs.jobs}

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from phalanx.compute.env import CHECKPOINT_DIR_ENV
+from phalanx.compute.base import CHECKPOINT_DIR_ENV
 from phalanx.compute.kubernetes.client import KubeClient
 from phalanx.errors import SpecError
 
@@ -29,7 +29,8 @@ def mount(spec: Object, container: Object, job: str, volume: Object) -> None:
     spec.setdefault("volumes", []).append({"name": VOLUME, **volume})
     container.setdefault("volumeMounts", []).append(
         {"name": VOLUME, "mountPath": MOUNT_PATH, "subPath": job})
-    container["env"].append({"name": CHECKPOINT_DIR_ENV, "value": MOUNT_PATH})
+    if not any(e["name"] == CHECKPOINT_DIR_ENV for e in container["env"]):  # the user's wins
+        container["env"].append({"name": CHECKPOINT_DIR_ENV, "value": MOUNT_PATH})
 
 
 def cleanup_pod(job: str, namespace: str, volume: Object, image: str) -> Object:

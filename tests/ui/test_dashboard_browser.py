@@ -106,7 +106,7 @@ def no_console_errors(driver: Any, page: str) -> None:
 def sign_in(driver: Any, server: LiveServer, key: str) -> None:
     from selenium.webdriver.common.by import By
 
-    driver.get(server.url + "/ui/")
+    driver.get(server.url + "/ui/login")
     wait_for(driver, lambda d: d.find_elements(By.ID, "key"))
     driver.find_element(By.ID, "key").send_keys(key)
     driver.find_element(By.ID, "sign-in").click()
@@ -119,6 +119,8 @@ def session_cookie(driver: Any) -> dict[str, str]:
 def test_signs_in_with_the_api_key_only(browser: Any, server: LiveServer) -> None:
     from selenium.webdriver.common.by import By
 
+    browser.get(server.url + "/ui/jobs")  # not signed in: sent to the sign-in form
+    wait_for(browser, lambda d: "/ui/login?next=" in d.current_url)
     sign_in(browser, server, "not-the-key")
     wait_for(browser, lambda d: d.find_elements(By.ID, "login-error"))
     assert "not valid" in text_of(browser, "#login-error")

@@ -3,6 +3,8 @@ resubmit a job, cordon and uncordon a node, and an admin's preview of another ro
 
 from __future__ import annotations
 
+from functools import partial
+
 from anyio import to_thread
 from fastapi import APIRouter, Request
 from starlette.responses import RedirectResponse
@@ -52,8 +54,7 @@ def router(d: Dashboard) -> APIRouter:
         for n in range(2, 2 + RESUBMIT_TRIES):
             again = record.spec.model_copy(update={"name": f"{base}-{n}"})
             try:
-                await to_thread.run_sync(
-                    lambda spec=again: d.service.submit(spec, user=session.name))
+                await to_thread.run_sync(partial(d.service.submit, again, user=session.name))
             except Conflict:  # the name is taken: the next one
                 continue
             return RedirectResponse(f"/ui/jobs/{base}-{n}", status_code=303)

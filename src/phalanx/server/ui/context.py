@@ -13,7 +13,7 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
-from phalanx.control import Controller
+from phalanx.control import Controller, JobService
 from phalanx.errors import PhalanxError
 from phalanx.server.logstream import FollowerSlots
 from phalanx.server.ui import charts
@@ -48,7 +48,7 @@ class Dashboard:
     templates: Environment
 
     @property
-    def service(self):  # type: ignore[no-untyped-def]
+    def service(self) -> JobService:
         return self.controller.service
 
     def session(self, request: Request) -> Session:

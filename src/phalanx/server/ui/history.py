@@ -8,6 +8,8 @@ the control plane runs (they are not stored); the oldest go past ``keep`` second
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import threading
 import time
 from collections import deque
@@ -61,10 +63,9 @@ class History:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            try:
+            # A failed sample leaves a gap in the chart, not a dead thread.
+            with contextlib.suppress(Exception):
                 self.sample()
-            except Exception:  # a failed sample leaves a gap in the chart, not a dead thread
-                pass
             self._stop.wait(self.interval)
 
     def sample(self) -> Sample:
@@ -106,7 +107,7 @@ class AdmissionCounter:
 def admission_rates(samples: list[Sample], queue: str) -> list[tuple[float, float]]:
     """Admissions per minute of ``queue`` between consecutive samples."""
     rates = []
-    for before, after in zip(samples, samples[1:], strict=False):
+    for before, after in itertools.pairwise(samples):
         span = after.time - before.time
         if span > 0:
             done = after.admitted.get(queue, 0) - before.admitted.get(queue, 0)

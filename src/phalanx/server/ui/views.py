@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import yaml
 
+from phalanx.control.service import LocalQueueCounts
 from phalanx.errors import NotFound, SpecError
 from phalanx.server.logstream import pod_names
 from phalanx.server.ui import charts
@@ -87,7 +88,7 @@ def queues(d: Dashboard, session: Session) -> Fragments:
                                         label=f"{cq.name} admissions", unit="per min",
                                         css="line small")
              for cq in overview.cluster_queues}
-    local = {}
+    local: dict[str, list[LocalQueueCounts]] = {}
     for lq in overview.local_queues:
         local.setdefault(lq.cluster_queue, []).append(lq)
     return {"queues": d.fragment(
@@ -112,13 +113,14 @@ class JobsQuery:
             value = params.get(key, "").strip()
             return value or None
 
+        status_text, kind_text = given("status"), given("kind")
         try:
-            status = JobStatus(given("status")) if given("status") else None
+            status = JobStatus(status_text) if status_text else None
         except ValueError:
             raise SpecError(f"{params['status']!r} is not a job status", field="status",
                             fix=f"choose one of {', '.join(s.value for s in JobStatus)}") from None
         try:
-            kind = JobKind(given("kind")) if given("kind") else None
+            kind = JobKind(kind_text) if kind_text else None
         except ValueError:
             raise SpecError(f"{params['kind']!r} is not a job kind", field="kind",
                             fix=f"choose one of {', '.join(k.value for k in JobKind)}") from None

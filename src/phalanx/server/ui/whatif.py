@@ -109,10 +109,10 @@ def router(d: Dashboard) -> APIRouter:
 
     def form_page(request: Request, **values: Any) -> HTMLResponse:
         session = d.session(request)
-        defaults = {"queues": SAMPLE_QUEUES.read_text(), "nodes": SAMPLE_NODES.read_text(),
-                    "limit": 1500, "policies": ["config"], "runs": None, "error": None,
-                    "max_jobs": MAX_JOBS, "all_policies": POLICIES,
-                    "time_limit": TIME_LIMIT_SECONDS}
+        defaults: dict[str, Any] = {
+            "queues": SAMPLE_QUEUES.read_text(), "nodes": SAMPLE_NODES.read_text(),
+            "limit": 1500, "policies": ["config"], "runs": None, "error": None,
+            "max_jobs": MAX_JOBS, "all_policies": POLICIES, "time_limit": TIME_LIMIT_SECONDS}
         return d.page(request, "whatif.html", session, page="whatif", **(defaults | values))
 
     @r.get("/whatif")

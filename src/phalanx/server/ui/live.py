@@ -20,7 +20,7 @@ from anyio import to_thread
 from fastapi import APIRouter, Request
 from starlette.responses import Response, StreamingResponse
 
-from phalanx.errors import PhalanxError
+from phalanx.errors import NotFound, PhalanxError
 from phalanx.server.logstream import TEXT, FollowedResponse, LogFollower, stream_logs
 from phalanx.server.ui import views
 from phalanx.server.ui.context import Dashboard
@@ -53,7 +53,7 @@ def _renderer(d: Dashboard, session: Session, page: str,
     if page.startswith("job/"):
         name = page.removeprefix("job/")
         return lambda: views.job(d, session, name)
-    raise PhalanxError(f"no live page {page!r}", field="page",
+    raise NotFound(f"no live page {page!r}", field="page",
                        fix="open a page of the dashboard")
 
 
@@ -91,7 +91,7 @@ def router(d: Dashboard, stream_seconds: float = STREAM_SECONDS) -> APIRouter:
         session = d.session(request)
         record = await to_thread.run_sync(d.service.get, name, limiter=d.log_reads)
         if d.visibility.record(record, session) is None:
-            raise PhalanxError(f"no job {name!r} you may see", field="job",
+            raise NotFound(f"no job {name!r} you may see", field="job",
                                fix="pick a job of your teams from the Jobs page")
         await to_thread.run_sync(d.service.flush_logs, limiter=d.log_reads)
         return LogFollower(d.logs, record, pod or None)

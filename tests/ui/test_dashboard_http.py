@@ -5,6 +5,8 @@ resubmits and what-if bounds."""
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -186,3 +188,12 @@ def test_whatif_bounds_and_errors(ui: httpx.Client) -> None:
     assert "<dd>2 (2 completed, 0 rejected)</dd>" in custom.text
     no_csrf = ui.post("/ui/whatif", data={**base, "csrf": ""}, files=no_file)
     assert no_csrf.status_code == 403
+
+
+def test_phalanx_ui_names_the_dashboard_and_the_key(server: LiveServer) -> None:
+    shown = subprocess.run([sys.executable, "-m", "phalanx.cli.main", "ui", "--no-open"],
+                           env=server.env, capture_output=True, text=True, timeout=60)
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.strip() == server.url + "/ui/"
+    assert str(server.home / "token") in shown.stderr
+    assert server.token not in shown.stdout + shown.stderr

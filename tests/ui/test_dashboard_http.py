@@ -84,6 +84,19 @@ def test_sign_in_goes_back_only_to_the_dashboard(server: LiveServer) -> None:
             assert answer.headers["location"] == landing, target
 
 
+def test_posts_from_another_site_are_refused(server: LiveServer, ui: httpx.Client) -> None:
+    cross = {"Sec-Fetch-Site": "cross-site"}
+    with httpx.Client(base_url=server.url, timeout=30) as client:
+        login = client.post("/ui/login", data={"key": server.token}, headers=cross)
+        assert login.status_code == 403 and "phalanx_session" not in login.headers.get(
+            "set-cookie", "")
+    token = csrf(ui)
+    assert ui.post("/ui/nodes/sim-a:cordon", data={"csrf": token},
+                   headers=cross).status_code == 403
+    assert ui.post("/ui/nodes/sim-a:uncordon", data={"csrf": token},
+                   headers={"Sec-Fetch-Site": "same-origin"}).status_code == 303
+
+
 def test_pages_carry_security_headers(ui: httpx.Client) -> None:
     page = ui.get("/ui/")
     assert page.status_code == 200

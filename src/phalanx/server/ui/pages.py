@@ -8,7 +8,12 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from phalanx.errors import AuthError
 from phalanx.server.ui import views
-from phalanx.server.ui.context import SECURITY_HEADERS, Dashboard, safe_next
+from phalanx.server.ui.context import (
+    SECURITY_HEADERS,
+    Dashboard,
+    refuse_cross_site,
+    safe_next,
+)
 
 
 def router(d: Dashboard) -> APIRouter:
@@ -20,6 +25,7 @@ def router(d: Dashboard) -> APIRouter:
 
     @r.post("/login")
     async def login(request: Request) -> Response:
+        refuse_cross_site(request)
         form = await request.form()
         key = str(form.get("key", ""))
         target = safe_next(str(form.get("next", "")) or None)

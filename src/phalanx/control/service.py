@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from phalanx.compute.base import ComputePlane, PodState
+from phalanx.control.dependencies import check_new, refuse_cycles
 from phalanx.control.state import CANCELLED, DRAINED, ControlState
 from phalanx.errors import Conflict, NotFound, PhalanxError, TooManyPending
 from phalanx.kinds import framework_of
@@ -111,6 +112,8 @@ class JobService:
         written outside the lock; the jobs join the scheduler once they are stored.
         """
         state = self.state
+        refuse_cycles(specs, batch=batch)
+        submitted = {spec.name for spec in specs}
         with state.lock:
             now = state.clock()
             records, events = [], []
@@ -123,6 +126,9 @@ class JobService:
                                        field="name", fix="give every job its own name")
                     seen.add(spec.name)
                     record, event = self._new_job(spec, now, user)
+                    check_new(state, record, submitted)
+                    if record.pending_message and spec.depends_on:
+                        event.message += f"; {record.pending_message}"
                     self._check_pending_room(record.cluster_queue, pending)
                 except PhalanxError as exc:
                     if not batch:
@@ -140,7 +146,11 @@ class JobService:
         with state.lock:
             for record in records:
                 state.jobs[record.name] = record
-                state.queue(record)
+            for record in records:  # each job's dependencies known first, if submitted with it
+                if record.spec.depends_on:
+                    state.dependencies.enter(state, record)
+                else:
+                    state.queue(record)
             copies = [record.model_copy() for record in records]
         state.wake.set()
         return copies

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -210,3 +211,17 @@ def test_phalanx_ui_names_the_dashboard_and_the_key(server: LiveServer) -> None:
     assert shown.stdout.strip() == server.url + "/ui/"
     assert str(server.home / "token") in shown.stderr
     assert server.token not in shown.stdout + shown.stderr
+
+
+def test_restarts_show_their_causes(ui: httpx.Client, api: httpx.Client) -> None:
+    spec = job("flaky", PHALANX_SIM_DURATION="0.1s", PHALANX_SIM_EXIT_CODE="3")
+    spec["restart"] = {"maxRestarts": 1, "backoff": "0s"}
+    assert api.post("/v1/jobs", json=spec).status_code == 201
+    deadline = time.monotonic() + 30
+    while api.get("/v1/jobs/flaky").json()["status"] != "Failed":
+        assert time.monotonic() < deadline, "the job did not fail twice"
+        time.sleep(0.2)
+    page = ui.get("/ui/jobs/flaky").text
+    causes = page.split('id="restart-causes"')[1].split("</ol>")[0]
+    assert "Requeued" in causes and "exit" in causes.lower()
+    assert "1 after errors" in page

@@ -31,6 +31,9 @@ WAITERS = 10
 # many jobs, so a rare kind among 100,000 jobs cannot make a page slow.
 KIND_SCAN = 5000
 RUNNING = (JobStatus.ADMITTED, JobStatus.STARTING, JobStatus.RUNNING)
+# Events that stop an attempt, and the requeue that follows (its message says why and when).
+RESTART_REASONS = frozenset({"Requeued", "Preempted", "PodsLost", "NodeUnhealthy", "Drained",
+                             "DeadlineExceeded"})
 
 
 # ------------------------------------------------------------------ overview
@@ -183,9 +186,7 @@ def job(d: Dashboard, session: Session, name: str) -> Fragments:
                        fix="pick a job of your teams from the Jobs page")
     pods = sorted(d.service.pods_of(name), key=lambda p: p.ref.rank)
     events = d.service.events_of(name)
-    restarts = [e for e in events
-                if e.reason in ("Requeued", "Restarting", "Preempted", "PodFailed", "Evicted")
-                or e.type == "Warning"]
+    restarts = [e for e in events if e.reason in RESTART_REASONS]
     endpoints = {}
     endpoints_of = getattr(d.service.plane, "endpoints", None)
     if endpoints_of is not None and not record.status.terminal:

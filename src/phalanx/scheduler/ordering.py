@@ -43,6 +43,13 @@ def borrowing_path(node: QuotaNode, est: dict[FR, int]) -> int:
     flavor-resources of ``est`` once it is added: one bit per level, the topmost the most
     significant (0: none borrows). Usage reaches a parent only above what each level
     keeps for itself (its lendingLimit), as ``QuotaCache.charge`` adds it."""
+    parent = node.parent
+    if parent is not None and parent.parent is None:  # a flat cohort: the queue alone
+        usage, subtree = node.usage, node.subtree
+        for fr, amount in est.items():
+            if amount > 0 and usage.get(fr, 0) + amount > subtree.get(fr, 0):
+                return 1
+        return 0
     path: list[QuotaNode] = []
     current: QuotaNode | None = node
     while current is not None and current.parent is not None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from phalanx.scheduler.admitted import least_work_lost
 from phalanx.scheduler.cache import QuotaNode
 from phalanx.scheduler.fairsharing import dominant_share
 from phalanx.scheduler.hierarchy import common_cohort
@@ -105,8 +106,8 @@ class _Walk:
         return best_queue
 
 
-def _order(c: Workload) -> tuple[bool, int, int, str]:
-    return (not c.terminating, c.priority, -c.admitted_seq, c.name)
+def _order(c: Workload) -> tuple[bool, int, float, int, str]:
+    return (not c.terminating, c.priority, *least_work_lost(c), c.name)
 
 
 class TreeFairSearch(VictimSearch):

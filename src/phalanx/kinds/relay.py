@@ -212,12 +212,12 @@ def _pump_in(conn: socket.socket, stdin: int | None, on_resize: Callable[[bytes]
                 on_resize(payload)
             elif kind == STDIN and stdin is not None:
                 if not payload and tty:
-                    _write_all(stdin, b"\x04")
+                    write_all(stdin, b"\x04")
                 elif not payload:
                     os.close(stdin)
                     stdin = None
                 else:
-                    _write_all(stdin, payload)
+                    write_all(stdin, payload)
     except (OSError, RelayError, ValueError):
         pass
     finally:
@@ -383,9 +383,9 @@ def run_client(sock: socket.socket, argv: list[str], *, stdin: int | None,
     while (frame := recv_frame(sock)) is not None:
         kind, payload = frame
         if kind == STDOUT:
-            _write_all(stdout, payload)
+            write_all(stdout, payload)
         elif kind == STDERR:
-            _write_all(stderr, payload)
+            write_all(stderr, payload)
         elif kind == EXIT:
             record: dict[str, Any] = json.loads(payload)
             return record
@@ -399,7 +399,7 @@ def _send_input(sock: socket.socket, stdin: int) -> None:
         sock.sendall(pack(STDIN))
 
 
-def _write_all(fd: int, data: bytes) -> None:
+def write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view):]

@@ -24,6 +24,7 @@ accounts for.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -129,10 +130,8 @@ class ExecChannel:
 
     def close(self) -> None:
         """No new command; the terminal sessions started here end with the pod."""
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(self.path)
-        except OSError:
-            pass
         self.listener.close()
         self.launch.kill_sessions()
 

@@ -314,7 +314,7 @@ class LocalPlane(ComputePlane):
                 (current, p) for current in self._attempts.values()
                 if current.record.job == job for p in current.pods
                 if self._observe(current, p, now).phase is PodPhase.RUNNING
-                and (pod is None and p.plan.ref.rank == 0 or pod in (
+                and ((pod is None and p.plan.ref.rank == 0) or pod in (
                     str(p.plan.ref.rank), p.plan.ref.name))
             ]
         if not running:

@@ -21,7 +21,8 @@ from tests.e2e.conftest import ControlPlane, py_job, running
 pytestmark = pytest.mark.slow
 
 # Writes its process group where the test can read it, then idles until stopped.
-IDLE = ("import os, time; open(os.environ['PGID_FILE'], 'w').write(str(os.getpgid(0)));"
+IDLE = ("import os, time; path = os.environ['PGID_FILE'] + '.' + os.environ['RANK'];"
+        " open(path + '.tmp', 'w').write(str(os.getpgid(0))); os.rename(path + '.tmp', path);"
         " time.sleep(120)")
 
 
@@ -47,7 +48,8 @@ def start_idle_job(plane: ControlPlane, tmp_path: Path, name: str = "idle") -> P
                                          "PGID_FILE": str(pgid_file)}}))
     plane.wait_for(name, "Running")
     deadline = time.time() + 30
-    while not pgid_file.exists() and time.time() < deadline:
+    ranks = [Path(f"{pgid_file}.{rank}") for rank in (0, 1)]
+    while not all(p.exists() for p in ranks) and time.time() < deadline:
         time.sleep(0.05)
     return pgid_file
 
@@ -60,9 +62,9 @@ def test_exec_runs_in_the_pods_environment_and_group(plane: ControlPlane, tmp_pa
     greeting, pod, pgid = done.stdout.decode().split("\n")[:3]
     assert greeting == "hello from the pod"
     assert pod == "idle-worker-1"
-    # Rank 1's command wrote the group last (both ranks write the file): the exec'd shell
-    # is in its pod's process group, so stopping the pod stops it.
-    assert int(pgid) != os.getpgid(0)
+    # The exec'd shell is in its pod's process group, so stopping the pod stops it.
+    assert int(pgid) == int(Path(f"{pgid_file}.1").read_text())
+    assert int(pgid) != int(Path(f"{pgid_file}.0").read_text())
     assert plane.job("idle")["status"] == "Running"
 
 

@@ -43,6 +43,7 @@ LAUNCH_MODULE, AGENT_MODULE = "phalanx.kinds.mpi_launch", "phalanx.kinds.mpi_age
 # their agents' addresses and their slots), and the attempt's secret.
 HOSTS_ENV, SLOTS_ENV, SECRET_ENV = "PHALANX_MPI_HOSTS", "PHALANX_MPI_SLOTS", "PHALANX_MPI_SECRET"
 BIND_ENV, PORT_ENV = "PHALANX_MPI_BIND", "PHALANX_MPI_AGENT_PORT"
+SHARED_HOST_ENV = "PHALANX_MPI_SHARED_HOST"
 
 
 class Mpi(Framework):
@@ -119,7 +120,8 @@ class Mpi(Framework):
                 command = ["python", "-m", AGENT_MODULE]
                 port = ports[plan.ref.name]
                 env = {PORT_ENV: str(port), SECRET_ENV: secret,
-                       BIND_ENV: addresses[plan.ref.rank] if network.shared_host else ""}
+                       BIND_ENV: addresses[plan.ref.rank] if network.shared_host else "",
+                       SHARED_HOST_ENV: "1" if network.shared_host else ""}
                 ports_of_pod = {**plan.ports, AGENT: port}
             out.append(replace(plan, command=command, env={**plan.env, **env, **pod_set.env},
                                ports=ports_of_pod))

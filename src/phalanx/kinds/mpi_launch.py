@@ -13,7 +13,9 @@ runs COMMAND with OpenMPI pointed at both:
 - ``PHALANX_MPI_HOSTFILE``, for a command that passes ``--hostfile`` itself.
 
 The pod set's own env is the pod's, so any of these can be overridden there.
-Exits with COMMAND's exit code; SIGTERM and SIGINT are passed on to it.
+Exits with COMMAND's exit code; SIGTERM and SIGINT are passed on to it. Before
+exiting it stops the workers' agents (SIGTERM, through each agent), so the job
+ends with every pod done and each agent cleans up after itself.
 """
 
 from __future__ import annotations
@@ -37,20 +39,31 @@ DEFAULT_WAIT_SECONDS = 300.0
 HOSTFILE_ENV = "PHALANX_MPI_HOSTFILE"
 
 
-def answers(address: tuple[str, int], secret: str) -> bool:
-    """Whether the agent at ``address`` runs a command for us (``true``) right now."""
+def run_quietly(address: tuple[str, int], secret: str, argv: list[str]) -> int | None:
+    """Run ``argv`` through the agent at ``address``; its exit code, None when unreachable."""
     try:
         with socket.create_connection(address, timeout=5.0) as sock:
             sock.settimeout(10.0)
             null = os.open(os.devnull, os.O_WRONLY)
             try:
-                record = relay.run_client(sock, ["true"], stdin=None, stdout=null,
+                record = relay.run_client(sock, argv, stdin=None, stdout=null,
                                           stderr=null, secret=secret)
             finally:
                 os.close(null)
     except (OSError, relay.RelayError, ValueError):
-        return False
-    return record.get("exitCode") == 0
+        return None
+    return relay.exit_code(record)
+
+
+def answers(address: tuple[str, int], secret: str) -> bool:
+    """Whether the agent at ``address`` runs a command for us (``true``) right now."""
+    return run_quietly(address, secret, ["true"]) == 0
+
+
+def stop_workers(hosts: dict[str, tuple[str, int]], secret: str) -> None:
+    """Ask each worker's agent to end (the shell it runs is its child: $PPID is the agent)."""
+    for address in hosts.values():
+        run_quietly(address, secret, ["/bin/sh", "-c", "kill -TERM $PPID"])
 
 
 def wait_for_workers(hosts: dict[str, tuple[str, int]], secret: str, timeout: float) -> list[str]:
@@ -107,6 +120,14 @@ def main(argv: list[str]) -> int:
         print(f"phalanx mpi launcher: worker(s) {', '.join(missing)} did not answer within "
               f"{timeout:g}s", file=sys.stderr)
         return 1
+    try:
+        return run(command, hosts)
+    finally:
+        stop_workers(hosts, secret)
+
+
+def run(command: list[str], hosts: dict[str, tuple[str, int]]) -> int:
+    """Run ``command`` with OpenMPI pointed at the workers; its exit code."""
     work = tempfile.mkdtemp(prefix="phalanx-mpi-")
     try:
         hostfile = os.path.join(work, "hostfile")

@@ -84,7 +84,8 @@ def relay_session(conn: ClientConnection, *, stdin: int | None,
     """Relay ``stdin`` (None: no input) to the command and its output to ``write(kind, data)``
     until it ends; its exit code (128 + signal when killed)."""
     if stdin is None:
-        conn.send(relay.pack(relay.STDIN))
+        with contextlib.suppress(ConnectionClosed):  # a quick command may be done already
+            conn.send(relay.pack(relay.STDIN))
     else:
         threading.Thread(target=_send_input, args=(conn, stdin), daemon=True).start()
     try:

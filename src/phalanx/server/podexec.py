@@ -118,10 +118,12 @@ async def _relay(websocket: WebSocket, session: ExecSession,
                 while True:
                     data = await websocket.receive_bytes()
                     await to_thread.run_sync(session.send, data)
-            except (WebSocketDisconnect, RuntimeError, OSError, ValueError, KeyError,
-                    relay.RelayError):
-                pass  # gone, or sent something other than a frame: the command is hung up
-            # closing the session ends the command's stream, and so the other direction
+            except OSError:
+                return  # the command ended: its exit is still on its way to the client
+            except (WebSocketDisconnect, RuntimeError, relay.RelayError, ValueError, KeyError):
+                pass
+            # The client went away (or sent what is not input): closing the session hangs
+            # the command up and ends the other direction.
             session.close()
 
         async def from_pod() -> None:

@@ -68,15 +68,23 @@ class PodExecSession:
 
     def send(self, frame: bytes) -> None:
         kind, payload = relay.split_frame(frame)
+        if kind not in (relay.STDIN, relay.RESIZE):
+            raise relay.RelayError(f"a client may send input or a terminal size, not {kind!r}")
+        try:
+            self._write(kind, payload)
+        except (relay.RelayError, ValueError, KeyError):
+            raise
+        except Exception as exc:  # the WebSocket closed: the command has ended
+            raise OSError(f"the pod's exec stream has ended: {exc}") from exc
+
+    def _write(self, kind: bytes, payload: bytes) -> None:
         if kind == relay.STDIN and payload:
             self.ws.write_channel(STDIN_CHANNEL, payload)
         elif kind == relay.STDIN:
             self.ws.close_channel(STDIN_CHANNEL)
-        elif kind == relay.RESIZE:
+        else:
             size = json.loads(payload)
             self.resize(int(size["cols"]), int(size["rows"]))
-        else:
-            raise relay.RelayError(f"a client may send input or a terminal size, not {kind!r}")
 
     def receive(self) -> bytes | None:
         while not self._ready:

@@ -17,7 +17,9 @@ exit record and kill leftovers). It waits, and writes the exit record (exit code
 or signal, times) atomically to EXIT_FILE once the output is in the log. When the
 command exits, any
 process it left in the group is killed, as Kubernetes does when a container's
-main process ends. Group-wide SIGTERM/SIGINT/SIGHUP do not stop the supervisor
+main process ends. While the command runs, the supervisor also serves the pod's
+exec channel (``ExecChannel``: ``phalanx exec``), when the plane names its socket.
+Group-wide SIGTERM/SIGINT/SIGHUP do not stop the supervisor
 (it stays to record how the command ended); SIGKILL does, which the plane
 accounts for.
 """

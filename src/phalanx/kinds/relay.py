@@ -48,6 +48,7 @@ OPEN, STDIN, RESIZE, STDOUT, STDERR, EXIT = b"O", b"I", b"R", b"1", b"2", b"X"
 HEADER = struct.Struct(">cI")
 MAX_FRAME = 1 << 20  # bigger frames are a broken or hostile peer
 READ_SIZE = 64 * 1024
+LINGER_SECONDS = 5.0
 # What a shell answers when it cannot start a command, for the same reasons.
 EXIT_NOT_FOUND, EXIT_NOT_EXECUTABLE = 127, 126
 
@@ -164,10 +165,23 @@ def serve_connection(conn: socket.socket, launch: Launch) -> None:
     except (OSError, RelayError, ValueError):
         return  # the client went away or spoke nonsense: nobody is left to tell
     finally:
-        # Wakes the thread still reading the client's input (closing alone would not).
-        with contextlib.suppress(OSError):
-            conn.shutdown(socket.SHUT_RDWR)
-        conn.close()
+        _linger(conn)
+
+
+def _linger(conn: socket.socket) -> None:
+    """Close after the client does: the exit is sent, but the client may still be sending
+    (the end of its input, say), and closing under it would reset the connection, which
+    can take the exit with it before the client reads it. A client that never closes is
+    waited for ``LINGER_SECONDS``."""
+    with contextlib.suppress(OSError):
+        conn.shutdown(socket.SHUT_WR)
+        conn.settimeout(LINGER_SECONDS)
+        while conn.recv(READ_SIZE):
+            pass  # late input, for a command that has ended
+    with contextlib.suppress(OSError):
+        # Wakes a thread still reading the client's input (closing alone would not).
+        conn.shutdown(socket.SHUT_RDWR)
+    conn.close()
 
 
 def _spawn_error(exc: OSError, argv: list[str]) -> dict[str, Any]:
@@ -377,7 +391,8 @@ def run_client(sock: socket.socket, argv: list[str], *, stdin: int | None,
     """
     sock.sendall(open_request(argv, tty=tty, cols=cols, rows=rows, secret=secret))
     if stdin is None:
-        sock.sendall(pack(STDIN))
+        with contextlib.suppress(OSError):  # a refused or quick command may be done already
+            sock.sendall(pack(STDIN))
     else:
         threading.Thread(target=_send_input, args=(sock, stdin), daemon=True).start()
     while (frame := recv_frame(sock)) is not None:

@@ -380,6 +380,7 @@ def create_app(
                 name=p.ref.name, pod_set=p.ref.pod_set, index=p.ref.index, rank=p.ref.rank,
                 node=p.node, phase=p.phase.value, exit_code=p.exit_code, signal=p.signal,
                 reason=p.reason, pid=p.pid, started_at=p.started_at, finished_at=p.finished_at,
+                cpus=list(p.cpus),
             )
             for p in sorted(service.pods_of(name), key=lambda p: p.ref.rank)
         ]
@@ -529,7 +530,8 @@ _REPLAYED = "A retry with the same Idempotency-Key and request: the first answer
 _IDEMPOTENCY_HEADER = Header(
     None, alias="Idempotency-Key", min_length=1, max_length=255, pattern=r"^[\x21-\x7e]+$",
     description="A key of the client's choosing (a UUID); a retry with the same key and "
-                "request submits nothing and answers the first request's jobs (200)",
+                "request submits nothing and answers the first request's jobs (200); keys are "
+                "kept for 24 hours",
 )
 
 

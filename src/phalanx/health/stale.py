@@ -33,3 +33,25 @@ def mark_stale(health: NodeHealth, reasons: list[str], last_report: float, now: 
     if health is NodeHealth.HEALTHY:
         health = NodeHealth.DEGRADED
     return health, [reason, *reasons]
+
+
+class DoctorWatch:
+    """When an in-process doctor last reported, and whether its node is marked silent."""
+
+    def __init__(self) -> None:
+        self.stale_after = DEFAULT_STALE_AFTER
+        self.heard: float | None = None
+        self.silent = False
+
+    def start(self, now: float, stale_after: float) -> None:
+        self.heard, self.stale_after, self.silent = now, stale_after, False
+
+    def report(self, now: float) -> None:
+        self.heard, self.silent = now, False
+
+    def falls_silent(self, now: float) -> bool:
+        """True once, when the doctor has just been silent for too long."""
+        if self.heard is None or self.silent or not is_stale(self.heard, now, self.stale_after):
+            return False
+        self.silent = True
+        return True

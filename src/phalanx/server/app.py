@@ -14,7 +14,7 @@ from typing import Any
 
 import anyio
 from anyio import to_thread
-from fastapi import FastAPI, Header, Query, Request
+from fastapi import FastAPI, Header, Query, Request, WebSocket
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
@@ -44,6 +44,7 @@ from phalanx.server.logstream import (
     parse_since,
     stream_logs,
 )
+from phalanx.server.podexec import add_exec_route, deny
 from phalanx.server.redaction import ADMIN, SecretEnvRule, Viewer, job_as_seen_by, jobs_as_seen_by
 from phalanx.server.ui import MOUNT, create_ui
 from phalanx.spec.api import (
@@ -137,23 +138,31 @@ class _Guard:
     """
 
     def __init__(self, app: ASGIApp, token: str, max_body_bytes: int) -> None:
+        # A WebSocket (``/v1/jobs/{name}/exec``) carries the same token in the same header.
         self.app = app
         self.token = token
         self.max_body_bytes = max_body_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
         if scope["path"].startswith("/v1/"):
             header = next((v for k, v in scope["headers"] if k == b"authorization"), None)
             if not token_matches(header.decode("latin-1") if header else None, self.token):
-                await _error(AuthError(
+                refusal = _error(AuthError(
                     "missing or wrong API token", field="Authorization",
                     fix="send 'Authorization: Bearer <token>' with the token from "
                     "$PHALANX_HOME/token",
-                ))(scope, receive, send)
+                ))
+                if scope["type"] == "websocket":
+                    await deny(WebSocket(scope, receive, send), refusal)
+                else:
+                    await refusal(scope, receive, send)
                 return
+        if scope["type"] == "websocket":
+            await self.app(scope, receive, send)
+            return
         too_large = PayloadTooLarge(
             f"the request body is larger than {self.max_body_bytes} bytes", field="body",
             fix="send less per request (split a batch into several), or start the control "
@@ -206,10 +215,12 @@ def viewer_of(request: Request) -> Viewer:
 def create_app(
     controller: Controller, token: str, logs: LogStore, *, db_label: str,
     secrets: SecretEnvRule | None = None, max_body_bytes: int = MAX_BODY_BYTES,
-    log_limits: LogLimits | None = None, dashboard: bool = True,
+    log_limits: LogLimits | None = None, dashboard: bool = True, interactive: bool = True,
 ) -> FastAPI:
     """``secrets`` says which env values job specs in answers redact (default: the built-in
-    rule); see ``server/redaction.py``. ``dashboard`` serves the web dashboard at ``/ui``."""
+    rule); see ``server/redaction.py``. ``dashboard`` serves the web dashboard at ``/ui``.
+    ``interactive`` says whether commands may run in pods through the API
+    (``server/podexec.py``)."""
     service = controller.service
     secret_env = secrets if secrets is not None else SecretEnvRule()
     slots = FollowerSlots(log_limits if log_limits is not None else LogLimits())
@@ -223,6 +234,7 @@ def create_app(
     parsers: dict[str, Callable[[object], object]] = {}
 
     app.add_middleware(_Guard, token=token, max_body_bytes=max_body_bytes)
+    add_exec_route(app, service, interactive=interactive, error_response=_error)
 
     @app.exception_handler(PhalanxError)
     async def phalanx_error(request: Request, exc: PhalanxError) -> JSONResponse:

@@ -54,6 +54,7 @@ from pathlib import Path
 from phalanx.compute.base import (
     CHECKPOINT_DIR_ENV,
     ComputePlane,
+    ExecSession,
     NodeTable,
     PodPhase,
     PodState,
@@ -72,10 +73,10 @@ from phalanx.compute.local.state import (
     read_json,
 )
 from phalanx.compute.local.users import PodUser
-from phalanx.errors import SpecError
+from phalanx.errors import NotFound, SpecError
 from phalanx.health import Doctor, Report, make_doctor
-from phalanx.health.stale import DEFAULT_STALE_AFTER, is_stale, mark_stale, stale_after_for
-from phalanx.kinds import PodNetwork, PodRef, framework_of
+from phalanx.health.stale import DoctorWatch, mark_stale, stale_after_for
+from phalanx.kinds import PodNetwork, PodRef, framework_of, relay
 from phalanx.scheduler.types import Admission
 from phalanx.spec.quantity import MILLI
 from phalanx.spec.resources import GPU, JobSpec, Node, NodeCheck, NodeHealth
@@ -189,9 +190,7 @@ class LocalPlane(ComputePlane):
         # What the node advertised at start: a GPU that falls off the bus later is missed.
         self.expected_gpus = len(self.gpus)
         self._doctor: Doctor | None = None
-        self._doctor_heard: float | None = None  # when the doctor last reported
-        self._doctor_silent = False  # the node is marked for a silent doctor
-        self._doctor_stale_after = DEFAULT_STALE_AFTER
+        self._doctor_watch = DoctorWatch()  # a doctor that stops reporting
         self.max_pods = max_pods
         self._node = NodeTable([machine_node(self.node_name, self.gpus, max_pods)],
                                self._nodes_changed)
@@ -263,28 +262,24 @@ class LocalPlane(ComputePlane):
             disk_paths=[self.home, Path(tempfile.gettempdir())], site_dir=site_dir,
         )
         self._doctor = doctor
-        self._doctor_stale_after = stale_after_for(interval) if stale_after is None \
-            else stale_after
-        self._doctor_heard = time.time()  # silent from now on counts from its start
+        self._doctor_watch.start(time.time(), stale_after_for(interval)
+                                 if stale_after is None else stale_after)
         doctor.start(interval, self._apply_report)
         return doctor
 
     def _check_doctor(self, now: float) -> None:
         """A doctor that stopped reporting (a check that hangs, say) leaves the node
         degraded until it reports again."""
-        heard = self._doctor_heard
-        if self._doctor is None or heard is None or self._doctor_silent:
-            return
-        if is_stale(heard, now, self._doctor_stale_after):
-            self._doctor_silent = True
+        watch = self._doctor_watch
+        if self._doctor is not None and watch.falls_silent(now):
             node = self._node.get(self.node_name)
-            assert node is not None
-            health, reasons = mark_stale(node.health, node.health_reasons, heard, now,
-                                         self._doctor_stale_after)
+            assert node is not None and watch.heard is not None
+            health, reasons = mark_stale(node.health, node.health_reasons, watch.heard, now,
+                                         watch.stale_after)
             self.set_node_state(health=health, reasons=reasons)
 
     def _apply_report(self, report: Report) -> None:
-        self._doctor_heard, self._doctor_silent = time.time(), False
+        self._doctor_watch.report(time.time())
         if report.gpus is not None and report.gpus != len(self.gpus):
             self.set_gpus(discover_gpus())
         self.set_node_state(health=report.health, reasons=report.reasons, checks=report.checks)
@@ -383,6 +378,38 @@ class LocalPlane(ComputePlane):
     def release_checkpoints(self, job: str) -> None:
         self.checkpoints.remove(job)
 
+    def exec(self, job: str, pod: str | None, argv: list[str], *, tty: bool = False,
+             cols: int = 80, rows: int = 24) -> ExecSession:
+        """Run ``argv`` in the pod through its supervisor's exec channel (``shim.py``)."""
+        with self._lock:
+            now = time.time()
+            running = [
+                (current, p) for current in self._attempts.values()
+                if current.record.job == job for p in current.pods
+                if self._observe(current, p, now).phase is PodPhase.RUNNING
+                and ((pod is None and p.plan.ref.rank == 0) or pod in (
+                    str(p.plan.ref.rank), p.plan.ref.name))
+            ]
+        if not running:
+            raise NotFound(
+                f"job {job!r} has no running pod {pod if pod is not None else 'of rank 0'}",
+                field="pod", fix="name a running pod by rank or name (phalanx describe lists "
+                "them), or wait until the job runs")
+        current, found = max(running, key=lambda item: item[0].record.attempt)
+        path = self._exec_socket(current.directory, found.plan.ref.name)
+        try:
+            sock = relay.connect_unix(str(path))
+        except OSError as exc:
+            raise NotFound(f"pod {found.plan.ref.name} takes no commands ({exc.strerror})",
+                           field="pod", fix="run the command in a pod started by this "
+                           "version of Phalanx") from exc
+        sock.sendall(relay.open_request(argv, tty=tty, cols=cols, rows=rows))
+        return relay.SocketSession(sock)
+
+    @staticmethod
+    def _exec_socket(directory: Path, pod: str) -> Path:
+        return directory / f"{pod}.sock"
+
     def close(self) -> None:
         """Stop the plane's own thread; pods keep running and a new plane re-adopts them."""
         self._closed.set()
@@ -470,6 +497,7 @@ class LocalPlane(ComputePlane):
         payload = {
             "command": launch.command, "cwd": launch.cwd, "env": launch.env,
             "log": str(log_file), "attempt": ref.attempt,
+            "execSocket": str(self._exec_socket(current.directory, ref.name)),
             "user": launch.user.to_json() if launch.user is not None else None,
             "logMaxBytes": self.logs.rotation.max_bytes, "logKeep": self.logs.rotation.keep,
             "cpus": list(launch.cpus),

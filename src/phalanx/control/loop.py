@@ -19,7 +19,6 @@ import time
 from collections import defaultdict
 
 from phalanx.compute.base import ComputePlane, PodState
-from phalanx.control.gangs import GangPhase, gang_status
 from phalanx.control.lifecycle import deadline_passed
 from phalanx.control.state import (
     ACTIVE,
@@ -33,6 +32,7 @@ from phalanx.control.state import (
     PlaneCommand,
 )
 from phalanx.errors import SpecError
+from phalanx.kinds import GangPhase, framework_of
 from phalanx.scheduler import Admission, CycleResult
 from phalanx.spec.base import validate
 from phalanx.spec.resources import JobSpec, Node, NodeHealth
@@ -281,7 +281,7 @@ class ControlLoop:
     def _reconcile_job(self, record: JobRecord, pods: list[PodState], now: float) -> None:
         state = self.state
         expected = _expected_pods(record)
-        status = gang_status(pods, expected)
+        status = framework_of(record.spec).status(record.spec, pods, expected)
         if record.stop_reason:
             if not pods or status.all_done:
                 state.finish_stop(record, now)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from phalanx.compute.base import ComputePlane, PodState
 from phalanx.control.state import CANCELLED, DRAINED, ControlState
 from phalanx.errors import Conflict, NotFound, PhalanxError, TooManyPending
+from phalanx.kinds import framework_of
 from phalanx.scheduler import ClusterQueueStatus, PendingCode
 from phalanx.spec.config import QueueConfig
 from phalanx.spec.resources import ConfigObject, JobSpec, Node
@@ -175,6 +176,7 @@ class JobService:
         config = self.state.config
         cq = config.cluster_queue_for(spec.queue)
         priority = config.priority_value(spec.priority)
+        framework_of(spec).check(spec)
         self.plane.check_job(spec)
         self.state.scheduler.check_feasible(spec)
         record = JobRecord(

@@ -20,7 +20,7 @@ override. On a machine without GPUs it is left alone.
 Pods inherit the control plane's environment without its own settings (every
 ``PHALANX_*`` name, such as ``PHALANX_HOME`` and ``PHALANX_TOKEN``: a pod must not
 find the state directory or act with the admin token), then the distributed
-environment (``phalanx.compute.env``, whose ``PHALANX_JOB``, ``PHALANX_RANK``, ...
+environment of the job's kind (``phalanx.kinds``, whose ``PHALANX_JOB``, ``PHALANX_RANK``, ...
 are the pod's own), then their pod set's env. ``PYTHONUNBUFFERED=1`` is set
 (unless the pod set says otherwise) so Python output reaches the log line by
 line. Memory requests are accounted by the scheduler, not enforced here.
@@ -46,7 +46,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from phalanx.compute import env as distributed
 from phalanx.compute.base import ComputePlane, NodeTable, PodPhase, PodState
 from phalanx.compute.local import procs, shim
 from phalanx.compute.local.gpus import GPUInfo, assign_gpus, discover_gpus
@@ -62,6 +61,7 @@ from phalanx.compute.local.state import (
 from phalanx.compute.local.users import PodUser
 from phalanx.errors import SpecError
 from phalanx.health import Doctor, Report, make_doctor
+from phalanx.kinds import PodNetwork, PodRef, framework_of
 from phalanx.scheduler.types import Admission
 from phalanx.spec.quantity import MILLI
 from phalanx.spec.resources import GPU, JobSpec, Node, NodeCheck, NodeHealth
@@ -107,6 +107,34 @@ class _PodLaunch:
     cwd: str
     env: dict[str, str]
     user: PodUser | None  # None: the supervisor's own user
+
+
+class _LocalNetwork(PodNetwork):
+    """Every pod shares this machine: each port a pod listens on is chosen free, once."""
+
+    shared_host = True
+
+    def __init__(self, count: int, taken: set[int]) -> None:
+        super().__init__([LOOPBACK] * count)
+        self._taken = taken
+        self.chosen: dict[tuple[str, str], int] = {}
+
+    def port(self, pod: PodRef, purpose: str, default: int) -> int:
+        key = (pod.name, purpose)
+        if key not in self.chosen:
+            self.chosen[key] = free_port(self._taken)
+            self._taken.add(self.chosen[key])
+        return self.chosen[key]
+
+
+def free_port(taken: set[int]) -> int:
+    """A loopback port free right now and not in ``taken``."""
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            probe.bind((LOOPBACK, 0))
+            port: int = probe.getsockname()[1]
+        if port not in taken:
+            return port
 
 
 class LocalPlane(ComputePlane):
@@ -220,9 +248,11 @@ class LocalPlane(ComputePlane):
         self.set_node_state(health=report.health, reasons=report.reasons, checks=report.checks)
 
     def check_job(self, job: JobSpec) -> None:
-        """Every pod set needs a command: here a pod is a process, and no image supplies one."""
+        """Every pod set whose kind does not supply a command needs one: here a pod is a
+        process, and no image supplies one."""
+        framework = framework_of(job)
         for i, pod_set in enumerate(job.pod_sets):
-            if not pod_set.command:
+            if not pod_set.command and framework.needs_command(pod_set):
                 raise SpecError(
                     f"pod set {pod_set.name!r} has no command to run",
                     field=f"podSets[{i}].command",
@@ -319,15 +349,14 @@ class LocalPlane(ComputePlane):
     def _plan(
         self, job: JobSpec, attempt: int, admission: Admission, now: float
     ) -> tuple[AttemptRecord, list[_PodLaunch]]:
+        framework = framework_of(job)
         count = sum(p.count for p in admission.pod_sets)
-        port = self._free_port()
-        pods = distributed.pod_environments(
-            job, attempt, admission, master_addr=LOOPBACK, master_port=port,
-            pod_addresses=[LOOPBACK] * count,
-        )
+        network = _LocalNetwork(count, self._ports_taken())
+        plans = framework.plan(job, attempt, admission, network)
         pod_sets = {p.name: (i, p) for i, p in enumerate(job.pod_sets)}
         wanted = []
-        for ref, node, _ in pods:
+        for plan in plans:
+            ref, node = plan.ref, plan.node
             i, pod_set = pod_sets[ref.pod_set]
             if node != self.node_name:
                 raise SpecError(
@@ -350,11 +379,11 @@ class LocalPlane(ComputePlane):
         assigned = assign_gpus(wanted, [g.index for g in self.gpus], self._held_gpus())
         planned, launches = [], []
         cwd = os.getcwd()
-        for (ref, node, env), gpus_of_pod in zip(pods, assigned, strict=True):
-            pod_set = pod_sets[ref.pod_set][1]
-            planned.append(PlannedPod(ref, node, gpus_of_pod))
+        for plan, gpus_of_pod in zip(plans, assigned, strict=True):
+            pod_set = pod_sets[plan.ref.pod_set][1]
+            planned.append(PlannedPod(plan.ref, plan.node, gpus_of_pod))
             user_env = self.run_as.environment() if self.run_as is not None else {}
-            env = {"PYTHONUNBUFFERED": "1", **user_env, **env}
+            env = {"PYTHONUNBUFFERED": "1", **user_env, **plan.env}
             if "PATH" not in env:
                 # `python` in a command means the Python Phalanx runs on (its venv's packages),
                 # whether or not that venv was activated in the shell that started it.
@@ -363,10 +392,12 @@ class LocalPlane(ComputePlane):
             if self.gpus:
                 env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
                 env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in gpus_of_pod)
-            launches.append(_PodLaunch(list(pod_set.command), pod_set.working_dir or cwd, env,
+            launches.append(_PodLaunch(plan.command, pod_set.working_dir or cwd, env,
                                        self.run_as))
-        record = AttemptRecord(job=job.name, attempt=attempt, master_port=port,
-                               launched_at=now, pods=planned)
+        master_port = plans[0].ports.get("master", 0) if plans else 0
+        record = AttemptRecord(job=job.name, attempt=attempt, master_port=master_port,
+                               launched_at=now, pods=planned, ports=sorted(network.chosen.values()),
+                               endpoints=framework.endpoints(job, plans))
         return record, launches
 
     def _start(self, current: _Attempt, pod: _Pod, launch: _PodLaunch) -> None:
@@ -400,15 +431,17 @@ class LocalPlane(ComputePlane):
             if pod.final is None for g in pod.plan.gpus
         }
 
-    def _free_port(self) -> int:
-        """A port free right now, and not the master port of an attempt this plane knows."""
-        taken = {current.record.master_port for current in self._attempts.values()}
-        while True:
-            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-                probe.bind((LOOPBACK, 0))
-                port: int = probe.getsockname()[1]
-            if port not in taken:
-                return port
+    def _ports_taken(self) -> set[int]:
+        """Ports given to the pods of attempts this plane knows: never handed out twice."""
+        return {
+            port for current in self._attempts.values()
+            for port in (current.record.master_port, *current.record.ports)
+        }
+
+    def endpoints(self, job: str, attempt: int) -> dict[str, str]:
+        with self._lock:
+            current = self._attempts.get((job, attempt))
+            return dict(current.record.endpoints) if current is not None else {}
 
     # ------------------------------------------------------------------ observing
     def _refresh(self, now: float) -> None:

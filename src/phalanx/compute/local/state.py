@@ -48,6 +48,8 @@ class AttemptRecord:
     pods: list[PlannedPod]
     terminate_requested_at: float | None = None
     kill_deadline: float | None = None
+    ports: list[int] = field(default_factory=list)  # every port the attempt's pods were given
+    endpoints: dict[str, str] = field(default_factory=dict)  # the kind's (a dashboard's URL)
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)

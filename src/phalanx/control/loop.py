@@ -383,9 +383,11 @@ class ControlLoop:
         if not launches:
             return
         failed: dict[int, Exception] = {}
+        endpoints: dict[int, dict[str, str]] = {}
         for i, launch in enumerate(launches):
             try:
                 self.plane.launch(launch.record.spec, launch.attempt, launch.admission)
+                endpoints[i] = self.plane.endpoints(launch.record.name, launch.attempt)
             except Exception as exc:  # a launch that fails is a system failure of that attempt
                 log.exception("launch of %s failed", launch.record.name)
                 failed[i] = exc
@@ -402,6 +404,7 @@ class ControlLoop:
                     state.begin_stop(record, FAILED, f"could not start pods: {failed[i]}",
                                      kind)
                 elif record.status is JobStatus.ADMITTED:
+                    record.endpoints = endpoints.get(i, {})
                     record.status = JobStatus.STARTING
                     state.event(record, "Starting", f"launched {_expected_pods(record)} pod(s) "
                                 f"on the {self.plane.name} compute plane")

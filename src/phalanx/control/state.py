@@ -140,6 +140,7 @@ class ControlState:
         record.status = JobStatus.QUEUED
         self.active.pop(record.name, None)
         record.admission = None
+        record.endpoints = {}  # the next attempt records its own
         record.queued_at = now
         record.message = message
         self.event(record, "Requeued", message + (f" (in {delay:g}s)" if delay else ""))

@@ -19,8 +19,10 @@ A SIGTERM (the job cancelled or preempted) stops the Ray job and exits at once.
 from __future__ import annotations
 
 SUBMITTER = r'''
-import asyncio, json, os, signal, sys, time, urllib.request
+import asyncio, json, logging, os, signal, sys, time, urllib.request
 from ray.job_submission import JobStatus, JobSubmissionClient
+
+logging.getLogger("ray.dashboard").setLevel(logging.WARNING)  # the log is the entrypoint's
 
 env = os.environ
 url = env["PHALANX_RAY_DASHBOARD"]
@@ -68,8 +70,10 @@ while not info.status.is_terminal():
     info = client.get_job_info(submission)
 if info.status == JobStatus.SUCCEEDED:
     sys.exit(0)
-print(f"ray job {submission} {info.status}: {info.message or ''}".rstrip(": "),
-      file=sys.stderr, flush=True)
+# Ray's message repeats the log's tail after its first line: the log is above already.
+why = (info.message or "").splitlines()[0].rstrip(",: ") if info.message else ""
+print(f"ray job {submission} {info.status}" + (f": {why}" if why else ""), file=sys.stderr,
+      flush=True)
 code = getattr(info, "driver_exit_code", None)
 sys.exit(code if isinstance(code, int) and 0 < code < 256 else 1)
 '''

@@ -15,8 +15,8 @@ from phalanx.spec.status import JobStatus
 from tests.k8s_plane.conftest import RUNS, PlaneFactory
 from tests.k8s_plane.fake_apiserver import FakeAPIServer
 from tests.k8s_plane.helpers import IMAGE, env_of, pods
-from tests.k8s_plane.test_lifecycle import Loop, loops, start
 from tests.k8s_plane.test_launch import _validate
+from tests.k8s_plane.test_lifecycle import Loop, loops, start
 
 __all__ = ["loops", "start"]
 

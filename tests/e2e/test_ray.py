@@ -35,7 +35,8 @@ CLUSTER = "raytest"
 
 @pytest.fixture(scope="module")
 def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
-    with running(ControlPlane(tmp_path_factory.mktemp("ray") / "home")) as cp:
+    # A grace long enough for Ray to stop by itself: each pod then removes its temp dir.
+    with running(ControlPlane(tmp_path_factory.mktemp("ray") / "home", grace=15)) as cp:
         yield cp
 
 
@@ -159,12 +160,17 @@ def test_down_cancels_the_cluster_and_leaves_no_process(
 ) -> None:
     sessions = _sessions(plane, CLUSTER)
     assert len(sessions) == 3
-    assert len(_members(sessions)) > 6  # each Ray node runs several processes
+    members = _members(sessions)
+    assert len(members) > 6  # each Ray node runs several processes
+    temp_dirs = {arg.split("=", 1)[1] for proc in members for arg in proc.cmdline()
+                 if arg.startswith("--temp-dir=")}
+    assert len(temp_dirs) == 3 and all(Path(d).is_dir() for d in temp_dirs)
     result = cli(plane, "cluster", "down", CLUSTER, "--wait")
     assert result.exit_code == 0, result.output
     assert plane.job(CLUSTER)["status"] == "Cancelled"
     assert cluster.status() == (ClusterStatus.DOWN, False)
     assert _members(sessions) == []
+    assert not any(Path(d).exists() for d in temp_dirs)  # each pod removed its Ray temp dir
     assert cli(plane, "cluster", "list").stdout.strip() == ""
 
 

@@ -84,7 +84,8 @@ def test_on_a_shared_machine_every_port_is_the_planes_and_distinct() -> None:
     assert set(head.ports) >= {"gcs", "dashboard", "client", "node-manager", "object-manager",
                                "env-agent", "agent-http", "agent-grpc", "metrics"}
     start = head.command
-    assert start[:3] == ["ray", "start", "--head"] and start[-1] == "--block"
+    assert start[:2] == ["sh", "-c"] and "\nray start --head " in start[2]
+    assert start[2].endswith(" --block")
     assert _flag(start, "port") == str(head.ports["gcs"])
     assert _flag(start, "dashboard-host") == "127.0.0.1"
     assert _flag(start, "num-cpus") == "1"  # 500m rounded up: Ray counts whole CPUs
@@ -92,6 +93,7 @@ def test_on_a_shared_machine_every_port_is_the_planes_and_distinct() -> None:
     workers = _flag(start, "worker-port-list").split(",")
     assert len(workers) == 1 + 8 and workers[0] == str(head.ports["worker-0"])
     temp = _flag(start, "temp-dir")
+    assert start[2].startswith(f"trap 'rm -rf {temp}' EXIT\n")  # removed when the pod ends
     # Ray's sockets live ~70 bytes below its temp dir; a socket path holds 107 at most
     assert len(temp) + 70 < 107
     assert _flag(worker.command, "temp-dir") != temp

@@ -133,8 +133,9 @@ class Ray(Framework):
                 env.update(_submitter_env(job, attempt, len(pods)))
             env.update(pod.pod_set.env)  # the user's word is last
             flags = _start_flags(pod, ports, network)
-            command = (self._head_command(job, flags) if pod is head
-                       else _worker_command(f"{host}:{gcs}", flags, quiet=_is_ray_job(job)))
+            command = (self._head_command(job, flags, network) if pod is head
+                       else _worker_command(f"{host}:{gcs}", flags, network,
+                                            quiet=_is_ray_job(job)))
             plans.append(PodPlan(pod.ref, pod.node, command, env, ports))
         return plans
 
@@ -158,15 +159,17 @@ class Ray(Framework):
         return ports
 
     @staticmethod
-    def _head_command(job: JobSpec, flags: list[str]) -> list[str]:
+    def _head_command(job: JobSpec, flags: list[str], network: PodNetwork) -> list[str]:
         start = ["ray", "start", "--head", *flags]
         if not _is_ray_job(job):
-            return [*start, "--block"]
+            if not network.shared_host:
+                return [*start, "--block"]
+            return ["sh", "-c", _script([], shlex.join([*start, "--block"]), flags, network)]
         # Ray in the background, then the submitter in the foreground: the pod ends when
         # the entrypoint does, and its supervisor stops what Ray left in the pod.
-        script = (f"if ! out=$({shlex.join(start)} 2>&1); then "
-                  'printf "%s\\n" "$out" >&2; exit 1; fi\n'
-                  'exec python -c "$1"')
+        started = (f"if ! out=$({shlex.join(start)} 2>&1); then "
+                   'printf "%s\\n" "$out" >&2; exit 1; fi')
+        script = _script([started], 'python -c "$1"', flags, network)
         return ["sh", "-c", script, "ray-head", SUBMITTER]
 
     # ------------------------------------------------------------------ outcome
@@ -247,7 +250,9 @@ def temp_dir(ports: dict[str, int]) -> str:
     return f"{tempfile.gettempdir()}/ray-{ports['node-manager']}"
 
 
-def _worker_command(gcs: str, flags: list[str], *, quiet: bool) -> list[str]:
+def _worker_command(
+    gcs: str, flags: list[str], network: PodNetwork, *, quiet: bool,
+) -> list[str]:
     """Wait for the head's GCS (a worker may start first), then join the cluster.
 
     ``quiet`` (a Ray job): ``ray start``'s output goes to a file in the node's temp dir,
@@ -257,11 +262,31 @@ def _worker_command(gcs: str, flags: list[str], *, quiet: bool) -> list[str]:
             "do sleep 1; done")
     start = shlex.join(["ray", "start", f"--address={gcs}", *flags, "--block"])
     if not quiet:
-        return ["sh", "-c", f"{wait}\nexec {start}"]
-    temp = next((f.split("=", 1)[1] for f in flags if f.startswith("--temp-dir=")), "/tmp")
+        return ["sh", "-c", _script([wait], start, flags, network)]
+    temp = _temp_dir_of(flags) or "/tmp"
     log = shlex.quote(f"{temp}/ray-start.log")
-    return ["sh", "-c", f"{wait}\nmkdir -p {shlex.quote(temp)}\n{start} >{log} 2>&1\n"
-            f"code=$?\n[ $code -eq 0 ] || tail -n 40 {log} >&2\nexit $code"]
+    lines = [wait, f"mkdir -p {shlex.quote(temp)}", f"{start} >{log} 2>&1", "code=$?",
+             f"[ $code -eq 0 ] || tail -n 40 {log} >&2"]
+    return ["sh", "-c", _script(lines, "exit $code", flags, network)]
+
+
+def _script(lines: list[str], last: str, flags: list[str], network: PodNetwork) -> str:
+    """A pod's shell script: ``lines``, then ``last``.
+
+    On Kubernetes ``last`` replaces the shell (``exec``): the container's first process
+    gets the kubelet's SIGTERM. On the local plane the whole pod's group gets it, so the
+    shell stays to remove the node's temp dir when the pod ends.
+    """
+    temp = _temp_dir_of(flags)
+    if not network.shared_host or temp is None:
+        return "\n".join([*lines, last if last.startswith("exit ") else f"exec {last}"])
+    cleanup = [f"trap {shlex.quote(f'rm -rf {shlex.quote(temp)}')} EXIT",
+               "trap 'exit 143' TERM"]
+    return "\n".join([*cleanup, *lines, last])
+
+
+def _temp_dir_of(flags: list[str]) -> str | None:
+    return next((f.split("=", 1)[1] for f in flags if f.startswith("--temp-dir=")), None)
 
 
 def _submitter_env(job: JobSpec, attempt: int, nodes: int) -> dict[str, str]:

@@ -55,8 +55,11 @@ def cluster(plane: ControlPlane, client: Client) -> Iterator[Cluster]:
         worker_cpu_requests="250m", worker_memory_requests=1,
     )
     up = Cluster(config, client)
+    began = time.monotonic()
     up.up()
     up.wait_ready(timeout=READY_SECONDS)
+    print(f"\na 1-head, 2-worker Ray cluster was ready {time.monotonic() - began:.1f} s "
+          "after up()")  # the README's figure (pytest -s)
     yield up
     with contextlib.suppress(Exception):
         up.down()

@@ -186,6 +186,7 @@ def test_the_ray_job_example_spreads_over_both_workers(plane: ControlPlane) -> N
     job = plane.wait_for("ray-spread", "Succeeded", "Failed", timeout=READY_SECONDS)
     logs = plane.logs("ray-spread")
     assert job["status"] == "Succeeded", logs
+    assert job["message"] == "the Ray job's entrypoint succeeded"
     assert "cluster of 3 nodes" in logs
     ran = {line.split(" ran on node ")[1].split()[0]
            for line in logs.splitlines() if " ran on node " in line}

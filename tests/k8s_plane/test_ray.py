@@ -131,6 +131,7 @@ def test_a_ray_job_ends_with_its_head(
     api.finish_pod(RUNS, head, exit_code=exit_code)  # the worker still runs
     loop.until(lambda: loop.status("rj") is status, status.value)
     assert loop.controller.get("rj").exit_code == exit_code
+    assert "entrypoint" in loop.controller.get("rj").message
     loop.until(lambda: not api.list("pods", RUNS), "the worker stopped with its job")
 
 

@@ -297,7 +297,7 @@ class ControlLoop:
             if status.all_done:
                 state.finish_stop(record, now)
         elif status.phase is GangPhase.SUCCEEDED:
-            state.succeed(record, expected)
+            state.succeed(record, expected, status.message)
         elif status.phase is GangPhase.RUNNING and record.status is not JobStatus.RUNNING:
             record.status = JobStatus.RUNNING
             # When the last pod started, by the pods' own clock, as ``finish`` takes their end.

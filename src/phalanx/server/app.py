@@ -518,7 +518,8 @@ _REPLAYED = "A retry with the same Idempotency-Key and request: the first answer
 _IDEMPOTENCY_HEADER = Header(
     None, alias="Idempotency-Key", min_length=1, max_length=255, pattern=r"^[\x21-\x7e]+$",
     description="A key of the client's choosing (a UUID); a retry with the same key and "
-                "request submits nothing and answers the first request's jobs (200)",
+                "request submits nothing and answers the first request's jobs (200); keys are "
+                "kept for 24 hours",
 )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import tempfile
 from typing import Any
 
 import pytest
@@ -93,7 +94,11 @@ def test_on_a_shared_machine_every_port_is_the_planes_and_distinct() -> None:
     workers = _flag(start, "worker-port-list").split(",")
     assert len(workers) == 1 + 8 and workers[0] == str(head.ports["worker-0"])
     temp = _flag(start, "temp-dir")
-    assert start[2].startswith(f"trap 'rm -rf {temp}' EXIT\n")  # removed when the pod ends
+    # the head removes the cluster's temp dirs when it ends, each worker its own
+    cluster_dir = f"{tempfile.gettempdir()}/ray-{head.ports['gcs']}"
+    assert temp == f"{cluster_dir}/0"
+    assert start[2].startswith(f"trap 'rm -rf {cluster_dir}' EXIT\n")
+    assert worker.command[2].startswith(f"trap 'rm -rf {cluster_dir}/1' EXIT\n")
     # Ray's sockets live ~70 bytes below its temp dir; a socket path holds 107 at most
     assert len(temp) + 70 < 107
     assert _flag(worker.command, "temp-dir") != temp

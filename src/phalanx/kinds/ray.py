@@ -23,7 +23,8 @@ free (``PodNetwork.port``): GCS, dashboard, client, node manager, object manager
 runtime-env agent, dashboard agent (HTTP and gRPC), metrics, and one port per worker
 process (``--worker-port-list``). Several clusters and several Ray nodes then share
 the machine. Each local pod also gets a Ray temp dir of its own, on a short path (Ray's
-Unix sockets live under it, and a socket path holds at most 107 bytes).
+Unix sockets live under it, and a socket path holds at most 107 bytes), removed when
+the pod ends.
 
 The dashboard's URL and the Ray client's address are recorded on the job
 (``endpoints``).
@@ -33,6 +34,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shlex
 import tempfile
 from collections.abc import Sequence
@@ -132,7 +134,7 @@ class Ray(Framework):
             if pod is head and job.ray is not None and job.ray.entrypoint is not None:
                 env.update(_submitter_env(job, attempt, len(pods)))
             env.update(pod.pod_set.env)  # the user's word is last
-            flags = _start_flags(pod, ports, network)
+            flags = _start_flags(pod, ports, network, gcs)
             command = (self._head_command(job, flags, network) if pod is head
                        else _worker_command(f"{host}:{gcs}", flags, network,
                                             quiet=_is_ray_job(job)))
@@ -205,7 +207,9 @@ def _cpus(pod_set: PodSet) -> int | None:
     return None if millis is None else math.ceil(millis / MILLI)
 
 
-def _start_flags(pod: PlacedPod, ports: dict[str, int], network: PodNetwork) -> list[str]:
+def _start_flags(
+    pod: PlacedPod, ports: dict[str, int], network: PodNetwork, gcs: int,
+) -> list[str]:
     """``ray start`` flags both roles share: resources, ports, names, temp dir."""
     pod_set = pod.pod_set
     flags = [f"--node-name={pod.ref.name}", "--disable-usage-stats",
@@ -240,14 +244,14 @@ def _start_flags(pod: PlacedPod, ports: dict[str, int], network: PodNetwork) -> 
                   f"--dashboard-agent-listen-port={ports['agent-http']}",
                   f"--dashboard-agent-grpc-port={ports['agent-grpc']}",
                   f"--worker-port-list={workers}",
-                  f"--temp-dir={temp_dir(ports)}"]
+                  f"--temp-dir={temp_dir(gcs, pod.ref.rank)}"]
     return flags
 
 
-def temp_dir(ports: dict[str, int]) -> str:
-    """A local Ray node's temp dir: short, and named after its node manager's port, which
-    no other live pod on this machine holds."""
-    return f"{tempfile.gettempdir()}/ray-{ports['node-manager']}"
+def temp_dir(gcs: int, rank: int) -> str:
+    """A local Ray node's temp dir: short, under one directory per cluster named after its
+    GCS port, which no other live cluster on this machine holds."""
+    return f"{tempfile.gettempdir()}/ray-{gcs}/{rank}"
 
 
 def _worker_command(
@@ -275,12 +279,16 @@ def _script(lines: list[str], last: str, flags: list[str], network: PodNetwork) 
 
     On Kubernetes ``last`` replaces the shell (``exec``): the container's first process
     gets the kubelet's SIGTERM. On the local plane the whole pod's group gets it, so the
-    shell stays to remove the node's temp dir when the pod ends.
+    shell stays to remove the node's temp dir when the pod ends; the head removes the
+    cluster's (its workers', on this same machine, too: a Ray job's workers are killed
+    once its entrypoint ended, with no time to remove their own).
     """
     temp = _temp_dir_of(flags)
     if not network.shared_host or temp is None:
         return "\n".join([*lines, last if last.startswith("exit ") else f"exec {last}"])
-    cleanup = [f"trap {shlex.quote(f'rm -rf {shlex.quote(temp)}')} EXIT",
+    head = any(f.startswith("--port=") for f in flags)
+    removed = os.path.dirname(temp) if head else temp
+    cleanup = [f"trap {shlex.quote(f'rm -rf {shlex.quote(removed)}')} EXIT",
                "trap 'exit 143' TERM"]
     return "\n".join([*cleanup, *lines, last])
 

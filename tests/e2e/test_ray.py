@@ -9,6 +9,7 @@ bring up the smallest clusters that show what they test.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import time
 from collections.abc import Iterator
@@ -122,6 +123,10 @@ def test_the_dashboard_is_recorded_and_the_cli_reads_it(
     assert details.worker_memory is not None
     assert parse_quantity(details.worker_memory) == parse_quantity("1G")  # CodeFlare's GB
     assert "Dashboard" in cli(plane, "describe", CLUSTER).stdout
+    status = cli(plane, "cluster", "status", CLUSTER, "--json")
+    assert status.exit_code == 0, status.output
+    assert json.loads(status.stdout)["status"] == "ready"
+    assert cli(plane, "cluster", "status", "nosuch").exit_code == 2  # NotFound: bad input
 
 
 def test_two_clusters_share_the_machine_and_a_failing_entrypoint_fails_its_job(

@@ -20,7 +20,7 @@ from rich.console import Group, RenderableType
 from rich.live import Live
 from rich.text import Text
 
-from phalanx.cli import cluster, daemon, doctor, k8s, render, sim
+from phalanx.cli import cluster, daemon, doctor, k8s, render, sim, ui
 from phalanx.cli.output import EXIT_FAILED, err, note, out, print_json, reports_errors
 from phalanx.defaults import DEFAULT_HOST, DEFAULT_PORT, phalanx_home
 from phalanx.errors import AuthError, ConnectionFailed, ServerError, SpecError
@@ -760,6 +760,7 @@ def delete(
 
 
 app.command("sim")(sim.sim)
+app.command("ui")(ui.ui)
 app.command("doctor")(doctor.doctor)
 app.add_typer(k8s.app, name="k8s")
 app.add_typer(cluster.app, name="cluster")

@@ -171,8 +171,14 @@ class ControlLoop:
         with state.lock:
             now = state.clock()
             active = [s for s in JobStatus if not s.terminal]
+            gated = []  # never admitted, with dependencies: the gate decides once all are loaded
             for record in state.store.list_jobs(statuses=active):
                 state.jobs[record.name] = record
+                if record.status is JobStatus.QUEUED and record.spec.depends_on and (
+                    record.attempt == 0
+                ):
+                    gated.append(record)
+                    continue
                 if record.status is JobStatus.QUEUED:
                     if record.not_before and record.not_before > now:
                         state.backoff[record.name] = record.not_before
@@ -197,6 +203,8 @@ class ControlLoop:
                 if pods:
                     state.event(record, "Adopted", f"re-adopted {len(pods)} pod(s) of attempt "
                                 f"{record.attempt} after a control-plane restart")
+            for record in gated:
+                state.dependencies.enter(state, record)
         state.persist()
         self.send()
         state.persist()

@@ -49,3 +49,4 @@ class PodState:
     pid: int | None = None
     started_at: float | None = None
     finished_at: float | None = None
+    cpus: tuple[int, ...] = ()  # the whole CPUs a pinned pod has to itself (cpuPinning)

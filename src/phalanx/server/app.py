@@ -45,6 +45,7 @@ from phalanx.server.logstream import (
     stream_logs,
 )
 from phalanx.server.redaction import ADMIN, SecretEnvRule, Viewer, job_as_seen_by, jobs_as_seen_by
+from phalanx.server.ui import MOUNT, create_ui
 from phalanx.spec.api import (
     USER_HEADER,
     AppliedObject,
@@ -205,10 +206,10 @@ def viewer_of(request: Request) -> Viewer:
 def create_app(
     controller: Controller, token: str, logs: LogStore, *, db_label: str,
     secrets: SecretEnvRule | None = None, max_body_bytes: int = MAX_BODY_BYTES,
-    log_limits: LogLimits | None = None,
+    log_limits: LogLimits | None = None, dashboard: bool = True,
 ) -> FastAPI:
     """``secrets`` says which env values job specs in answers redact (default: the built-in
-    rule); see ``server/redaction.py``."""
+    rule); see ``server/redaction.py``. ``dashboard`` serves the web dashboard at ``/ui``."""
     service = controller.service
     secret_env = secrets if secrets is not None else SecretEnvRule()
     slots = FollowerSlots(log_limits if log_limits is not None else LogLimits())
@@ -369,6 +370,7 @@ def create_app(
                 name=p.ref.name, pod_set=p.ref.pod_set, index=p.ref.index, rank=p.ref.rank,
                 node=p.node, phase=p.phase.value, exit_code=p.exit_code, signal=p.signal,
                 reason=p.reason, pid=p.pid, started_at=p.started_at, finished_at=p.finished_at,
+                cpus=list(p.cpus),
             )
             for p in sorted(service.pods_of(name), key=lambda p: p.ref.rank)
         ]
@@ -510,6 +512,9 @@ def create_app(
     def config() -> ConfigDocuments:
         return ConfigDocuments(documents=service.config().objects())
 
+    if dashboard:
+        app.mount(MOUNT, create_ui(controller, logs, token, secrets=secret_env, slots=slots,
+                                   log_reads=log_reads))
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
 

@@ -28,7 +28,7 @@ def document() -> dict[str, Any]:
     so that a release, which changes no model, changes no snapshot.
     """
     no_controller = cast(Controller, SimpleNamespace(service=None))
-    app = create_app(no_controller, "", cast(LogStore, None), db_label="")
+    app = create_app(no_controller, "", cast(LogStore, None), db_label="", dashboard=False)
     return without_version(app.openapi())
 
 

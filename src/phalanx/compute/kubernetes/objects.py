@@ -248,11 +248,25 @@ def pod(
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {
             "name": planned.name, "namespace": plan.namespace, "labels": labels,
-            "annotations": {"phalanx.dev/pod": ref.name, "phalanx.dev/node": planned.node},
+            "annotations": {"phalanx.dev/pod": ref.name, "phalanx.dev/node": planned.node,
+                            **({"phalanx.dev/cpu-pinning": "exclusive"}
+                               if pod_set.cpu_pinning == "exclusive" else {})},
             "ownerReferences": [owner],
         },
         "spec": spec,
     }
+
+
+def check_cpu_pinning(job: JobSpec) -> None:
+    """A pinned pod set must be able to get the Guaranteed QoS class, which the kubelet's
+    static CPU manager needs to give a container CPUs of its own: integer cpu (checked by
+    the schema) and a memory request, as limits equal requests in every pod Phalanx makes."""
+    for i, pod_set in enumerate(job.pod_sets):
+        if pod_set.cpu_pinning == "exclusive" and not pod_set.resources.get("memory"):
+            raise SpecError(
+                "cpuPinning exclusive needs the Guaranteed QoS class on Kubernetes, which "
+                "takes a memory request as well as cpu", field=f"podSets[{i}].resources.memory",
+                fix='request memory too, e.g. resources: {cpu: "4", memory: 16Gi}')
 
 
 def _resources(pod_set: PodSet, where: str) -> Object:
@@ -265,7 +279,8 @@ def _resources(pod_set: PodSet, where: str) -> Object:
                             field=f"{where}.resources.{name}", fix="request a whole number")
         amounts[name] = format_quantity(millis, name)
     # requests == limits: the pod gets what the scheduler accounted for, no more (and the
-    # Guaranteed QoS class when cpu and memory are both given).
+    # Guaranteed QoS class when cpu and memory are both given; with integer cpu, which
+    # cpuPinning exclusive asks for, the static CPU manager gives it CPUs of its own).
     return {"requests": dict(amounts), "limits": dict(amounts)} if amounts else {}
 
 

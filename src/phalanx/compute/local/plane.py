@@ -17,6 +17,11 @@ plane, to the indices assigned to it or to "" when it requested none, so pods
 only see their own GPUs; this is the one variable the pod set's env cannot
 override. On a machine without GPUs it is left alone.
 
+CPU pinning: each pod of a pod set with ``cpuPinning: exclusive`` gets whole CPUs
+that no other pinned pod has, from one NUMA node when they fit (``cpus.py``); its
+supervisor sets the affinity before starting the command. The CPUs are part of the
+attempt's plan on disk, so they stay held after a restart until the pod ends.
+
 Pods inherit the control plane's environment without its own settings (every
 ``PHALANX_*`` name, such as ``PHALANX_HOME`` and ``PHALANX_TOKEN``: a pod must not
 find the state directory or act with the admin token), then the distributed
@@ -47,6 +52,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from phalanx.compute.base import ComputePlane, NodeTable, PodPhase, PodState
+from phalanx.compute.local import cpus as pinning
 from phalanx.compute.local import procs, shim
 from phalanx.compute.local.gpus import GPUInfo, assign_gpus, discover_gpus
 from phalanx.compute.local.inventory import DEFAULT_MAX_PODS, default_node_name, machine_node
@@ -107,6 +113,7 @@ class _PodLaunch:
     cwd: str
     env: dict[str, str]
     user: PodUser | None  # None: the supervisor's own user
+    cpus: tuple[int, ...] = ()  # pinned: the supervisor sets this affinity before starting
 
 
 class _LocalNetwork(PodNetwork):
@@ -167,6 +174,7 @@ class LocalPlane(ComputePlane):
         self.node_name = node_name or default_node_name()
         self.logs = logs if logs is not None else LogStore.for_home(self.home)
         self.gpus = list(discover_gpus() if gpus is None else gpus)
+        self.cpu_topology = pinning.numa_topology()  # NUMA node -> CPUs, for pinned pods
         self.run_as = run_as
         # Supervisors start with this, so not even /proc/<supervisor>/environ holds a secret.
         self._supervisor_env = without_control_plane_settings(os.environ)
@@ -354,7 +362,7 @@ class LocalPlane(ComputePlane):
         network = _LocalNetwork(count, self._ports_taken())
         plans = framework.plan(job, attempt, admission, network)
         pod_sets = {p.name: (i, p) for i, p in enumerate(job.pod_sets)}
-        wanted = []
+        wanted, wanted_cpus = [], []
         for plan in plans:
             ref, node = plan.ref, plan.node
             i, pod_set = pod_sets[ref.pod_set]
@@ -376,12 +384,15 @@ class LocalPlane(ComputePlane):
                     field=f"podSets[{i}].resources.{GPU}", fix="request a whole number of GPUs",
                 )
             wanted.append(gpus // MILLI)
+            exclusive = pod_set.cpu_pinning == "exclusive"
+            wanted_cpus.append(pod_set.resources.get("cpu", 0) // MILLI if exclusive else 0)
         assigned = assign_gpus(wanted, [g.index for g in self.gpus], self._held_gpus())
+        pinned = pinning.assign_cpus(wanted_cpus, self.cpu_topology, self._held_cpus())
         planned, launches = [], []
         cwd = os.getcwd()
-        for plan, gpus_of_pod in zip(plans, assigned, strict=True):
+        for plan, gpus_of_pod, cpus_of_pod in zip(plans, assigned, pinned, strict=True):
             pod_set = pod_sets[plan.ref.pod_set][1]
-            planned.append(PlannedPod(plan.ref, plan.node, gpus_of_pod))
+            planned.append(PlannedPod(plan.ref, plan.node, gpus_of_pod, cpus_of_pod))
             user_env = self.run_as.environment() if self.run_as is not None else {}
             env = {"PYTHONUNBUFFERED": "1", **user_env, **plan.env}
             if "PATH" not in env:
@@ -393,7 +404,7 @@ class LocalPlane(ComputePlane):
                 env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
                 env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in gpus_of_pod)
             launches.append(_PodLaunch(plan.command, pod_set.working_dir or cwd, env,
-                                       self.run_as))
+                                       self.run_as, cpus_of_pod))
         master_port = plans[0].ports.get("master", 0) if plans else 0
         record = AttemptRecord(job=job.name, attempt=attempt, master_port=master_port,
                                launched_at=now, pods=planned, ports=sorted(network.chosen.values()),
@@ -418,6 +429,7 @@ class LocalPlane(ComputePlane):
             "log": str(log_file), "attempt": ref.attempt,
             "user": launch.user.to_json() if launch.user is not None else None,
             "logMaxBytes": self.logs.rotation.max_bytes, "logKeep": self.logs.rotation.keep,
+            "cpus": list(launch.cpus),
         }
         try:
             with open(stdin, "wb") as pipe:
@@ -426,10 +438,15 @@ class LocalPlane(ComputePlane):
             log.error("supervisor of %s exited before it got the pod", ref.name)
 
     def _held_gpus(self) -> set[int]:
-        return {
-            g for current in self._attempts.values() for pod in current.pods
-            if pod.final is None for g in pod.plan.gpus
-        }
+        return {g for pod in self._unfinished() for g in pod.plan.gpus}
+
+    def _held_cpus(self) -> set[int]:
+        return {c for pod in self._unfinished() for c in pod.plan.cpus}
+
+    def _unfinished(self) -> list[_Pod]:
+        """Pods that still hold what they were given (GPUs, pinned CPUs)."""
+        return [pod for current in self._attempts.values() for pod in current.pods
+                if pod.final is None]
 
     def _ports_taken(self) -> set[int]:
         """Ports given to the pods of attempts this plane knows: never handed out twice."""
@@ -455,7 +472,8 @@ class LocalPlane(ComputePlane):
         ref, process = pod.plan.ref, pod.process
         if process is not None and self._running(pod, process):
             return PodState(ref=ref, node=pod.plan.node, phase=PodPhase.RUNNING,
-                            pid=process.pid, started_at=process.launched_at)
+                            pid=process.pid, started_at=process.launched_at,
+                            cpus=pod.plan.cpus)
         # The supervisor is gone: it wrote its exit record first, unless it was killed.
         record = None
         if process is not None:
@@ -469,7 +487,7 @@ class LocalPlane(ComputePlane):
             signal=outcome.signal, reason=outcome.reason, failure=outcome.failure,
             pid=process.pid if process else None,
             started_at=process.launched_at if process else None,
-            finished_at=outcome.finished_at,
+            finished_at=outcome.finished_at, cpus=pod.plan.cpus,
         )
         return pod.final
 

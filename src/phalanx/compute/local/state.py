@@ -37,6 +37,7 @@ class PlannedPod:
     ref: PodRef
     node: str
     gpus: tuple[int, ...] = ()
+    cpus: tuple[int, ...] = ()  # pinned CPUs: held until the pod ends, across restarts
 
 
 @dataclass(slots=True)
@@ -54,7 +55,8 @@ class AttemptRecord:
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["pods"] = [
-            {**asdict(p.ref), "node": p.node, "gpus": list(p.gpus)} for p in self.pods
+            {**asdict(p.ref), "node": p.node, "gpus": list(p.gpus), "cpus": list(p.cpus)}
+            for p in self.pods
         ]
         return data
 
@@ -64,7 +66,7 @@ class AttemptRecord:
             PlannedPod(
                 ref=PodRef(job=p["job"], attempt=p["attempt"], pod_set=p["pod_set"],
                            index=p["index"], rank=p["rank"]),
-                node=p["node"], gpus=tuple(p["gpus"]),
+                node=p["node"], gpus=tuple(p["gpus"]), cpus=tuple(p.get("cpus", ())),
             )
             for p in data["pods"]
         ]

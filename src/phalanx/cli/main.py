@@ -20,7 +20,7 @@ from rich.console import Group, RenderableType
 from rich.live import Live
 from rich.text import Text
 
-from phalanx.cli import daemon, doctor, k8s, podexec, render, sim, ui
+from phalanx.cli import cluster, daemon, doctor, k8s, podexec, render, sim, ui
 from phalanx.cli.output import EXIT_FAILED, err, note, out, print_json, reports_errors
 from phalanx.defaults import DEFAULT_HOST, DEFAULT_PORT, phalanx_home
 from phalanx.errors import AuthError, ConnectionFailed, ServerError, SpecError
@@ -770,6 +770,7 @@ app.command("doctor")(doctor.doctor)
 app.command("exec")(podexec.exec_command)
 app.command("attach")(podexec.attach)
 app.add_typer(k8s.app, name="k8s")
+app.add_typer(cluster.app, name="cluster")
 
 if __name__ == "__main__":
     app()

@@ -180,6 +180,10 @@ def describe_job(job: JobDetail, now: float | None = None) -> Group:
         summary.append(("Waiting for", why))
     if job.message:
         summary.append(("Message", job.message))
+    for name, address in sorted(job.endpoints.items()):
+        summary.append((name.capitalize(), address))
+    if spec.ray is not None and spec.ray.entrypoint:
+        summary.append(("Entrypoint", spec.ray.entrypoint))
 
     parts: list[RenderableType] = [_field_grid(summary)]
     parts.append(pod_sets_table(job))

@@ -311,7 +311,7 @@ class ControlLoop:
             if status.all_done:
                 state.finish_stop(record, now)
         elif status.phase is GangPhase.SUCCEEDED:
-            state.succeed(record, expected)
+            state.succeed(record, expected, status.message)
         elif status.phase is GangPhase.RUNNING and record.status is not JobStatus.RUNNING:
             record.status = JobStatus.RUNNING
             # When the last pod started, by the pods' own clock, as ``finish`` takes their end.
@@ -416,9 +416,11 @@ class ControlLoop:
         if not launches:
             return
         failed: dict[int, Exception] = {}
+        endpoints: dict[int, dict[str, str]] = {}
         for i, launch in enumerate(launches):
             try:
                 self.plane.launch(launch.record.spec, launch.attempt, launch.admission)
+                endpoints[i] = self.plane.endpoints(launch.record.name, launch.attempt)
             except Exception as exc:  # a launch that fails is a system failure of that attempt
                 log.exception("launch of %s failed", launch.record.name)
                 failed[i] = exc
@@ -435,6 +437,7 @@ class ControlLoop:
                     state.begin_stop(record, FAILED, f"could not start pods: {failed[i]}",
                                      kind)
                 elif record.status is JobStatus.ADMITTED:
+                    record.endpoints = endpoints.get(i, {})
                     record.status = JobStatus.STARTING
                     state.event(record, "Starting", f"launched {_expected_pods(record)} pod(s) "
                                 f"on the {self.plane.name} compute plane")

@@ -134,16 +134,18 @@ class ControlState:
             else:
                 self.finish(record, JobStatus.FAILED, f"{record.message}; {decision.message}")
 
-    def succeed(self, record: JobRecord, expected: int) -> None:
+    def succeed(self, record: JobRecord, expected: int, message: str = "") -> None:
+        """The job's kind says it succeeded (``message``: how, if not by every pod)."""
         self.commands.append(PlaneCommand("forget", record.name, record.attempt))
         self.scheduler.remove(record.name)
         record.exit_code = 0
-        self.finish(record, JobStatus.SUCCEEDED, f"all {expected} pod(s) succeeded")
+        self.finish(record, JobStatus.SUCCEEDED, message or f"all {expected} pod(s) succeeded")
 
     def requeue(self, record: JobRecord, now: float, message: str, delay: float = 0.0) -> None:
         record.status = JobStatus.QUEUED
         self.active.pop(record.name, None)
         record.admission = None
+        record.endpoints = {}  # the next attempt records its own
         record.queued_at = now
         record.message = message
         self.event(record, "Requeued", message + (f" (in {delay:g}s)" if delay else ""))

@@ -21,6 +21,7 @@ from pydantic import (
 
 from phalanx.spec.base import Duration, Model, Name, Quantity
 from phalanx.spec.labels import check_labels
+from phalanx.spec.ray import RaySpec
 
 GPU = "nvidia.com/gpu"
 
@@ -446,6 +447,10 @@ class JobSpec(Model):
         default_factory=dict,
         description="Kubernetes-style labels; lists and bulk cancels select jobs by them",
     )
+    ray: RaySpec | None = Field(
+        default=None, description="kind: ray only: the entrypoint that makes the cluster a "
+        "Ray job (see phalanx.spec.ray)",
+    )
     depends_on: list[DependencyItem] = Field(
         default_factory=list,
         description="Jobs that must end first: names (`[prep]`, condition Succeeded) or "
@@ -457,6 +462,9 @@ class JobSpec(Model):
         names = [p.name for p in self.pod_sets]
         if len(set(names)) != len(names):
             raise ValueError("two podSets share a name; give each pod set its own name")
+        if self.ray is not None and self.kind is not JobKind.RAY:
+            raise ValueError(f"ray is set on a job of kind {self.kind.value!r}; set kind: ray, "
+                             "or remove ray")
         return self
 
     @field_validator("depends_on")

@@ -113,6 +113,10 @@ class JobRecord(Model):
     # Who submitted the job, as the client said (X-Phalanx-User). Informational only until
     # the API authenticates users: any client may send any name.
     user: str = "unknown"
+    endpoints: dict[str, str] = Field(
+        default_factory=dict, description="Addresses the job's kind recorded when its current "
+        "attempt was launched, e.g. a Ray cluster's dashboard URL",
+    )
 
 
 class JobEvent(Model):

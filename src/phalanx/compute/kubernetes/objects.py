@@ -107,6 +107,7 @@ class AttemptPlan:
     name: str
     master_addr: str
     pods: list[PlannedPod] = field(default_factory=list)
+    endpoints: dict[str, str] = field(default_factory=dict)  # the kind's (a dashboard's URL)
 
     def pods_json(self) -> str:
         return json.dumps([
@@ -130,7 +131,7 @@ def plan_attempt(job: JobSpec, attempt: int, admission: Admission, namespace: st
                         fix="give the pod sets names that differ in their first 50 characters")
     pods = framework.plan(job, attempt, admission, OwnAddressNetwork(hosts))
     plan = AttemptPlan(job=job.name, attempt=attempt, namespace=namespace, name=name,
-                       master_addr=hosts[0])
+                       master_addr=hosts[0], endpoints=framework.endpoints(job, pods))
     for p in pods:
         plan.pods.append(PlannedPod(ref=p.ref, node=p.node, name=pod_name(p.ref),
                                     hostname=hostname(p.ref), env=p.env, command=p.command,

@@ -86,6 +86,7 @@ class _Attempt:
     stop_at: float | None = None  # when a stop was requested
     deletes_sent: bool = False
     grace: float = 10.0
+    endpoints: dict[str, str] = field(default_factory=dict)  # the kind's, from the plan
 
 
 
@@ -267,6 +268,7 @@ class KubernetesPlane(ComputePlane):
             job=job.name, attempt=attempt, name=plan.name, launched_at=now, spec=job,
             admission=admission,
             pods=[_Pod(ref=p.ref, name=p.name, node=p.node) for p in plan.pods],
+            endpoints=plan.endpoints,
         )
         anchor, _ = self.client.create_or_get(
             f"{self._base}/configmaps", _with_spec(objects.anchor(plan, admission, now), job))
@@ -291,6 +293,11 @@ class KubernetesPlane(ComputePlane):
         for current in retry:
             self._send_deletes(current)
         return states
+
+    def endpoints(self, job: str, attempt: int) -> dict[str, str]:
+        with self._lock:
+            current = self._attempts.get((job, attempt))
+            return dict(current.endpoints) if current is not None else {}
 
     def pod_events(self, job: str) -> list[JobEvent]:
         """The cluster's Events about the pods of ``job``'s attempts still known here."""

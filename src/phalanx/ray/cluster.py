@@ -1,0 +1,270 @@
+"""``Cluster``: create, watch and take down a Ray cluster, as the CodeFlare SDK does.
+
+A cluster is a ``kind: ray`` job with no entrypoint, queued and admitted like any
+job. ``up()`` submits it, ``wait_ready()`` waits until every pod runs and (where the
+dashboard can be reached from here) every Ray node is alive, ``down()`` cancels it:
+its pods get SIGTERM, then SIGKILL after the grace, and the job ends Cancelled.
+``job_client`` is Ray's own ``JobSubmissionClient`` at the cluster's dashboard; it is
+the one place that imports Ray, so the rest works without ``phalanx[ray]``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
+
+import httpx
+
+from phalanx.errors import NotFound, PhalanxError, SpecError
+from phalanx.ray.config import WORKER, ClusterConfiguration
+from phalanx.sdk.client import Client
+from phalanx.spec.quantity import format_quantity
+from phalanx.spec.ray import HEAD
+from phalanx.spec.resources import GPU, JobKind, JobSpec
+from phalanx.spec.status import JobRecord, JobStatus
+
+if TYPE_CHECKING:
+    from ray.job_submission import JobSubmissionClient
+
+# A dashboard answers within this, or is not ready.
+DASHBOARD_TIMEOUT = 5.0
+LIVE = (JobStatus.QUEUED, JobStatus.ADMITTED, JobStatus.STARTING, JobStatus.RUNNING)
+
+
+class ClusterStatus(StrEnum):
+    """Where a cluster is (CodeFlare's CodeFlareClusterStatus, plus DOWN once taken down)."""
+
+    QUEUED = "queued"
+    STARTING = "starting"
+    READY = "ready"
+    FAILED = "failed"
+    DOWN = "down"
+    UNKNOWN = "unknown"
+
+
+_BY_JOB_STATUS = {
+    JobStatus.QUEUED: ClusterStatus.QUEUED,
+    JobStatus.ADMITTED: ClusterStatus.STARTING,
+    JobStatus.STARTING: ClusterStatus.STARTING,
+    JobStatus.RUNNING: ClusterStatus.READY,
+    JobStatus.FAILED: ClusterStatus.FAILED,
+    JobStatus.SUCCEEDED: ClusterStatus.DOWN,
+    JobStatus.CANCELLED: ClusterStatus.DOWN,
+}
+
+
+@dataclass(frozen=True)
+class RayCluster:
+    """What ``details()`` and ``list_clusters()`` tell about a cluster (CodeFlare's name)."""
+
+    name: str
+    status: ClusterStatus
+    queue: str
+    num_workers: int
+    head_cpu: str | None
+    head_memory: str | None
+    head_gpu: int
+    worker_cpu: str | None
+    worker_memory: str | None
+    worker_gpu: int
+    dashboard: str | None
+    client_uri: str | None
+    message: str = ""
+
+
+def _amount(resources: dict[str, int], name: str) -> str | None:
+    millis = resources.get(name)
+    return None if millis is None else format_quantity(millis, name)
+
+
+def describe(record: JobRecord) -> RayCluster:
+    spec = record.spec
+    head = next((p for p in spec.pod_sets if p.name == HEAD), spec.pod_sets[0])
+    workers = [p for p in spec.pod_sets if p.name != HEAD]
+    worker = workers[0] if workers else None
+    live = record.status in (JobStatus.STARTING, JobStatus.RUNNING)
+    return RayCluster(
+        name=record.name, status=_BY_JOB_STATUS[record.status], queue=record.queue,
+        num_workers=sum(p.replicas for p in workers),
+        head_cpu=_amount(head.resources, "cpu"), head_memory=_amount(head.resources, "memory"),
+        head_gpu=head.resources.get(GPU, 0) // 1000,
+        worker_cpu=_amount(worker.resources, "cpu") if worker else None,
+        worker_memory=_amount(worker.resources, "memory") if worker else None,
+        worker_gpu=worker.resources.get(GPU, 0) // 1000 if worker else 0,
+        dashboard=record.endpoints.get("dashboard") if live else None,
+        client_uri=record.endpoints.get("client") if live else None,
+        message=record.message,
+    )
+
+
+class Cluster:
+    """One Ray cluster, by its configuration (``up()`` creates it) or found by name
+    (``get_cluster``)."""
+
+    def __init__(self, config: ClusterConfiguration, client: Client | None = None) -> None:
+        self.config = config
+        self._client = client
+        self._job_client: tuple[str, JobSubmissionClient] | None = None
+
+    @property
+    def client(self) -> Client:
+        if self._client is None:
+            self._client = Client()
+        return self._client
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    # ------------------------------------------------------------------ lifecycle
+    def up(self) -> JobRecord:
+        """Submit the cluster; it waits in its queue like any job until admitted."""
+        return self.client.submit(self.config.to_job_spec())
+
+    def down(self) -> None:
+        """Take the cluster down: its pods are stopped and the job ends Cancelled."""
+        self.client.cancel(self.name)
+
+    def _record(self) -> JobRecord:
+        record = self.client.get(self.name)
+        if record.spec.kind is not JobKind.RAY:
+            raise SpecError(f"job {self.name!r} is a {record.spec.kind.value} job, not a Ray "
+                            "cluster", field="name", fix="name a job of kind ray")
+        return record
+
+    def status(self, print_to_console: bool = False) -> tuple[ClusterStatus, bool]:
+        """(status, ready): ready once every pod runs and the dashboard answers."""
+        try:
+            record = self._record()
+        except NotFound:
+            return ClusterStatus.UNKNOWN, False
+        status = _BY_JOB_STATUS[record.status]
+        ready = status is ClusterStatus.READY
+        if print_to_console:
+            print(f"{self.name}: {status.value}" + (f" ({record.message})"
+                                                    if record.message else ""))
+        return status, ready
+
+    def details(self, print_to_console: bool = False) -> RayCluster:
+        cluster = describe(self._record())
+        if print_to_console:
+            for key, value in cluster.__dict__.items():
+                print(f"{key}: {value}")
+        return cluster
+
+    def wait_ready(self, timeout: float | None = None, dashboard_check: bool = True) -> None:
+        """Block until the cluster is ready: every pod running and, with ``dashboard_check``,
+        every Ray node alive as the dashboard reports. TimeoutError after ``timeout``
+        seconds; PhalanxError if the cluster fails or is taken down meanwhile."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            record = self._record()
+            if record.status.terminal:
+                raise PhalanxError(f"cluster {self.name} is {record.status.value}: "
+                                   f"{record.message}", field="name",
+                                   fix="bring it up again with up()")
+            if record.status is JobStatus.RUNNING and (
+                not dashboard_check or _alive_nodes(record) >= record.spec.pod_count
+            ):
+                return
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TimeoutError(f"cluster {self.name} is not ready after {timeout}s "
+                                   f"(job {record.status.value})")
+            time.sleep(1.0)
+
+    # ------------------------------------------------------------------ addresses
+    def dashboard_uri(self) -> str:
+        """The Ray dashboard's URL (NotFound until the cluster's pods are launched)."""
+        uri = self.details().dashboard
+        if uri is None:
+            raise NotFound(f"cluster {self.name} has no dashboard yet", field="name",
+                           fix="bring it up and wait_ready() first")
+        return uri
+
+    def cluster_uri(self) -> str:
+        """The Ray client's address (``ray://...``), for ``ray.init(address=...)``."""
+        uri = self.details().client_uri
+        if uri is None:
+            raise NotFound(f"cluster {self.name} has no Ray client address yet", field="name",
+                           fix="bring it up and wait_ready() first")
+        return uri
+
+    @property
+    def job_client(self) -> JobSubmissionClient:
+        """Ray's ``JobSubmissionClient`` at this cluster's dashboard."""
+        uri = self.dashboard_uri()
+        if self._job_client is None or self._job_client[0] != uri:
+            try:
+                from ray.job_submission import JobSubmissionClient
+            except ImportError:
+                raise PhalanxError("Ray is not installed", field="job_client",
+                                   fix="pip install 'phalanx[ray]'") from None
+            self._job_client = (uri, JobSubmissionClient(uri))
+        return self._job_client[1]
+
+    def list_jobs(self) -> list[Any]:
+        return list(self.job_client.list_jobs())
+
+    def job_status(self, job_id: str) -> Any:
+        return self.job_client.get_job_status(job_id)
+
+    def job_logs(self, job_id: str) -> str:
+        return str(self.job_client.get_job_logs(job_id))
+
+
+def _alive_nodes(record: JobRecord) -> int:
+    """Ray nodes the cluster's dashboard reports alive (0 when it cannot be reached)."""
+    dashboard = record.endpoints.get("dashboard")
+    if not dashboard:
+        return 0
+    try:
+        answer = httpx.get(f"{dashboard}/api/v0/nodes", timeout=DASHBOARD_TIMEOUT, params={
+            "limit": "10000", "filter_keys": "state", "filter_predicates": "=",
+            "filter_values": "ALIVE"})
+        return len(answer.json()["data"]["result"]["result"]) if answer.is_success else 0
+    except (httpx.HTTPError, ValueError, KeyError, TypeError):
+        return 0
+
+
+def _configuration(spec: JobSpec) -> ClusterConfiguration:
+    """The configuration a stored cluster's spec says (for ``get_cluster``)."""
+    head = next((p for p in spec.pod_sets if p.name == HEAD), spec.pod_sets[0])
+    workers = [p for p in spec.pod_sets if p.name == WORKER] or [
+        p for p in spec.pod_sets if p.name != HEAD]
+    worker = workers[0] if workers else None
+    return ClusterConfiguration(
+        name=spec.name, local_queue=spec.queue,
+        num_workers=sum(p.replicas for p in workers),
+        head_cpu=_amount(head.resources, "cpu"), head_memory=_amount(head.resources, "memory"),
+        head_gpu=head.resources.get(GPU, 0) // 1000 or None,
+        worker_cpu=_amount(worker.resources, "cpu") if worker else None,
+        worker_memory=_amount(worker.resources, "memory") if worker else None,
+        worker_gpu=(worker.resources.get(GPU, 0) // 1000 or None) if worker else None,
+        image=head.image, envs=dict(head.env), labels=dict(spec.labels),
+        priority=spec.priority,
+    )
+
+
+def get_cluster(name: str, client: Client | None = None) -> Cluster:
+    """The Ray cluster ``name`` (NotFound if there is none; SpecError if that job is no Ray
+    cluster)."""
+    client = client or Client()
+    record = client.get(name)
+    if record.spec.kind is not JobKind.RAY:
+        raise SpecError(f"job {name!r} is a {record.spec.kind.value} job, not a Ray cluster",
+                        field="name", fix="name a job of kind ray")
+    return Cluster(_configuration(record.spec), client)
+
+
+def list_clusters(
+    queue: str | None = None, *, all: bool = False, client: Client | None = None,
+) -> list[RayCluster]:
+    """Ray clusters, newest first: the live ones, or with ``all`` finished ones too."""
+    client = client or Client()
+    records = client.list(status=None if all else LIVE, queue=queue)
+    return [describe(r) for r in records if r.spec.kind is JobKind.RAY]
+
+
+__all__ = ["Cluster", "ClusterStatus", "RayCluster", "get_cluster", "list_clusters"]

@@ -63,6 +63,12 @@ class AuthError(PhalanxError):
     status_code = 401
 
 
+class Forbidden(PhalanxError):
+    """The caller is known but may not do this; the message names the role or team needed."""
+
+    status_code = 403
+
+
 class TooManyRequests(PhalanxError):
     """A bound on concurrent use (e.g. log followers) is reached; retry once others end."""
 
@@ -95,6 +101,6 @@ ERROR_TYPES: dict[str, type[PhalanxError]] = {
     cls.__name__: cls
     for cls in (
         PhalanxError, SpecError, NotFound, Conflict, AuthError, ServerError, InternalError,
-        ConnectionFailed, TooManyPending, PayloadTooLarge, TooManyRequests,
+        ConnectionFailed, TooManyPending, PayloadTooLarge, TooManyRequests, Forbidden,
     )
 }

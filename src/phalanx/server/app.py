@@ -55,7 +55,7 @@ from phalanx.server.logstream import (
     parse_since,
     stream_logs,
 )
-from phalanx.server.principal import Principal
+from phalanx.server.principal import BOOTSTRAP_KEY, Principal
 from phalanx.server.redaction import Occupancy, SecretEnvRule, job_as_seen_by, jobs_as_seen_by
 from phalanx.spec.api import (
     USER_HEADER,
@@ -227,8 +227,13 @@ def _bearer(header: bytes | None) -> str:
 
 
 def viewer_of(request: Request) -> Principal:
-    """Who sent ``request``: the authenticated principal (see ``server/principal.py``)."""
-    return principal_of(request)
+    """Who sent ``request``: the authenticated principal (see ``server/principal.py``); the
+    bootstrap key acts as the user its client names."""
+    principal = principal_of(request)
+    named = request.headers.get(USER_HEADER)
+    if named is None or principal.key != BOOTSTRAP_KEY:
+        return principal
+    return principal.acting_as(check_user(named))
 
 
 def _not_found(name: str) -> NotFound:
@@ -340,7 +345,8 @@ def create_app(
 
     def submitter_of(request: Request, user: str | None, specs: list[JobSpec]) -> Principal:
         """The caller, as whom the jobs are submitted, once it may submit every one."""
-        principal = viewer_of(request).acting_as(check_user(user))
+        check_user(user)
+        principal = viewer_of(request)
         for spec in specs:
             principal.check_submit(spec.queue)
         return principal

@@ -23,7 +23,7 @@ from typing import Any
 
 import jwt
 
-from phalanx.errors import AuthError
+from phalanx.errors import AuthError, NotFound
 from phalanx.server.keys import KeyHasher, ensure_bootstrap_key, key_id_of
 from phalanx.server.principal import ADMIN_ROLE, BOOTSTRAP_KEY, Principal
 from phalanx.server.ratelimit import FailureLimiter, FailureLimits
@@ -53,8 +53,9 @@ def _unauthorized(message: str, fix: str = _EXCHANGE_FIX) -> AuthError:
 class Authenticator:
     def __init__(
         self, home: Path, identity: IdentityStore, *, token_ttl: float = TOKEN_TTL,
-        failure_limits: FailureLimits | None = None,
+        failure_limits: FailureLimits | None = None, bootstrap_key: str | None = None,
     ) -> None:
+        """``bootstrap_key``: the admin key to use instead of the state directory's."""
         self.identity = identity
         self.token_ttl = token_ttl
         self.hasher = KeyHasher.for_home(home)
@@ -66,7 +67,7 @@ class Authenticator:
         # Tokens issued before these times are refused: the user was disabled or changed.
         self._changed: dict[str, float] = {}
         self._disabled = frozenset(u.name for u in identity.list_users() if u.disabled)
-        self._bootstrap_hash = self._bootstrap(ensure_bootstrap_key(home))
+        self._bootstrap_hash = self._bootstrap(bootstrap_key or ensure_bootstrap_key(home))
 
     def _bootstrap(self, key: str) -> str:
         """Make sure the admin user and the state directory's key exist; the key's hash."""
@@ -76,7 +77,7 @@ class Authenticator:
             if admin.role != ADMIN_ROLE:
                 log.warning("user %s has role %s; the bootstrap key acts as admin anyway",
                             BOOTSTRAP_USER, admin.role)
-        except Exception:
+        except NotFound:
             self.identity.put_user(User(BOOTSTRAP_USER, ADMIN_ROLE), None)
         stored = self.identity.get_key(BOOTSTRAP_KEY)
         if stored is None or stored.hash != key_hash:
@@ -146,12 +147,14 @@ class Authenticator:
     def _principal_of_key(self, key: str, now: float) -> Principal:
         wrong = _unauthorized("the API key is wrong, expired or revoked",
                               fix="check the key, or ask an admin for a new one")
-        stored = self.identity.get_key(key_id_of(key) or BOOTSTRAP_KEY)
+        # The bootstrap key may have any form (an earlier version's token, a Secret's value).
+        bootstrap = self.hasher.matches(key, self._bootstrap_hash)
+        stored = self.identity.get_key(BOOTSTRAP_KEY if bootstrap else key_id_of(key) or "")
         if stored is None or not self.hasher.matches(key, stored.hash) or not stored.usable(now):
             raise wrong
         try:
             user = self.identity.get_user(stored.user)
-        except Exception:
+        except NotFound:
             raise wrong from None
         if user.disabled:
             raise _unauthorized(f"user {user.name} is disabled", fix="ask an admin to enable you")

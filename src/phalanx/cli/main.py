@@ -9,7 +9,6 @@ from __future__ import annotations
 import re
 import sys
 import time
-from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
@@ -20,9 +19,10 @@ from rich.console import Group, RenderableType
 from rich.live import Live
 from rich.text import Text
 
-from phalanx.cli import daemon, doctor, k8s, render, sim
+from phalanx.cli import daemon, doctor, identity, k8s, login, render, sim
 from phalanx.cli.output import EXIT_FAILED, err, note, out, print_json, reports_errors
-from phalanx.defaults import DEFAULT_HOST, DEFAULT_PORT, phalanx_home
+from phalanx.cli.settings import Settings, settings_of
+from phalanx.defaults import DEFAULT_HOST, DEFAULT_PORT
 from phalanx.errors import AuthError, ConnectionFailed, ServerError, SpecError
 from phalanx.sdk.client import Client
 from phalanx.sdk.documents import read_text, to_config_documents
@@ -54,22 +54,7 @@ DEFAULT_FINISHED_TTL = "7d"
 
 
 
-@dataclass(frozen=True, slots=True)
-class Settings:
-    url: str | None = None
-    token: str | None = None
-    home: Path | None = None
-
-    def client(self, timeout: float = 30.0) -> Client:
-        return Client(self.url, self.token, home=self.home, timeout=timeout)
-
-    @property
-    def state_dir(self) -> Path:
-        return phalanx_home(self.home)
-
-
-def _settings(ctx: typer.Context) -> Settings:
-    return ctx.obj if isinstance(ctx.obj, Settings) else Settings()
+_settings = settings_of
 
 
 @app.callback()
@@ -81,7 +66,8 @@ def main(
     ] = None,
     token: Annotated[
         str | None,
-        typer.Option(help="API token (default: $PHALANX_TOKEN, else $PHALANX_HOME/token)"),
+        typer.Option(help="API key (default: $PHALANX_TOKEN, else the key of `phalanx login`, "
+                     "else $PHALANX_HOME/token)"),
     ] = None,
     home: Annotated[
         Path | None,
@@ -165,6 +151,9 @@ def up(
         str, typer.Option(help="Delete finished jobs and their logs this long after they "
                           "finish, e.g. 12h, 7d (0: keep them for ever)")
     ] = DEFAULT_FINISHED_TTL,
+    token_ttl: Annotated[
+        str, typer.Option(help="How long a token exchanged for an API key lives, e.g. 5m")
+    ] = "5m",
     timeout: Annotated[
         float, typer.Option(help="With -d: seconds to wait for the server to answer")
     ] = 30.0,
@@ -188,6 +177,9 @@ def up(
     if node_lost_grace is not None:
         lost_grace = parse_duration(node_lost_grace, field="--node-lost-grace")
     ttl = _finished_ttl(finished_ttl)
+    token_life = parse_duration(token_ttl, field="--token-ttl")
+    if token_life <= 0:
+        raise SpecError("must be more than 0", field="--token-ttl", fix="write e.g. 5m")
     if not detach:
         from phalanx.server import serve  # the server's dependencies load only when serving
 
@@ -197,7 +189,7 @@ def up(
             run_as_user=run_as_user, secret_env=secret_env or (),
             health_interval=interval, site_checks=site_checks, node_lost_grace=lost_grace,
             max_pods=max_pods, max_body_bytes=max_body_bytes,
-            finished_ttl=ttl,
+            finished_ttl=ttl, token_ttl=token_life,
         )
         return
     running = daemon.server_info(home)
@@ -227,7 +219,7 @@ def up(
     if max_pods is not None:
         args += ["--max-pods", str(max_pods)]
     args += ["--max-body-bytes", str(max_body_bytes)]
-    args += ["--finished-ttl", finished_ttl]
+    args += ["--finished-ttl", finished_ttl, "--token-ttl", token_ttl]
     try:
         with err.status("Starting the Phalanx control plane...") as spinner:
             info = daemon.start_detached(
@@ -591,6 +583,7 @@ def jobs(
     ] = None,
     queue: Annotated[str | None, typer.Option("--queue", "-q", help="Only this LocalQueue")] = None,
     user: Annotated[str | None, typer.Option("--user", "-u", help="Only jobs of this user")] = None,
+    mine: Annotated[bool, typer.Option("--mine", help="Only the jobs you submitted")] = False,
     selector: Annotated[
         list[str] | None,
         typer.Option("--selector", "-l", help="Only jobs with these labels: key=value[,...]"),
@@ -611,6 +604,8 @@ def jobs(
                                 labels=labels)
 
     with _settings(ctx).client() as client:
+        if mine:
+            user = client.whoami().user
         page = fetch(client)
         if as_json:
             print_json([r.to_dict() for r in page.items])
@@ -760,6 +755,8 @@ def delete(
 
 
 app.command("sim")(sim.sim)
+login.register(app)
+identity.register(app)
 app.command("doctor")(doctor.doctor)
 app.add_typer(k8s.app, name="k8s")
 

@@ -100,8 +100,10 @@ class Occupancy:
 
     def of(self, record: Record) -> Record:
         name = self.hidden_name(record.name)
-        pod_sets = [PodSet(name=p.name, replicas=p.replicas, min_replicas=p.min_replicas,
-                           resources=p.resources) for p in record.spec.pod_sets]
+        # Constructed, not validated: the values are already parsed (milli-units).
+        pod_sets = [PodSet.model_construct(name=p.name, replicas=p.replicas,
+                                           min_replicas=p.min_replicas, resources=p.resources)
+                    for p in record.spec.pod_sets]
         spec = JobSpec.model_construct(
             **{**dict(record.spec), "name": name, "pod_sets": pod_sets, "labels": {},
                "max_runtime": None})

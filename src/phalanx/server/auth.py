@@ -1,7 +1,7 @@
 """Authentication: API keys exchanged for short-lived JWTs, and verifying those JWTs.
 
 ``Authenticator.verify(token) -> Principal`` is all a request needs: it checks the
-signature and expiry (no store read) and that the key behind the token has not been
+signature (once per token) and expiry (no store read) and that the key behind the token has not been
 revoked nor its user disabled or changed since it was issued (sets in memory, filled at
 start from the store and kept current by this control plane's own changes).
 
@@ -33,6 +33,7 @@ from phalanx.store import AuditEntry, IdentityStore, StoredKey, User
 log = logging.getLogger("phalanx.auth")
 
 TOKEN_TTL = 300.0
+VERIFIED_TOKENS = 10_000  # signatures remembered; all forgotten when full
 BOOTSTRAP_USER = "admin"
 _EXCHANGE_FIX = ("exchange an API key for a token at POST /v1/auth/token (the SDK and CLI do "
                  "it themselves; `phalanx login` stores your key)")
@@ -62,6 +63,10 @@ class Authenticator:
         self.signing = SigningKeys(home / SIGNING_FILE)
         self.failures = FailureLimiter(failure_limits)
         self._lock = threading.Lock()
+        # Tokens whose signature was checked: a client sends the same token for minutes,
+        # and checking it again (HMAC, JSON) is most of a verification's cost. Expiry and
+        # revocation are checked on every request all the same.
+        self._verified: dict[str, tuple[Principal, float]] = {}
         self._revoked: frozenset[str] = frozenset(
             k.id for k in identity.revoked_since(0.0))
         # Tokens issued before these times are refused: the user was disabled or changed.
@@ -95,23 +100,32 @@ class Authenticator:
         """The principal a bearer token stands for; AuthError (401) if it stands for none."""
         if token.count(".") != 2:
             return self._bootstrap_bearer(token)
-        try:
-            claims = self.signing.verify(token)
-        except jwt.ExpiredSignatureError:
-            raise _unauthorized("the token has expired") from None
-        except jwt.InvalidTokenError:
-            raise _unauthorized("the token is not one this control plane signed") from None
-        name, key = str(claims["sub"]), str(claims.get("key", ""))
+        known = self._verified.get(token)
+        if known is None:
+            try:
+                claims = self.signing.verify(token)
+            except jwt.ExpiredSignatureError:
+                raise _unauthorized("the token has expired") from None
+            except jwt.InvalidTokenError:
+                raise _unauthorized("the token is not one this control plane signed") from None
+            known = (_principal(claims), float(claims["iat"]))
+            if len(self._verified) >= VERIFIED_TOKENS:
+                self._verified.clear()
+            self._verified[token] = known
+        principal, issued_at = known
+        if time.time() >= principal.expires_at:
+            raise _unauthorized("the token has expired")
+        name, key = principal.name, principal.key
         if key in self._revoked:
             raise _unauthorized(f"API key {key} was revoked",
                                 fix="log in with another key (`phalanx login`)")
         if name in self._disabled:
             raise _unauthorized(f"user {name} is disabled", fix="ask an admin to enable you")
         changed = self._changed.get(name)
-        if changed is not None and float(claims["iat"]) < changed:
+        if changed is not None and issued_at < changed:
             raise _unauthorized(f"user {name}'s role or teams changed since the token was "
                                 "issued")
-        return _principal(claims)
+        return principal
 
     def _bootstrap_bearer(self, token: str) -> Principal:
         """The single token of earlier versions, still taken as a bearer for one release."""

@@ -142,7 +142,7 @@ def submit_many(server: ServerProcess, run: str, jobs: int, clients: int,
     }
 
 
-ROUNDS = 2
+ROUNDS = 5  # short alternating rounds: load from other processes hits both modes alike
 
 
 def _merged(parts: list[dict[str, Any]]) -> dict[str, Any]:

@@ -7,20 +7,26 @@ unreachable/broken server, 2 bad input (nothing was sent or changed).
 from __future__ import annotations
 
 import re
-import sys
 import time
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-import yaml
 from rich.console import Group, RenderableType
 from rich.live import Live
 from rich.text import Text
 
-from phalanx.cli import daemon, doctor, identity, k8s, login, render, sim
-from phalanx.cli.output import EXIT_FAILED, err, note, out, print_json, reports_errors
+from phalanx.cli import cluster, daemon, doctor, identity, k8s, login, render, sim
+from phalanx.cli.output import (
+    EXIT_FAILED,
+    err,
+    note,
+    out,
+    print_json,
+    reports_errors,
+    write_line,
+)
 from phalanx.cli.settings import Settings, settings_of
 from phalanx.defaults import DEFAULT_HOST, DEFAULT_PORT
 from phalanx.errors import AuthError, ConnectionFailed, ServerError, SpecError
@@ -31,7 +37,6 @@ from phalanx.spec.api import JobList
 from phalanx.spec.config import config_kind
 from phalanx.spec.labels import merge_selectors
 from phalanx.spec.status import JobDetail, JobRecord, JobStatus
-from phalanx.version import __version__
 
 app = typer.Typer(
     name="phalanx",
@@ -304,156 +309,6 @@ def _running_jobs(settings: Settings, stop: bool) -> list[JobRecord]:
         return []
 
 
-@app.command()
-@reports_errors
-def status(
-    ctx: typer.Context,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON")] = False,
-) -> None:
-    """Whether the control plane runs, where, and how many jobs it holds."""
-    with _settings(ctx).client() as client:
-        info = client.status()
-        if as_json:
-            print_json({"url": client.url, **info.to_dict()})
-        else:
-            out().print(render.status_view(info, client.url))
-
-
-@app.command()
-@reports_errors
-def version(
-    ctx: typer.Context,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON")] = False,
-) -> None:
-    """The client's version, and the server's when it is reachable."""
-    server: str | None = None
-    problem = ""
-    with _settings(ctx).client(timeout=5.0) as client:
-        try:
-            server = client.version()
-        except (ConnectionFailed, AuthError) as exc:
-            problem = exc.message
-    from phalanx.scheduler import COMPILED  # only here: the core is heavy for other verbs
-
-    core = "compiled" if COMPILED else "python"
-    if as_json:
-        print_json({"client": __version__, "server": server, "url": client.url,
-                    "schedulerCore": core})
-        return
-    out().print(f"client {__version__} (scheduler core: {core})")
-    out().print(f"server {server} at {client.url}" if server else f"server: {problem}")
-
-
-# --------------------------------------------------------------------------- config
-@app.command()
-@reports_errors
-def apply(
-    ctx: typer.Context,
-    file: Annotated[Path, typer.Option("--file", "-f", help="YAML file of config documents")],
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON")] = False,
-) -> None:
-    """Create or update flavors, cohorts, queues and priority classes (all or nothing)."""
-    documents = to_config_documents(file)  # checked here first: bad input sends nothing
-    with _settings(ctx).client() as client:
-        applied = client.apply(documents)
-    if as_json:
-        print_json([a.to_dict() for a in applied])
-        return
-    for line in render.applied_lines(applied):
-        out().print(line, markup=False)
-
-
-@app.command()
-@reports_errors
-def config(ctx: typer.Context) -> None:
-    """Print the current queue configuration as YAML documents."""
-    with _settings(ctx).client() as client:
-        documents = client.config()
-    sys.stdout.write(yaml.safe_dump_all([d.to_dict() for d in documents], sort_keys=False))
-
-
-@app.command()
-@reports_errors
-def queues(
-    ctx: typer.Context,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON")] = False,
-) -> None:
-    """ClusterQueues with quota and usage per flavor and resource, and LocalQueues."""
-    with _settings(ctx).client() as client:
-        data = client.queues()
-    if as_json:
-        print_json(data.to_dict())
-    else:
-        out().print(render.queues_view(data))
-
-
-@app.command()
-@reports_errors
-def nodes(
-    ctx: typer.Context,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON")] = False,
-) -> None:
-    """Nodes with allocatable and used resources, labels and health."""
-    with _settings(ctx).client() as client:
-        items = client.nodes()
-    if as_json:
-        print_json([n.to_dict() for n in items])
-    else:
-        out().print(render.nodes_table(items))
-
-
-@app.command()
-@reports_errors
-def node(
-    ctx: typer.Context,
-    name: Annotated[str, typer.Argument(help="Node name")],
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON")] = False,
-) -> None:
-    """A node's health, cordon and the last answer of each of its health checks."""
-    with _settings(ctx).client() as client:
-        found = client.node(name)
-    if as_json:
-        print_json(found.to_dict())
-    else:
-        out().print(render.node_view(found))
-
-
-@app.command()
-@reports_errors
-def cordon(ctx: typer.Context, name: Annotated[str, typer.Argument(help="Node name")]) -> None:
-    """Place no new pods on a node; what runs there keeps running."""
-    with _settings(ctx).client() as client:
-        client.cordon(name)
-    note(f"node {name} cordoned")
-
-
-@app.command()
-@reports_errors
-def uncordon(ctx: typer.Context, name: Annotated[str, typer.Argument(help="Node name")]) -> None:
-    """Let the scheduler place pods on a cordoned node again."""
-    with _settings(ctx).client() as client:
-        client.uncordon(name)
-    note(f"node {name} uncordoned")
-
-
-@app.command()
-@reports_errors
-def drain(
-    ctx: typer.Context,
-    name: Annotated[str, typer.Argument(help="Node name")],
-    grace: Annotated[str | None, typer.Option(
-        help="Time the gangs on the node get to stop, e.g. 5m (default: the control "
-        "plane's grace)")] = None,
-) -> None:
-    """Cordon a node and stop the gangs on it; they requeue onto other nodes (system failures)."""
-    seconds = parse_duration(grace, field="--grace") if grace is not None else None
-    with _settings(ctx).client() as client:
-        drained = client.drain(name, seconds)
-    for job in drained.stopped:
-        _write_line(job)
-    note(f"node {name} cordoned; {len(drained.stopped)} job(s) stopping to be requeued")
-
-
 # --------------------------------------------------------------------------- jobs
 _INTEGER = re.compile(r"^-?\d+$")
 
@@ -473,9 +328,7 @@ def _with_overrides(
     return validate(JobSpec, {**spec.to_dict(), **overrides})
 
 
-def _write_line(line: str) -> None:
-    sys.stdout.write(line + "\n")
-    sys.stdout.flush()
+_write_line = write_line
 
 
 def _finish(client: Client, name: str) -> None:
@@ -754,6 +607,7 @@ def delete(
         out().print(f"{d.kind.lower()}/{d.name} deleted", markup=False)
 
 
+cluster.register(app)
 app.command("sim")(sim.sim)
 login.register(app)
 identity.register(app)

@@ -142,6 +142,27 @@ def submit_many(server: ServerProcess, run: str, jobs: int, clients: int,
     }
 
 
+def verify_cost(samples: int = 20_000) -> dict[str, float]:
+    """Seconds the server spends verifying one request's token: a token it has seen (every
+    request but the first of each token) and one it has not (once per token, every 4 min)."""
+    from phalanx.server.auth import Authenticator
+    from phalanx.store import IdentityStore, Store
+
+    with tempfile.TemporaryDirectory(prefix="phalanx-verify-") as tmp, \
+            Store.for_home(Path(tmp)) as store:
+        auth = Authenticator(Path(tmp), IdentityStore(store), bootstrap_key="k" * 43)
+        tokens = [auth.exchange("k" * 43, "bench").token for _ in range(200)]
+        began = time.perf_counter()
+        for token in tokens:
+            auth.verify(token)
+        first = (time.perf_counter() - began) / len(tokens)
+        began = time.perf_counter()
+        for _ in range(samples):
+            auth.verify(tokens[0])
+        seen = (time.perf_counter() - began) / samples
+    return {"seen_token_s": seen, "new_token_s": first}
+
+
 ROUNDS = 5  # short alternating rounds: load from other processes hits both modes alike
 
 
@@ -210,9 +231,16 @@ def main() -> None:
         cost = 1 - r["submit"]["jwt"]["per_second"] / r["submit"]["token"]["per_second"]
         r["jwt_cost_of_throughput"] = cost
         console.log(f"{r['store']}: JWTs cost {cost:.1%} of submit throughput")
+    verify = verify_cost()
+    # The server's time per submit, at most: the clients' wall time shared by the jobs.
+    per_submit = min(r["submit"]["jwt"]["wall_s"] / r["submit"]["jwt"]["jobs"] for r in results)
+    verify["share_of_a_submit"] = verify["seen_token_s"] / per_submit
+    console.log(f"verifying a token: {verify['seen_token_s'] * 1e6:.1f} us (seen before), "
+                f"{verify['new_token_s'] * 1e6:.0f} us (new); "
+                f"{verify['share_of_a_submit']:.2%} of a submit's {per_submit * 1e3:.2f} ms")
     Console().print(table)
     path = write_json("api_submit", {"jobs": args.jobs, "clients": args.clients,
-                                     "results": results}, args.out)
+                                     "results": results, "verify": verify}, args.out)
     console.log(f"wrote {path}")
 
 

@@ -16,7 +16,8 @@ from fastapi.params import Depends as DependsParam
 from fastapi.routing import APIRoute
 
 from phalanx.errors import AuthError, InternalError
-from phalanx.server.principal import Principal
+from phalanx.server.principal import BOOTSTRAP_KEY, Principal
+from phalanx.spec.api import USER_HEADER, check_user
 from phalanx.store import AuditEntry
 
 PRINCIPAL = "phalanx.principal"
@@ -40,12 +41,22 @@ def principal_of(request: Request) -> Principal:
     return principal
 
 
+def caller_of(request: Request) -> Principal:
+    """The principal as whom the request acts: the authenticated one, except that the
+    bootstrap key acts as the user its client names (``X-Phalanx-User``)."""
+    principal = principal_of(request)
+    named = request.headers.get(USER_HEADER)
+    if named is None or principal.key != BOOTSTRAP_KEY:
+        return principal
+    return principal.acting_as(check_user(named))
+
+
 def client_of(request: Request) -> str:
     return request.client.host if request.client is not None else "unknown"
 
 
 def audit_entry(request: Request, action: str, target: str, **detail: Any) -> AuditEntry:
-    principal = principal_of(request)
+    principal = caller_of(request)
     if principal.key:
         detail["key"] = principal.key
     return AuditEntry(principal.name, client_of(request), action, target, detail)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any
 
 import anyio
@@ -23,7 +22,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from phalanx.control import Controller, NodeOverview
+from phalanx.control import Controller
 from phalanx.errors import (
     AuthError,
     Conflict,
@@ -39,11 +38,12 @@ from phalanx.server.access import (
     PRINCIPAL,
     Access,
     audit_entry,
+    caller_of,
     check_every_route,
     needs,
-    principal_of,
 )
 from phalanx.server.auth import Authenticator
+from phalanx.server.cluster_routes import add_cluster_routes
 from phalanx.server.identity_routes import add_identity_routes
 from phalanx.server.logstream import (
     READ_THREADS,
@@ -55,38 +55,22 @@ from phalanx.server.logstream import (
     parse_since,
     stream_logs,
 )
-from phalanx.server.principal import BOOTSTRAP_KEY, Principal
+from phalanx.server.principal import Principal
 from phalanx.server.redaction import Occupancy, SecretEnvRule, job_as_seen_by, jobs_as_seen_by
 from phalanx.spec.api import (
     USER_HEADER,
-    AppliedObject,
-    ClusterQueueView,
-    CohortView,
-    ConfigApplied,
-    ConfigDeleted,
-    ConfigDocuments,
-    ConfigRefs,
-    DeletedObject,
-    DrainRequest,
     ErrorResponse,
     EventList,
     Health,
     JobBatch,
     JobList,
     JobSelector,
-    LocalQueueView,
-    NodeDrained,
-    NodeList,
-    NodeView,
-    QueuesOverview,
-    ResourceUsageView,
     ServerStatus,
     VersionInfo,
     check_user,
     parse_job,
 )
 from phalanx.spec.base import spec_error_from_errors
-from phalanx.spec.config import config_kind
 from phalanx.spec.labels import merge_selectors
 from phalanx.spec.resources import JobSpec
 from phalanx.spec.status import JobDetail, JobRecord, JobStatus, PodInfo
@@ -226,14 +210,7 @@ def _bearer(header: bytes | None) -> str:
     return text[7:].strip()
 
 
-def viewer_of(request: Request) -> Principal:
-    """Who sent ``request``: the authenticated principal (see ``server/principal.py``); the
-    bootstrap key acts as the user its client names."""
-    principal = principal_of(request)
-    named = request.headers.get(USER_HEADER)
-    if named is None or principal.key != BOOTSTRAP_KEY:
-        return principal
-    return principal.acting_as(check_user(named))
+viewer_of = caller_of
 
 
 def _not_found(name: str) -> NotFound:
@@ -351,12 +328,12 @@ def create_app(
             principal.check_submit(spec.queue)
         return principal
 
-    def submit_audit(request: Request, principal: Principal, specs: list[JobSpec]) -> list[Any]:
+    def submit_audit(request: Request, specs: list[JobSpec]) -> list[Any]:
         names = [s.name for s in specs]
         entry = audit_entry(request, "submit", names[0] if len(names) == 1
                             else f"{len(names)} jobs", jobs=names,
                             queues=sorted({s.queue for s in specs}))
-        return [replace(entry, user=principal.name)]
+        return [entry]
 
     @app.post("/v1/jobs", status_code=201, dependencies=needs(Access.WRITE), responses={
         200: {"model": JobRecord, "description": _REPLAYED},
@@ -367,7 +344,7 @@ def create_app(
         """Submit a job (to one of the caller's teams' LocalQueues, unless an admin). With an
         Idempotency-Key, a retry gets the first answer back."""
         principal = submitter_of(request, user, [spec])
-        audit = submit_audit(request, principal, [spec])
+        audit = submit_audit(request, [spec])
         if idempotency_key is None:
             record = service.submit(spec, user=principal.name, audit=audit)
         else:
@@ -388,7 +365,7 @@ def create_app(
                      user: str | None = submitter) -> JobList:
         """Submit several jobs at once, all or nothing (one store transaction)."""
         principal = submitter_of(request, user, batch.items)
-        audit = submit_audit(request, principal, batch.items)
+        audit = submit_audit(request, batch.items)
         if idempotency_key is None:
             records = service.submit_many(batch.items, user=principal.name, audit=audit)
         else:
@@ -520,108 +497,7 @@ def create_app(
         slots.take(name, client)
         return FollowedResponse(body, release=lambda: slots.give_back(name, client))
 
-    # ------------------------------------------------------------------ queues & nodes
-    @app.get("/v1/queues", dependencies=needs(Access.READ), responses=_V1)
-    def queues() -> QueuesOverview:
-        overview = service.queues()
-        return QueuesOverview(
-            cluster_queues=[
-                ClusterQueueView(
-                    name=cq.name, cohort=cq.cohort, pending=cq.pending, admitted=cq.admitted,
-                    stopped=cq.stopped, weighted_share=cq.weighted_share,
-                    usage=[
-                        ResourceUsageView.model_validate(
-                            {"flavor": u.flavor, "resource": u.resource}
-                            | {k: _millis(getattr(u, k)) for k in _USAGE}
-                        )
-                        for u in cq.usage
-                    ],
-                )
-                for cq in overview.cluster_queues
-            ],
-            local_queues=[
-                LocalQueueView(name=lq.name, cluster_queue=lq.cluster_queue,
-                               pending=lq.pending, admitted=lq.admitted)
-                for lq in overview.local_queues
-            ],
-            cohorts=[CohortView(name=c.name, parent=c.parent)
-                     for c in overview.config.cohorts.values()],
-        )
-
-    def node_view(entry: NodeOverview) -> NodeView:
-        return NodeView(**entry.node.model_dump(), used={
-            res: _millis(v) for res, v in entry.used.items()
-        })
-
-    @app.get("/v1/nodes", dependencies=needs(Access.READ), responses=_V1)
-    def nodes() -> NodeList:
-        return NodeList(items=[node_view(entry) for entry in service.nodes()])
-
-    @app.get("/v1/nodes/{name}", dependencies=needs(Access.READ), responses=_errors(401, 404))
-    def node(name: str) -> NodeView:
-        """One node, with the last answer of each of its health checks."""
-        return node_view(service.node(name))
-
-    @app.post("/v1/nodes/{name}:cordon", dependencies=needs(Access.ADMIN),
-              responses=_errors(400, 401, 403, 404))
-    def cordon(name: str, request: Request) -> NodeView:
-        """Place no new pods on the node; what runs there keeps running."""
-        view = node_view(service.cordon(name, True))
-        identity.append([audit_entry(request, "cordon", name)])
-        return view
-
-    @app.post("/v1/nodes/{name}:uncordon", dependencies=needs(Access.ADMIN),
-              responses=_errors(400, 401, 403, 404))
-    def uncordon(name: str, request: Request) -> NodeView:
-        view = node_view(service.cordon(name, False))
-        identity.append([audit_entry(request, "uncordon", name)])
-        return view
-
-    @app.post("/v1/nodes/{name}:drain", dependencies=needs(Access.ADMIN),
-              responses=_errors(400, 401, 403, 404))
-    def drain(name: str, request: Request, body: DrainRequest | None = None) -> NodeDrained:
-        """Cordon the node and stop its gangs (with their grace), requeued onto other nodes
-        as system failures."""
-        stopped = service.drain(name, body.grace_seconds if body else None)
-        identity.append([audit_entry(request, "drain", name, stopped=stopped)])
-        return NodeDrained(node=node_view(service.node(name)), stopped=stopped)
-
-    # ------------------------------------------------------------------ config
-    @app.post("/v1/config/apply", dependencies=needs(Access.ADMIN),
-              responses=_errors(400, 401, 403, 413))
-    def apply(body: ConfigDocuments, request: Request) -> ConfigApplied:
-        """Create or update flavors, cohorts, queues and priority classes, all or nothing."""
-        applied = service.apply_config(list(body.documents))
-        identity.append([audit_entry(request, "apply", f"{len(applied)} objects",
-                                     objects=applied)])
-        return ConfigApplied(applied=[AppliedObject.model_validate(a) for a in applied])
-
-    parsers["/v1/config/apply"] = ConfigDocuments.parse
-
-    def deleted_config(request: Request, deleted: list[tuple[str, str]]) -> ConfigDeleted:
-        identity.append([audit_entry(request, "delete-config", f"{len(deleted)} objects",
-                                     objects=[f"{k}/{n}" for k, n in deleted])])
-        return ConfigDeleted(deleted=[DeletedObject(kind=k, name=n) for k, n in deleted])
-
-    @app.post("/v1/config/delete", dependencies=needs(Access.ADMIN),
-              responses=_errors(400, 401, 403, 404, 409))
-    def delete_config(body: ConfigRefs, request: Request) -> ConfigDeleted:
-        """Delete flavors, cohorts, queues and priority classes, all or nothing; refused
-        while another object or a live job uses one."""
-        return deleted_config(request, service.delete_config(
-            [(ref.kind, ref.name) for ref in body.documents]))
-
-    @app.delete("/v1/config/{kind}/{name}", dependencies=needs(Access.ADMIN),
-                responses=_errors(400, 401, 403, 404, 409))
-    def delete_config_object(kind: str, name: str, request: Request) -> ConfigDeleted:
-        """Delete one object (kind: clusterqueue, localqueue, cohort, resourceflavor,
-        priorityclass, any case); refused while in use."""
-        return deleted_config(request, service.delete_config([(config_kind(kind), name)]))
-
-    @app.get("/v1/config", dependencies=needs(Access.READ), responses=_V1)
-    def config() -> ConfigDocuments:
-        return ConfigDocuments(documents=service.config().objects())
-
+    add_cluster_routes(app, service, identity, parsers, _errors)
     add_identity_routes(app, auth, _ROLE_ERRORS, _errors)
     check_every_route(app.routes)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
@@ -645,13 +521,7 @@ _FIX_AT = {
     "header": "correct the headers as /openapi.json describes them",
     "cookie": "send no cookies; the API takes a bearer token",
 }
-_USAGE = ("nominal", "used", "borrowed", "lendable")
 MAX_LIMIT = 1_000_000
-
-
-def _millis(value: int) -> str:
-    """A milli-unit amount as the wire form Quantity fields parse ("1500m")."""
-    return f"{value}m"
 
 
 def _openapi(app: FastAPI) -> dict[str, Any]:

@@ -17,7 +17,8 @@ from fastapi.routing import APIRoute
 
 from phalanx.errors import AuthError, InternalError
 from phalanx.server.principal import BOOTSTRAP_KEY, Principal
-from phalanx.spec.api import USER_HEADER, check_user
+from phalanx.spec.api import USER_HEADER
+from phalanx.spec.auth import USER_NAME
 from phalanx.store import AuditEntry
 
 PRINCIPAL = "phalanx.principal"
@@ -46,9 +47,9 @@ def caller_of(request: Request) -> Principal:
     bootstrap key acts as the user its client names (``X-Phalanx-User``)."""
     principal = principal_of(request)
     named = request.headers.get(USER_HEADER)
-    if named is None or principal.key != BOOTSTRAP_KEY:
-        return principal
-    return principal.acting_as(check_user(named))
+    if named is None or principal.key != BOOTSTRAP_KEY or not USER_NAME.fullmatch(named):
+        return principal  # a bad name is refused where it is taken (submit), not here
+    return principal.acting_as(named)
 
 
 def client_of(request: Request) -> str:

@@ -8,12 +8,13 @@ from typing import Any
 from fastapi import FastAPI, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 
-from phalanx.errors import NotFound
+from phalanx.errors import NotFound, SpecError
 from phalanx.server.access import Access, audit_entry, client_of, needs, principal_of
 from phalanx.server.auth import Authenticator
 from phalanx.server.keys import new_key
 from phalanx.server.principal import BOOTSTRAP_KEY
 from phalanx.spec.auth import (
+    TEAM_NAME,
     AuditList,
     AuditView,
     KeyCreated,
@@ -158,7 +159,11 @@ def add_identity_routes(app: FastAPI, auth: Authenticator,
              responses=errors_for(400, 401, 403))
     def put_team(name: str, body: TeamSpec, request: Request) -> TeamView:
         """Create a team or set the LocalQueues its members may submit to."""
-        team = TeamView.model_validate({"name": name, "queues": body.queues})
+        if not TEAM_NAME.fullmatch(name):
+            raise SpecError(f"{name[:80]!r} is not a team name", field="name",
+                            fix="use at most 63 lower-case letters, digits and '-', starting "
+                                "and ending with a letter or digit")
+        team = TeamView(name=name, queues=body.queues)
         identity.put_team(Team(name, tuple(body.queues)),
                           audit_entry(request, "team-set", name, queues=body.queues))
         for user in identity.list_users():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Literal
 
 from pydantic import Field, StringConstraints
@@ -10,8 +11,10 @@ from phalanx.spec.base import Model
 
 Role = Literal["admin", "member", "viewer"]
 Scope = Literal["all", "read"]
-UserName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_][A-Za-z0-9._@+-]{0,252}$")]
-TeamName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")]
+USER_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._@+-]{0,252}$")
+TEAM_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+UserName = Annotated[str, StringConstraints(pattern=USER_NAME.pattern)]
+TeamName = Annotated[str, StringConstraints(pattern=TEAM_NAME.pattern)]
 
 
 class TokenRequest(Model):

@@ -82,8 +82,9 @@ def add_identity_routes(app: FastAPI, auth: Authenticator,
     def users() -> UserList:
         return UserList(items=[_user_view(u) for u in identity.list_users()])
 
-    @app.post("/v1/users", dependencies=needs(Access.ADMIN),
-              responses=errors_for(400, 401, 403))
+    @app.post("/v1/users", dependencies=needs(Access.ADMIN), responses={
+        201: {"model": UserView, "description": "The user was created"},
+        **errors_for(400, 401, 403)})
     def put_user(body: UserSpec, request: Request, response: Response) -> UserView:
         """Create a user, or set an existing user's role and teams (201 when created)."""
         created = identity.put_user(

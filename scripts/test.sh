@@ -14,6 +14,8 @@ venv=${PHALANX_VENV:-.venv}
 "$venv/bin/python" -m pip install -q -e '.[test]' torch==2.13.0
 # shellcheck source=scripts/postgres.sh
 source scripts/postgres.sh
+# shellcheck source=scripts/chromium.sh
+source scripts/chromium.sh
 status=0
 "$venv/bin/python" -m pytest -q "$@" || status=$?
 if [ $# -eq 0 ]; then

@@ -94,7 +94,7 @@ def test_describe_shows_placement_pods_events_and_why_pending() -> None:
                  attempt=1).model_dump(),
         pods=[
             PodInfo(name="train-worker-0", pod_set="worker", index=0, rank=0, node="box",
-                    phase="Running", pid=4242, started_at=NOW - 30),
+                    phase="Running", pid=4242, started_at=NOW - 30, cpus=[2, 3]),
             PodInfo(name="train-worker-1", pod_set="worker", index=1, rank=1, node="box",
                     phase="Failed", exit_code=3, reason="Error"),
         ],
@@ -109,6 +109,7 @@ def test_describe_shows_placement_pods_events_and_why_pending() -> None:
     assert "Placement on ClusterQueue default (borrowing from the cohort)" in out
     assert "cpu: local, memory: local" in out and "box x2" in out
     assert "4242" in out and "Error" in out
+    assert "CPUS" in out and "2,3" in out  # the CPUs a pinned pod has to itself
     assert "admitted to default" in out and "1m ago" in out
 
     queued = JobDetail(**record(pending_code="NoNodeFits",

@@ -28,7 +28,7 @@ from tests.compute.conftest import (
 GANG = (
     "import os, time\n"
     "print('rank', os.environ['RANK'], 'of', os.environ['WORLD_SIZE'],"
-    " 'port', os.environ['MASTER_PORT'])\n"
+    " 'port', os.environ['PHALANX_MASTER_PORT'])\n"
     "while not os.path.exists(os.environ['GO']): time.sleep(0.02)\n"
 )
 

@@ -19,7 +19,7 @@ def gang(name: str = "ddp", replicas: int = 4, **pod_set: Any) -> JobSpec:
         "command": ["torchrun", "train.py"],
         **pod_set,
     }
-    return JobSpec.model_validate({"name": name, "podSets": [spec]})
+    return JobSpec.model_validate({"name": name, "kind": "torch", "podSets": [spec]})
 
 
 def admit(job: JobSpec, nodes: list[str]) -> Admission:

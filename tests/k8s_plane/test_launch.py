@@ -162,3 +162,25 @@ def test_names_are_dns_labels() -> None:
 
     name = pod_name(PodRef(job=long, attempt=12, pod_set=long, index=3, rank=3))
     assert len(name) <= 63
+
+
+def test_pinned_pods_are_guaranteed_with_integer_cpus(
+    api: FakeAPIServer, make_plane: PlaneFactory,
+) -> None:
+    _nodes(api)
+    plane = make_plane()
+    job = gang(replicas=2, cpuPinning="exclusive",
+               tolerations=[{"key": "nvidia.com/gpu", "operator": "Exists"}])
+    plane.check_job(job)
+    plane.launch(job, 1, admit(job, ["gpu-1", "gpu-2"]))
+    for pod in pods(api, "ddp"):
+        resources = pod["spec"]["containers"][0]["resources"]
+        # Guaranteed QoS: every resource's limit equals its request, cpu a whole number.
+        assert resources["requests"] == resources["limits"]
+        assert resources["requests"]["cpu"] == "2" and resources["requests"]["memory"] == "4Gi"
+        assert pod["metadata"]["annotations"]["phalanx.dev/cpu-pinning"] == "exclusive"
+        _validate(pod)
+    no_memory = gang(name="nomem", cpuPinning="exclusive", resources={"cpu": "2"})
+    with pytest.raises(SpecError) as refused:
+        plane.check_job(no_memory)
+    assert refused.value.field == "podSets[0].resources.memory"

@@ -2,7 +2,7 @@ import pytest
 
 import phalanx
 from phalanx import Job, JobSpec, PodSetBuilder, SpecError
-from phalanx.spec import GPU, load_job_yaml
+from phalanx.spec import GPU, load_job_yaml, load_jobs_yaml
 
 
 def test_builder_matches_the_same_job_written_in_yaml() -> None:
@@ -104,3 +104,21 @@ def test_public_api_is_exported() -> None:
     for name in ("Client", "Job", "PodSetBuilder", "JobSpec", "PodSet", "JobStatus",
                  "SpecError", "NotFound", "Conflict", "AuthError", "ConnectionFailed"):
         assert hasattr(phalanx, name), name
+
+
+def test_after_and_pin_cpus_build_what_the_yaml_says() -> None:
+    prep = Job("prep").pod_set(command=["python", "prep.py"])
+    train = (
+        Job("train")
+        .add(PodSetBuilder("worker").command("python", "train.py").cpu(2).pin_cpus())
+        .after(prep)
+        .after("fetch", condition="Finished")
+    )
+    written = load_jobs_yaml(
+        "name: train\n"
+        "dependsOn: [prep, {job: fetch, condition: Finished}]\n"
+        "podSets:\n"
+        "- {name: worker, command: [python, train.py], resources: {cpu: 2},"
+        " cpuPinning: exclusive}\n"
+    )[0]
+    assert train.build() == written

@@ -106,3 +106,25 @@ def test_up_finished_ttl_collects_over_real_http(tmp_path: Path) -> None:
         while api.get("/v1/jobs/brief").status_code != 404:
             assert time.monotonic() < deadline, "the finished job was never collected"
             time.sleep(0.2)
+
+
+def test_the_collector_forgets_idempotency_keys_after_a_day_even_without_a_ttl(
+    tmp_path: Path,
+) -> None:
+    clock = Clock()
+    store = Store(f"sqlite:///{tmp_path / 'phalanx.db'}")
+    plane = SimulatedPlane(NODES)
+    controller = Controller(store, plane, clock=clock, finished_ttl=None)
+    try:
+        _, replayed = controller.service.submit_keyed([job("keyed")], batch=False, key="retry-1")
+        assert not replayed and store.get_request("retry-1") is not None
+        clock.now += 3600.0
+        assert controller.collector.forget_requests() == 0  # a retry an hour later still replays
+        clock.now += 24 * 3600.0
+        assert controller.collector.forget_requests() == 1
+        assert store.get_request("retry-1") is None
+        assert controller.get("keyed").name == "keyed"
+    finally:
+        controller.stop()
+        plane.close()
+        store.close()

@@ -1,8 +1,8 @@
 import pytest
 
 from phalanx.compute.base import PodPhase, PodRef, PodState
-from phalanx.control.gangs import GangPhase, gang_status
 from phalanx.control.lifecycle import backoff_seconds, restart_decision
+from phalanx.kinds import GangPhase, gang_status
 from phalanx.spec import RestartPolicy
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from sqlalchemy import inspect
 
@@ -37,3 +39,17 @@ def test_a_key_is_stored_with_its_jobs_or_not_at_all(store: Store) -> None:
         store.create_job(make_record("three"), request=again)
     assert caught.value.field == "Idempotency-Key"
     assert [r.name for r in store.list_jobs()].count("three") == 0
+
+
+def test_keys_older_than_the_cutoff_are_forgotten_and_younger_ones_kept(store: Store) -> None:
+    old = IdempotentRequest("old", "a" * 64, ("job-old",))
+    store.create_job(make_record("job-old"), request=old)
+    cutoff = time.time() + 1e-3
+    time.sleep(0.01)
+    young = IdempotentRequest("young", "b" * 64, ("job-young",))
+    store.create_job(make_record("job-young"), request=young)
+    assert store.forget_requests_before(cutoff) == 1
+    assert store.get_request("old") is None
+    assert store.get_request("young") == young
+    assert store.get_job("job-old").name == "job-old"  # the job itself stays
+    assert store.forget_requests_before(cutoff) == 0

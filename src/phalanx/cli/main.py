@@ -17,7 +17,7 @@ from rich.console import Group, RenderableType
 from rich.live import Live
 from rich.text import Text
 
-from phalanx.cli import cluster, daemon, doctor, identity, k8s, login, render, sim
+from phalanx.cli import cluster, daemon, doctor, identity, k8s, login, render, sim, ui
 from phalanx.cli.output import (
     EXIT_FAILED,
     err,
@@ -611,6 +611,7 @@ cluster.register(app)
 app.command("sim")(sim.sim)
 login.register(app)
 identity.register(app)
+app.command("ui")(ui.ui)
 app.command("doctor")(doctor.doctor)
 app.add_typer(k8s.app, name="k8s")
 

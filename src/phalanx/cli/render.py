@@ -165,12 +165,16 @@ def describe_job(job: JobDetail, now: float | None = None) -> Group:
         level = spec.topology.required or spec.topology.preferred
         how = "required" if spec.topology.required else "preferred"
         summary.append(("Topology", f"one {level} ({how})"))
+    if spec.depends_on:
+        summary.append(("Depends on", ", ".join(f"{d.job} ({d.condition})"
+                                                for d in spec.depends_on)))
     if job.exit_code is not None:
         summary.append(("Exit code", str(job.exit_code)))
     if job.preemptions:
         summary.append(("Preemptions", str(job.preemptions)))
     if job.status is JobStatus.QUEUED:
         why = job.pending_message or "waiting for the next scheduling cycle"
+        why = why.removeprefix("waiting for ")  # the label says it already
         if job.pending_code:
             why += f" [{job.pending_code}]"
         summary.append(("Waiting for", why))
@@ -193,7 +197,10 @@ def pod_sets_table(job: JobRecord) -> Group:
         replicas = str(ps.replicas)
         if ps.min_replicas is not None:
             replicas += f" (min {ps.min_replicas})"
-        table.add_row(ps.name, replicas, resources_text(ps.resources), " ".join(ps.command))
+        resources = resources_text(ps.resources)
+        if ps.cpu_pinning == "exclusive":
+            resources += " (CPUs pinned)"
+        table.add_row(ps.name, replicas, resources, " ".join(ps.command))
     return _section("Pod sets", table)
 
 
@@ -212,7 +219,10 @@ def placement_table(admission: JobAdmission) -> Group:
 
 
 def pods_table(job: JobDetail, now: float | None = None) -> Group:
-    table = _table("POD", "RANK", "NODE", "PHASE", "PID", "EXIT", "STARTED", "REASON")
+    pinned = any(pod.cpus for pod in job.pods)  # a CPUs column only for pinned pods
+    columns = ["POD", "RANK", "NODE", *(["CPUS"] if pinned else []), "PHASE", "PID", "EXIT",
+               "STARTED", "REASON"]
+    table = _table(*columns)
     for pod in job.pods:
         if pod.exit_code is not None:
             code = str(pod.exit_code)
@@ -220,8 +230,9 @@ def pods_table(job: JobDetail, now: float | None = None) -> Group:
             code = f"signal {pod.signal}"
         else:
             code = NONE
+        cpus = [",".join(str(c) for c in pod.cpus) or NONE] if pinned else []
         table.add_row(
-            pod.name, str(pod.rank), pod.node, pod.phase,
+            pod.name, str(pod.rank), pod.node, *cpus, pod.phase,
             str(pod.pid) if pod.pid is not None else NONE, code,
             ago(pod.started_at, now), pod.reason or NONE,
         )

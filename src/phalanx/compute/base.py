@@ -19,6 +19,7 @@ plane overrides only what it can do better:
 - ``check_job``: what the plane can tell is wrong with a job before it is queued
   (a pod set with nothing to run here), so bad input is refused at submit instead
   of failing at launch and burning restarts.
+- ``endpoints``: addresses the job's kind recorded at launch (a Ray dashboard's URL).
 - ``cordon``: mark a node (un)schedulable where the plane keeps its nodes, so an
   operator's cordon reaches the scheduler like any node change.
 """
@@ -28,59 +29,18 @@ from __future__ import annotations
 import abc
 import threading
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from enum import StrEnum
 from types import TracebackType
-from typing import ClassVar, Literal, Self
+from typing import ClassVar, Self
 
 from phalanx.errors import NotFound, SpecError
+from phalanx.kinds.pods import FailureKind, PodPhase, PodRef, PodState
 from phalanx.scheduler.types import Admission
 from phalanx.spec.resources import JobSpec, Node
 from phalanx.spec.status import JobEvent
 
-
-@dataclass(frozen=True, slots=True)
-class PodRef:
-    job: str
-    attempt: int
-    pod_set: str
-    index: int  # index within its pod set
-    rank: int  # index across the whole job, pod sets in spec order
-
-    @property
-    def name(self) -> str:
-        return f"{self.job}-{self.pod_set}-{self.index}"
-
-
-class PodPhase(StrEnum):
-    PENDING = "Pending"
-    RUNNING = "Running"
-    SUCCEEDED = "Succeeded"
-    FAILED = "Failed"
-
-    @property
-    def done(self) -> bool:
-        return self in (PodPhase.SUCCEEDED, PodPhase.FAILED)
-
-
-FailureKind = Literal["user", "system"]
-
-
-@dataclass(frozen=True, slots=True)
-class PodState:
-    ref: PodRef
-    node: str
-    phase: PodPhase
-    exit_code: int | None = None
-    signal: int | None = None
-    # "Completed", "Error", "Terminated" (stopped on request), "Signaled", "Lost", "OOMKilled", ...
-    reason: str = ""
-    # Set when phase is FAILED: "user" for a non-zero exit, "system" for anything the job did
-    # not cause (killed by a signal nobody asked for, process lost, node gone).
-    failure: FailureKind | None = None
-    pid: int | None = None
-    started_at: float | None = None
-    finished_at: float | None = None
+__all__ = [
+    "ComputePlane", "FailureKind", "Listener", "NodeTable", "PodPhase", "PodRef", "PodState",
+]
 
 
 Listener = Callable[[], None]
@@ -143,6 +103,10 @@ class ComputePlane(abc.ABC):
         """Raise ``SpecError`` (naming the field and the fix) if this plane could never run
         ``job``'s pods as specified; accept by default."""
         return None
+
+    def endpoints(self, job: str, attempt: int) -> dict[str, str]:
+        """What the job's kind said is worth recording about a launched attempt; none by default."""
+        return {}
 
     def cordon(self, name: str, unschedulable: bool) -> None:
         """Mark node ``name`` unschedulable (or schedulable again); NotFound if there is none."""

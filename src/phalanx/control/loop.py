@@ -19,7 +19,6 @@ import time
 from collections import defaultdict
 
 from phalanx.compute.base import ComputePlane, PodState
-from phalanx.control.gangs import GangPhase, gang_status
 from phalanx.control.lifecycle import deadline_passed
 from phalanx.control.state import (
     ACTIVE,
@@ -33,6 +32,7 @@ from phalanx.control.state import (
     PlaneCommand,
 )
 from phalanx.errors import SpecError
+from phalanx.kinds import GangPhase, framework_of
 from phalanx.scheduler import Admission, CycleResult
 from phalanx.spec.base import validate
 from phalanx.spec.resources import JobSpec, Node, NodeHealth
@@ -171,8 +171,14 @@ class ControlLoop:
         with state.lock:
             now = state.clock()
             active = [s for s in JobStatus if not s.terminal]
+            gated = []  # never admitted, with dependencies: the gate decides once all are loaded
             for record in state.store.list_jobs(statuses=active):
                 state.jobs[record.name] = record
+                if record.status is JobStatus.QUEUED and record.spec.depends_on and (
+                    record.attempt == 0
+                ):
+                    gated.append(record)
+                    continue
                 if record.status is JobStatus.QUEUED:
                     if record.not_before and record.not_before > now:
                         state.backoff[record.name] = record.not_before
@@ -197,6 +203,8 @@ class ControlLoop:
                 if pods:
                     state.event(record, "Adopted", f"re-adopted {len(pods)} pod(s) of attempt "
                                 f"{record.attempt} after a control-plane restart")
+            for record in gated:
+                state.dependencies.enter(state, record)
         state.persist()
         self.send()
         state.persist()
@@ -281,7 +289,7 @@ class ControlLoop:
     def _reconcile_job(self, record: JobRecord, pods: list[PodState], now: float) -> None:
         state = self.state
         expected = _expected_pods(record)
-        status = gang_status(pods, expected)
+        status = framework_of(record.spec).status(record.spec, pods, expected)
         if record.stop_reason:
             if not pods or status.all_done:
                 state.finish_stop(record, now)

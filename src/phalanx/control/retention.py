@@ -1,4 +1,5 @@
-"""Deleting finished jobs and their logs once they are older than the finished-job TTL.
+"""Deleting finished jobs and their logs once they are older than the finished-job TTL,
+and forgetting Idempotency-Keys a day after they were used.
 
 Without it the store and the log directory grow with every job ever run. A thread
 of its own does the work, so a slow disk never delays a scheduling step, and it
@@ -6,6 +7,10 @@ works in small batches: each batch is one short store transaction (the jobs, the
 events and labels) after removing the batch's log directories, so no API call or
 loop write waits long behind it. Only finished jobs are ever deleted; the store
 checks that in the same statement that deletes them.
+
+An Idempotency-Key protects retries of one request, which come within minutes;
+like Stripe's API, Phalanx keeps each key for 24 hours, so the table stays the
+size of a day's keyed submits however long the server runs.
 """
 
 from __future__ import annotations
@@ -21,14 +26,19 @@ log = logging.getLogger("phalanx.retention")
 DEFAULT_BATCH = 500
 # A pass over 100,000 expired jobs ends after this many batches; the next pass goes on.
 MAX_BATCHES_PER_PASS = 200
+IDEMPOTENCY_KEY_TTL = 24 * 3600.0
+# Keys are forgotten at least this often, whatever the finished-job TTL.
+REQUEST_SWEEP_SECONDS = 600.0
 
 
 class FinishedJobCollector:
     def __init__(
         self, store: Store, delete: Callable[[list[str]], list[str]], ttl_seconds: float | None,
         clock: Callable[[], float], *, batch: int = DEFAULT_BATCH,
+        request_ttl: float = IDEMPOTENCY_KEY_TTL,
     ) -> None:
         self.store = store
+        self.request_ttl = request_ttl
         self._delete = delete
         self.ttl_seconds = ttl_seconds if ttl_seconds and ttl_seconds > 0 else None
         self.clock = clock
@@ -38,9 +48,17 @@ class FinishedJobCollector:
 
     @property
     def interval(self) -> float:
-        """Seconds between passes: a tenth of the TTL, within 1 s to 60 s."""
-        assert self.ttl_seconds is not None
+        """Seconds between passes: a tenth of the TTL, within 1 s to 60 s (10 min with none)."""
+        if self.ttl_seconds is None:
+            return REQUEST_SWEEP_SECONDS
         return min(60.0, max(1.0, self.ttl_seconds / 10))
+
+    def forget_requests(self) -> int:
+        """Forget Idempotency-Keys older than their TTL; how many."""
+        forgotten = self.store.forget_requests_before(self.clock() - self.request_ttl)
+        if forgotten:
+            log.info("forgot %d Idempotency-Key(s) older than %gs", forgotten, self.request_ttl)
+        return forgotten
 
     def collect(self) -> list[str]:
         """One pass: delete finished jobs older than the TTL, batch by batch; their names."""
@@ -63,8 +81,6 @@ class FinishedJobCollector:
         return deleted
 
     def start(self) -> None:
-        if self.ttl_seconds is None:
-            return
         self._thread = threading.Thread(target=self._run, name="phalanx-retention",
                                         daemon=True)
         self._thread.start()
@@ -78,5 +94,6 @@ class FinishedJobCollector:
         while not self._stop.wait(self.interval):
             try:
                 self.collect()
+                self.forget_requests()
             except Exception:  # the next pass tries again
-                log.exception("deleting finished jobs failed")
+                log.exception("deleting finished jobs or old Idempotency-Keys failed")

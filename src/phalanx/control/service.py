@@ -15,8 +15,10 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from phalanx.compute.base import ComputePlane, PodState
+from phalanx.control.dependencies import check_new, refuse_cycles
 from phalanx.control.state import CANCELLED, DRAINED, ControlState
 from phalanx.errors import Conflict, NotFound, PhalanxError, TooManyPending
+from phalanx.kinds import framework_of
 from phalanx.scheduler import ClusterQueueStatus, PendingCode
 from phalanx.spec.config import QueueConfig
 from phalanx.spec.resources import ConfigObject, JobSpec, Node
@@ -115,6 +117,8 @@ class JobService:
         written outside the lock; the jobs join the scheduler once they are stored.
         """
         state = self.state
+        refuse_cycles(specs, batch=batch)
+        submitted = {spec.name for spec in specs}
         with state.lock:
             now = state.clock()
             records, events = [], []
@@ -127,6 +131,9 @@ class JobService:
                                        field="name", fix="give every job its own name")
                     seen.add(spec.name)
                     record, event = self._new_job(spec, now, user)
+                    check_new(state, record, submitted)
+                    if record.pending_message and spec.depends_on:
+                        event.message += f"; {record.pending_message}"
                     self._check_pending_room(record.cluster_queue, pending)
                 except PhalanxError as exc:
                     if not batch:
@@ -144,20 +151,33 @@ class JobService:
         with state.lock:
             for record in records:
                 state.jobs[record.name] = record
-                state.queue(record)
+            for record in records:  # each job's dependencies known first, if submitted with it
+                if record.spec.depends_on:
+                    state.dependencies.enter(state, record)
+                else:
+                    state.queue(record)
             copies = [record.model_copy() for record in records]
         state.wake.set()
         return copies
 
     def _pending_counts(self) -> dict[str, int] | None:
-        """Queued jobs per ClusterQueue, if any ClusterQueue limits them (lock held)."""
-        config = self.state.config
-        if all(cq.max_pending_jobs is None for cq in config.cluster_queues.values()):
+        """Queued jobs per ClusterQueue that limits them, if any does (lock held).
+
+        The scheduler counts the jobs it holds; the few queued jobs held outside it (a
+        restart's backoff, unmet dependencies) are added. Walking every live job instead
+        made each submit cost as much as the backlog was long.
+        """
+        state = self.state
+        limited = [name for name, cq in state.config.cluster_queues.items()
+                   if cq.max_pending_jobs is not None]
+        if not limited:
             return None
-        counts: dict[str, int] = {}
-        for record in self.state.jobs.values():
-            if record.status is JobStatus.QUEUED:
-                counts[record.cluster_queue] = counts.get(record.cluster_queue, 0) + 1
+        counts = {name: state.scheduler.pending_count(name) for name in limited}
+        for name in (*state.backoff, *state.dependencies.waiting):
+            record = state.jobs.get(name)
+            if (record is not None and record.status is JobStatus.QUEUED
+                    and record.cluster_queue in counts):
+                counts[record.cluster_queue] += 1
         return counts
 
     def _check_pending_room(self, cluster_queue: str, pending: dict[str, int] | None) -> None:
@@ -180,6 +200,7 @@ class JobService:
         config = self.state.config
         cq = config.cluster_queue_for(spec.queue)
         priority = config.priority_value(spec.priority)
+        framework_of(spec).check(spec)
         self.plane.check_job(spec)
         self.state.scheduler.check_feasible(spec)
         record = JobRecord(

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from phalanx.compute.base import PodState
+from phalanx.control.dependencies import DependencyGate
 from phalanx.control.lifecycle import restart_decision
 from phalanx.control.metrics import Metrics
 from phalanx.scheduler import Admission, Scheduler
@@ -70,6 +71,7 @@ class ControlState:
         # The admitted subset: what the loop walks every step, so a deep queue costs nothing.
         self.active: dict[str, JobRecord] = {}
         self.backoff: dict[str, float] = {}  # queued jobs held until their restart backoff ends
+        self.dependencies = DependencyGate()  # queued jobs held until their dependsOn end
         self.pods: dict[str, list[PodState]] = {}  # latest observation, current attempts only
         self.commands: list[PlaneCommand] = []
         self.launches: list[Launch] = []
@@ -170,6 +172,7 @@ class ControlState:
         record.pending_code = record.pending_message = None
         self.metrics.jobs_finished.labels(status.value).inc()
         self.event(record, status.value, message, warning=status is JobStatus.FAILED)
+        self.dependencies.ended(self, record)
 
     def take_commands(self) -> tuple[list[PlaneCommand], list[Launch]]:
         commands, self.commands = self.commands, []

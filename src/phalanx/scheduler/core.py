@@ -267,6 +267,10 @@ class Scheduler:
             ))
         return out
 
+    def pending_count(self, cluster_queue: str) -> int:
+        """How many jobs wait in ``cluster_queue``'s queue."""
+        return self._state.queues.pending_count(cluster_queue)
+
     def admitted_jobs(self) -> set[str]:
         """The names of the jobs the scheduler holds as admitted."""
         return {name for jobs in self._state.admitted.values() for name in jobs.jobs}

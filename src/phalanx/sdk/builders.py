@@ -99,6 +99,11 @@ class PodSetBuilder:
         self._doc["workingDir"] = path
         return self
 
+    def pin_cpus(self) -> PodSetBuilder:
+        """Give each pod whole CPUs of its own (``cpuPinning: exclusive``; integer cpu)."""
+        self._doc["cpuPinning"] = "exclusive"
+        return self
+
     def image(self, image: str) -> PodSetBuilder:
         self._doc["image"] = image
         return self
@@ -245,6 +250,18 @@ class Job:
 
     def labels(self, labels: Mapping[str, str] | None = None, **more: str) -> Job:
         self._doc.setdefault("labels", {}).update({**dict(labels or {}), **more})
+        return self
+
+    def after(self, *jobs: str | Job, condition: Literal["Succeeded", "Finished"] = "Succeeded",
+              ) -> Job:
+        """Run only once these jobs have ended: succeeded (the default; the job fails if one
+        does not), or ``condition="Finished"``, however they ended. Kubeflow Pipelines'
+        ``.after()``; submit them together with ``Client.submit_many``."""
+        deps = self._doc.setdefault("dependsOn", [])
+        for job in jobs:
+            name = job.name if isinstance(job, Job) else job
+            deps.append(name if condition == "Succeeded" else
+                        {"job": name, "condition": condition})
         return self
 
     def to_dict(self) -> dict[str, Any]:

@@ -57,6 +57,7 @@ from phalanx.server.logstream import (
 )
 from phalanx.server.principal import Principal
 from phalanx.server.redaction import Occupancy, SecretEnvRule, job_as_seen_by, jobs_as_seen_by
+from phalanx.server.ui import MOUNT, create_ui
 from phalanx.spec.api import (
     USER_HEADER,
     ErrorResponse,
@@ -223,10 +224,10 @@ def _not_found(name: str) -> NotFound:
 def create_app(
     controller: Controller, auth: Authenticator, logs: LogStore, *, db_label: str,
     secrets: SecretEnvRule | None = None, max_body_bytes: int = MAX_BODY_BYTES,
-    log_limits: LogLimits | None = None,
+    log_limits: LogLimits | None = None, dashboard: bool = True,
 ) -> FastAPI:
     """``secrets`` says which env values job specs in answers redact (default: the built-in
-    rule); see ``server/redaction.py``."""
+    rule); see ``server/redaction.py``. ``dashboard`` serves the web dashboard at ``/ui``."""
     service = controller.service
     secret_env = secrets if secrets is not None else SecretEnvRule()
     slots = FollowerSlots(log_limits if log_limits is not None else LogLimits())
@@ -436,6 +437,7 @@ def create_app(
                 name=p.ref.name, pod_set=p.ref.pod_set, index=p.ref.index, rank=p.ref.rank,
                 node=p.node, phase=p.phase.value, exit_code=p.exit_code, signal=p.signal,
                 reason=p.reason, pid=p.pid, started_at=p.started_at, finished_at=p.finished_at,
+                cpus=list(p.cpus),
             )
             for p in sorted(service.pods_of(name), key=lambda p: p.ref.rank)
         ]
@@ -500,6 +502,11 @@ def create_app(
     add_cluster_routes(app, service, identity, parsers, _errors)
     add_identity_routes(app, auth, _ROLE_ERRORS, _errors)
     check_every_route(app.routes)
+    if dashboard:
+        # The dashboard's sessions are opened with the bootstrap admin key, as with the
+        # single token before (per-user sessions from a JWT: `Authenticator.verify`).
+        app.mount(MOUNT, create_ui(controller, logs, auth.bootstrap_key, secrets=secret_env,
+                                   slots=slots, log_reads=log_reads))
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
 
@@ -508,7 +515,8 @@ _REPLAYED = "A retry with the same Idempotency-Key and request: the first answer
 _IDEMPOTENCY_HEADER = Header(
     None, alias="Idempotency-Key", min_length=1, max_length=255, pattern=r"^[\x21-\x7e]+$",
     description="A key of the client's choosing (a UUID); a retry with the same key and "
-                "request submits nothing and answers the first request's jobs (200)",
+                "request submits nothing and answers the first request's jobs (200); keys are "
+                "kept for 24 hours",
 )
 
 

@@ -14,6 +14,7 @@ one request per 4 minutes, and a stolen token is worth 5 minutes.
 
 from __future__ import annotations
 
+import hmac
 import logging
 import threading
 import time
@@ -72,7 +73,9 @@ class Authenticator:
         # Tokens issued before these times are refused: the user was disabled or changed.
         self._changed: dict[str, float] = {}
         self._disabled = frozenset(u.name for u in identity.list_users() if u.disabled)
-        self._bootstrap_hash = self._bootstrap(bootstrap_key or ensure_bootstrap_key(home))
+        # Kept for the dashboard, whose sessions the bootstrap key opens (server/ui).
+        self.bootstrap_key = bootstrap_key or ensure_bootstrap_key(home)
+        self._bootstrap_hash = self._bootstrap(self.bootstrap_key)
 
     def _bootstrap(self, key: str) -> str:
         """Make sure the admin user and the state directory's key exist; the key's hash."""
@@ -191,6 +194,13 @@ class Authenticator:
                 self._disabled = self._disabled | {name}
             elif disabled is False:
                 self._disabled = self._disabled - {name}
+
+
+def token_matches(header: str | None, token: str) -> bool:
+    """Whether an ``Authorization`` header carries ``token`` (the dashboard's key login)."""
+    if not header or not header.startswith("Bearer "):
+        return False
+    return hmac.compare_digest(header.removeprefix("Bearer ").strip(), token)
 
 
 def _principal(claims: dict[str, Any]) -> Principal:

@@ -32,7 +32,7 @@ def document() -> dict[str, Any]:
     no_controller = cast(Controller, SimpleNamespace(service=None))
     no_auth = cast(Authenticator, SimpleNamespace(identity=None,
                                                   hasher=SimpleNamespace(pepper=b"")))
-    app = create_app(no_controller, no_auth, cast(LogStore, None), db_label="")
+    app = create_app(no_controller, no_auth, cast(LogStore, None), db_label="", dashboard=False)
     return without_version(app.openapi())
 
 

@@ -106,7 +106,7 @@ class Occupancy:
                     for p in record.spec.pod_sets]
         spec = JobSpec.model_construct(
             **{**dict(record.spec), "name": name, "pod_sets": pod_sets, "labels": {},
-               "max_runtime": None})
+               "depends_on": [], "max_runtime": None})
         return record.model_copy(update={
             "name": name, "spec": spec, "user": HIDDEN_USER, "message": "",
             "pending_message": None, "exit_code": None, "stop_reason": None})

@@ -298,6 +298,35 @@ class TopologyConstraint(Model):
         return self
 
 
+class Dependency(Model):
+    """One job this job waits for, and which of its ends lets this one run.
+
+    Succeeded is Argo's plain ``dependencies``/``depends: "prep"`` and Slurm's ``afterok``;
+    Finished (any end: succeeded, failed or cancelled) is Slurm's ``afterany``.
+    """
+
+    job: Name = Field(description="The name of a job submitted earlier or in the same request")
+    condition: Literal["Succeeded", "Finished"] = Field(
+        default="Succeeded",
+        description="Succeeded: run only after the job succeeded, fail if it does not; "
+                    "Finished: run after the job ends however it ends",
+    )
+
+
+def _dependency(value: object) -> object:
+    return {"job": value} if isinstance(value, str) else value  # `dependsOn: [prep]`
+
+
+DependencyItem = Annotated[
+    Dependency,
+    BeforeValidator(_dependency),
+    WithJsonSchema({
+        "anyOf": [{"type": "string", "description": "A job name (condition Succeeded)"},
+                  {"$ref": "#/components/schemas/Dependency"}],
+    }),
+]
+
+
 class PodSet(Model):
     name: Name = "worker"
     replicas: int = Field(default=1, ge=1, json_schema_extra={"maximum": MAX_REPLICAS})
@@ -310,6 +339,12 @@ class PodSet(Model):
     image: str | None = None
     node_selector: dict[str, str] = Field(default_factory=dict)
     tolerations: list[Toleration] = Field(default_factory=list)
+    cpu_pinning: Literal["none", "exclusive"] = Field(
+        default="none",
+        description="exclusive: each pod gets whole CPUs of its own (its cpu request, an "
+                    "integer), from one NUMA node when they fit; on Kubernetes requests equal "
+                    "limits (Guaranteed QoS) for the static CPU manager",
+    )
 
     @model_validator(mode="after")
     def _min_within_replicas(self) -> PodSet:
@@ -327,6 +362,18 @@ class PodSet(Model):
             raise ValueError(
                 f"{value} replicas is above the limit of {MAX_REPLICAS} per pod set; "
                 f"ask for at most {MAX_REPLICAS} replicas (split the work into several jobs)"
+            )
+        return value
+
+    @field_validator("cpu_pinning")
+    @classmethod
+    def _pinned_cpus_whole(cls, value: str, info: ValidationInfo) -> str:
+        cpu = info.data.get("resources", {}).get("cpu")
+        if value == "exclusive" and (cpu is None or cpu <= 0 or cpu % 1000):
+            shown = "not set" if cpu is None else f"{cpu / 1000:g}"
+            raise ValueError(
+                f"exclusive pinning gives whole CPUs, and resources.cpu is {shown}; ask for an "
+                f"integer cpu such as \"1\" or \"4\", or drop cpuPinning"
             )
         return value
 
@@ -353,6 +400,11 @@ class JobSpec(Model):
         default_factory=dict,
         description="Kubernetes-style labels; lists and bulk cancels select jobs by them",
     )
+    depends_on: list[DependencyItem] = Field(
+        default_factory=list,
+        description="Jobs that must end first: names (`[prep]`, condition Succeeded) or "
+                    "`{job: prep, condition: Finished}`; the job waits, holding no quota",
+    )
 
     @model_validator(mode="after")
     def _unique_pod_sets(self) -> JobSpec:
@@ -360,6 +412,19 @@ class JobSpec(Model):
         if len(set(names)) != len(names):
             raise ValueError("two podSets share a name; give each pod set its own name")
         return self
+
+    @field_validator("depends_on")
+    @classmethod
+    def _dependencies_named_once(cls, value: list[Dependency], info: ValidationInfo,
+                                 ) -> list[Dependency]:
+        seen: set[str] = set()
+        for dep in value:
+            if dep.job == info.data.get("name"):
+                raise ValueError(f"the job depends on itself; remove {dep.job!r} from dependsOn")
+            if dep.job in seen:
+                raise ValueError(f"job {dep.job!r} is named twice; name each job once")
+            seen.add(dep.job)
+        return value
 
     @property
     def pod_count(self) -> int:

@@ -138,6 +138,9 @@ class PodInfo(Model):
     pid: int | None = None
     started_at: float | None = None
     finished_at: float | None = None
+    cpus: list[int] = Field(
+        default_factory=list, description="CPUs the pod has to itself (cpuPinning: exclusive)"
+    )
 
 
 class JobDetail(JobRecord):

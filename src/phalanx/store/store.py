@@ -397,6 +397,13 @@ class Store:
         with self.engine.connect() as connection:
             return list(connection.execute(query).scalars())
 
+    def forget_requests_before(self, cutoff: float) -> int:
+        """Forget Idempotency-Keys stored before ``cutoff``; how many were forgotten."""
+        with self.write() as connection:
+            result = connection.execute(
+                delete(idempotency_keys).where(idempotency_keys.c.created_at < cutoff))
+        return int(result.rowcount or 0)
+
     def delete_finished_jobs(self, names: Collection[str]) -> list[str]:
         """Delete those of ``names`` that are finished, with their events and labels, in one
         transaction; the names deleted. A job that is not finished is left alone, so a

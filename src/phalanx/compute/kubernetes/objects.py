@@ -16,9 +16,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from phalanx.compute import env as distributed
-from phalanx.compute.base import PodRef
 from phalanx.errors import SpecError
+from phalanx.kinds import DEFAULT_MASTER_PORT, OwnAddressNetwork, PodRef, framework_of
 from phalanx.scheduler.types import Admission
 from phalanx.spec.quantity import MILLI, format_quantity
 from phalanx.spec.resources import JobSpec, PodSet, Taint, Toleration
@@ -38,7 +37,7 @@ LAUNCHED = "phalanx.dev/launched"  # anchor annotation: every object was created
 POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 POD_GROUP_API = "scheduling.x-k8s.io/v1alpha1"
 CONTAINER = "main"
-MASTER_PORT = 29500
+MASTER_PORT = DEFAULT_MASTER_PORT
 SELECTOR = f"{MANAGED_BY}={MANAGER}"
 
 _NOT_LABEL = re.compile(r"[^a-z0-9-]+")
@@ -95,6 +94,8 @@ class PlannedPod:
     name: str
     hostname: str
     env: dict[str, str]
+    command: list[str] = field(default_factory=list)
+    ports: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -118,24 +119,21 @@ def plan_attempt(job: JobSpec, attempt: int, admission: Admission, namespace: st
     """Names, nodes and environments of the attempt's pods (raises SpecError on bad input)."""
     name = attempt_name(job.name, attempt)
     domain = f"{name}.{namespace}.svc"
-    # Ranks, nodes and env come from the shared builder: the same contract on every plane.
-    refs = distributed.pod_environments(
-        job, attempt, admission, master_addr="", master_port=MASTER_PORT,
-        pod_addresses=[""] * sum(p.count for p in admission.pod_sets),
-    )
-    hosts = [f"{hostname(ref)}.{domain}" for ref, _, _ in refs]
+    # Ranks, nodes, commands and env come from the job's kind: the same contract on every plane.
+    framework = framework_of(job)
+    count = sum(p.count for p in admission.pod_sets)
+    refs = framework.plan(job, attempt, admission, OwnAddressNetwork([""] * count))
+    hosts = [f"{hostname(p.ref)}.{domain}" for p in refs]
     if len(set(hosts)) != len(hosts):  # only with pod-set names that clash once shortened
         raise SpecError("two pods of the job would share a hostname", field="podSets",
                         fix="give the pod sets names that differ in their first 50 characters")
-    pods = distributed.pod_environments(
-        job, attempt, admission, master_addr=hosts[0], master_port=MASTER_PORT,
-        pod_addresses=hosts,
-    )
+    pods = framework.plan(job, attempt, admission, OwnAddressNetwork(hosts))
     plan = AttemptPlan(job=job.name, attempt=attempt, namespace=namespace, name=name,
                        master_addr=hosts[0])
-    for ref, node, env in pods:
-        plan.pods.append(PlannedPod(ref=ref, node=node, name=pod_name(ref),
-                                    hostname=hostname(ref), env=env))
+    for p in pods:
+        plan.pods.append(PlannedPod(ref=p.ref, node=p.node, name=pod_name(p.ref),
+                                    hostname=hostname(p.ref), env=p.env, command=p.command,
+                                    ports=p.ports))
     return plan
 
 
@@ -217,10 +215,11 @@ def pod(
         "image": image,
         "env": [{"name": k, "value": str(v)} for k, v in planned.env.items()],
         "resources": _resources(pod_set, where),
-        "ports": [{"name": "master", "containerPort": MASTER_PORT, "protocol": "TCP"}],
+        "ports": [{"name": dns_label(purpose)[:15], "containerPort": port, "protocol": "TCP"}
+                  for purpose, port in (planned.ports or {"master": MASTER_PORT}).items()],
     }
-    if pod_set.command:
-        container["command"] = list(pod_set.command)
+    if planned.command:
+        container["command"] = list(planned.command)
     if pod_set.working_dir:
         container["workingDir"] = pod_set.working_dir
     spec: Object = {
@@ -248,11 +247,25 @@ def pod(
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {
             "name": planned.name, "namespace": plan.namespace, "labels": labels,
-            "annotations": {"phalanx.dev/pod": ref.name, "phalanx.dev/node": planned.node},
+            "annotations": {"phalanx.dev/pod": ref.name, "phalanx.dev/node": planned.node,
+                            **({"phalanx.dev/cpu-pinning": "exclusive"}
+                               if pod_set.cpu_pinning == "exclusive" else {})},
             "ownerReferences": [owner],
         },
         "spec": spec,
     }
+
+
+def check_cpu_pinning(job: JobSpec) -> None:
+    """A pinned pod set must be able to get the Guaranteed QoS class, which the kubelet's
+    static CPU manager needs to give a container CPUs of its own: integer cpu (checked by
+    the schema) and a memory request, as limits equal requests in every pod Phalanx makes."""
+    for i, pod_set in enumerate(job.pod_sets):
+        if pod_set.cpu_pinning == "exclusive" and not pod_set.resources.get("memory"):
+            raise SpecError(
+                "cpuPinning exclusive needs the Guaranteed QoS class on Kubernetes, which "
+                "takes a memory request as well as cpu", field=f"podSets[{i}].resources.memory",
+                fix='request memory too, e.g. resources: {cpu: "4", memory: 16Gi}')
 
 
 def _resources(pod_set: PodSet, where: str) -> Object:
@@ -265,7 +278,8 @@ def _resources(pod_set: PodSet, where: str) -> Object:
                             field=f"{where}.resources.{name}", fix="request a whole number")
         amounts[name] = format_quantity(millis, name)
     # requests == limits: the pod gets what the scheduler accounted for, no more (and the
-    # Guaranteed QoS class when cpu and memory are both given).
+    # Guaranteed QoS class when cpu and memory are both given; with integer cpu, which
+    # cpuPinning exclusive asks for, the static CPU manager gives it CPUs of its own).
     return {"requests": dict(amounts), "limits": dict(amounts)} if amounts else {}
 
 

@@ -17,10 +17,15 @@ plane, to the indices assigned to it or to "" when it requested none, so pods
 only see their own GPUs; this is the one variable the pod set's env cannot
 override. On a machine without GPUs it is left alone.
 
+CPU pinning: each pod of a pod set with ``cpuPinning: exclusive`` gets whole CPUs
+that no other pinned pod has, from one NUMA node when they fit (``cpus.py``); its
+supervisor sets the affinity before starting the command. The CPUs are part of the
+attempt's plan on disk, so they stay held after a restart until the pod ends.
+
 Pods inherit the control plane's environment without its own settings (every
 ``PHALANX_*`` name, such as ``PHALANX_HOME`` and ``PHALANX_TOKEN``: a pod must not
 find the state directory or act with the admin token), then the distributed
-environment (``phalanx.compute.env``, whose ``PHALANX_JOB``, ``PHALANX_RANK``, ...
+environment of the job's kind (``phalanx.kinds``, whose ``PHALANX_JOB``, ``PHALANX_RANK``, ...
 are the pod's own), then their pod set's env. ``PYTHONUNBUFFERED=1`` is set
 (unless the pod set says otherwise) so Python output reaches the log line by
 line. Memory requests are accounted by the scheduler, not enforced here.
@@ -46,8 +51,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from phalanx.compute import env as distributed
 from phalanx.compute.base import ComputePlane, NodeTable, PodPhase, PodState
+from phalanx.compute.local import cpus as pinning
 from phalanx.compute.local import procs, shim
 from phalanx.compute.local.gpus import GPUInfo, assign_gpus, discover_gpus
 from phalanx.compute.local.inventory import DEFAULT_MAX_PODS, default_node_name, machine_node
@@ -62,6 +67,7 @@ from phalanx.compute.local.state import (
 from phalanx.compute.local.users import PodUser
 from phalanx.errors import SpecError
 from phalanx.health import Doctor, Report, make_doctor
+from phalanx.kinds import PodNetwork, PodRef, framework_of
 from phalanx.scheduler.types import Admission
 from phalanx.spec.quantity import MILLI
 from phalanx.spec.resources import GPU, JobSpec, Node, NodeCheck, NodeHealth
@@ -107,6 +113,35 @@ class _PodLaunch:
     cwd: str
     env: dict[str, str]
     user: PodUser | None  # None: the supervisor's own user
+    cpus: tuple[int, ...] = ()  # pinned: the supervisor sets this affinity before starting
+
+
+class _LocalNetwork(PodNetwork):
+    """Every pod shares this machine: each port a pod listens on is chosen free, once."""
+
+    shared_host = True
+
+    def __init__(self, count: int, taken: set[int]) -> None:
+        super().__init__([LOOPBACK] * count)
+        self._taken = taken
+        self.chosen: dict[tuple[str, str], int] = {}
+
+    def port(self, pod: PodRef, purpose: str, default: int) -> int:
+        key = (pod.name, purpose)
+        if key not in self.chosen:
+            self.chosen[key] = free_port(self._taken)
+            self._taken.add(self.chosen[key])
+        return self.chosen[key]
+
+
+def free_port(taken: set[int]) -> int:
+    """A loopback port free right now and not in ``taken``."""
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            probe.bind((LOOPBACK, 0))
+            port: int = probe.getsockname()[1]
+        if port not in taken:
+            return port
 
 
 class LocalPlane(ComputePlane):
@@ -139,6 +174,7 @@ class LocalPlane(ComputePlane):
         self.node_name = node_name or default_node_name()
         self.logs = logs if logs is not None else LogStore.for_home(self.home)
         self.gpus = list(discover_gpus() if gpus is None else gpus)
+        self.cpu_topology = pinning.numa_topology()  # NUMA node -> CPUs, for pinned pods
         self.run_as = run_as
         # Supervisors start with this, so not even /proc/<supervisor>/environ holds a secret.
         self._supervisor_env = without_control_plane_settings(os.environ)
@@ -220,9 +256,11 @@ class LocalPlane(ComputePlane):
         self.set_node_state(health=report.health, reasons=report.reasons, checks=report.checks)
 
     def check_job(self, job: JobSpec) -> None:
-        """Every pod set needs a command: here a pod is a process, and no image supplies one."""
+        """Every pod set whose kind does not supply a command needs one: here a pod is a
+        process, and no image supplies one."""
+        framework = framework_of(job)
         for i, pod_set in enumerate(job.pod_sets):
-            if not pod_set.command:
+            if not pod_set.command and framework.needs_command(pod_set):
                 raise SpecError(
                     f"pod set {pod_set.name!r} has no command to run",
                     field=f"podSets[{i}].command",
@@ -319,15 +357,14 @@ class LocalPlane(ComputePlane):
     def _plan(
         self, job: JobSpec, attempt: int, admission: Admission, now: float
     ) -> tuple[AttemptRecord, list[_PodLaunch]]:
+        framework = framework_of(job)
         count = sum(p.count for p in admission.pod_sets)
-        port = self._free_port()
-        pods = distributed.pod_environments(
-            job, attempt, admission, master_addr=LOOPBACK, master_port=port,
-            pod_addresses=[LOOPBACK] * count,
-        )
+        network = _LocalNetwork(count, self._ports_taken())
+        plans = framework.plan(job, attempt, admission, network)
         pod_sets = {p.name: (i, p) for i, p in enumerate(job.pod_sets)}
-        wanted = []
-        for ref, node, _ in pods:
+        wanted, wanted_cpus = [], []
+        for plan in plans:
+            ref, node = plan.ref, plan.node
             i, pod_set = pod_sets[ref.pod_set]
             if node != self.node_name:
                 raise SpecError(
@@ -347,14 +384,17 @@ class LocalPlane(ComputePlane):
                     field=f"podSets[{i}].resources.{GPU}", fix="request a whole number of GPUs",
                 )
             wanted.append(gpus // MILLI)
+            exclusive = pod_set.cpu_pinning == "exclusive"
+            wanted_cpus.append(pod_set.resources.get("cpu", 0) // MILLI if exclusive else 0)
         assigned = assign_gpus(wanted, [g.index for g in self.gpus], self._held_gpus())
+        pinned = pinning.assign_cpus(wanted_cpus, self.cpu_topology, self._held_cpus())
         planned, launches = [], []
         cwd = os.getcwd()
-        for (ref, node, env), gpus_of_pod in zip(pods, assigned, strict=True):
-            pod_set = pod_sets[ref.pod_set][1]
-            planned.append(PlannedPod(ref, node, gpus_of_pod))
+        for plan, gpus_of_pod, cpus_of_pod in zip(plans, assigned, pinned, strict=True):
+            pod_set = pod_sets[plan.ref.pod_set][1]
+            planned.append(PlannedPod(plan.ref, plan.node, gpus_of_pod, cpus_of_pod))
             user_env = self.run_as.environment() if self.run_as is not None else {}
-            env = {"PYTHONUNBUFFERED": "1", **user_env, **env}
+            env = {"PYTHONUNBUFFERED": "1", **user_env, **plan.env}
             if "PATH" not in env:
                 # `python` in a command means the Python Phalanx runs on (its venv's packages),
                 # whether or not that venv was activated in the shell that started it.
@@ -363,10 +403,12 @@ class LocalPlane(ComputePlane):
             if self.gpus:
                 env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
                 env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in gpus_of_pod)
-            launches.append(_PodLaunch(list(pod_set.command), pod_set.working_dir or cwd, env,
-                                       self.run_as))
-        record = AttemptRecord(job=job.name, attempt=attempt, master_port=port,
-                               launched_at=now, pods=planned)
+            launches.append(_PodLaunch(plan.command, pod_set.working_dir or cwd, env,
+                                       self.run_as, cpus_of_pod))
+        master_port = plans[0].ports.get("master", 0) if plans else 0
+        record = AttemptRecord(job=job.name, attempt=attempt, master_port=master_port,
+                               launched_at=now, pods=planned, ports=sorted(network.chosen.values()),
+                               endpoints=framework.endpoints(job, plans))
         return record, launches
 
     def _start(self, current: _Attempt, pod: _Pod, launch: _PodLaunch) -> None:
@@ -387,6 +429,7 @@ class LocalPlane(ComputePlane):
             "log": str(log_file), "attempt": ref.attempt,
             "user": launch.user.to_json() if launch.user is not None else None,
             "logMaxBytes": self.logs.rotation.max_bytes, "logKeep": self.logs.rotation.keep,
+            "cpus": list(launch.cpus),
         }
         try:
             with open(stdin, "wb") as pipe:
@@ -395,20 +438,27 @@ class LocalPlane(ComputePlane):
             log.error("supervisor of %s exited before it got the pod", ref.name)
 
     def _held_gpus(self) -> set[int]:
+        return {g for pod in self._unfinished() for g in pod.plan.gpus}
+
+    def _held_cpus(self) -> set[int]:
+        return {c for pod in self._unfinished() for c in pod.plan.cpus}
+
+    def _unfinished(self) -> list[_Pod]:
+        """Pods that still hold what they were given (GPUs, pinned CPUs)."""
+        return [pod for current in self._attempts.values() for pod in current.pods
+                if pod.final is None]
+
+    def _ports_taken(self) -> set[int]:
+        """Ports given to the pods of attempts this plane knows: never handed out twice."""
         return {
-            g for current in self._attempts.values() for pod in current.pods
-            if pod.final is None for g in pod.plan.gpus
+            port for current in self._attempts.values()
+            for port in (current.record.master_port, *current.record.ports)
         }
 
-    def _free_port(self) -> int:
-        """A port free right now, and not the master port of an attempt this plane knows."""
-        taken = {current.record.master_port for current in self._attempts.values()}
-        while True:
-            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-                probe.bind((LOOPBACK, 0))
-                port: int = probe.getsockname()[1]
-            if port not in taken:
-                return port
+    def endpoints(self, job: str, attempt: int) -> dict[str, str]:
+        with self._lock:
+            current = self._attempts.get((job, attempt))
+            return dict(current.record.endpoints) if current is not None else {}
 
     # ------------------------------------------------------------------ observing
     def _refresh(self, now: float) -> None:
@@ -422,7 +472,8 @@ class LocalPlane(ComputePlane):
         ref, process = pod.plan.ref, pod.process
         if process is not None and self._running(pod, process):
             return PodState(ref=ref, node=pod.plan.node, phase=PodPhase.RUNNING,
-                            pid=process.pid, started_at=process.launched_at)
+                            pid=process.pid, started_at=process.launched_at,
+                            cpus=pod.plan.cpus)
         # The supervisor is gone: it wrote its exit record first, unless it was killed.
         record = None
         if process is not None:
@@ -436,7 +487,7 @@ class LocalPlane(ComputePlane):
             signal=outcome.signal, reason=outcome.reason, failure=outcome.failure,
             pid=process.pid if process else None,
             started_at=process.launched_at if process else None,
-            finished_at=outcome.finished_at,
+            finished_at=outcome.finished_at, cpus=pod.plan.cpus,
         )
         return pod.final
 

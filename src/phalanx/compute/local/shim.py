@@ -136,6 +136,12 @@ def run_pod(pod: dict[str, Any]) -> dict[str, Any]:
             log.write(ATTEMPT_HEADER.format(attempt=pod["attempt"]).encode())
         env = dict(os.environ)
         env.update(pod["env"])
+        if pod.get("cpus"):  # pinned: the command (and all it starts) inherits the mask
+            try:
+                os.sched_setaffinity(0, pod["cpus"])
+            except OSError as exc:
+                return {"error": f"cannot pin to CPUs {pod['cpus']}: {exc}",
+                        "errorKind": "system", "startedAt": started, "finishedAt": time.time()}
         read_end, write_end = os.pipe()
         try:
             child = subprocess.Popen(

@@ -37,6 +37,7 @@ class PlannedPod:
     ref: PodRef
     node: str
     gpus: tuple[int, ...] = ()
+    cpus: tuple[int, ...] = ()  # pinned CPUs: held until the pod ends, across restarts
 
 
 @dataclass(slots=True)
@@ -48,11 +49,14 @@ class AttemptRecord:
     pods: list[PlannedPod]
     terminate_requested_at: float | None = None
     kill_deadline: float | None = None
+    ports: list[int] = field(default_factory=list)  # every port the attempt's pods were given
+    endpoints: dict[str, str] = field(default_factory=dict)  # the kind's (a dashboard's URL)
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["pods"] = [
-            {**asdict(p.ref), "node": p.node, "gpus": list(p.gpus)} for p in self.pods
+            {**asdict(p.ref), "node": p.node, "gpus": list(p.gpus), "cpus": list(p.cpus)}
+            for p in self.pods
         ]
         return data
 
@@ -62,7 +66,7 @@ class AttemptRecord:
             PlannedPod(
                 ref=PodRef(job=p["job"], attempt=p["attempt"], pod_set=p["pod_set"],
                            index=p["index"], rank=p["rank"]),
-                node=p["node"], gpus=tuple(p["gpus"]),
+                node=p["node"], gpus=tuple(p["gpus"]), cpus=tuple(p.get("cpus", ())),
             )
             for p in data["pods"]
         ]

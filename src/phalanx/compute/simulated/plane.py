@@ -45,9 +45,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from phalanx.compute import env as distributed
 from phalanx.compute.base import ComputePlane, NodeTable, PodPhase, PodRef, PodState
 from phalanx.errors import SpecError
+from phalanx.kinds import OwnAddressNetwork, framework_of
 from phalanx.scheduler.types import Admission
 from phalanx.spec.nodes import load_nodes
 from phalanx.spec.quantity import MILLI, parse_duration
@@ -170,12 +170,9 @@ class SimulatedPlane(ComputePlane):
             if (job.name, attempt) in self._attempts:
                 return
         behaviour = {p.name: _behaviour(i, p.env) for i, p in enumerate(job.pod_sets)}
-        count = sum(p.count for p in admission.pod_sets)
-        first = admission.pod_sets[0].nodes[0] if count else ""
-        placed = distributed.pod_environments(
-            job, attempt, admission, master_addr=first, master_port=MASTER_PORT,
-            pod_addresses=[n for p in admission.pod_sets for n in p.nodes],
-        )
+        network = OwnAddressNetwork([n for p in admission.pod_sets for n in p.nodes])
+        placed = [(p.ref, p.node, p.env)
+                  for p in framework_of(job).plan(job, attempt, admission, network)]
         names = self.nodes.names()
         for ref, node, _ in placed:
             if node not in names:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from phalanx.compute.base import PodPhase, PodState
+from phalanx.kinds.pods import PodPhase, PodState
 
 
 class GangPhase(StrEnum):

@@ -80,4 +80,3 @@ class Principal:
                                f"{queue} to your team (`phalanx teams set TEAM --queue {queue}`)")
 
 
-ANONYMOUS_ADMIN = Principal("admin", ADMIN_ROLE, key=BOOTSTRAP_KEY)

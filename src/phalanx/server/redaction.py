@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from phalanx.errors import SpecError
-from phalanx.server.principal import ANONYMOUS_ADMIN, Principal
+from phalanx.server.principal import ADMIN_ROLE, Principal
 from phalanx.spec.resources import JobSpec, PodSet
 from phalanx.spec.status import JobRecord
 
@@ -82,7 +82,8 @@ class SecretEnvRule:
 
 
 Viewer = Principal
-ADMIN = ANONYMOUS_ADMIN
+# An admin who owns no job (the dashboard's admin view): every job in full, secrets redacted.
+ADMIN = Principal("", ADMIN_ROLE)
 HIDDEN_USER = "hidden"
 
 

@@ -75,7 +75,8 @@ class Session:
 
     def viewing_as(self, role: str, queues: frozenset[str]) -> Session:
         """The same person seeing what a ``role`` of ``queues`` sees (an admin's preview)."""
-        return replace(self, role=role, queues=queues)
+        # Under a name of its own: the admin's own jobs are not the previewed role's.
+        return replace(self, name=f"{self.name} (preview)", role=role, queues=queues)
 
 
 class Sessions:

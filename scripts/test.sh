@@ -9,6 +9,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venv=${PHALANX_VENV:-.venv}
+# OpenMPI for kind: mpi's tests (and mpi4py, built against it by pip in the test extra).
+if ! command -v mpirun >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  echo "installing Debian's openmpi-bin and libopenmpi-dev..." >&2
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+    openmpi-bin libopenmpi-dev) >/dev/null 2>&1 || echo "could not install OpenMPI" >&2
+fi
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
 "$venv/bin/python" -m pip install -q --upgrade pip >/dev/null
 "$venv/bin/python" -m pip install -q -e '.[test]' torch==2.13.0

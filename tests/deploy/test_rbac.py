@@ -56,12 +56,14 @@ def _grant(scope: str, group: str, resources: tuple[str, ...], verbs: tuple[str,
     return {(scope, group, r, v) for r in resources for v in verbs}
 
 
-def expected_worker(reads: bool, writes: bool) -> set[Permission]:
+def expected_worker(reads: bool, writes: bool, interactive: bool) -> set[Permission]:
     perms = _grant(RUNS, "", ("pods", "configmaps", "secrets", "services"), ALL)
     perms |= _grant(RUNS, "scheduling.sigs.k8s.io", ("podgroups",), ALL)
     perms |= _grant(RUNS, "scheduling.x-k8s.io", ("podgroups",), ALL)
     perms |= _grant(RUNS, "", ("events",), READ)
     perms |= _grant(RUNS, "", ("pods/log",), ("get",))  # log streaming: a subresource
+    if interactive:  # phalanx exec: the WebSocket upgrade is a GET, also checked as create
+        perms |= _grant(RUNS, "", ("pods/exec",), ("get", "create"))
     if reads:
         perms |= _grant(CLUSTER, "", ("nodes",), READ)
         perms |= _grant(CLUSTER, "apiextensions.k8s.io", ("customresourcedefinitions",), READ)
@@ -113,7 +115,7 @@ def test_worker_and_runs_permissions(
 
     expected: dict[tuple[str, str], set[Permission]] = {}
     if worker_create:
-        expected[(MAIN, worker_sa)] = expected_worker(reads, writes)
+        expected[(MAIN, worker_sa)] = expected_worker(reads, writes, interactive)
     if runs_create and expected_runs(interactive, logging):
         expected[(RUNS, runs_sa)] = expected_runs(interactive, logging)
     assert grants == expected

@@ -142,10 +142,17 @@ def test_default_image_of_the_runs_is_passed_to_phalanx_up() -> None:
     assert "--default-image" not in _pod(rendered({}))["containers"][0]["args"]
 
 
+def test_interactivity_off_reaches_the_control_plane() -> None:
+    """worker.enableRunInteractivity false: phalanx exec is refused (403), as the RBAC would."""
+    off = _pod(rendered({"worker": {"enableRunInteractivity": False}}))["containers"][0]["args"]
+    assert "--no-interactive" in off
+    assert "--no-interactive" not in _pod(rendered({}))["containers"][0]["args"]
+
+
 def test_control_plane_args_are_options_of_phalanx_up() -> None:
     """The container runs the real CLI: every flag it passes must exist on `phalanx up`."""
     up = typer.main.get_command(app).commands["up"]  # type: ignore[attr-defined]
-    known = {opt for param in up.params for opt in param.opts}
+    known = {opt for param in up.params for opt in (*param.opts, *param.secondary_opts)}
     for data in COMBINATIONS.values():
         args = _pod(rendered(data))["containers"][0]["args"]
         assert args[0] == "up"

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
 
 from tests.k8s_plane.fake_apiserver import _NAME, NAMESPACED, matches, status_body
+from tests.k8s_plane.fake_exec import serve_exec
 
 if TYPE_CHECKING:
     from tests.k8s_plane.fake_apiserver import FakeAPIServer
@@ -24,6 +25,7 @@ _ROUTES = [
     (re.compile(r"^/api/v1/namespaces/([^/]+)/(pods|services|configmaps|events)/([^/]+)$"),
      "ns-item"),
     (re.compile(r"^/api/v1/namespaces/([^/]+)/pods/([^/]+)/log$"), "log"),
+    (re.compile(r"^/api/v1/namespaces/([^/]+)/pods/([^/]+)/exec$"), "exec"),
     (re.compile(r"^/api/v1/nodes/([^/]+)/status$"), "node-status"),
     (re.compile(rf"^{PG}/namespaces/([^/]+)/(podgroups)$"), "ns"),
     (re.compile(rf"^{PG}/namespaces/([^/]+)/(podgroups)/([^/]+)$"), "ns-item"),
@@ -124,6 +126,8 @@ class Handler(BaseHTTPRequestHandler):
             plural, ns, name = groups[0], "", groups[1]
         elif route == "log":
             return self._logs(groups[0], groups[1], query)
+        elif route == "exec":
+            return self._exec(groups[0], groups[1], parse_qs(url.query))
         elif route == "node-status":
             if method != "PATCH":
                 return self._fail(405, "MethodNotAllowed")
@@ -250,6 +254,18 @@ class Handler(BaseHTTPRequestHandler):
             self._end_stream()
         except (BrokenPipeError, ConnectionResetError):
             pass
+        return None
+
+    def _exec(self, ns: str, name: str, query: dict[str, list[str]]) -> None:
+        pod = self.api.get("pods", name, ns)
+        if pod is None:
+            return self._fail(404, "NotFound", f'pods "{name}" not found')
+        if pod.get("status", {}).get("phase") != "Running":
+            return self._fail(400, "BadRequest", "pod is not running")
+        if self.headers.get("Upgrade", "").lower() != "websocket":
+            return self._fail(400, "BadRequest", "exec needs a WebSocket upgrade")
+        self._log(101)
+        serve_exec(self, pod, query)
         return None
 
     def _logs(self, ns: str, name: str, query: dict[str, str]) -> None:

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
 from phalanx.scheduler import Admission, CycleResult, PodSetAssignment, Scheduler
 from phalanx.spec import JobSpec, Node, PodSet, QueueConfig
 
@@ -273,9 +271,7 @@ def test_hierarchical_cohort_schedules_the_job_borrowing_less_first() -> None:
     assert admitted(s.cycle()) == {"guaranteed": (1,)}
 
 
-# --------------------------------------------------------------------------- 6: not yet
-@pytest.mark.xfail(strict=True, reason="hierarchical reclaim without borrowWithinCohort is not "
-                   "implemented: only the queue's own nominal quota is preempted for")
+# --------------------------------------------------------------------------- 6: hierarchy
 def test_hierarchical_advantage_reclaims_what_the_cohort_lent() -> None:
     """preemption_hierarchical_test.go, "preempt with hierarchical advantage": cohort c (2
     CPUs, under root r) holds queue q (no quota); q_borrowing, directly under r, runs a job

@@ -17,7 +17,7 @@ from rich.console import Group, RenderableType
 from rich.live import Live
 from rich.text import Text
 
-from phalanx.cli import cluster, daemon, doctor, identity, k8s, login, render, sim, ui
+from phalanx.cli import cluster, daemon, doctor, identity, k8s, login, podexec, render, sim, ui
 from phalanx.cli.output import (
     EXIT_FAILED,
     err,
@@ -174,6 +174,9 @@ def up(
         str | None, typer.Option(help="How long a Kubernetes node may stop reporting before "
                                  "its gangs are requeued elsewhere (default 60s)")
     ] = None,
+    interactive: Annotated[
+        bool, typer.Option(help="Let phalanx exec run commands in running pods")
+    ] = True,
 ) -> None:
     """Start the embedded control plane (foreground, or in the background with -d)."""
     home = _settings(ctx).state_dir
@@ -194,7 +197,7 @@ def up(
             run_as_user=run_as_user, secret_env=secret_env or (),
             health_interval=interval, site_checks=site_checks, node_lost_grace=lost_grace,
             max_pods=max_pods, max_body_bytes=max_body_bytes,
-            finished_ttl=ttl, token_ttl=token_life,
+            finished_ttl=ttl, token_ttl=token_life, interactive=interactive,
         )
         return
     running = daemon.server_info(home)
@@ -225,6 +228,8 @@ def up(
         args += ["--max-pods", str(max_pods)]
     args += ["--max-body-bytes", str(max_body_bytes)]
     args += ["--finished-ttl", finished_ttl, "--token-ttl", token_ttl]
+    if not interactive:
+        args += ["--no-interactive"]
     try:
         with err.status("Starting the Phalanx control plane...") as spinner:
             info = daemon.start_detached(
@@ -613,6 +618,8 @@ login.register(app)
 identity.register(app)
 app.command("ui")(ui.ui)
 app.command("doctor")(doctor.doctor)
+app.command("exec")(podexec.exec_command)
+app.command("attach")(podexec.attach)
 app.add_typer(k8s.app, name="k8s")
 
 if __name__ == "__main__":

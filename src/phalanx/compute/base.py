@@ -22,6 +22,8 @@ plane overrides only what it can do better:
 - ``endpoints``: addresses the job's kind recorded at launch (a Ray dashboard's URL).
 - ``cordon``: mark a node (un)schedulable where the plane keeps its nodes, so an
   operator's cordon reaches the scheduler like any node change.
+- ``exec``: run a command inside a running pod (``phalanx exec``), its input,
+  output and exit relayed as ``phalanx.kinds.relay`` frames.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ import abc
 import threading
 from collections.abc import Callable, Iterable
 from types import TracebackType
-from typing import ClassVar, Self
+from typing import ClassVar, Protocol, Self
 
 from phalanx.errors import NotFound, SpecError
 from phalanx.kinds.pods import FailureKind, PodPhase, PodRef, PodState
@@ -44,6 +46,18 @@ __all__ = [
 
 
 Listener = Callable[[], None]
+
+
+class ExecSession(Protocol):
+    """A command running inside a pod, spoken to in whole ``phalanx.kinds.relay`` frames."""
+
+    def send(self, frame: bytes) -> None:
+        """Input (``I``) or a terminal size (``R``) from the client."""
+
+    def receive(self) -> bytes | None:
+        """The next output or exit frame; None once the command's stream has ended."""
+
+    def close(self) -> None: ...
 
 
 class ComputePlane(abc.ABC):
@@ -112,6 +126,13 @@ class ComputePlane(abc.ABC):
         """Mark node ``name`` unschedulable (or schedulable again); NotFound if there is none."""
         raise SpecError(f"the {self.name} compute plane cannot cordon nodes", field="node",
                         fix="cordon the node where the plane's nodes are kept")
+
+    def exec(self, job: str, pod: str | None, argv: list[str], *, tty: bool = False,
+             cols: int = 80, rows: int = 24) -> ExecSession:
+        """Start ``argv`` inside ``job``'s running pod ``pod`` (a rank or a pod name; None:
+        rank 0), in the pod's environment; NotFound when no such pod runs."""
+        raise SpecError(f"the {self.name} compute plane cannot run commands in pods",
+                        field="pod", fix="read the pod's output with phalanx logs instead")
 
     # ------------------------------------------------------------------ for implementations
     def _nodes_changed(self) -> None:

@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from phalanx.compute.base import ComputePlane, PodState
+from phalanx.compute.base import ComputePlane, ExecSession, PodState
 from phalanx.control.dependencies import check_new, refuse_cycles
 from phalanx.control.state import CANCELLED, DRAINED, ControlState
 from phalanx.errors import Conflict, NotFound, PhalanxError, TooManyPending
@@ -430,6 +430,12 @@ class JobService:
         events = self.store.list_events(name) + self.plane.pod_events(name)
         events.sort(key=lambda e: e.time)
         return events
+
+    def exec(self, name: str, pod: str | None, argv: list[str], *, tty: bool = False,
+             cols: int = 80, rows: int = 24) -> ExecSession:
+        """Run ``argv`` inside the job's running pod ``pod`` (``ComputePlane.exec``)."""
+        self.get(name)  # NotFound for a job that does not exist
+        return self.plane.exec(name, pod, argv, tty=tty, cols=cols, rows=rows)
 
     def flush_logs(self) -> None:
         """Wait for the logs of what the plane has reported, if it writes them in the background."""

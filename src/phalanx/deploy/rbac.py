@@ -10,7 +10,8 @@ with logging only, nothing otherwise. NodeDoctor gets and patches its Node
 advertises) and patches ``nodes/status`` (its ``PhalanxHealthy`` condition): exactly
 what ``phalanx doctor --report kubernetes`` does, and nothing in any namespace.
 
-Two additions the worker cannot do without, each tied to the switch it serves:
+Three additions the worker cannot do without, each tied to the switch it serves:
+``pods/exec`` with ``worker.enableRunInteractivity`` (``phalanx exec`` into a run's pod),
 ``pods/log get`` in the runs namespace (logs are a subresource, and the control
 plane streams every pod's log into its log store), and cluster-wide pod reads
 with ``allowNodeReads`` (a node's free capacity is its allocatable minus what
@@ -54,14 +55,18 @@ def metadata(name: str, component: str, namespace: str | None = None) -> dict[st
 
 
 # --------------------------------------------------------------------------- rules
-def worker_namespace_rules() -> list[Rule]:
-    """What the worker may do in the runs namespace."""
-    return [
+def worker_namespace_rules(values: Values) -> list[Rule]:
+    """What the worker may do in the runs namespace (``pods/exec`` for ``phalanx exec``, with
+    interactivity only: the WebSocket upgrade is a GET, the API server also checks create)."""
+    rules = [
         _rule([""], ["pods", "configmaps", "secrets", "services"], ALL_VERBS),
         _rule([""], ["pods/log"], ["get"]),
         _rule(PODGROUP_GROUPS, ["podgroups"], ALL_VERBS),
         _rule([""], ["events"], READ_VERBS),
     ]
+    if values.worker.enable_run_interactivity:
+        rules.insert(2, _rule([""], ["pods/exec"], ["get", "create"]))
+    return rules
 
 
 def worker_cluster_rules(values: Values) -> list[Rule]:
@@ -151,7 +156,7 @@ def worker_rbac(values: Values) -> list[Manifest]:
     name = "phalanx-worker"
     objects = [
         _account(account, ns, "control-plane", automount=True),
-        _role(name, runs_ns, "control-plane", worker_namespace_rules()),
+        _role(name, runs_ns, "control-plane", worker_namespace_rules(values)),
         _binding("RoleBinding", name, runs_ns, "control-plane", account, ns),
     ]
     cluster_rules = worker_cluster_rules(values)

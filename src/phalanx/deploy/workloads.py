@@ -137,6 +137,8 @@ def control_plane_args(values: Values) -> list[str]:
             "--namespace", values.runs.namespace]
     if values.runs.default_image:
         args += ["--default-image", values.runs.default_image]
+    if not values.worker.enable_run_interactivity:
+        args += ["--no-interactive"]  # phalanx exec refused with 403, as the RBAC would
     if values.store.kind == "postgresql":
         # The kubelet expands $(VAR) from the container's env, so the URL stays in the Secret.
         args += ["--db", "$(PHALANX_DB_URL)"]

@@ -16,11 +16,12 @@ from phalanx.kinds.base import (
 )
 from phalanx.kinds.gangs import GangPhase, GangStatus, gang_status
 from phalanx.kinds.generic import Generic
+from phalanx.kinds.mpi import Mpi
 from phalanx.kinds.pods import FailureKind, PodPhase, PodRef, PodState
 from phalanx.kinds.torch import Torch
 from phalanx.spec.resources import JobKind, JobSpec
 
-_FRAMEWORKS: dict[JobKind, Framework] = {f.kind: f for f in (Generic(), Torch())}
+_FRAMEWORKS: dict[JobKind, Framework] = {f.kind: f for f in (Generic(), Torch(), Mpi())}
 
 
 def framework_of(job: JobSpec | JobKind) -> Framework:

@@ -7,8 +7,9 @@ Order of work:
    first, one by one, each admitted on its hold when that still fits (judged afresh,
    one could land elsewhere, fail, and preempt its victims again next cycle).
 3. Every ClusterQueue offers its head (priority, then submission time) to one
-   global heap ordered by fair share (or, without fair sharing, non-borrowing
-   first, then priority and time). The best head is tried: admitted, preempting,
+   global heap in Kueue's order (ordering.py): with fair sharing, heads whose
+   subtrees would not borrow first, then by share; without, non-borrowing first,
+   then priority and time). The best head is tried: admitted, preempting,
    or failed. A queue stays in the heap while it has heads left, so one cycle
    admits as many jobs per queue as fit. A failed head blocks its equivalence
    class for this cycle and, through the versions it failed at, for later cycles
@@ -24,8 +25,8 @@ from dataclasses import dataclass, field
 
 from phalanx.scheduler.cache import QueueInfo, Tree
 from phalanx.scheduler.dominance import BlockStamp, Frontier
-from phalanx.scheduler.fairsharing import dominant_share
 from phalanx.scheduler.flavors import FIT, NOFIT, PREEMPT, Assignment, shrink
+from phalanx.scheduler.ordering import GlobalKey, global_key
 from phalanx.scheduler.partial import shrink_to_admit
 from phalanx.scheduler.placement import Placement, PodGroup
 from phalanx.scheduler.preemption import Outcome
@@ -257,32 +258,8 @@ class Cycle:
         return found
 
     # ------------------------------------------------------------------ ordering
-    def estimate(self, wl: Workload, info: QueueInfo) -> dict[FR, int]:
-        """The job's usage if it got the first flavor of each group: for ordering only."""
-        if wl.estimate is None:
-            est: dict[FR, int] = {}
-            for ps in wl.pod_sets:
-                for res, per_pod in ps.requests:
-                    g = info.group_of.get(res)
-                    if g is not None:
-                        fr = (info.groups[g].flavors[0].name, res)
-                        est[fr] = est.get(fr, 0) + per_pod * ps.count
-            wl.estimate = est
-        return wl.estimate
-
-    def global_key(self, wl: Workload, info: QueueInfo) -> tuple[float, int, float, int]:
-        est = self.estimate(wl, info)
-        node = info.node
-        if self.st.fair_sharing:
-            first = dominant_share(node, est)
-        else:
-            # Jobs that do not borrow first, then those borrowing from nearer in the tree.
-            cache = self.st.cache
-            level = 0
-            for fr, v in est.items():
-                level = max(level, cache.borrow_level(node, fr, v))
-            first = float(level)
-        return (first, -wl.priority, wl.submitted_at, wl.seq)
+    def global_key(self, wl: Workload, info: QueueInfo) -> GlobalKey:
+        return global_key(wl, info, self.st.cache, self.st.fair_sharing)
 
     def ranks_before(self, wl: Workload, info: QueueInfo, other: Workload) -> bool:
         other_info = self.st.infos.get(other.cluster_queue)
@@ -324,7 +301,7 @@ class Cycle:
     # ------------------------------------------------------------------ admission loop
     def admit_loop(self) -> None:
         st = self.st
-        turns: list[tuple[tuple[float, int, float, int], int, QueueTurn]] = []
+        turns: list[tuple[GlobalKey, int, QueueTurn]] = []
         stopped: list[tuple[PendingClass, PendingReason]] = []
         for index, name in enumerate(sorted(st.queues.queues)):
             pending = st.queues.queues[name]

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from phalanx.scheduler.cache import FlavorRef, QueueInfo, QuotaCache, QuotaNode
+from phalanx.scheduler.hierarchy import fits_below_root
 from phalanx.scheduler.placement import NodePool, Placement, PlacementFailure, PodGroup
 from phalanx.scheduler.workload import FR, POD_MILLIS, PODS, PodSetDemand, Workload
 from phalanx.spec.resources import Toleration, tolerates_all
@@ -174,7 +175,9 @@ class Assigner:
                         avail = cache.available(node, fr)
                         if val > avail:
                             out.shortfalls.append(Shortfall(flavor.name, res, val, avail, False))
-                            if val <= node.nominal(fr) or preempt_borrowing:
+                            if val <= node.nominal(fr) or preempt_borrowing or (
+                                    node.parent is not None and node.parent.parent is not None
+                                    and fits_below_root(node, fr, val)):
                                 mode = PREEMPT
                                 short[fr] = val - max(0, avail)
                             else:

@@ -31,6 +31,7 @@ from phalanx.scheduler.flavors import NO_CANDIDATES, PREEMPT, PREEMPT_IN_QUEUE, 
 from phalanx.scheduler.freed import FreedRoom
 from phalanx.scheduler.placement import NodePool, Placement
 from phalanx.scheduler.search import Source, Target, VictimSearch
+from phalanx.scheduler.search_tree import TreeFairSearch, in_tree
 from phalanx.scheduler.workload import FR, UsageKey, Workload
 
 
@@ -242,7 +243,8 @@ class Preemptor:
         sources, count, held = self._counted(wl, cq, frs)
         if not count or not self._could_cover(a, node, frs, held):
             return NO_CANDIDATES, False
-        search = VictimSearch(self.cache, self.pool, self.share, wl, cq, a, frs, quota_only=True)
+        search = self._search(fair, cq)(self.cache, self.pool, self.share, wl, cq, a, frs,
+                                    quota_only=True)
         try:
             if fair:
                 targets = search.fair(self._per_queue(sources, frs))
@@ -303,7 +305,7 @@ class Preemptor:
             # little, which this check sees from a few sizes per queue. (With only nodes
             # short, the search itself stops sooner than the check would.)
             return Outcome(None, candidates=count)
-        search = VictimSearch(self.cache, self.pool, self.share, wl, cq, a, frs)
+        search = self._search(fair, cq)(self.cache, self.pool, self.share, wl, cq, a, frs)
         try:
             if fair:
                 targets = search.fair(self._per_queue(sources, frs))
@@ -312,6 +314,11 @@ class Preemptor:
             return Outcome(targets, search.placement, count)
         finally:
             search.restore()
+
+    @staticmethod
+    def _search(fair: bool, cq: QueueInfo) -> type[VictimSearch]:
+        """In a cohort tree, fair sharing compares the subtrees below the common cohort."""
+        return TreeFairSearch if fair and in_tree(cq.node) else VictimSearch
 
     def _fair_hopeless(self, wl: Workload, a: Assignment, cq: QueueInfo, frs: list[FR]) -> bool:
         """Whether fair-sharing preemption cannot pick anyone, known without the search.
@@ -325,9 +332,10 @@ class Preemptor:
         (the common case on a busy cohort). Jobs of equal usage remove the same share, so
         each distinct usage is looked at once.
         """
-        if cq.borrow_within or (cq.within != NEVER and self.admitted.get(cq.name)):
-            return False
         node = cq.node
+        if cq.borrow_within or in_tree(node) or (
+                cq.within != NEVER and self.admitted.get(cq.name)):
+            return False  # (shares of queues alone do not decide in a tree)
         if cq.reclaim == NEVER:
             return True
         new_share = dominant_share(node, a.usage)
@@ -359,7 +367,8 @@ class Preemptor:
         One list per source queue, lazily: the caller stops once it has seen enough.
         """
         own = [src for src in sources if src.queue == cq.name]
-        if cq.borrow_within or any(next(self._candidates(src, frs), None) for src in own):
+        if cq.borrow_within or in_tree(cq.node) or any(
+                next(self._candidates(src, frs), None) for src in own):
             for src in sources:
                 yield list(self._candidates(src, frs))
             return

@@ -21,6 +21,7 @@ from phalanx.scheduler.fairsharing import (
 )
 from phalanx.scheduler.flavors import Assignment
 from phalanx.scheduler.freed import FreedRoom
+from phalanx.scheduler.hierarchy import advantage, borrows_below, common_cohort
 from phalanx.scheduler.placement import NodePool, Placement
 from phalanx.scheduler.types import PreemptionReason
 from phalanx.scheduler.workload import FR, UsageKey, Workload
@@ -86,6 +87,10 @@ class VictimSearch:
             if cq.borrow_threshold is not None and cq.borrow_threshold < wl.priority:
                 bw_limit = cq.borrow_threshold + 1
         self.borrow_below = bw_limit  # other queues' jobs below this may go while borrowing
+        # Classic mode: per cohort above the preemptor's queue, whether it has the
+        # hierarchical advantage there; and per queue, over that queue's jobs.
+        self.advantage: dict[QuotaNode, bool] = {}
+        self.advantaged: dict[str, bool] = {}
 
     # ---- what-if bookkeeping
     def take(self, c: Workload) -> None:
@@ -143,21 +148,57 @@ class VictimSearch:
 
     # ---- classic
     def classic(self, cands: list[Workload]) -> list[Target] | None:
+        """Kueue's classic preemption. Jobs of other queues over which the preemptor has the
+        hierarchical advantage (hierarchy.py) go first and may be taken while it borrows;
+        the others only while it would not borrow once admitted, unless borrowWithinCohort
+        lets it take those below its threshold."""
+        node = self.cq.node
         own = [c for c in cands if c.cluster_queue == self.cq.name]
+        if len(own) < len(cands):
+            self.advantage = advantage(node, self.a.usage)
+            if node.root().height > 1:
+                # Candidates over which it has the advantage first (by their order otherwise).
+                cands.sort(key=lambda c: (not c.terminating, c.cluster_queue == self.cq.name,
+                                          not self._advantaged(c)))
+        favoured = [c for c in cands if c.cluster_queue == self.cq.name or self._advantaged(c)]
         if self.borrow_below is not None:
             if not self._under_nominal():
-                cands = [c for c in cands
-                         if c.cluster_queue == self.cq.name or c.priority < self.borrow_below]
+                cands = [c for c in cands if c.priority < self.borrow_below
+                         or c.cluster_queue == self.cq.name or self._advantaged(c)]
             return self.minimal(cands, True, self.borrow_below)
         if self._under_nominal():
+            # Kueue tries borrowing first when it has the advantage over someone.
+            if len(favoured) > len(own):
+                found = self.minimal(favoured, True, None)
+                if found:
+                    return found
             found = self.minimal(cands, False, None)
-            if found:
+            if found or len(favoured) > len(own):
                 return found
-        return self.minimal(own, True, None)
+        return self.minimal(favoured, True, None)
+
+    def _advantaged(self, c: Workload) -> bool:
+        """Whether the preemptor has the hierarchical advantage over ``c``'s queue."""
+        found = self.advantaged.get(c.cluster_queue)
+        if found is None:
+            other = self.cache.cqs[c.cluster_queue]
+            top = common_cohort(self.cq.node, other)
+            found = self.advantaged[c.cluster_queue] = top is not None and self.advantage.get(
+                top, False)
+        return found
 
     def _under_nominal(self) -> bool:
         node = self.cq.node
         return all(node.usage.get(fr, 0) < node.nominal(fr) for fr in self.frs)
+
+    def _reclaimable(self, c: Workload) -> bool:
+        """Whether ``c``'s queue, and each cohort up to the one it shares with the
+        preemptor, still borrows what is short (earlier victims may have ended that)."""
+        other = self.cache.cqs[c.cluster_queue]
+        node = self.cq.node
+        if other.parent is node.parent:
+            return self.cache.is_borrowing(other, self.frs)
+        return borrows_below(self.cache, other, common_cohort(node, other), self.frs)
 
     def minimal(self, cands: list[Workload], allow_borrowing: bool,
                 below: int | None) -> list[Target] | None:
@@ -167,9 +208,9 @@ class VictimSearch:
             reason = R.IN_CLUSTER_QUEUE
             if c.cluster_queue != self.cq.name:
                 reason = R.IN_COHORT_RECLAMATION
-                if not self.cache.is_borrowing(self.cache.cqs[c.cluster_queue], self.frs):
+                if not self._reclaimable(c):
                     continue
-                if below is not None:
+                if below is not None and not self._advantaged(c):
                     if c.priority >= below:
                         allow_borrowing = False
                     else:

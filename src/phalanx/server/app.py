@@ -14,7 +14,7 @@ from typing import Any
 
 import anyio
 from anyio import to_thread
-from fastapi import FastAPI, Header, Query, Request
+from fastapi import FastAPI, Header, Query, Request, WebSocket
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
@@ -55,6 +55,7 @@ from phalanx.server.logstream import (
     parse_since,
     stream_logs,
 )
+from phalanx.server.podexec import add_exec_route, deny
 from phalanx.server.principal import Principal
 from phalanx.server.redaction import Occupancy, SecretEnvRule, job_as_seen_by, jobs_as_seen_by
 from phalanx.server.ui import MOUNT, create_ui
@@ -140,22 +141,34 @@ class _Guard:
     """
 
     def __init__(self, app: ASGIApp, auth: Authenticator, max_body_bytes: int) -> None:
+        # A WebSocket (``/v1/jobs/{name}/exec``) carries its token in the same header.
         self.app = app
         self.auth = auth
         self.max_body_bytes = max_body_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
         if scope["path"].startswith("/v1/") and scope["path"] not in _OPEN:
             header = next((v for k, v in scope["headers"] if k == b"authorization"), None)
             try:
                 principal = self.auth.verify(_bearer(header))
-            except AuthError as exc:
-                await _error(exc)(scope, receive, send)
+                if scope["type"] == "websocket":
+                    # Running commands in pods: admins only, until the exec route checks
+                    # per job what the caller may do there.
+                    principal.check_admin()
+            except (AuthError, Forbidden) as exc:
+                refusal = _error(exc)
+                if scope["type"] == "websocket":
+                    await deny(WebSocket(scope, receive, send), refusal)
+                else:
+                    await refusal(scope, receive, send)
                 return
             scope.setdefault("state", {})[PRINCIPAL] = principal
+        if scope["type"] == "websocket":
+            await self.app(scope, receive, send)
+            return
         too_large = PayloadTooLarge(
             f"the request body is larger than {self.max_body_bytes} bytes", field="body",
             fix="send less per request (split a batch into several), or start the control "
@@ -224,10 +237,12 @@ def _not_found(name: str) -> NotFound:
 def create_app(
     controller: Controller, auth: Authenticator, logs: LogStore, *, db_label: str,
     secrets: SecretEnvRule | None = None, max_body_bytes: int = MAX_BODY_BYTES,
-    log_limits: LogLimits | None = None, dashboard: bool = True,
+    log_limits: LogLimits | None = None, dashboard: bool = True, interactive: bool = True,
 ) -> FastAPI:
     """``secrets`` says which env values job specs in answers redact (default: the built-in
-    rule); see ``server/redaction.py``. ``dashboard`` serves the web dashboard at ``/ui``."""
+    rule); see ``server/redaction.py``. ``dashboard`` serves the web dashboard at ``/ui``.
+    ``interactive`` says whether commands may run in pods through the API
+    (``server/podexec.py``)."""
     service = controller.service
     secret_env = secrets if secrets is not None else SecretEnvRule()
     slots = FollowerSlots(log_limits if log_limits is not None else LogLimits())
@@ -241,6 +256,7 @@ def create_app(
     parsers: dict[str, Callable[[object], object]] = {}
 
     app.add_middleware(_Guard, auth=auth, max_body_bytes=max_body_bytes)
+    add_exec_route(app, service, interactive=interactive, error_response=_error)
     identity = auth.identity
     occupancy = Occupancy(auth.hasher.pepper)
 

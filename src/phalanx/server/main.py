@@ -140,6 +140,7 @@ def serve(
     max_body_bytes: int = MAX_BODY_BYTES,
     finished_ttl: float | None = None,
     token_ttl: float = TOKEN_TTL,
+    interactive: bool = True,
 ) -> None:
     """Run the control plane in the foreground until SIGINT or SIGTERM.
 
@@ -147,7 +148,8 @@ def serve(
     ``compute/local/users.py``); ``secret_env`` adds names or glob patterns of env
     variables whose values API answers redact (see ``server/redaction.py``);
     ``finished_ttl``: seconds after which finished jobs and their logs are deleted (None or
-    0: kept for ever); ``token_ttl``: seconds a token exchanged for an API key lives.
+    0: kept for ever); ``token_ttl``: seconds a token exchanged for an API key lives;
+    ``interactive``: whether ``phalanx exec`` may run commands in pods.
 
     Everything it creates in the state directory is owner-only (umask 077 while it
     runs); an existing state directory with looser modes is tightened, and said so.
@@ -182,7 +184,7 @@ def serve(
     db_label = redact_url(db) if db else "sqlite"
     app = create_app(controller, auth, logs, db_label=db_label,
                      secrets=SecretEnvRule(extra=tuple(secret_env)), max_body_bytes=max_body_bytes,
-                     log_limits=LogLimits.from_env())
+                     log_limits=LogLimits.from_env(), interactive=interactive)
 
     sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

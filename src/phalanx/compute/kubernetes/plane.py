@@ -29,12 +29,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from phalanx.compute.base import ComputePlane, PodPhase, PodRef, PodState
+from phalanx.compute.base import ComputePlane, ExecSession, PodPhase, PodRef, PodState
 from phalanx.compute.kubernetes import objects
 from phalanx.compute.kubernetes.client import KubeClient, KubeError, Object, configure
 from phalanx.compute.kubernetes.events import pod_events
 from phalanx.compute.kubernetes.logs import LogCopier
 from phalanx.compute.kubernetes.nodes import NodeInventory
+from phalanx.compute.kubernetes.podexec import open_pod_exec
 from phalanx.compute.kubernetes.status import (
     DELETED,
     NODE_LOST,
@@ -310,6 +311,24 @@ class KubernetesPlane(ComputePlane):
         with self._lock:
             names = {p.name for a in self._attempts.values() if a.job == job for p in a.pods}
         return pod_events(self.client, self._base, job, names)
+
+    def exec(self, job: str, pod: str | None, argv: list[str], *, tty: bool = False,
+             cols: int = 80, rows: int = 24) -> ExecSession:
+        """Run ``argv`` in the job's running pod through ``pods/exec`` (``podexec.py``)."""
+        running = [
+            s for s in self.observe()
+            if s.ref.job == job and s.phase is PodPhase.RUNNING
+            and ((pod is None and s.ref.rank == 0)
+                 or pod in (str(s.ref.rank), s.ref.name, objects.pod_name(s.ref)))
+        ]
+        if not running:
+            raise NotFound(
+                f"job {job!r} has no running pod {pod if pod is not None else 'of rank 0'}",
+                field="pod", fix="name a running pod by rank or name (phalanx describe lists "
+                "them), or wait until the job runs")
+        found = max(running, key=lambda s: s.ref.attempt)
+        return open_pod_exec(self.client.api, self.namespace, objects.pod_name(found.ref), argv,
+                             tty=tty, cols=cols, rows=rows)
 
     def terminate(self, job: str, attempt: int, grace_seconds: float = 10.0) -> None:
         """Delete the attempt's pods with a grace period; observe reports them until gone."""

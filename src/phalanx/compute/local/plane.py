@@ -51,7 +51,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from phalanx.compute.base import ComputePlane, NodeTable, PodPhase, PodState
+from phalanx.compute.base import ComputePlane, ExecSession, NodeTable, PodPhase, PodState
 from phalanx.compute.local import cpus as pinning
 from phalanx.compute.local import procs, shim
 from phalanx.compute.local.gpus import GPUInfo, assign_gpus, discover_gpus
@@ -65,9 +65,9 @@ from phalanx.compute.local.state import (
     read_json,
 )
 from phalanx.compute.local.users import PodUser
-from phalanx.errors import SpecError
+from phalanx.errors import NotFound, SpecError
 from phalanx.health import Doctor, Report, make_doctor
-from phalanx.kinds import PodNetwork, PodRef, framework_of
+from phalanx.kinds import PodNetwork, PodRef, framework_of, relay
 from phalanx.scheduler.types import Admission
 from phalanx.spec.quantity import MILLI
 from phalanx.spec.resources import GPU, JobSpec, Node, NodeCheck, NodeHealth
@@ -342,6 +342,38 @@ class LocalPlane(ComputePlane):
                     procs.signal_group(pod.process.pid, pod.process.start, signal.SIGKILL)
             self._state.remove(job, attempt)
 
+    def exec(self, job: str, pod: str | None, argv: list[str], *, tty: bool = False,
+             cols: int = 80, rows: int = 24) -> ExecSession:
+        """Run ``argv`` in the pod through its supervisor's exec channel (``shim.py``)."""
+        with self._lock:
+            now = time.time()
+            running = [
+                (current, p) for current in self._attempts.values()
+                if current.record.job == job for p in current.pods
+                if self._observe(current, p, now).phase is PodPhase.RUNNING
+                and ((pod is None and p.plan.ref.rank == 0) or pod in (
+                    str(p.plan.ref.rank), p.plan.ref.name))
+            ]
+        if not running:
+            raise NotFound(
+                f"job {job!r} has no running pod {pod if pod is not None else 'of rank 0'}",
+                field="pod", fix="name a running pod by rank or name (phalanx describe lists "
+                "them), or wait until the job runs")
+        current, found = max(running, key=lambda item: item[0].record.attempt)
+        path = self._exec_socket(current.directory, found.plan.ref.name)
+        try:
+            sock = relay.connect_unix(str(path))
+        except OSError as exc:
+            raise NotFound(f"pod {found.plan.ref.name} takes no commands ({exc.strerror})",
+                           field="pod", fix="run the command in a pod started by this "
+                           "version of Phalanx") from exc
+        sock.sendall(relay.open_request(argv, tty=tty, cols=cols, rows=rows))
+        return relay.SocketSession(sock)
+
+    @staticmethod
+    def _exec_socket(directory: Path, pod: str) -> Path:
+        return directory / f"{pod}.sock"
+
     def close(self) -> None:
         """Stop the plane's own thread; pods keep running and a new plane re-adopts them."""
         self._closed.set()
@@ -427,6 +459,7 @@ class LocalPlane(ComputePlane):
         payload = {
             "command": launch.command, "cwd": launch.cwd, "env": launch.env,
             "log": str(log_file), "attempt": ref.attempt,
+            "execSocket": str(self._exec_socket(current.directory, ref.name)),
             "user": launch.user.to_json() if launch.user is not None else None,
             "logMaxBytes": self.logs.rotation.max_bytes, "logKeep": self.logs.rotation.keep,
             "cpus": list(launch.cpus),

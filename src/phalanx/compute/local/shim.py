@@ -17,13 +17,16 @@ exit record and kill leftovers). It waits, and writes the exit record (exit code
 or signal, times) atomically to EXIT_FILE once the output is in the log. When the
 command exits, any
 process it left in the group is killed, as Kubernetes does when a container's
-main process ends. Group-wide SIGTERM/SIGINT/SIGHUP do not stop the supervisor
+main process ends. While the command runs, the supervisor also serves the pod's
+exec channel (``ExecChannel``: ``phalanx exec``), when the plane names its socket.
+Group-wide SIGTERM/SIGINT/SIGHUP do not stop the supervisor
 (it stays to record how the command ended); SIGKILL does, which the plane
 accounts for.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -42,10 +45,11 @@ PRIVATE_FILE_MODE = 0o600
 # The command's umask: the conventional one, not the control plane's owner-only 077.
 POD_UMASK = 0o022
 # The log writer, beside this package: phalanx/store/logfile.py (standard library only).
-LOGFILE = os.path.join(
-    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
-    "store", "logfile.py",
-)
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+LOGFILE = os.path.join(_PACKAGE, "store", "logfile.py")
+# The exec channel's wire format, beside the job kinds (phalanx/kinds/relay.py, standard
+# library only): ``phalanx exec`` runs commands in the pod through it.
+RELAY = os.path.join(_PACKAGE, "kinds", "relay.py")
 PIPE_READ = 64 * 1024
 # How long the output of a finished command may take to drain once its group is gone
 # (a process that left the group may still hold the pipe; it is not waited for).
@@ -100,12 +104,38 @@ def identity(user: dict[str, Any] | None) -> dict[str, Any]:
     if user is None:
         return {}
     return {"user": user["uid"], "group": user["gid"], "extra_groups": list(user["groups"])}
-def load_logfile() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("phalanx_logfile", LOGFILE)
+def load_by_path(name: str, path: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up while defining a class
     spec.loader.exec_module(module)
     return module
+
+
+def load_logfile() -> ModuleType:
+    return load_by_path("phalanx_logfile", LOGFILE)
+
+
+class ExecChannel:
+    """Runs what ``phalanx exec`` asks inside the pod: the pod's environment, working
+    directory, user and process group (``kinds/relay.py``), on an owner-only Unix socket
+    beside the pod's bookkeeping. Open while the pod's command runs."""
+
+    def __init__(self, path: str, env: dict[str, str], cwd: str, popen: dict[str, Any]) -> None:
+        self.path = path
+        self.relay = load_by_path("phalanx_relay", RELAY)
+        self.launch = self.relay.Launch(env=env, cwd=cwd, popen=popen)
+        self.listener = self.relay.listen_unix(path)
+        threading.Thread(target=self.relay.serve_forever, args=(self.listener, self.launch),
+                         name="exec", daemon=True).start()
+
+    def close(self) -> None:
+        """No new command; the terminal sessions started here end with the pod."""
+        with contextlib.suppress(OSError):
+            os.unlink(self.path)
+        self.listener.close()
+        self.launch.kill_sessions()
 
 
 def copy_output(pipe: int, log: Any) -> None:
@@ -158,11 +188,14 @@ def run_pod(pod: dict[str, Any]) -> dict[str, Any]:
             return {"exitCode": code, "error": message, "errorKind": "user",
                     "startedAt": started, "finishedAt": time.time()}
         os.close(write_end)  # the command (and what it starts) holds the only write end
+        channel = open_exec_channel(pod, env, **identity(pod.get("user")))
         copier = threading.Thread(target=copy_output, args=(read_end, log), name="copier",
                                   daemon=True)
         copier.start()
         code = child.wait()
         finished = time.time()
+        if channel is not None:
+            channel.close()
         # What the command left in its group goes now, as it would after the record; then
         # the pipe ends and its last output is in the log before anyone reads the record.
         kill_group_leftovers()
@@ -182,6 +215,20 @@ def run_pod(pod: dict[str, Any]) -> dict[str, Any]:
         "oomKilled": ooms_before is not None and ooms_after is not None
         and ooms_after > ooms_before,
     }
+
+
+def open_exec_channel(pod: dict[str, Any], env: dict[str, str],
+                      **popen: Any) -> ExecChannel | None:
+    """The pod's exec channel, if the plane asked for one (none when it cannot be opened:
+    the pod runs regardless, and ``phalanx exec`` says the pod takes no commands)."""
+    path = pod.get("execSocket")
+    if not path:
+        return None
+    try:
+        return ExecChannel(path, env, pod["cwd"], {"umask": POD_UMASK, **popen})
+    except OSError as exc:
+        sys.stderr.write(f"phalanx: cannot open the exec channel: {exc}\n")
+        return None
 
 
 def kill_group_leftovers() -> None:

@@ -6,6 +6,7 @@ Layout, under ``<home>/pods/<job>/<attempt>/``:
 - ``<pod-name>.json``: the supervisor's pid and start time, written by the plane
   after starting it and before handing it the pod.
 - ``<pod-name>.exit.json``: how the command ended, written by the supervisor.
+- ``<pod-name>.sock``: the supervisor's exec channel while the command runs.
 Every file is replaced atomically, so a reader never sees half of one. Directories
 are 0700 and files 0600: pods (another user, where ``--run-as-user`` says so) have
 no business here.

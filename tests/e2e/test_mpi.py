@@ -1,0 +1,82 @@
+"""``kind: mpi`` on the local plane: real OpenMPI, mpi4py and Phalanx as the rsh agent."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from typing import Any
+
+import psutil
+import pytest
+import yaml
+
+from tests.e2e.conftest import REPO, ControlPlane
+
+pytestmark = [
+    pytest.mark.slow,
+    # CI installs OpenMPI (scripts/test.sh): there a missing mpirun fails the tests.
+    pytest.mark.skipif(shutil.which("mpirun") is None and not os.environ.get("CI"),
+                       reason="OpenMPI is not installed (scripts/test.sh installs openmpi-bin)"),
+]
+
+
+def example() -> dict[str, Any]:
+    spec: dict[str, Any] = yaml.safe_load((REPO / "examples" / "mpi-allreduce.yaml").read_text())
+    return spec
+
+
+def agents_of(plane: ControlPlane) -> list[psutil.Process]:
+    found = []
+    for proc in psutil.process_iter(["cmdline", "environ"]):
+        cmdline = proc.info.get("cmdline") or []
+        if "phalanx.kinds.mpi_agent" in cmdline:
+            found.append(proc)
+    return found
+
+
+def test_allreduce_example_sums_right_on_every_rank(plane: ControlPlane) -> None:
+    plane.submit(example())
+    job = plane.wait_for("mpi-allreduce", "Succeeded", "Failed", timeout=120)
+    logs = plane.logs("mpi-allreduce")
+    assert job["status"] == "Succeeded", logs
+    lines = re.findall(r"rank (\d) of 3 in (\S+): allreduce sum = (\d+)", logs)
+    assert sorted(rank for rank, _, _ in lines) == ["0", "1", "2"], logs
+    assert {total for _, _, total in lines} == {"6"}
+    # Each rank ran inside a worker pod (its orted was started there), one per worker.
+    assert sorted(pod for _, pod, _ in lines) == [
+        "mpi-allreduce-worker-0", "mpi-allreduce-worker-1", "mpi-allreduce-worker-2"]
+    hostfile = plane.logs("mpi-allreduce", pod="mpi-allreduce-launcher-0")
+    assert "every worker is up" in hostfile
+    # The workers were stopped once the launcher succeeded.
+    assert not [p for p in agents_of(plane) if str(plane.home) in " ".join(p.cmdline())]
+
+
+def test_failing_mpi_program_fails_the_job_as_the_users(plane: ControlPlane) -> None:
+    spec = example()
+    spec["name"] = "mpi-fails"
+    spec["podSets"][0]["command"] = [
+        "mpirun", "-np", "2", "python", "-c",
+        "from mpi4py import MPI; import sys; sys.exit(3 if MPI.COMM_WORLD.rank == 1 else 0)"]
+    spec["podSets"][1]["replicas"] = 2
+    plane.submit(spec)
+    job = plane.wait_for("mpi-fails", "Failed", "Succeeded", timeout=120)
+    assert job["status"] == "Failed", plane.logs("mpi-fails")
+    assert "mpi-fails-launcher-0" in job["message"]
+    # A user failure: not restarted (maxRestarts 0), where a system one would have been.
+    assert job["attempt"] == 1 and job["exitCode"] not in (None, 0), job
+
+
+def test_slots_come_from_nproc_per_node(plane: ControlPlane) -> None:
+    spec = example()
+    spec["name"] = "mpi-slots"
+    spec["podSets"][0]["command"] = ["mpirun", "python", "examples/mpi_allreduce.py"]
+    spec["podSets"][1].update(replicas=2, env={"NPROC_PER_NODE": "2"})
+    plane.submit(spec)
+    job = plane.wait_for("mpi-slots", "Succeeded", "Failed", timeout=120)
+    logs = plane.logs("mpi-slots")
+    assert job["status"] == "Succeeded", logs
+    # mpirun without -np fills every slot of the hostfile: 2 workers x 2 slots.
+    lines = re.findall(r"rank (\d) of 4 in (\S+): allreduce sum = (\d+)", logs)
+    assert len(lines) == 4 and {t for _, _, t in lines} == {"10"}, logs
+    assert sorted(p for _, p, _ in lines) == ["mpi-slots-worker-0"] * 2 + ["mpi-slots-worker-1"] * 2

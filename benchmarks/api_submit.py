@@ -10,6 +10,12 @@ control plane (``phalanx up``, local compute plane) in a fresh state directory a
    them) and records each request's latency;
 3. times the 1-pod job again with those N jobs pending.
 
+Submissions are measured twice, in alternating rounds on the same server: with the single
+admin token sent as it is (what every client did before per-user keys), and as a member of
+a team whose key the client exchanged for a short-lived JWT (verified on every request,
+the team's queue checked). Both write the same audit entry, so the difference is the
+cost of tokens.
+
     python -m benchmarks.api_submit                      # SQLite, 10,000 jobs
     python -m benchmarks.api_submit --db postgresql://...  # SQLite and PostgreSQL
     python -m benchmarks.api_submit --jobs 500 --quick   # smoke run
@@ -80,14 +86,34 @@ def start_latency(client: Client, name: str) -> float:
     raise RuntimeError(f"{name} printed no start time")
 
 
-def submit_many(server: ServerProcess, run: str, jobs: int, clients: int) -> dict[str, Any]:
+AUTH_MODES = ("token", "jwt")
+
+
+def member_key(client: Client) -> str:
+    """A key of a member of a team that may submit to the held queue."""
+    client.put_team("bench", ["held"])
+    client.put_user("bench", "member", ["bench"])
+    return client.create_key("bench", description="api_submit benchmark").key
+
+
+def submit_many(server: ServerProcess, run: str, jobs: int, clients: int,
+                key: str | None = None) -> dict[str, Any]:
+    """``key`` None: the admin token sent as it is; else that key's JWTs."""
     latencies: list[float] = []
     lock = threading.Lock()
     counter = iter(range(jobs))
 
+    def connect() -> Client:
+        if key is not None:
+            return Client(server.url, key, timeout=60.0)
+        client = server.client()
+        assert client.auth is not None
+        client.auth.legacy = True  # send the token itself, as clients did before keys
+        return client
+
     def worker() -> None:
         mine: list[float] = []
-        with server.client() as client:
+        with connect() as client:
             while True:
                 with lock:
                     i = next(counter, None)
@@ -107,12 +133,47 @@ def submit_many(server: ServerProcess, run: str, jobs: int, clients: int) -> dic
     return {
         "jobs": jobs,
         "clients": clients,
+        "latencies": latencies,
         "wall_s": wall,
         "per_second": jobs / wall,
         "p50_ms": percentile(latencies, 50) * 1000,
         "p99_ms": percentile(latencies, 99) * 1000,
         "max_ms": max(latencies) * 1000,
     }
+
+
+def verify_cost(samples: int = 20_000) -> dict[str, float]:
+    """Seconds the server spends verifying one request's token: a token it has seen (every
+    request but the first of each token) and one it has not (once per token, every 4 min)."""
+    from phalanx.server.auth import Authenticator
+    from phalanx.store import IdentityStore, Store
+
+    with tempfile.TemporaryDirectory(prefix="phalanx-verify-") as tmp, \
+            Store.for_home(Path(tmp)) as store:
+        auth = Authenticator(Path(tmp), IdentityStore(store), bootstrap_key="k" * 43)
+        tokens = [auth.exchange("k" * 43, "bench").token for _ in range(200)]
+        began = time.perf_counter()
+        for token in tokens:
+            auth.verify(token)
+        first = (time.perf_counter() - began) / len(tokens)
+        began = time.perf_counter()
+        for _ in range(samples):
+            auth.verify(tokens[0])
+        seen = (time.perf_counter() - began) / samples
+    return {"seen_token_s": seen, "new_token_s": first}
+
+
+ROUNDS = 5  # short alternating rounds: load from other processes hits both modes alike
+
+
+def _merged(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    latencies = [x for p in parts for x in p.pop("latencies")]
+    wall = sum(p["wall_s"] for p in parts)
+    jobs = sum(p["jobs"] for p in parts)
+    return {"jobs": jobs, "clients": parts[0]["clients"], "wall_s": wall,
+            "per_second": jobs / wall, "p50_ms": percentile(latencies, 50) * 1000,
+            "p99_ms": percentile(latencies, 99) * 1000, "max_ms": max(latencies) * 1000,
+            "rounds_per_second": [p["per_second"] for p in parts]}
 
 
 def measure(store: str, db: str | None, jobs: int, clients: int, samples: int) -> dict[str, Any]:
@@ -123,8 +184,17 @@ def measure(store: str, db: str | None, jobs: int, clients: int, samples: int) -
             client.apply(HELD_QUEUE)
             console.log(f"{store}: control plane at {server.url}")
             idle = [start_latency(client, f"{run}-idle-{i}") for i in range(samples)]
-            console.log(f"{store}: submitting {jobs:,} jobs from {clients} clients")
-            submitted = submit_many(server, run, jobs, clients)
+            key = member_key(client)
+            console.log(f"{store}: submitting {jobs:,} jobs from {clients} clients, half "
+                        "with the admin token, half with a member's JWTs, alternating")
+            rounds: dict[str, list[dict[str, Any]]] = {mode: [] for mode in AUTH_MODES}
+            per_round = max(1, jobs // (2 * ROUNDS))
+            for r in range(ROUNDS):
+                for mode in AUTH_MODES:
+                    rounds[mode].append(submit_many(
+                        server, f"{run}-{mode}{r}", per_round, clients,
+                        None if mode == "token" else key))
+            submitted = {mode: _merged(parts) for mode, parts in rounds.items()}
             loaded = [start_latency(client, f"{run}-loaded-{i}") for i in range(samples)]
     return {
         "store": store,
@@ -149,17 +219,28 @@ def main() -> None:
         results.append(measure("postgresql", args.db, args.jobs, args.clients, args.samples))
 
     table = Table(title=f"HTTP submission of {args.jobs:,} jobs ({args.clients} clients)")
-    for column in ("store", "jobs/s", "p50 ms", "p99 ms", "start idle p50 s",
+    for column in ("store", "auth", "jobs/s", "p50 ms", "p99 ms", "start idle p50 s",
                    f"start with {args.jobs:,} pending p50 s"):
         table.add_column(column, justify="right")
     for r in results:
-        s = r["submit"]
-        table.add_row(r["store"], f"{s['per_second']:,.0f}", f"{s['p50_ms']:.1f}",
-                      f"{s['p99_ms']:.1f}", f"{r['start_idle_s']['p50']:.2f}",
-                      f"{r['start_loaded_s']['p50']:.2f}")
+        for mode in AUTH_MODES:
+            s = r["submit"][mode]
+            table.add_row(r["store"], mode, f"{s['per_second']:,.0f}", f"{s['p50_ms']:.1f}",
+                          f"{s['p99_ms']:.1f}", f"{r['start_idle_s']['p50']:.2f}",
+                          f"{r['start_loaded_s']['p50']:.2f}")
+        cost = 1 - r["submit"]["jwt"]["per_second"] / r["submit"]["token"]["per_second"]
+        r["jwt_cost_of_throughput"] = cost
+        console.log(f"{r['store']}: JWTs cost {cost:.1%} of submit throughput")
+    verify = verify_cost()
+    # The server's time per submit, at most: the clients' wall time shared by the jobs.
+    per_submit = min(r["submit"]["jwt"]["wall_s"] / r["submit"]["jwt"]["jobs"] for r in results)
+    verify["share_of_a_submit"] = verify["seen_token_s"] / per_submit
+    console.log(f"verifying a token: {verify['seen_token_s'] * 1e6:.1f} us (seen before), "
+                f"{verify['new_token_s'] * 1e6:.0f} us (new); "
+                f"{verify['share_of_a_submit']:.2%} of a submit's {per_submit * 1e3:.2f} ms")
     Console().print(table)
     path = write_json("api_submit", {"jobs": args.jobs, "clients": args.clients,
-                                     "results": results}, args.out)
+                                     "results": results, "verify": verify}, args.out)
     console.log(f"wrote {path}")
 
 

@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from phalanx.cli.main import app
-from tests.sdk.http_recorder import Recorder
+from tests.sdk.http_recorder import TOKEN, Recorder
 
 runner = CliRunner()
 GOOD_JOB = "name: hello\npodSets:\n- name: w\n  command: [echo, hi]\n"
@@ -122,7 +122,8 @@ def test_server_refusals_keep_their_exit_codes(recorder: Recorder, tmp_path: Pat
     assert "wrong API token" in result.stderr
     assert [path for _, path in recorder.requests] == [
         "/v1/jobs", "/v1/jobs/ghost", "/v1/jobs/ghost/logs?follow=false",
-        "/v1/jobs/ghost/cancel", "/v1/jobs?limit=50", "/v1/queues",
+        "/v1/jobs/ghost/cancel", "/v1/jobs?limit=50",
+        "/v1/queues", "/v1/queues",  # a 401 is tried again with a fresh token
     ]
 
 
@@ -155,4 +156,6 @@ def test_global_options_choose_the_server_and_token(recorder: Recorder, tmp_path
     result = runner.invoke(app, ["--url", recorder.url, "--token", "from-flag", "jobs"], env=env)
     assert result.exit_code == 0
     assert "No jobs." in result.stdout
-    assert recorder.authorizations == ["Bearer from-env", "Bearer from-flag"]
+    # Each key is exchanged for a token, which every request then carries.
+    assert recorder.exchanged == ["from-env", "from-flag"]
+    assert recorder.authorizations == [f"Bearer {TOKEN}"] * 2

@@ -1,4 +1,4 @@
-"""On Kubernetes the API token comes from a Secret through $PHALANX_TOKEN.
+"""On Kubernetes the bootstrap admin key comes from a Secret through $PHALANX_TOKEN.
 
 A real control plane in a subprocess, over real HTTP: the env token is the one
 it accepts, and the state directory's token file follows it.
@@ -66,7 +66,12 @@ def test_the_env_token_is_the_one_accepted(server: tuple[str, Path]) -> None:
             time.sleep(0.1)
         good = http.get("/v1/jobs", headers={"Authorization": "Bearer from-the-secret"})
         old = http.get("/v1/jobs", headers={"Authorization": "Bearer old-file-token"})
+        # The Secret is the bootstrap admin key: it exchanges for an admin's token.
+        issued = http.post("/v1/auth/token", json={"key": "from-the-secret"})
+        refused = http.post("/v1/auth/token", json={"key": "old-file-token"})
     assert good.status_code == 200
     assert old.status_code == 401
+    assert issued.status_code == 200 and issued.json()["role"] == "admin"
+    assert refused.status_code == 401
     assert (home / "token").read_text().strip() == "from-the-secret"
     assert (home / "token").stat().st_mode & 0o777 == 0o600

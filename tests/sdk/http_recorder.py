@@ -14,6 +14,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+TOKEN = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ1In0.c2ln"  # what exchanging any key answers
+
 
 @dataclass
 class Recorder:
@@ -23,6 +25,8 @@ class Recorder:
     status: int = 500
     body: bytes = b'{"error": {"type": "ServerError", "message": "boom"}}'
     content_type: str = "application/json"
+    # Keys the client exchanged for a token (answered with TOKEN, not recorded as requests).
+    exchanged: list[str] = field(default_factory=list)
 
     def answer(self, status: int, body: object, content_type: str = "application/json") -> None:
         self.status = status
@@ -37,15 +41,23 @@ def recorder() -> Iterator[Recorder]:
     class Handler(BaseHTTPRequestHandler):
         def _answer(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
-            if length:
-                self.rfile.read(length)
+            body = self.rfile.read(length) if length else b""
+            if self.path == "/v1/auth/token":
+                rec.exchanged.append(json.loads(body)["key"])
+                self._send(200, json.dumps(
+                    {"token": TOKEN, "expiresAt": 0, "expiresIn": 300, "user": "u",
+                     "role": "admin"}).encode(), "application/json")
+                return
             rec.requests.append((self.command, self.path))
             rec.authorizations.append(self.headers.get("Authorization"))
-            self.send_response(rec.status)
-            self.send_header("Content-Type", rec.content_type)
-            self.send_header("Content-Length", str(len(rec.body)))
+            self._send(rec.status, rec.body, rec.content_type)
+
+        def _send(self, status: int, body: bytes, content_type: str) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
             self.end_headers()
-            self.wfile.write(rec.body)
+            self.wfile.write(body)
 
         do_GET = do_POST = _answer
 

@@ -18,10 +18,11 @@ from sqlalchemy import text
 from phalanx.compute.simulated import SimulatedPlane
 from phalanx.control import Controller
 from phalanx.server.app import create_app
+from phalanx.server.auth import Authenticator
 from phalanx.spec import Node
 from phalanx.spec.api import ErrorResponse, JobList
 from phalanx.spec.status import JobDetail, JobRecord, JobStatus
-from phalanx.store import LogStore, Store
+from phalanx.store import IdentityStore, LogStore, Store
 from tests.sdk.live_server import LiveServer
 from tests.server.envelope import error
 
@@ -151,7 +152,8 @@ def in_process(tmp_path: Path) -> Iterator[tuple[TestClient, Store, Path]]:
     store = Store.for_home(tmp_path)
     plane = SimulatedPlane([NODE])
     controller = Controller(store, plane)
-    app = create_app(controller, "tok", LogStore(tmp_path / "logs"), db_label="sqlite")
+    app = create_app(controller, Authenticator(tmp_path, IdentityStore(controller.store), bootstrap_key="tok"),
+                     LogStore(tmp_path / "logs"), db_label="sqlite")
     with TestClient(app, raise_server_exceptions=False,
                     headers={"Authorization": "Bearer tok"}) as client:
         yield client, store, tmp_path

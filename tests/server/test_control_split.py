@@ -19,10 +19,11 @@ import uvicorn
 from phalanx.compute.simulated import SimulatedPlane
 from phalanx.control import Controller
 from phalanx.server.app import create_app
+from phalanx.server.auth import Authenticator
 from phalanx.spec import JobSpec, Node
 from phalanx.spec.resources import LocalQueue
 from phalanx.spec.status import JobStatus
-from phalanx.store import LogStore, Store
+from phalanx.store import IdentityStore, LogStore, Store
 
 TOKEN = "t0ken"
 NODES = [Node(name=f"n{i}", allocatable={"cpu": 64, "memory": 2 ** 38}) for i in range(4)]
@@ -38,7 +39,8 @@ def job(name: str, queue: str = "default", **env: str) -> JobSpec:
 
 @contextmanager
 def serving(controller: Controller, home: Path) -> Iterator[httpx.Client]:
-    app = create_app(controller, TOKEN, LogStore(home / "logs"), db_label="sqlite")
+    app = create_app(controller, Authenticator(home, IdentityStore(controller.store), bootstrap_key=TOKEN),
+                     LogStore(home / "logs"), db_label="sqlite")
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="error"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()

@@ -13,6 +13,7 @@ from phalanx.compute.simulated import SimulatedPlane
 from phalanx.control import Controller
 from phalanx.errors import SpecError
 from phalanx.server.app import create_app
+from phalanx.server.auth import Authenticator
 from phalanx.server.redaction import (
     REDACTED,
     SecretEnvRule,
@@ -21,7 +22,7 @@ from phalanx.server.redaction import (
     name_words,
 )
 from phalanx.spec.resources import Node
-from phalanx.store import LogStore, Store
+from phalanx.store import IdentityStore, LogStore, Store
 
 
 @pytest.mark.parametrize("name", [
@@ -62,11 +63,6 @@ def test_a_bad_pattern_names_the_option_and_the_fix() -> None:
     assert caught.value.field == "--secret-env" and caught.value.fix
 
 
-class Owner(Viewer):
-    def owns(self, record: Any) -> bool:
-        return True
-
-
 # --------------------------------------------------------------------------- over the API
 NODE = Node(name="n1", allocatable={"cpu": "4", "memory": "8Gi"})
 ENV = {"HF_TOKEN": "hf-real", "CORP_LOGIN": "corp-real", "TOKENIZERS_PARALLELISM": "false"}
@@ -77,7 +73,8 @@ def app_client(tmp_path: Path) -> Iterator[tuple[TestClient, Controller]]:
     store = Store.for_home(tmp_path)
     plane = SimulatedPlane([NODE])
     controller = Controller(store, plane)
-    app = create_app(controller, "tok", LogStore(tmp_path / "logs"), db_label="sqlite",
+    app = create_app(controller, Authenticator(tmp_path, IdentityStore(controller.store), bootstrap_key="tok"),
+                     LogStore(tmp_path / "logs"), db_label="sqlite",
                      secrets=SecretEnvRule(extra=("CORP_*",)))
     with TestClient(app, headers={"Authorization": "Bearer tok"}) as client:
         yield client, controller
@@ -95,18 +92,23 @@ def _env(answer: dict[str, Any]) -> dict[str, str]:
     return env
 
 
-def test_every_answer_that_carries_a_spec_is_redacted(
+def test_every_answer_that_carries_a_spec_is_redacted_but_to_its_owner(
     app_client: tuple[TestClient, Controller],
 ) -> None:
     client, controller = app_client
+    ann = {"X-Phalanx-User": "ann"}  # the bootstrap key acts as the user its client names
     expected = {"HF_TOKEN": REDACTED, "CORP_LOGIN": REDACTED, "TOKENIZERS_PARALLELISM": "false"}
-    submitted = client.post("/v1/jobs", json=_job("one"))
-    assert submitted.status_code == 201 and _env(submitted.json()) == expected
-    batch = client.post("/v1/jobs:batch", json={"items": [_job("two"), _job("three")]})
+    submitted = client.post("/v1/jobs", json=_job("one"), headers=ann)
+    assert submitted.status_code == 201 and _env(submitted.json()) == ENV
+    batch = client.post("/v1/jobs:batch", json={"items": [_job("two"), _job("three")]},
+                        headers=ann)
     assert batch.status_code == 201
-    assert [_env(j) for j in batch.json()["items"]] == [expected, expected]
+    assert [_env(j) for j in batch.json()["items"]] == [ENV, ENV]
+    # The admin, who did not submit them, sees them redacted; ann sees hers in full.
     assert all(_env(j) == expected for j in client.get("/v1/jobs").json()["items"])
+    assert all(_env(j) == ENV for j in client.get("/v1/jobs", headers=ann).json()["items"])
     assert _env(client.get("/v1/jobs/one").json()) == expected
+    assert _env(client.get("/v1/jobs/one", headers=ann).json()) == ENV
     assert _env(client.post("/v1/jobs/one/cancel").json()) == expected
     # What the control plane keeps, and hands the pods, is the real value.
     stored = controller.service.get("two")
@@ -114,14 +116,14 @@ def test_every_answer_that_carries_a_spec_is_redacted(
     assert controller.store.get_job("two").spec.pod_sets[0].env == ENV
 
 
-def test_the_owner_seam_shows_the_real_values(
+def test_only_the_submitter_owns_a_job(
     app_client: tuple[TestClient, Controller],
 ) -> None:
     client, controller = app_client
-    client.post("/v1/jobs", json=_job("mine"))
+    client.post("/v1/jobs", json=_job("mine"), headers={"X-Phalanx-User": "me"})
     record = controller.service.get("mine")
     rule = SecretEnvRule()
-    assert job_as_seen_by(record, Owner("me"), rule).spec.pod_sets[0].env == ENV
-    hidden = job_as_seen_by(record, Viewer("someone"), rule)
+    assert job_as_seen_by(record, Viewer("me", "member"), rule).spec.pod_sets[0].env == ENV
+    hidden = job_as_seen_by(record, Viewer("someone", "admin"), rule)
     assert hidden.spec.pod_sets[0].env["HF_TOKEN"] == REDACTED
     assert record.spec.pod_sets[0].env == ENV  # redacting copies; the original is untouched

@@ -18,12 +18,13 @@ from phalanx.store.migrate import downgrade, upgrade
 from phalanx.store.tables import metadata
 from tests.store.factories import make_event, make_record
 
-TABLES = {"jobs", "job_events", "job_labels", "queue_config", "idempotency_keys",
+TABLES = {"jobs", "job_events", "job_labels", "queue_config", "idempotency_keys", "users",
+          "teams", "api_keys", "audit_log",
           "alembic_version"}
 
 
 def test_a_new_database_is_migrated_to_head(store: Store) -> None:
-    assert current_revision(store.engine) == head_revision() == "0003"
+    assert current_revision(store.engine) == head_revision() == "0004"
     assert set(inspect(store.engine).get_table_names()) >= TABLES
     indexed = {tuple(ix["column_names"]) for ix in inspect(store.engine).get_indexes("jobs")}
     assert {("status", "submitted_at", "name"), ("queue", "submitted_at", "name"),

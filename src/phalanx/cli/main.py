@@ -7,22 +7,40 @@ unreachable/broken server, 2 bad input (nothing was sent or changed).
 from __future__ import annotations
 
 import re
-import sys
 import time
-from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-import yaml
 from rich.console import Group, RenderableType
 from rich.live import Live
 from rich.text import Text
 
-from phalanx.cli import cluster, daemon, doctor, k8s, podexec, render, sim, ui
-from phalanx.cli.output import EXIT_FAILED, err, note, out, print_json, reports_errors
-from phalanx.defaults import DEFAULT_HOST, DEFAULT_PORT, phalanx_home
+from phalanx.cli import (
+    admin,
+    cluster,
+    daemon,
+    doctor,
+    identity,
+    k8s,
+    login,
+    podexec,
+    render,
+    sim,
+    ui,
+)
+from phalanx.cli.output import (
+    EXIT_FAILED,
+    err,
+    note,
+    out,
+    print_json,
+    reports_errors,
+    write_line,
+)
+from phalanx.cli.settings import Settings, settings_of
+from phalanx.defaults import DEFAULT_HOST, DEFAULT_PORT
 from phalanx.errors import AuthError, ConnectionFailed, ServerError, SpecError
 from phalanx.sdk.client import Client
 from phalanx.sdk.documents import read_text, to_config_documents
@@ -31,7 +49,6 @@ from phalanx.spec.api import JobList
 from phalanx.spec.config import config_kind
 from phalanx.spec.labels import merge_selectors
 from phalanx.spec.status import JobDetail, JobRecord, JobStatus
-from phalanx.version import __version__
 
 app = typer.Typer(
     name="phalanx",
@@ -54,22 +71,7 @@ DEFAULT_FINISHED_TTL = "7d"
 
 
 
-@dataclass(frozen=True, slots=True)
-class Settings:
-    url: str | None = None
-    token: str | None = None
-    home: Path | None = None
-
-    def client(self, timeout: float = 30.0) -> Client:
-        return Client(self.url, self.token, home=self.home, timeout=timeout)
-
-    @property
-    def state_dir(self) -> Path:
-        return phalanx_home(self.home)
-
-
-def _settings(ctx: typer.Context) -> Settings:
-    return ctx.obj if isinstance(ctx.obj, Settings) else Settings()
+_settings = settings_of
 
 
 @app.callback()
@@ -81,7 +83,8 @@ def main(
     ] = None,
     token: Annotated[
         str | None,
-        typer.Option(help="API token (default: $PHALANX_TOKEN, else $PHALANX_HOME/token)"),
+        typer.Option(help="API key (default: $PHALANX_TOKEN, else the key of `phalanx login`, "
+                     "else $PHALANX_HOME/token)"),
     ] = None,
     home: Annotated[
         Path | None,
@@ -165,6 +168,9 @@ def up(
         str, typer.Option(help="Delete finished jobs and their logs this long after they "
                           "finish, e.g. 12h, 7d (0: keep them for ever)")
     ] = DEFAULT_FINISHED_TTL,
+    token_ttl: Annotated[
+        str, typer.Option(help="How long a token exchanged for an API key lives, e.g. 5m")
+    ] = "5m",
     timeout: Annotated[
         float, typer.Option(help="With -d: seconds to wait for the server to answer")
     ] = 30.0,
@@ -191,6 +197,9 @@ def up(
     if node_lost_grace is not None:
         lost_grace = parse_duration(node_lost_grace, field="--node-lost-grace")
     ttl = _finished_ttl(finished_ttl)
+    token_life = parse_duration(token_ttl, field="--token-ttl")
+    if token_life <= 0:
+        raise SpecError("must be more than 0", field="--token-ttl", fix="write e.g. 5m")
     if not detach:
         from phalanx.server import serve  # the server's dependencies load only when serving
 
@@ -200,7 +209,7 @@ def up(
             run_as_user=run_as_user, secret_env=secret_env or (),
             health_interval=interval, site_checks=site_checks, node_lost_grace=lost_grace,
             max_pods=max_pods, max_body_bytes=max_body_bytes,
-            finished_ttl=ttl, interactive=interactive,
+            finished_ttl=ttl, token_ttl=token_life, interactive=interactive,
         )
         return
     running = daemon.server_info(home)
@@ -230,7 +239,7 @@ def up(
     if max_pods is not None:
         args += ["--max-pods", str(max_pods)]
     args += ["--max-body-bytes", str(max_body_bytes)]
-    args += ["--finished-ttl", finished_ttl]
+    args += ["--finished-ttl", finished_ttl, "--token-ttl", token_ttl]
     if not interactive:
         args += ["--no-interactive"]
     try:
@@ -317,156 +326,6 @@ def _running_jobs(settings: Settings, stop: bool) -> list[JobRecord]:
         return []
 
 
-@app.command()
-@reports_errors
-def status(
-    ctx: typer.Context,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON")] = False,
-) -> None:
-    """Whether the control plane runs, where, and how many jobs it holds."""
-    with _settings(ctx).client() as client:
-        info = client.status()
-        if as_json:
-            print_json({"url": client.url, **info.to_dict()})
-        else:
-            out().print(render.status_view(info, client.url))
-
-
-@app.command()
-@reports_errors
-def version(
-    ctx: typer.Context,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON")] = False,
-) -> None:
-    """The client's version, and the server's when it is reachable."""
-    server: str | None = None
-    problem = ""
-    with _settings(ctx).client(timeout=5.0) as client:
-        try:
-            server = client.version()
-        except (ConnectionFailed, AuthError) as exc:
-            problem = exc.message
-    from phalanx.scheduler import COMPILED  # only here: the core is heavy for other verbs
-
-    core = "compiled" if COMPILED else "python"
-    if as_json:
-        print_json({"client": __version__, "server": server, "url": client.url,
-                    "schedulerCore": core})
-        return
-    out().print(f"client {__version__} (scheduler core: {core})")
-    out().print(f"server {server} at {client.url}" if server else f"server: {problem}")
-
-
-# --------------------------------------------------------------------------- config
-@app.command()
-@reports_errors
-def apply(
-    ctx: typer.Context,
-    file: Annotated[Path, typer.Option("--file", "-f", help="YAML file of config documents")],
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON")] = False,
-) -> None:
-    """Create or update flavors, cohorts, queues and priority classes (all or nothing)."""
-    documents = to_config_documents(file)  # checked here first: bad input sends nothing
-    with _settings(ctx).client() as client:
-        applied = client.apply(documents)
-    if as_json:
-        print_json([a.to_dict() for a in applied])
-        return
-    for line in render.applied_lines(applied):
-        out().print(line, markup=False)
-
-
-@app.command()
-@reports_errors
-def config(ctx: typer.Context) -> None:
-    """Print the current queue configuration as YAML documents."""
-    with _settings(ctx).client() as client:
-        documents = client.config()
-    sys.stdout.write(yaml.safe_dump_all([d.to_dict() for d in documents], sort_keys=False))
-
-
-@app.command()
-@reports_errors
-def queues(
-    ctx: typer.Context,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON")] = False,
-) -> None:
-    """ClusterQueues with quota and usage per flavor and resource, and LocalQueues."""
-    with _settings(ctx).client() as client:
-        data = client.queues()
-    if as_json:
-        print_json(data.to_dict())
-    else:
-        out().print(render.queues_view(data))
-
-
-@app.command()
-@reports_errors
-def nodes(
-    ctx: typer.Context,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON")] = False,
-) -> None:
-    """Nodes with allocatable and used resources, labels and health."""
-    with _settings(ctx).client() as client:
-        items = client.nodes()
-    if as_json:
-        print_json([n.to_dict() for n in items])
-    else:
-        out().print(render.nodes_table(items))
-
-
-@app.command()
-@reports_errors
-def node(
-    ctx: typer.Context,
-    name: Annotated[str, typer.Argument(help="Node name")],
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON")] = False,
-) -> None:
-    """A node's health, cordon and the last answer of each of its health checks."""
-    with _settings(ctx).client() as client:
-        found = client.node(name)
-    if as_json:
-        print_json(found.to_dict())
-    else:
-        out().print(render.node_view(found))
-
-
-@app.command()
-@reports_errors
-def cordon(ctx: typer.Context, name: Annotated[str, typer.Argument(help="Node name")]) -> None:
-    """Place no new pods on a node; what runs there keeps running."""
-    with _settings(ctx).client() as client:
-        client.cordon(name)
-    note(f"node {name} cordoned")
-
-
-@app.command()
-@reports_errors
-def uncordon(ctx: typer.Context, name: Annotated[str, typer.Argument(help="Node name")]) -> None:
-    """Let the scheduler place pods on a cordoned node again."""
-    with _settings(ctx).client() as client:
-        client.uncordon(name)
-    note(f"node {name} uncordoned")
-
-
-@app.command()
-@reports_errors
-def drain(
-    ctx: typer.Context,
-    name: Annotated[str, typer.Argument(help="Node name")],
-    grace: Annotated[str | None, typer.Option(
-        help="Time the gangs on the node get to stop, e.g. 5m (default: the control "
-        "plane's grace)")] = None,
-) -> None:
-    """Cordon a node and stop the gangs on it; they requeue onto other nodes (system failures)."""
-    seconds = parse_duration(grace, field="--grace") if grace is not None else None
-    with _settings(ctx).client() as client:
-        drained = client.drain(name, seconds)
-    for job in drained.stopped:
-        _write_line(job)
-    note(f"node {name} cordoned; {len(drained.stopped)} job(s) stopping to be requeued")
-
-
 # --------------------------------------------------------------------------- jobs
 _INTEGER = re.compile(r"^-?\d+$")
 
@@ -486,9 +345,7 @@ def _with_overrides(
     return validate(JobSpec, {**spec.to_dict(), **overrides})
 
 
-def _write_line(line: str) -> None:
-    sys.stdout.write(line + "\n")
-    sys.stdout.flush()
+_write_line = write_line
 
 
 def _finish(client: Client, name: str) -> None:
@@ -596,6 +453,7 @@ def jobs(
     ] = None,
     queue: Annotated[str | None, typer.Option("--queue", "-q", help="Only this LocalQueue")] = None,
     user: Annotated[str | None, typer.Option("--user", "-u", help="Only jobs of this user")] = None,
+    mine: Annotated[bool, typer.Option("--mine", help="Only the jobs you submitted")] = False,
     selector: Annotated[
         list[str] | None,
         typer.Option("--selector", "-l", help="Only jobs with these labels: key=value[,...]"),
@@ -616,6 +474,8 @@ def jobs(
                                 labels=labels)
 
     with _settings(ctx).client() as client:
+        if mine:
+            user = client.whoami().user
         page = fetch(client)
         if as_json:
             print_json([r.to_dict() for r in page.items])
@@ -764,7 +624,10 @@ def delete(
         out().print(f"{d.kind.lower()}/{d.name} deleted", markup=False)
 
 
+admin.register(app)
 app.command("sim")(sim.sim)
+login.register(app)
+identity.register(app)
 app.command("ui")(ui.ui)
 app.command("doctor")(doctor.doctor)
 app.command("exec")(podexec.exec_command)

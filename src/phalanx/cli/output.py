@@ -65,6 +65,12 @@ def print_json(data: Any) -> None:
     sys.stdout.flush()
 
 
+def write_line(line: str) -> None:
+    """One result line on stdout, flushed at once (a script may be waiting for it)."""
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
 def note(message: str, style: str = "") -> None:
     """A human remark on stderr (never mixed into results)."""
     err.print(Text(message, style=style))

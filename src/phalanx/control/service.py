@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from phalanx.compute.base import ComputePlane, ExecSession, PodState
@@ -70,11 +70,13 @@ class JobService:
         self._config_lock = threading.Lock()  # one apply at a time: none undoes another
 
     # ------------------------------------------------------------------ writes
-    def submit(self, spec: JobSpec, *, user: str = UNKNOWN_USER) -> JobRecord:
-        return self.submit_many([spec], batch=False, user=user)[0]
+    def submit(self, spec: JobSpec, *, user: str = UNKNOWN_USER,
+               audit: Sequence[object] = ()) -> JobRecord:
+        return self.submit_many([spec], batch=False, user=user, audit=audit)[0]
 
     def submit_keyed(
         self, specs: list[JobSpec], *, batch: bool, key: str, user: str = UNKNOWN_USER,
+        audit: Sequence[object] = (),
     ) -> tuple[list[JobRecord], bool]:
         """Submit under an Idempotency-Key: (the jobs, whether this is a retry's answer).
 
@@ -87,7 +89,8 @@ class JobService:
             prior = self.store.get_request(key)
             if prior is None:
                 request = IdempotentRequest(key, digest, tuple(s.name for s in specs))
-                return self.submit_many(specs, batch=batch, request=request, user=user), False
+                return self.submit_many(specs, batch=batch, request=request, user=user,
+                                        audit=audit), False
         except Conflict as exc:
             if exc.field != IDEMPOTENCY_KEY:
                 raise
@@ -104,8 +107,10 @@ class JobService:
     def submit_many(
         self, specs: list[JobSpec], *, batch: bool = True,
         request: IdempotentRequest | None = None, user: str = UNKNOWN_USER,
+        audit: Sequence[object] = (),
     ) -> list[JobRecord]:
-        """Submit jobs all or nothing, in one store transaction.
+        """Submit jobs all or nothing, in one store transaction (with ``audit``, the
+        submit's audit entries).
 
         Every job is checked before any is stored; in a batch an error names the job's
         position (``items[i]``) and field, and nothing is submitted. The store is
@@ -140,9 +145,9 @@ class JobService:
                 records.append(record)
                 events.append(event)
         if batch:
-            self.store.create_jobs(records, events, request)
+            self.store.create_jobs(records, events, request, audit)
         else:
-            self.store.create_job(records[0], events[0], request)
+            self.store.create_job(records[0], events[0], request, audit)
         with state.lock:
             for record in records:
                 state.jobs[record.name] = record
@@ -221,15 +226,19 @@ class JobService:
         state.wake.set()  # the loop sends the stop to the plane
         return copy
 
-    def cancel_matching(self, where: JobFilter) -> list[JobRecord]:
-        """Cancel every live job ``where`` matches, in one store write; copies of them.
+    def cancel_matching(
+        self, where: JobFilter, allowed: Callable[[JobRecord], bool] | None = None,
+    ) -> list[JobRecord]:
+        """Cancel every live job ``where`` matches (and ``allowed`` lets the caller cancel),
+        in one store write; copies of them.
 
         Live jobs are all in memory, so this reads no store and holds the lock for one pass
         over them; finished jobs that match are left as they are.
         """
         state = self.state
         with state.lock:
-            matched = [r for r in state.jobs.values() if where.matches(r)]
+            matched = [r for r in state.jobs.values()
+                       if where.matches(r) and (allowed is None or allowed(r))]
             for record in matched:
                 self._cancel_locked(record)
             copies = [record.model_copy() for record in matched]

@@ -259,7 +259,7 @@ class NodeDoctor(Model):
 
 class ApiKey(Model):
     secret_name: ObjectName = Field(
-        default="phalanx-api-key", description="Secret holding the API token"
+        default="phalanx-api-key", description="Secret holding the bootstrap admin API key"
     )
     key: str = Field(default="token", description="Key of the token in that Secret")
     value: str | None = Field(
@@ -324,7 +324,8 @@ class Values(Model):
     image_pull_secrets: list[ObjectName] = Field(
         default_factory=list, description="Secrets to pull the image with"
     )
-    api_key: ApiKey = Field(default_factory=ApiKey, description="The API token")
+    api_key: ApiKey = Field(default_factory=ApiKey, description="The bootstrap admin API key "
+                            "(exchanged for tokens; create other users' keys with it)")
     store: Store = Field(default_factory=Store, description="Where jobs and queues are stored")
     persistence: Persistence = Field(
         default_factory=Persistence, description="The state directory's volume"

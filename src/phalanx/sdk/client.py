@@ -23,6 +23,7 @@ from phalanx.errors import (
     AuthError,
     Conflict,
     ConnectionFailed,
+    Forbidden,
     NotFound,
     PayloadTooLarge,
     PhalanxError,
@@ -30,8 +31,10 @@ from phalanx.errors import (
     SpecError,
     TooManyPending,
 )
+from phalanx.sdk.auth import KeyAuth, looks_like_jwt
 from phalanx.sdk.config import Endpoint, resolve_endpoint
 from phalanx.sdk.documents import to_config_documents, to_job_spec
+from phalanx.sdk.identity import IdentityCalls
 from phalanx.spec.api import (
     USER_HEADER,
     AppliedObject,
@@ -57,7 +60,7 @@ M = TypeVar("M", bound=BaseModel)
 _BY_STATUS: dict[int, type[PhalanxError]] = {
     400: SpecError,
     401: AuthError,
-    403: AuthError,
+    403: Forbidden,
     404: NotFound,
     409: Conflict,
     413: PayloadTooLarge,
@@ -102,6 +105,8 @@ def _since_param(since: str | timedelta | datetime) -> str:
     return since
 
 
+_KEY_FIX = ("check the API key: `phalanx login` stores yours; $PHALANX_TOKEN or the state "
+            "directory's token file (the admin key) are used without a login")
 # Pages ``list`` asks for when it gathers every job: big enough to be few requests,
 # small enough that no answer is huge.
 LIST_PAGE = 1000
@@ -109,8 +114,8 @@ _USER_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._@+-]{0,252}")
 
 
 def os_user() -> str | None:
-    """The OS user, sent as ``X-Phalanx-User`` (informational until the API authenticates
-    users); None when it cannot be told or is not a plain name."""
+    """The OS user, sent as ``X-Phalanx-User`` (heeded only for the state directory's
+    bootstrap key, which acts for its machine's users); None when it cannot be told."""
     try:
         name = getpass.getuser()
     except Exception:  # no passwd entry, no USER variable: send nothing
@@ -150,12 +155,14 @@ def _status_params(status: JobStatus | str | Iterable[JobStatus | str] | None) -
     return out
 
 
-class Client:
+class Client(IdentityCalls):
     """A connection to one Phalanx control plane.
 
-    ``url`` and ``token`` default to ``$PHALANX_URL`` / ``$PHALANX_TOKEN``, then to what
-    the server running on the state directory (``home``, default ``$PHALANX_HOME`` or
-    ``~/.phalanx``) wrote there.
+    ``url`` and ``token`` default to ``$PHALANX_URL`` / ``$PHALANX_TOKEN``, then to the
+    current context of ``phalanx login`` and its key, then to what the server running on
+    the state directory (``home``, default ``$PHALANX_HOME`` or ``~/.phalanx``) wrote there.
+    ``token`` is an API key, exchanged for short-lived tokens that are refreshed before
+    they expire (``sdk/auth.py``), or a token to send as it is.
     """
 
     def __init__(
@@ -171,9 +178,17 @@ class Client:
         headers = {"Accept": "application/json"}
         if (user := os_user()) is not None:
             headers[USER_HEADER] = user
-        if self.endpoint.token:
-            headers["Authorization"] = f"Bearer {self.endpoint.token}"
-        self._http = httpx.Client(base_url=self.endpoint.url, headers=headers, timeout=timeout)
+        self.auth: KeyAuth | None = None
+        self._exchange: httpx.Client | None = None
+        key = self.endpoint.token
+        if key and looks_like_jwt(key):
+            headers["Authorization"] = f"Bearer {key}"
+        elif key:
+            self._exchange = httpx.Client(base_url=self.endpoint.url, timeout=timeout,
+                                          headers={"Accept": "application/json"})
+            self.auth = KeyAuth(key, self._exchange)
+        self._http = httpx.Client(base_url=self.endpoint.url, headers=headers, timeout=timeout,
+                                  auth=self.auth)
 
     @property
     def url(self) -> str:
@@ -182,6 +197,8 @@ class Client:
     # ------------------------------------------------------------------ plumbing
     def close(self) -> None:
         self._http.close()
+        if self._exchange is not None:
+            self._exchange.close()
 
     def __enter__(self) -> Client:
         return self
@@ -214,6 +231,8 @@ class Client:
             response = self._http.request(method, path, **kwargs)
         except httpx.TransportError as exc:
             raise self._unreachable(exc) from None
+        except AuthError as exc:  # exchanging the key for a token failed
+            raise AuthError(exc.message, field="key", fix=_KEY_FIX) from None
         if response.is_error:
             raise error_from_response(response)
         try:
@@ -229,7 +248,7 @@ class Client:
     def healthy(self) -> bool:
         """Whether the control plane answers ``/healthz`` (needs no token)."""
         try:
-            return self._http.get("/healthz").status_code == 200
+            return self._http.get("/healthz", auth=None).status_code == 200
         except httpx.TransportError:
             return False
 

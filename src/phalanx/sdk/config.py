@@ -1,8 +1,9 @@
-"""Finding the control plane: its URL and API token.
+"""Finding the control plane: its URL and API key.
 
 Explicit arguments win, then the ``PHALANX_URL`` / ``PHALANX_TOKEN`` environment
-variables, then the files a running server keeps in its state directory
-(``$PHALANX_HOME``, default ``~/.phalanx``): ``server.json`` and ``token``.
+variables, then the current context of ``phalanx login`` and its key (``credentials.py``),
+then the files a running server keeps in its state directory (``$PHALANX_HOME``, default
+``~/.phalanx``): ``server.json`` and ``token`` (the bootstrap admin key).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from phalanx.defaults import DEFAULT_URL, SERVER_FILE, TOKEN_FILE, phalanx_home
+from phalanx.sdk.credentials import current_url, key_for
 
 
 def read_server_info(home: Path) -> dict[str, Any] | None:
@@ -49,8 +51,10 @@ def resolve_endpoint(
     if not url:
         url = os.environ.get("PHALANX_URL")
     if not url:
+        url = current_url()
+    if not url:
         info = read_server_info(state)
         url = str(info["url"]) if info and info.get("url") else DEFAULT_URL
     if not token:
-        token = os.environ.get("PHALANX_TOKEN") or read_token(state)
+        token = os.environ.get("PHALANX_TOKEN") or key_for(url) or read_token(state)
     return Endpoint(url=url.rstrip("/"), token=token, home=state)

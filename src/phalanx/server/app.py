@@ -22,10 +22,11 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from phalanx.control import Controller, NodeOverview
+from phalanx.control import Controller
 from phalanx.errors import (
     AuthError,
     Conflict,
+    Forbidden,
     InternalError,
     NotFound,
     PayloadTooLarge,
@@ -33,7 +34,17 @@ from phalanx.errors import (
     SpecError,
     Unavailable,
 )
-from phalanx.server.auth import token_matches
+from phalanx.server.access import (
+    PRINCIPAL,
+    Access,
+    audit_entry,
+    caller_of,
+    check_every_route,
+    needs,
+)
+from phalanx.server.auth import Authenticator
+from phalanx.server.cluster_routes import add_cluster_routes
+from phalanx.server.identity_routes import add_identity_routes
 from phalanx.server.logstream import (
     READ_THREADS,
     TEXT,
@@ -45,38 +56,23 @@ from phalanx.server.logstream import (
     stream_logs,
 )
 from phalanx.server.podexec import add_exec_route, deny
-from phalanx.server.redaction import ADMIN, SecretEnvRule, Viewer, job_as_seen_by, jobs_as_seen_by
+from phalanx.server.principal import Principal
+from phalanx.server.redaction import Occupancy, SecretEnvRule, job_as_seen_by, jobs_as_seen_by
 from phalanx.server.ui import MOUNT, create_ui
 from phalanx.spec.api import (
     USER_HEADER,
-    AppliedObject,
-    ClusterQueueView,
-    CohortView,
-    ConfigApplied,
-    ConfigDeleted,
-    ConfigDocuments,
-    ConfigRefs,
-    DeletedObject,
-    DrainRequest,
     ErrorResponse,
     EventList,
     Health,
     JobBatch,
     JobList,
     JobSelector,
-    LocalQueueView,
-    NodeDrained,
-    NodeList,
-    NodeView,
-    QueuesOverview,
-    ResourceUsageView,
     ServerStatus,
     VersionInfo,
     check_user,
     parse_job,
 )
 from phalanx.spec.base import spec_error_from_errors
-from phalanx.spec.config import config_kind
 from phalanx.spec.labels import merge_selectors
 from phalanx.spec.resources import JobSpec
 from phalanx.spec.status import JobDetail, JobRecord, JobStatus, PodInfo
@@ -96,12 +92,15 @@ def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
     """The error answers a route declares, all in the error envelope."""
     words = {
         400: "The request is invalid; the error names the field and the fix",
-        401: "Missing or wrong API token",
+        401: "Missing, expired or wrong token, or (exchanging a key) a wrong key",
+        403: "The caller's role, team or key scope does not allow this; the error says "
+             "what was needed",
         404: "No such job or object",
         409: "The name is taken, the object is in use, or the Idempotency-Key came with "
              "another request",
         413: "The request body is larger than the control plane takes",
-        429: "The queue holds as many pending jobs as its maxPendingJobs allows",
+        429: "The queue holds as many pending jobs as its maxPendingJobs allows, or (exchanging "
+             "a key) the client failed too often",
         500: "The control plane failed; it logged why",
         503: "The control loop is stuck or stopped",
     }
@@ -110,8 +109,11 @@ def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
 
 
 _V1 = _errors(401)
+# Routes reserved to some roles answer 403 too.
+_ROLE_ERRORS = _errors(401, 403)
 MAX_BODY_BYTES = 16 * 2**20  # the default of ``phalanx up --max-body-bytes``
 _STATUS_ERRORS: dict[int, type[PhalanxError]] = {400: SpecError, 401: AuthError,
+                                                 403: Forbidden,
                                                  404: NotFound, 409: Conflict}
 
 
@@ -130,36 +132,40 @@ def _replay(body: bytes, receive: Receive) -> Receive:
 
 
 class _Guard:
-    """Token check for ``/v1`` and the error envelope for failures no handler caught.
+    """Authentication for ``/v1`` (the principal goes into the request's state for the
+    routes' access checks) and the error envelope for failures no handler caught.
 
     Plain ASGI rather than ``@app.middleware("http")``: Starlette's BaseHTTPMiddleware
     runs every request in an extra task and copies its answer through a stream, which
     cost about a sixth of the server's time per submission.
     """
 
-    def __init__(self, app: ASGIApp, token: str, max_body_bytes: int) -> None:
-        # A WebSocket (``/v1/jobs/{name}/exec``) carries the same token in the same header.
+    def __init__(self, app: ASGIApp, auth: Authenticator, max_body_bytes: int) -> None:
+        # A WebSocket (``/v1/jobs/{name}/exec``) carries its token in the same header.
         self.app = app
-        self.token = token
+        self.auth = auth
         self.max_body_bytes = max_body_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
-        if scope["path"].startswith("/v1/"):
+        if scope["path"].startswith("/v1/") and scope["path"] not in _OPEN:
             header = next((v for k, v in scope["headers"] if k == b"authorization"), None)
-            if not token_matches(header.decode("latin-1") if header else None, self.token):
-                refusal = _error(AuthError(
-                    "missing or wrong API token", field="Authorization",
-                    fix="send 'Authorization: Bearer <token>' with the token from "
-                    "$PHALANX_HOME/token",
-                ))
+            try:
+                principal = self.auth.verify(_bearer(header))
+                if scope["type"] == "websocket":
+                    # Running commands in pods: admins only, until the exec route checks
+                    # per job what the caller may do there.
+                    principal.check_admin()
+            except (AuthError, Forbidden) as exc:
+                refusal = _error(exc)
                 if scope["type"] == "websocket":
                     await deny(WebSocket(scope, receive, send), refusal)
                 else:
                     await refusal(scope, receive, send)
                 return
+            scope.setdefault("state", {})[PRINCIPAL] = principal
         if scope["type"] == "websocket":
             await self.app(scope, receive, send)
             return
@@ -206,14 +212,30 @@ class _Guard:
                 ))(scope, receive, send)
 
 
-def viewer_of(request: Request) -> Viewer:
-    """Who sent ``request`` (already authenticated): the admin, while one token is all
-    there is; per-user and per-job tokens will say who here."""
-    return ADMIN
+_OPEN = frozenset({"/v1/auth/token"})  # the exchange takes a key, not a token
+
+
+def _bearer(header: bytes | None) -> str:
+    text = header.decode("latin-1") if header else ""
+    if not text.startswith("Bearer ") or not text[7:].strip():
+        raise AuthError("missing token", field="Authorization",
+                        fix="send 'Authorization: Bearer <token>': exchange an API key for "
+                        "one at POST /v1/auth/token (the SDK and CLI do it themselves)")
+    return text[7:].strip()
+
+
+viewer_of = caller_of
+
+
+def _not_found(name: str) -> NotFound:
+    """The answer for a job that does not exist, or that the caller may not see: the same,
+    so a refusal never tells whether a job exists."""
+    return NotFound(f"job {name!r} does not exist", field="name",
+                    fix="check the name with `phalanx jobs`")
 
 
 def create_app(
-    controller: Controller, token: str, logs: LogStore, *, db_label: str,
+    controller: Controller, auth: Authenticator, logs: LogStore, *, db_label: str,
     secrets: SecretEnvRule | None = None, max_body_bytes: int = MAX_BODY_BYTES,
     log_limits: LogLimits | None = None, dashboard: bool = True, interactive: bool = True,
 ) -> FastAPI:
@@ -233,8 +255,20 @@ def create_app(
     # looks at the same body again so the error names the field and the fix as before.
     parsers: dict[str, Callable[[object], object]] = {}
 
-    app.add_middleware(_Guard, token=token, max_body_bytes=max_body_bytes)
+    app.add_middleware(_Guard, auth=auth, max_body_bytes=max_body_bytes)
     add_exec_route(app, service, interactive=interactive, error_response=_error)
+    identity = auth.identity
+    occupancy = Occupancy(auth.hasher.pepper)
+
+    def visible(name: str, request: Request) -> JobRecord:
+        """The job, if the caller may see it; NotFound otherwise, as if it did not exist."""
+        try:
+            record = service.get(name)
+        except NotFound:
+            raise _not_found(name) from None
+        if not viewer_of(request).sees(record):
+            raise _not_found(name)
+        return record
 
     @app.exception_handler(PhalanxError)
     async def phalanx_error(request: Request, exc: PhalanxError) -> JSONResponse:
@@ -286,11 +320,11 @@ def create_app(
         return Response(generate_latest(controller.metrics.registry),
                         media_type=CONTENT_TYPE_LATEST)
 
-    @app.get("/v1/version", responses=_V1)
+    @app.get("/v1/version", dependencies=needs(Access.READ), responses=_V1)
     def version() -> VersionInfo:
         return VersionInfo(version=__version__)
 
-    @app.get("/v1/status", responses=_V1)
+    @app.get("/v1/status", dependencies=needs(Access.READ), responses=_V1)
     def status() -> ServerStatus:
         return ServerStatus.model_validate(
             {"version": __version__, "db": db_label, **controller.status()}
@@ -299,46 +333,68 @@ def create_app(
     # ------------------------------------------------------------------ jobs
     submitter = Header(
         None, alias=USER_HEADER,
-        description="Who submits (the client's OS user); informational until the API "
-        "authenticates users, 'unknown' when absent",
+        description="Who submits (the client's OS user): heeded for the state directory's "
+        "bootstrap key only, which acts for its machine's users; every other key is its user",
     )
 
-    @app.post("/v1/jobs", status_code=201, responses={
-        200: {"model": JobRecord, "description": _REPLAYED}, **_errors(400, 401, 409, 413, 429)})
+    def submitter_of(request: Request, user: str | None, specs: list[JobSpec]) -> Principal:
+        """The caller, as whom the jobs are submitted, once it may submit every one."""
+        check_user(user)
+        principal = viewer_of(request)
+        for spec in specs:
+            principal.check_submit(spec.queue)
+        return principal
+
+    def submit_audit(request: Request, specs: list[JobSpec]) -> list[Any]:
+        names = [s.name for s in specs]
+        entry = audit_entry(request, "submit", names[0] if len(names) == 1
+                            else f"{len(names)} jobs", jobs=names,
+                            queues=sorted({s.queue for s in specs}))
+        return [entry]
+
+    @app.post("/v1/jobs", status_code=201, dependencies=needs(Access.WRITE), responses={
+        200: {"model": JobRecord, "description": _REPLAYED},
+        **_errors(400, 401, 403, 409, 413, 429)})
     def submit(spec: JobSpec, request: Request, response: Response,
                idempotency_key: str | None = _IDEMPOTENCY_HEADER,
                user: str | None = submitter) -> JobRecord:
-        """Submit a job. With an Idempotency-Key, a retry gets the first answer back."""
+        """Submit a job (to one of the caller's teams' LocalQueues, unless an admin). With an
+        Idempotency-Key, a retry gets the first answer back."""
+        principal = submitter_of(request, user, [spec])
+        audit = submit_audit(request, [spec])
         if idempotency_key is None:
-            record = service.submit(spec, user=check_user(user))
+            record = service.submit(spec, user=principal.name, audit=audit)
         else:
             records, replayed = service.submit_keyed([spec], batch=False, key=idempotency_key,
-                                                     user=check_user(user))
+                                                     user=principal.name, audit=audit)
             if replayed:
                 response.status_code = 200
             record = records[0]
-        return job_as_seen_by(record, viewer_of(request), secret_env)
+        return job_as_seen_by(record, principal, secret_env)
 
     parsers["/v1/jobs"] = parse_job
 
-    @app.post("/v1/jobs:batch", status_code=201, responses={
-        200: {"model": JobList, "description": _REPLAYED}, **_errors(400, 401, 409, 413, 429)})
+    @app.post("/v1/jobs:batch", status_code=201, dependencies=needs(Access.WRITE), responses={
+        200: {"model": JobList, "description": _REPLAYED},
+        **_errors(400, 401, 403, 409, 413, 429)})
     def submit_batch(batch: JobBatch, request: Request, response: Response,
                      idempotency_key: str | None = _IDEMPOTENCY_HEADER,
                      user: str | None = submitter) -> JobList:
         """Submit several jobs at once, all or nothing (one store transaction)."""
+        principal = submitter_of(request, user, batch.items)
+        audit = submit_audit(request, batch.items)
         if idempotency_key is None:
-            records = service.submit_many(batch.items, user=check_user(user))
+            records = service.submit_many(batch.items, user=principal.name, audit=audit)
         else:
             records, replayed = service.submit_keyed(batch.items, batch=True, key=idempotency_key,
-                                                     user=check_user(user))
+                                                     user=principal.name, audit=audit)
             if replayed:
                 response.status_code = 200
-        return JobList(items=jobs_as_seen_by(records, viewer_of(request), secret_env))
+        return JobList(items=jobs_as_seen_by(records, principal, secret_env))
 
     parsers["/v1/jobs:batch"] = JobBatch.parse
 
-    @app.get("/v1/jobs", responses=_errors(400, 401))
+    @app.get("/v1/jobs", dependencies=needs(Access.READ), responses=_errors(400, 401))
     def list_jobs(
         request: Request,
         status: list[JobStatus] | None = Query(None),
@@ -350,33 +406,48 @@ def create_app(
         continue_token: str | None = Query(
             None, alias="continue", description="The continue token of the previous page"),
     ) -> JobList:
-        """Jobs, newest submission first; with ``limit``, a page and how many follow."""
+        """Jobs, newest submission first; with ``limit``, a page and how many follow.
+
+        Jobs the caller may not see (other teams') show as queue occupancy only: an opaque
+        name, queue, status, priority and resources; filtered by user or label, they are
+        left out (the filter would tell whose they are)."""
         where = JobFilter(statuses=status, queue=queue, user=user,
                           labels=merge_selectors(label))
         page = service.page_jobs(where, limit=limit, after=continue_token)
-        return JobList(items=jobs_as_seen_by(page.items, viewer_of(request), secret_env),
+        shown = occupancy if user is None and not label else None
+        return JobList(items=jobs_as_seen_by(page.items, viewer_of(request), secret_env, shown),
                        continue_token=page.next,
                        remaining_item_count=page.remaining if limit is not None else None)
 
-    @app.post("/v1/jobs:cancel", responses=_errors(400, 401))
-    def cancel_matching(selector: JobSelector) -> JobList:
+    @app.post("/v1/jobs:cancel", dependencies=needs(Access.WRITE),
+              responses=_errors(400, 401, 403))
+    def cancel_matching(selector: JobSelector, request: Request) -> JobList:
         """Cancel every live job the selector matches (queue, labels, user: all that are
-        given); answers the jobs cancelled."""
+        given) among those the caller sees; answers the jobs cancelled."""
         if selector.queue is None and selector.user is None and not selector.labels:
             raise SpecError("selects no jobs", field="selector",
                             fix="give a queue, labels or a user (or several)")
         where = JobFilter(queue=selector.queue, user=selector.user, labels=selector.labels)
-        return JobList(items=jobs_as_seen_by(service.cancel_matching(where),
-                                             ADMIN, secret_env))
+        principal = viewer_of(request)
+        cancelled = service.cancel_matching(where, allowed=principal.sees)
+        if cancelled:
+            identity.append([audit_entry(request, "cancel", f"{len(cancelled)} jobs",
+                                         jobs=[r.name for r in cancelled],
+                                         selector=selector.to_dict())])
+        return JobList(items=jobs_as_seen_by(cancelled, principal, secret_env))
 
-    @app.delete("/v1/jobs/{name}", responses=_errors(401, 404, 409))
-    def delete_job(name: str) -> JobRecord:
+    @app.delete("/v1/jobs/{name}", dependencies=needs(Access.WRITE),
+                responses=_errors(401, 403, 404, 409))
+    def delete_job(name: str, request: Request) -> JobRecord:
         """Delete a finished job with its events and logs; its name is free again."""
-        return job_as_seen_by(service.delete_job(name), ADMIN, secret_env)
+        visible(name, request)
+        record = service.delete_job(name)
+        identity.append([audit_entry(request, "delete-job", name)])
+        return job_as_seen_by(record, viewer_of(request), secret_env)
 
-    @app.get("/v1/jobs/{name}", responses=_errors(401, 404))
+    @app.get("/v1/jobs/{name}", dependencies=needs(Access.READ), responses=_errors(401, 404))
     def describe(name: str, request: Request) -> JobDetail:
-        record = job_as_seen_by(service.get(name), viewer_of(request), secret_env)
+        record = job_as_seen_by(visible(name, request), viewer_of(request), secret_env)
         pods = [
             PodInfo(
                 name=p.ref.name, pod_set=p.ref.pod_set, index=p.ref.index, rank=p.ref.rank,
@@ -388,17 +459,22 @@ def create_app(
         ]
         return JobDetail(**record.model_dump(), pods=pods, events=service.events_of(name))
 
-    @app.get("/v1/jobs/{name}/events", responses=_errors(401, 404))
-    def events(name: str) -> EventList:
-        service.get(name)
+    @app.get("/v1/jobs/{name}/events", dependencies=needs(Access.READ),
+             responses=_errors(401, 404))
+    def events(name: str, request: Request) -> EventList:
+        visible(name, request)
         return EventList(items=controller.store.list_events(name))
 
-    @app.post("/v1/jobs/{name}/cancel", responses=_errors(401, 404))
+    @app.post("/v1/jobs/{name}/cancel", dependencies=needs(Access.WRITE),
+              responses=_errors(401, 403, 404))
     def cancel(name: str, request: Request) -> JobRecord:
-        return job_as_seen_by(service.cancel(name), viewer_of(request), secret_env)
+        visible(name, request)
+        record = service.cancel(name)
+        identity.append([audit_entry(request, "cancel", name)])
+        return job_as_seen_by(record, viewer_of(request), secret_env)
 
     @app.get(
-        "/v1/jobs/{name}/logs", response_class=PlainTextResponse,
+        "/v1/jobs/{name}/logs", response_class=PlainTextResponse, dependencies=needs(Access.READ),
         responses={200: {"description": "The log lines; with follow, streamed until the job "
                          "has finished"}, **_errors(400, 401, 404),
                    429: {"model": ErrorResponse, "description": "Too many followers of this "
@@ -426,7 +502,7 @@ def create_app(
         since_time = None if since is None else parse_since(since, time.time())
         # Every call that may block (the store, the state's lock, the disk) runs in a thread
         # of the logs' own limiter: waiting followers hold none, and no route starves.
-        record = await to_thread.run_sync(service.get, name, limiter=log_reads)
+        record = await to_thread.run_sync(visible, name, request, limiter=log_reads)
         follower = LogFollower(logs, record, pod, tail=tail, since=since_time)
         await to_thread.run_sync(service.flush_logs, limiter=log_reads)
         body = stream_logs(
@@ -439,94 +515,14 @@ def create_app(
         slots.take(name, client)
         return FollowedResponse(body, release=lambda: slots.give_back(name, client))
 
-    # ------------------------------------------------------------------ queues & nodes
-    @app.get("/v1/queues", responses=_V1)
-    def queues() -> QueuesOverview:
-        overview = service.queues()
-        return QueuesOverview(
-            cluster_queues=[
-                ClusterQueueView(
-                    name=cq.name, cohort=cq.cohort, pending=cq.pending, admitted=cq.admitted,
-                    stopped=cq.stopped, weighted_share=cq.weighted_share,
-                    usage=[
-                        ResourceUsageView.model_validate(
-                            {"flavor": u.flavor, "resource": u.resource}
-                            | {k: _millis(getattr(u, k)) for k in _USAGE}
-                        )
-                        for u in cq.usage
-                    ],
-                )
-                for cq in overview.cluster_queues
-            ],
-            local_queues=[
-                LocalQueueView(name=lq.name, cluster_queue=lq.cluster_queue,
-                               pending=lq.pending, admitted=lq.admitted)
-                for lq in overview.local_queues
-            ],
-            cohorts=[CohortView(name=c.name, parent=c.parent)
-                     for c in overview.config.cohorts.values()],
-        )
-
-    def node_view(entry: NodeOverview) -> NodeView:
-        return NodeView(**entry.node.model_dump(), used={
-            res: _millis(v) for res, v in entry.used.items()
-        })
-
-    @app.get("/v1/nodes", responses=_V1)
-    def nodes() -> NodeList:
-        return NodeList(items=[node_view(entry) for entry in service.nodes()])
-
-    @app.get("/v1/nodes/{name}", responses=_errors(401, 404))
-    def node(name: str) -> NodeView:
-        """One node, with the last answer of each of its health checks."""
-        return node_view(service.node(name))
-
-    @app.post("/v1/nodes/{name}:cordon", responses=_errors(400, 401, 404))
-    def cordon(name: str) -> NodeView:
-        """Place no new pods on the node; what runs there keeps running."""
-        return node_view(service.cordon(name, True))
-
-    @app.post("/v1/nodes/{name}:uncordon", responses=_errors(400, 401, 404))
-    def uncordon(name: str) -> NodeView:
-        return node_view(service.cordon(name, False))
-
-    @app.post("/v1/nodes/{name}:drain", responses=_errors(400, 401, 404))
-    def drain(name: str, body: DrainRequest | None = None) -> NodeDrained:
-        """Cordon the node and stop its gangs (with their grace), requeued onto other nodes
-        as system failures."""
-        stopped = service.drain(name, body.grace_seconds if body else None)
-        return NodeDrained(node=node_view(service.node(name)), stopped=stopped)
-
-    # ------------------------------------------------------------------ config
-    @app.post("/v1/config/apply", responses=_errors(400, 401, 413))
-    def apply(body: ConfigDocuments) -> ConfigApplied:
-        """Create or update flavors, cohorts, queues and priority classes, all or nothing."""
-        applied = service.apply_config(list(body.documents))
-        return ConfigApplied(applied=[AppliedObject.model_validate(a) for a in applied])
-
-    parsers["/v1/config/apply"] = ConfigDocuments.parse
-
-    @app.post("/v1/config/delete", responses=_errors(400, 401, 404, 409))
-    def delete_config(body: ConfigRefs) -> ConfigDeleted:
-        """Delete flavors, cohorts, queues and priority classes, all or nothing; refused
-        while another object or a live job uses one."""
-        deleted = service.delete_config([(ref.kind, ref.name) for ref in body.documents])
-        return ConfigDeleted(deleted=[DeletedObject(kind=k, name=n) for k, n in deleted])
-
-    @app.delete("/v1/config/{kind}/{name}", responses=_errors(400, 401, 404, 409))
-    def delete_config_object(kind: str, name: str) -> ConfigDeleted:
-        """Delete one object (kind: clusterqueue, localqueue, cohort, resourceflavor,
-        priorityclass, any case); refused while in use."""
-        deleted = service.delete_config([(config_kind(kind), name)])
-        return ConfigDeleted(deleted=[DeletedObject(kind=k, name=n) for k, n in deleted])
-
-    @app.get("/v1/config", responses=_V1)
-    def config() -> ConfigDocuments:
-        return ConfigDocuments(documents=service.config().objects())
-
+    add_cluster_routes(app, service, identity, parsers, _errors)
+    add_identity_routes(app, auth, _ROLE_ERRORS, _errors)
+    check_every_route(app.routes)
     if dashboard:
-        app.mount(MOUNT, create_ui(controller, logs, token, secrets=secret_env, slots=slots,
-                                   log_reads=log_reads))
+        # The dashboard's sessions are opened with the bootstrap admin key, as with the
+        # single token before (per-user sessions from a JWT: `Authenticator.verify`).
+        app.mount(MOUNT, create_ui(controller, logs, auth.bootstrap_key, secrets=secret_env,
+                                   slots=slots, log_reads=log_reads))
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
 
@@ -549,13 +545,7 @@ _FIX_AT = {
     "header": "correct the headers as /openapi.json describes them",
     "cookie": "send no cookies; the API takes a bearer token",
 }
-_USAGE = ("nominal", "used", "borrowed", "lendable", "withheld")
 MAX_LIMIT = 1_000_000
-
-
-def _millis(value: int) -> str:
-    """A milli-unit amount as the wire form Quantity fields parse ("1500m")."""
-    return f"{value}m"
 
 
 def _openapi(app: FastAPI) -> dict[str, Any]:
@@ -576,14 +566,15 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
                 # A text route (logs, metrics) still answers its errors in the JSON envelope.
                 if code[0] in "45" and "text/plain" in content:
                     content["application/json"] = content.pop("text/plain")
-            if path.startswith("/v1/"):
+            if path.startswith("/v1/") and path not in _OPEN:
                 operation["security"] = [{BEARER: []}]
     schemas = doc.get("components", {}).get("schemas", {})
     for unused in ("HTTPValidationError", "ValidationError"):
         schemas.pop(unused, None)
     doc.setdefault("components", {})["securitySchemes"] = {
-        BEARER: {"type": "http", "scheme": "bearer",
-                 "description": "The token in $PHALANX_HOME/token (or $PHALANX_TOKEN)"},
+        BEARER: {"type": "http", "scheme": "bearer", "bearerFormat": "JWT",
+                 "description": "A short-lived token from POST /v1/auth/token, which takes "
+                 "an API key (the state directory's admin key is $PHALANX_HOME/token)"},
     }
     app.openapi_schema = doc
     return doc

@@ -1,44 +1,212 @@
-"""The API token: created once per state directory, readable only by its owner."""
+"""Authentication: API keys exchanged for short-lived JWTs, and verifying those JWTs.
+
+``Authenticator.verify(token) -> Principal`` is all a request needs: it checks the
+signature (once per token) and expiry (no store read) and that the key behind the token has not been
+revoked nor its user disabled or changed since it was issued (sets in memory, filled at
+start from the store and kept current by this control plane's own changes).
+
+Tokens live ``token_ttl`` seconds (5 minutes by default): a key revoked or a user
+disabled on this control plane is refused at once; anywhere else (another replica on the
+same store) within that lifetime, the longest a token can outlive what it came from. The
+SDK and CLI exchange the key again before a token expires, so 5 minutes cost a client
+one request per 4 minutes, and a stolen token is worth 5 minutes.
+"""
 
 from __future__ import annotations
 
 import hmac
-import os
-import secrets
+import logging
+import threading
+import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from phalanx.defaults import TOKEN_FILE
+import jwt
 
-TOKEN_ENV = "PHALANX_TOKEN"
+from phalanx.errors import AuthError, NotFound
+from phalanx.server.keys import KeyHasher, ensure_bootstrap_key, key_id_of
+from phalanx.server.principal import ADMIN_ROLE, BOOTSTRAP_KEY, Principal
+from phalanx.server.ratelimit import FailureLimiter, FailureLimits
+from phalanx.server.tokens import SIGNING_FILE, SigningKeys
+from phalanx.store import AuditEntry, IdentityStore, StoredKey, User
+
+log = logging.getLogger("phalanx.auth")
+
+TOKEN_TTL = 300.0
+VERIFIED_TOKENS = 10_000  # signatures remembered; all forgotten when full
+BOOTSTRAP_USER = "admin"
+_EXCHANGE_FIX = ("exchange an API key for a token at POST /v1/auth/token (the SDK and CLI do "
+                 "it themselves; `phalanx login` stores your key)")
 
 
-def ensure_token(home: Path) -> str:
-    """Return the state directory's token, creating it (mode 0600) on first use.
+@dataclass(frozen=True, slots=True)
+class IssuedToken:
+    token: str
+    principal: Principal
+    expires_at: float
+    lifetime: float
 
-    ``$PHALANX_TOKEN`` wins when set (on Kubernetes it comes from a Secret); it is
-    written to the token file too, so the state directory always holds the token
-    in force.
-    """
-    path = home / TOKEN_FILE
-    from_env = os.environ.get(TOKEN_ENV, "").strip()
-    if from_env:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        os.fchmod(fd, 0o600)  # an older file may have been created with looser bits
-        with os.fdopen(fd, "w") as handle:
-            handle.write(from_env + "\n")
-        return from_env
-    try:
-        return path.read_text().strip()
-    except FileNotFoundError:
-        pass
-    token = secrets.token_urlsafe(32)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(token + "\n")
-    return token
+
+def _unauthorized(message: str, fix: str = _EXCHANGE_FIX) -> AuthError:
+    return AuthError(message, field="Authorization", fix=fix)
+
+
+class Authenticator:
+    def __init__(
+        self, home: Path, identity: IdentityStore, *, token_ttl: float = TOKEN_TTL,
+        failure_limits: FailureLimits | None = None, bootstrap_key: str | None = None,
+    ) -> None:
+        """``bootstrap_key``: the admin key to use instead of the state directory's."""
+        self.identity = identity
+        self.token_ttl = token_ttl
+        self.hasher = KeyHasher.for_home(home)
+        self.signing = SigningKeys(home / SIGNING_FILE)
+        self.failures = FailureLimiter(failure_limits)
+        self._lock = threading.Lock()
+        # Tokens whose signature was checked: a client sends the same token for minutes,
+        # and checking it again (HMAC, JSON) is most of a verification's cost. Expiry and
+        # revocation are checked on every request all the same.
+        self._verified: dict[str, tuple[Principal, float]] = {}
+        self._revoked: frozenset[str] = frozenset(
+            k.id for k in identity.revoked_since(0.0))
+        # Tokens issued before these times are refused: the user was disabled or changed.
+        self._changed: dict[str, float] = {}
+        self._disabled = frozenset(u.name for u in identity.list_users() if u.disabled)
+        # Kept for the dashboard, whose sessions the bootstrap key opens (server/ui).
+        self.bootstrap_key = bootstrap_key or ensure_bootstrap_key(home)
+        self._bootstrap_hash = self._bootstrap(self.bootstrap_key)
+
+    def _bootstrap(self, key: str) -> str:
+        """Make sure the admin user and the state directory's key exist; the key's hash."""
+        key_hash = self.hasher.hash(key)
+        try:
+            admin = self.identity.get_user(BOOTSTRAP_USER)
+            if admin.role != ADMIN_ROLE:
+                log.warning("user %s has role %s; the bootstrap key acts as admin anyway",
+                            BOOTSTRAP_USER, admin.role)
+        except NotFound:
+            self.identity.put_user(User(BOOTSTRAP_USER, ADMIN_ROLE), None)
+        stored = self.identity.get_key(BOOTSTRAP_KEY)
+        if stored is None or stored.hash != key_hash:
+            # A new state directory, or a key changed (the Secret): the key in force is the
+            # one the state directory holds.
+            self.identity.replace_key(StoredKey(
+                BOOTSTRAP_KEY, BOOTSTRAP_USER, key_hash, description="the state directory's "
+                "admin key", created_at=time.time()))
+            with self._lock:
+                self._revoked = self._revoked - {BOOTSTRAP_KEY}
+        return key_hash
+
+    # ------------------------------------------------------------------ verifying
+    def verify(self, token: str) -> Principal:
+        """The principal a bearer token stands for; AuthError (401) if it stands for none."""
+        if token.count(".") != 2:
+            return self._bootstrap_bearer(token)
+        known = self._verified.get(token)
+        if known is None:
+            try:
+                claims = self.signing.verify(token)
+            except jwt.ExpiredSignatureError:
+                raise _unauthorized("the token has expired") from None
+            except jwt.InvalidTokenError:
+                raise _unauthorized("the token is not one this control plane signed") from None
+            known = (_principal(claims), float(claims["iat"]))
+            if len(self._verified) >= VERIFIED_TOKENS:
+                self._verified.clear()
+            self._verified[token] = known
+        principal, issued_at = known
+        if time.time() >= principal.expires_at:
+            raise _unauthorized("the token has expired")
+        name, key = principal.name, principal.key
+        if key in self._revoked:
+            raise _unauthorized(f"API key {key} was revoked",
+                                fix="log in with another key (`phalanx login`)")
+        if name in self._disabled:
+            raise _unauthorized(f"user {name} is disabled", fix="ask an admin to enable you")
+        changed = self._changed.get(name)
+        if changed is not None and issued_at < changed:
+            raise _unauthorized(f"user {name}'s role or teams changed since the token was "
+                                "issued")
+        return principal
+
+    def _bootstrap_bearer(self, token: str) -> Principal:
+        """The single token of earlier versions, still taken as a bearer for one release."""
+        if (BOOTSTRAP_KEY not in self._revoked and token
+                and self.hasher.matches(token, self._bootstrap_hash)):
+            return Principal(BOOTSTRAP_USER, ADMIN_ROLE, key=BOOTSTRAP_KEY)
+        raise _unauthorized("missing or wrong token")
+
+    # ------------------------------------------------------------------ exchanging
+    def exchange(self, key: str, client: str) -> IssuedToken:
+        """A token for an API key; AuthError if the key is not in force (counted against
+        ``client``), TooManyRequests while ``client`` has failed too often."""
+        self.failures.check(client)
+        now = time.time()
+        try:
+            principal = self._principal_of_key(key, now)
+        except AuthError as exc:
+            self.failures.failed(client)
+            self.identity.append([AuditEntry(
+                "-", client, "login-failed", key_id_of(key) or "-", {"reason": exc.message})])
+            raise
+        expires = now + self.token_ttl
+        token = self.signing.sign({
+            "sub": principal.name, "role": principal.role, "teams": list(principal.teams),
+            "queues": sorted(principal.queues), "scope": principal.scope,
+            "key": principal.key, "iat": now, "exp": expires,
+        })
+        self.identity.append([AuditEntry(principal.name, client, "login", principal.key)])
+        issued = Principal(principal.name, principal.role, principal.teams, principal.queues,
+                           principal.scope, principal.key, expires)
+        return IssuedToken(token, issued, expires, self.token_ttl)
+
+    def _principal_of_key(self, key: str, now: float) -> Principal:
+        wrong = _unauthorized("the API key is wrong, expired or revoked",
+                              fix="check the key, or ask an admin for a new one")
+        # The bootstrap key may have any form (an earlier version's token, a Secret's value).
+        bootstrap = self.hasher.matches(key, self._bootstrap_hash)
+        stored = self.identity.get_key(BOOTSTRAP_KEY if bootstrap else key_id_of(key) or "")
+        if stored is None or not self.hasher.matches(key, stored.hash) or not stored.usable(now):
+            raise wrong
+        try:
+            user = self.identity.get_user(stored.user)
+        except NotFound:
+            raise wrong from None
+        if user.disabled:
+            raise _unauthorized(f"user {user.name} is disabled", fix="ask an admin to enable you")
+        role = ADMIN_ROLE if stored.id == BOOTSTRAP_KEY else user.role
+        queues = {q for team in self.identity.list_teams() if team.name in user.teams
+                  for q in team.queues}
+        return Principal(user.name, role, user.teams, frozenset(queues), stored.scope,
+                         stored.id)
+
+    # ------------------------------------------------------------------ changes
+    def revoked(self, key_id: str) -> None:
+        with self._lock:
+            self._revoked = self._revoked | {key_id}
+
+    def user_changed(self, name: str, disabled: bool | None = None) -> None:
+        """Tokens of ``name`` issued until now are refused (it exchanges its key again)."""
+        with self._lock:
+            self._changed[name] = time.time()
+            if disabled is True:
+                self._disabled = self._disabled | {name}
+            elif disabled is False:
+                self._disabled = self._disabled - {name}
 
 
 def token_matches(header: str | None, token: str) -> bool:
+    """Whether an ``Authorization`` header carries ``token`` (the dashboard's key login)."""
     if not header or not header.startswith("Bearer "):
         return False
     return hmac.compare_digest(header.removeprefix("Bearer ").strip(), token)
+
+
+def _principal(claims: dict[str, Any]) -> Principal:
+    return Principal(
+        name=str(claims["sub"]), role=str(claims.get("role", "viewer")),
+        teams=tuple(claims.get("teams", ())), queues=frozenset(claims.get("queues", ())),
+        scope=str(claims.get("scope", "read")), key=str(claims.get("key", "")),
+        expires_at=float(claims["exp"]),
+    )

@@ -32,10 +32,10 @@ from phalanx.defaults import (
 )
 from phalanx.errors import Conflict, SpecError
 from phalanx.server.app import MAX_BODY_BYTES, create_app
-from phalanx.server.auth import ensure_token
+from phalanx.server.auth import TOKEN_TTL, Authenticator
 from phalanx.server.logstream import LogLimits
 from phalanx.server.redaction import SecretEnvRule
-from phalanx.store import LogStore, Store
+from phalanx.store import IdentityStore, LogStore, Store
 
 P = ParamSpec("P")
 
@@ -139,6 +139,7 @@ def serve(
     max_pods: int | None = None,
     max_body_bytes: int = MAX_BODY_BYTES,
     finished_ttl: float | None = None,
+    token_ttl: float = TOKEN_TTL,
     interactive: bool = True,
 ) -> None:
     """Run the control plane in the foreground until SIGINT or SIGTERM.
@@ -147,7 +148,8 @@ def serve(
     ``compute/local/users.py``); ``secret_env`` adds names or glob patterns of env
     variables whose values API answers redact (see ``server/redaction.py``);
     ``finished_ttl``: seconds after which finished jobs and their logs are deleted (None or
-    0: kept for ever); ``interactive``: whether ``phalanx exec`` may run commands in pods.
+    0: kept for ever); ``token_ttl``: seconds a token exchanged for an API key lives;
+    ``interactive``: whether ``phalanx exec`` may run commands in pods.
 
     Everything it creates in the state directory is owner-only (umask 077 while it
     runs); an existing state directory with looser modes is tightened, and said so.
@@ -172,15 +174,15 @@ def serve(
             "to owner-only (directories 0700, files 0600): %s%s",
             len(loosened), home, shown, more,
         )
-    token = ensure_token(home)
     store = Store.for_home(home, db)
+    auth = Authenticator(home, IdentityStore(store), token_ttl=token_ttl)
     plane = make_plane(compute, home, nodes_file, kubeconfig, namespace, default_image,
                        run_as_user, health_interval, site_checks, node_lost_grace, max_pods)
     logs = LogStore.for_home(home)
     controller = Controller(store, plane, grace_seconds=grace_seconds, logs=logs,
                             finished_ttl=finished_ttl)
     db_label = redact_url(db) if db else "sqlite"
-    app = create_app(controller, token, logs, db_label=db_label,
+    app = create_app(controller, auth, logs, db_label=db_label,
                      secrets=SecretEnvRule(extra=tuple(secret_env)), max_body_bytes=max_body_bytes,
                      log_limits=LogLimits.from_env(), interactive=interactive)
 

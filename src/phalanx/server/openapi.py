@@ -15,6 +15,7 @@ from typing import Any, cast
 
 from phalanx.control import Controller
 from phalanx.server.app import create_app
+from phalanx.server.auth import Authenticator
 from phalanx.store import LogStore
 
 SNAPSHOT = Path("tests/server/openapi_v1.json")
@@ -24,11 +25,14 @@ def document() -> dict[str, Any]:
     """The document ``GET /openapi.json`` serves, with the version left out.
 
     Routes use the controller's service and the log store only when called, so the document
-    needs neither (the app only looks the service up as it is built); the version is left out
+    needs neither, nor an authenticator (the app only looks the service, the identity store
+    and the pepper up as it is built); the version is left out
     so that a release, which changes no model, changes no snapshot.
     """
     no_controller = cast(Controller, SimpleNamespace(service=None))
-    app = create_app(no_controller, "", cast(LogStore, None), db_label="", dashboard=False)
+    no_auth = cast(Authenticator, SimpleNamespace(identity=None,
+                                                  hasher=SimpleNamespace(pepper=b"")))
+    app = create_app(no_controller, no_auth, cast(LogStore, None), db_label="", dashboard=False)
     return without_version(app.openapi())
 
 

@@ -1,10 +1,11 @@
-"""Secrets in a job's env are shown to its owner only; everyone else sees ``<redacted>``.
+"""What a viewer sees of a job: other teams' jobs as occupancy, others' secrets redacted.
 
-The store keeps the real values and the pods get them: only API answers that
-carry a job spec (submit, list, describe, cancel) are redacted, and only for a
-viewer who does not own the job. There are no owners yet (teams and per-user
-tokens come later), so today no viewer owns any job and every secret is redacted;
-``Viewer.owns`` is the one place that changes then.
+A job the viewer may not see (``Principal.sees``: not of its teams, not its own) shows
+in lists only as queue occupancy: a stable opaque name, its queue, status, priority and
+resources, so "why is my job pending" stays answerable; no command, env, labels, user
+or messages. Of a job it sees but did not submit (``Principal.owns``), secret env values
+show as ``<redacted>``. The store keeps the real values and the pods get them: only API
+answers that carry a job spec (submit, list, describe, cancel) are redacted.
 
 Which env names are secret (``SecretEnvRule``), case-insensitively:
 
@@ -22,13 +23,16 @@ Which env names are secret (``SecretEnvRule``), case-insensitively:
 from __future__ import annotations
 
 import fnmatch
+import hashlib
+import hmac
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
 from phalanx.errors import SpecError
-from phalanx.spec.resources import JobSpec
+from phalanx.server.principal import ADMIN_ROLE, Principal
+from phalanx.spec.resources import JobSpec, PodSet
 from phalanx.spec.status import JobRecord
 
 REDACTED = "<redacted>"
@@ -77,18 +81,36 @@ class SecretEnvRule:
         return {k: REDACTED if self.is_secret(k) else v for k, v in env.items()}
 
 
+Viewer = Principal
+# An admin who owns no job (the dashboard's admin view): every job in full, secrets redacted.
+ADMIN = Principal("", ADMIN_ROLE)
+HIDDEN_USER = "hidden"
+
+
 @dataclass(frozen=True, slots=True)
-class Viewer:
-    """Who asks the API. Today one admin token, which owns no job."""
+class Occupancy:
+    """Turns another team's job into its queue occupancy. Its name becomes ``hidden-`` and
+    an HMAC of the name under a server secret: stable across answers (a pending list can
+    be followed) but not reversible by guessing names."""
 
-    name: str
+    secret: bytes
 
-    def owns(self, record: JobRecord) -> bool:
-        """Whether this viewer may see the job's secrets (its owner, once jobs have one)."""
-        return False
+    def hidden_name(self, name: str) -> str:
+        digest = hmac.new(self.secret, name.encode(), hashlib.sha256).hexdigest()[:16]
+        return f"hidden-{digest}"
 
-
-ADMIN = Viewer("admin")
+    def of(self, record: Record) -> Record:
+        name = self.hidden_name(record.name)
+        # Constructed, not validated: the values are already parsed (milli-units).
+        pod_sets = [PodSet.model_construct(name=p.name, replicas=p.replicas,
+                                           min_replicas=p.min_replicas, resources=p.resources)
+                    for p in record.spec.pod_sets]
+        spec = JobSpec.model_construct(
+            **{**dict(record.spec), "name": name, "pod_sets": pod_sets, "labels": {},
+               "depends_on": [], "max_runtime": None})
+        return record.model_copy(update={
+            "name": name, "spec": spec, "user": HIDDEN_USER, "message": "",
+            "pending_message": None, "exit_code": None, "stop_reason": None})
 
 
 def redacted_spec(spec: JobSpec, rule: SecretEnvRule) -> JobSpec:
@@ -98,13 +120,23 @@ def redacted_spec(spec: JobSpec, rule: SecretEnvRule) -> JobSpec:
 
 
 def job_as_seen_by(record: Record, viewer: Viewer, rule: SecretEnvRule) -> Record:
-    """The job as ``viewer`` may see it: all of it for its owner, secrets redacted otherwise."""
+    """The job as ``viewer`` may see it: all of it for its owner, secrets redacted otherwise
+    (a caller shows a job the viewer may not see only through ``jobs_as_seen_by``)."""
     if viewer.owns(record):
         return record
     return record.model_copy(update={"spec": redacted_spec(record.spec, rule)})
 
 
 def jobs_as_seen_by(
-    records: Iterable[Record], viewer: Viewer, rule: SecretEnvRule
+    records: Iterable[Record], viewer: Viewer, rule: SecretEnvRule,
+    occupancy: Occupancy | None = None,
 ) -> list[Record]:
-    return [job_as_seen_by(r, viewer, rule) for r in records]
+    """Jobs as ``viewer`` may see them; those it may not see as occupancy only (dropped
+    when no ``occupancy`` is given)."""
+    seen = []
+    for record in records:
+        if viewer.sees(record):
+            seen.append(job_as_seen_by(record, viewer, rule))
+        elif occupancy is not None:
+            seen.append(occupancy.of(record))
+    return seen

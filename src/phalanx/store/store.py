@@ -13,7 +13,7 @@ import contextlib
 import json
 import threading
 import time
-from collections.abc import Collection, Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -53,7 +53,14 @@ from phalanx.store.rows import (
     label_rows,
     stored,
 )
-from phalanx.store.tables import idempotency_keys, job_events, job_labels, jobs, queue_config
+from phalanx.store.tables import (
+    audit_log,
+    idempotency_keys,
+    job_events,
+    job_labels,
+    jobs,
+    queue_config,
+)
 
 _CONFIG_ROW = 1
 _FINISHED = sorted(s.value for s in TERMINAL_STATUSES)
@@ -175,7 +182,8 @@ class Store:
         self.close()
 
     @contextlib.contextmanager
-    def _write(self) -> Iterator[Connection]:
+    def write(self) -> Iterator[Connection]:
+        """A write transaction (queued on this process's write lock on SQLite)."""
         with self._write_lock or contextlib.nullcontext(), self._writer.begin() as connection:
             yield connection
 
@@ -194,18 +202,19 @@ class Store:
         """Replace the stored configuration as a whole."""
         row = {"id": _CONFIG_ROW, "revision": 1, "saved_at": time.time(),
                "document": config.to_dict()}
-        with self._write() as connection:
+        with self.write() as connection:
             connection.execute(self._upsert_config, row)
 
     # ------------------------------------------------------------------ jobs
     def create_job(
         self, record: JobRecord, event: JobEvent | None = None,
-        request: IdempotentRequest | None = None,
+        request: IdempotentRequest | None = None, audit: Sequence[object] = (),
     ) -> None:
         """Store a new job (and its first event); Conflict if the name is taken.
 
         ``request``: the Idempotency-Key the submit carried, stored in the same transaction
-        (Conflict naming ``Idempotency-Key`` if another request stored it first).
+        (Conflict naming ``Idempotency-Key`` if another request stored it first); ``audit``:
+        its audit entries (``store.identity.AuditEntry``), in the same transaction.
         """
         if event is not None and event.job != record.name:
             raise InternalError(
@@ -213,13 +222,14 @@ class Store:
                 field="event.job", fix="pass an event of the job being created",
             )
         try:
-            with self._write() as connection:
+            with self.write() as connection:
                 connection.execute(insert(jobs), job_row(record))
                 if record.spec.labels:
                     connection.execute(insert(job_labels), label_rows(record))
                 if event is not None:
                     connection.execute(insert(job_events), event_row(event))
                 self._insert_request(connection, request)
+                insert_audit(connection, audit)
         except IntegrityError:
             self._check_request_is_new(request)
             if self._job_exists(record.name):
@@ -231,7 +241,7 @@ class Store:
 
     def create_jobs(
         self, records: list[JobRecord], events: Iterable[JobEvent] = (),
-        request: IdempotentRequest | None = None,
+        request: IdempotentRequest | None = None, audit: Sequence[object] = (),
     ) -> None:
         """Store new jobs (and their first events) in one transaction, all or none.
 
@@ -244,13 +254,14 @@ class Store:
         event_rows = [event_row(event) for event in events]
         labels = [row for record in records for row in label_rows(record)]
         try:
-            with self._write() as connection:
+            with self.write() as connection:
                 connection.execute(insert(jobs), rows)
                 if labels:
                     connection.execute(insert(job_labels), labels)
                 if event_rows:
                     connection.execute(insert(job_events), event_rows)
                 self._insert_request(connection, request)
+                insert_audit(connection, audit)
         except IntegrityError:
             self._check_request_is_new(request)
             names = [record.name for record in records]
@@ -388,7 +399,7 @@ class Store:
 
     def forget_requests_before(self, cutoff: float) -> int:
         """Forget Idempotency-Keys stored before ``cutoff``; how many were forgotten."""
-        with self._write() as connection:
+        with self.write() as connection:
             result = connection.execute(
                 delete(idempotency_keys).where(idempotency_keys.c.created_at < cutoff))
         return int(result.rowcount or 0)
@@ -399,7 +410,7 @@ class Store:
         caller racing the control loop never deletes a live job."""
         if not names:
             return []
-        with self._write() as connection:
+        with self.write() as connection:
             gone = list(connection.execute(
                 delete(jobs).where(jobs.c.name.in_(list(names)), jobs.c.status.in_(_FINISHED))
                 .returning(jobs.c.name)
@@ -427,7 +438,7 @@ class Store:
         if not rows and not event_rows:
             return
         try:
-            with self._write() as connection:
+            with self.write() as connection:
                 if rows:
                     connection.execute(self._upsert_jobs, rows)
                 if event_rows:
@@ -476,6 +487,14 @@ class Store:
         if limit is not None:
             events.reverse()
         return events
+
+
+def insert_audit(connection: Connection, entries: Sequence[Any]) -> None:
+    """Append audit entries (``store.identity.AuditEntry``) in the caller's transaction."""
+    if entries:
+        connection.execute(insert(audit_log), [
+            {"time": e.time, "user_name": e.user, "client": e.client, "action": e.action,
+             "target": e.target, "detail": e.detail} for e in entries])
 
 
 def _status(value: JobStatus | str) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from sqlalchemy import (
     JSON,
     BigInteger,
+    Boolean,
     Column,
     Double,
     ForeignKey,
@@ -20,6 +21,7 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    false,
 )
 
 metadata = MetaData()
@@ -38,7 +40,7 @@ jobs = Table(
     Column("submitted_at", Double, nullable=False),
     Column("finished_at", Double, nullable=True),
     Column("record", JSON, nullable=False),
-    # Who submitted the job (informational until the API authenticates users).
+    # Who submitted the job: the authenticated user (``phalanx jobs --mine``).
     Column("user_name", String(253), nullable=False, server_default="unknown"),
     Index("ix_jobs_submitted_at_name", "submitted_at", "name"),
     # Lists come newest first, filtered: each filter leads an index that is already in
@@ -94,4 +96,54 @@ idempotency_keys = Table(
     Column("request_hash", String(64), nullable=False),  # sha256 of the request, hex
     Column("jobs", JSON, nullable=False),  # the names of the jobs it created, in order
     Column("created_at", Double, nullable=False),
+)
+
+# Teams and the LocalQueues their members may submit to.
+teams = Table(
+    "teams",
+    metadata,
+    Column("name", String(63), primary_key=True),
+    Column("queues", JSON, nullable=False),  # LocalQueue names
+    Column("created_at", Double, nullable=False),
+)
+
+users = Table(
+    "users",
+    metadata,
+    Column("name", String(253), primary_key=True),
+    Column("role", String(16), nullable=False),  # admin | member | viewer
+    Column("teams", JSON, nullable=False),  # team names
+    Column("disabled", Boolean, nullable=False, server_default=false()),
+    Column("created_at", Double, nullable=False),
+)
+
+# API keys, only as a hash: the key itself is shown once, at creation. ``id`` is the key's
+# visible prefix, so a key can be named (listed, revoked) without being shown.
+api_keys = Table(
+    "api_keys",
+    metadata,
+    Column("id", String(32), primary_key=True),
+    Column("user_name", String(253), ForeignKey("users.name"), nullable=False),
+    Column("hash", String(64), nullable=False),  # HMAC-SHA256 of the key, hex
+    Column("scope", String(16), nullable=False),  # all | read
+    Column("description", String(255), nullable=False, server_default=""),
+    Column("created_at", Double, nullable=False),
+    Column("expires_at", Double, nullable=True),
+    Column("revoked_at", Double, nullable=True),
+    Index("ix_api_keys_user_name", "user_name"),
+)
+
+# Every change, appended: who, when, from which client address, what.
+audit_log = Table(
+    "audit_log",
+    metadata,
+    Column("id", EventId, primary_key=True, autoincrement=True),
+    Column("time", Double, nullable=False),
+    Column("user_name", String(253), nullable=False),
+    Column("client", String(255), nullable=False),
+    Column("action", String(32), nullable=False),
+    Column("target", Text, nullable=False),
+    Column("detail", JSON, nullable=False),
+    Index("ix_audit_log_time", "time"),
+    Index("ix_audit_log_user_time", "user_name", "time"),
 )

@@ -62,7 +62,7 @@ class Session:
     @property
     def viewer(self) -> Viewer:
         """Who the API's redaction rules see (``server/redaction.py``)."""
-        return ADMIN if self.is_admin else Viewer(self.name)
+        return ADMIN if self.is_admin else Viewer(self.name, self.role)
 
     def sees(self, record: JobRecord) -> bool:
         """Whether the job is shown in full: admins see all, others their teams' and own."""
@@ -75,7 +75,8 @@ class Session:
 
     def viewing_as(self, role: str, queues: frozenset[str]) -> Session:
         """The same person seeing what a ``role`` of ``queues`` sees (an admin's preview)."""
-        return replace(self, role=role, queues=queues)
+        # Under a name of its own: the admin's own jobs are not the previewed role's.
+        return replace(self, name=f"{self.name} (preview)", role=role, queues=queues)
 
 
 class Sessions:

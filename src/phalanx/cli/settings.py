@@ -1,0 +1,30 @@
+"""The global options every verb shares (``--url``, ``--token``, ``--home``) and the client
+they make."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import typer
+
+from phalanx.defaults import phalanx_home
+from phalanx.sdk.client import Client
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    url: str | None = None
+    token: str | None = None
+    home: Path | None = None
+
+    def client(self, timeout: float = 30.0) -> Client:
+        return Client(self.url, self.token, home=self.home, timeout=timeout)
+
+    @property
+    def state_dir(self) -> Path:
+        return phalanx_home(self.home)
+
+
+def settings_of(ctx: typer.Context) -> Settings:
+    return ctx.obj if isinstance(ctx.obj, Settings) else Settings()

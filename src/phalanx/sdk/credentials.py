@@ -1,0 +1,81 @@
+"""The per-user credentials file: one context (an API key) per control plane, like kubeconfig.
+
+``phalanx login`` writes it (mode 0600) and makes its server the current context;
+``phalanx logout`` removes the context. Its path is ``$PHALANX_CREDENTIALS``, else
+``$XDG_CONFIG_HOME/phalanx/credentials.json``, else ``~/.config/phalanx/credentials.json``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+CREDENTIALS_ENV = "PHALANX_CREDENTIALS"
+
+
+def credentials_path() -> Path:
+    if explicit := os.environ.get(CREDENTIALS_ENV):
+        return Path(explicit).expanduser()
+    config = os.environ.get("XDG_CONFIG_HOME") or "~/.config"
+    return Path(config).expanduser() / "phalanx" / "credentials.json"
+
+
+def _load(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {"contexts": {}}
+    if not isinstance(data, dict) or not isinstance(data.get("contexts"), dict):
+        return {"contexts": {}}
+    return data
+
+
+def _save(path: Path, data: dict[str, Any]) -> None:
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    partial = path.with_suffix(".tmp")
+    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        json.dump(data, handle, indent=2)
+    os.replace(partial, path)
+
+
+def current_url() -> str | None:
+    """The server of the last login, if its context is still there."""
+    data = _load(credentials_path())
+    url = data.get("current")
+    return url if isinstance(url, str) and url in data["contexts"] else None
+
+
+def key_for(url: str) -> str | None:
+    context = _load(credentials_path())["contexts"].get(url.rstrip("/"))
+    key = context.get("key") if isinstance(context, dict) else None
+    return key if isinstance(key, str) and key else None
+
+
+def save_context(url: str, key: str, user: str) -> Path:
+    """Store ``key`` for ``url`` and make it the current context; the file's path."""
+    path = credentials_path()
+    data = _load(path)
+    url = url.rstrip("/")
+    data["contexts"][url] = {"key": key, "user": user}
+    data["current"] = url
+    _save(path, data)
+    return path
+
+
+def remove_context(url: str) -> bool:
+    """Forget ``url``'s key (and the current context if it was that); whether it was there."""
+    path = credentials_path()
+    data = _load(path)
+    url = url.rstrip("/")
+    found = data["contexts"].pop(url, None) is not None
+    if data.get("current") == url:
+        data.pop("current", None)
+    if found:
+        with contextlib.suppress(OSError):
+            _save(path, data)
+    return found

@@ -1,0 +1,82 @@
+"""Who asks the API: a user with a role, teams and the LocalQueues those teams may use.
+
+A principal comes from a verified token (``server/auth.py``) and decides what its
+requests may see and do: ``sees`` (a job in full, not only as queue occupancy), ``owns``
+(the job's secrets too), ``may_submit_to``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from phalanx.errors import Forbidden
+from phalanx.spec.status import JobRecord
+
+ADMIN_ROLE = "admin"
+MEMBER_ROLE = "member"
+VIEWER_ROLE = "viewer"
+READ_SCOPE = "read"
+BOOTSTRAP_KEY = "bootstrap"  # the id of the state directory's admin key
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    name: str
+    role: str
+    teams: tuple[str, ...] = ()
+    queues: frozenset[str] = frozenset()  # the LocalQueues of its teams
+    scope: str = "all"  # all | read (the key's scope)
+    key: str = ""  # the id of the API key the token came from
+    expires_at: float = 0.0
+
+    @property
+    def is_admin(self) -> bool:
+        return self.role == ADMIN_ROLE
+
+    @property
+    def writes(self) -> bool:
+        """Whether it may change anything at all (a viewer or a read-only key may not)."""
+        return self.role != VIEWER_ROLE and self.scope != READ_SCOPE
+
+    def sees(self, record: JobRecord) -> bool:
+        """Whether the job is shown in full: admins see all, others their teams' and own."""
+        return self.is_admin or record.queue in self.queues or record.user == self.name
+
+    def owns(self, record: JobRecord) -> bool:
+        """Whether this viewer may see the job's secrets: its submitter only."""
+        return record.user == self.name
+
+    def acting_as(self, user: str | None) -> Principal:
+        """The bootstrap admin key acts as the user its client names (the machine's owner,
+        who could read the key anyway), as the single token did; every other key is its
+        user whatever the client says."""
+        if self.key != BOOTSTRAP_KEY or not user or user == "unknown":
+            return self
+        return replace(self, name=user)
+
+    def check_writes(self) -> None:
+        if self.scope == READ_SCOPE:
+            raise Forbidden(f"{self.name}'s token comes from a read-only key",
+                            field="Authorization",
+                            fix="log in with a key of scope 'all' to change anything")
+        if self.role == VIEWER_ROLE:
+            raise Forbidden(f"this needs role member or admin; {self.name} is a viewer",
+                            field="role", fix="ask an admin to make you a member of a team")
+
+    def check_admin(self) -> None:
+        if not self.is_admin:
+            raise Forbidden(f"this needs role admin; {self.name} is a {self.role}",
+                            field="role", fix="ask an admin to do it, or to make you an admin")
+
+    def check_submit(self, queue: str) -> None:
+        self.check_writes()
+        if self.is_admin or queue in self.queues:
+            return
+        teams = ", ".join(self.teams) or "none"
+        raise Forbidden(
+            f"submitting to LocalQueue {queue} needs a team that may use it; {self.name}'s "
+            f"teams ({teams}) may use {', '.join(sorted(self.queues)) or 'no queue'}",
+            field="queue", fix=f"submit to one of your teams' queues, or ask an admin to add "
+                               f"{queue} to your team (`phalanx teams set TEAM --queue {queue}`)")
+
+

@@ -1,0 +1,117 @@
+"""The bodies of the API's identity routes: tokens, users, keys, teams and the audit log."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+from pydantic import Field, StringConstraints
+
+from phalanx.spec.base import Model
+
+Role = Literal["admin", "member", "viewer"]
+Scope = Literal["all", "read"]
+USER_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._@+-]{0,252}$")
+TEAM_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+UserName = Annotated[str, StringConstraints(pattern=USER_NAME.pattern)]
+TeamName = Annotated[str, StringConstraints(pattern=TEAM_NAME.pattern)]
+
+
+class TokenRequest(Model):
+    key: str = Field(min_length=1, max_length=1024, description="An API key")
+
+
+class TokenIssued(Model):
+    """A short-lived token for ``Authorization: Bearer``; exchange the key again before
+    ``expiresAt``."""
+
+    token: str
+    token_type: Literal["Bearer"] = "Bearer"
+    expires_at: float = Field(description="Epoch seconds")
+    expires_in: float = Field(description="Seconds the token lives")
+    user: str
+    role: Role
+
+
+class WhoAmI(Model):
+    user: str
+    role: Role
+    teams: list[str]
+    queues: list[str] = Field(description="The LocalQueues the user's teams may submit to")
+    scope: Scope
+    key: str = Field(description="The id of the API key the token came from")
+    expires_at: float | None = Field(default=None, description="When the token expires")
+
+
+class UserSpec(Model):
+    """A user to create, or an existing one's new role and teams."""
+
+    name: UserName
+    role: Role = "member"
+    teams: list[TeamName] = Field(default_factory=list)
+
+
+class UserView(UserSpec):
+    disabled: bool = False
+    created_at: float
+
+
+class UserList(Model):
+    items: list[UserView]
+
+
+class KeyRequest(Model):
+    user: UserName | None = Field(default=None, description="Whose key (admins only; "
+                                  "default: the caller)")
+    scope: Scope = "all"
+    expires_in: float | None = Field(default=None, gt=0, description="Seconds until it "
+                                     "expires (default: never)")
+    description: str = Field(default="", max_length=255)
+
+
+class KeyView(Model):
+    id: str = Field(description="The key's visible prefix; it names the key, it is not it")
+    user: str
+    scope: Scope
+    description: str = ""
+    created_at: float
+    expires_at: float | None = None
+    revoked_at: float | None = None
+
+
+class KeyCreated(KeyView):
+    key: str = Field(description="The key itself, shown this once")
+
+
+class KeyList(Model):
+    items: list[KeyView]
+
+
+class TeamSpec(Model):
+    queues: list[str] = Field(description="LocalQueues the team's members may submit to")
+
+
+class TeamView(TeamSpec):
+    name: str
+
+
+class TeamList(Model):
+    items: list[TeamView]
+
+
+class AuditView(Model):
+    id: int
+    time: float
+    user: str
+    client: str = Field(description="The client's address")
+    action: str
+    target: str
+    detail: dict[str, object] = Field(default_factory=dict)
+
+
+class AuditList(Model):
+    items: list[AuditView]
+
+
+class SigningKeyRotated(Model):
+    kid: str = Field(description="The id of the new signing key")

@@ -225,3 +225,28 @@ def test_restarts_show_their_causes(ui: httpx.Client, api: httpx.Client) -> None
     causes = page.split('id="restart-causes"')[1].split("</ol>")[0]
     assert "Requeued" in causes and "exit" in causes.lower()
     assert "1 after errors" in page
+
+
+def test_a_members_own_key_opens_their_view_until_it_is_revoked(
+    server: LiveServer, api: httpx.Client,
+) -> None:
+    from phalanx.sdk import Client
+
+    with Client(server.url, server.token) as admin:
+        admin.put_team("ui-team-a", ["team-a"])
+        admin.put_user("uma", "member", ["ui-team-a"])
+        created = admin.create_key("uma", description="dashboard")
+        for name, queue in (("uma-sees", "team-a"), ("uma-hidden", "team-b")):
+            assert api.post("/v1/jobs", json=job(name, queue)).status_code == 201
+        with httpx.Client(base_url=server.url, timeout=30) as browser:
+            assert browser.post("/ui/login", data={"key": "phx_wrong"}).status_code == 401
+            assert browser.post("/ui/login", data={"key": created.key}).status_code == 303
+            listing = browser.get("/ui/jobs").text
+            assert "uma-sees" in listing
+            assert "uma-hidden" not in listing and "hidden-" in listing
+            assert browser.get("/ui/jobs/uma-hidden").status_code == 404
+            token = csrf(browser)
+            assert browser.post("/ui/nodes/sim-a:cordon", data={"csrf": token}).status_code == 403
+            admin.revoke_key(created.id)
+            after = browser.get("/ui/jobs", follow_redirects=False)
+            assert after.status_code == 303 and "/ui/login" in after.headers["location"]

@@ -519,10 +519,10 @@ def create_app(
     add_identity_routes(app, auth, _ROLE_ERRORS, _errors)
     check_every_route(app.routes)
     if dashboard:
-        # The dashboard's sessions are opened with the bootstrap admin key, as with the
-        # single token before (per-user sessions from a JWT: `Authenticator.verify`).
+        # Any user's API key opens a dashboard session with that user's role and teams;
+        # the bootstrap key signs the session cookies.
         app.mount(MOUNT, create_ui(controller, logs, auth.bootstrap_key, secrets=secret_env,
-                                   slots=slots, log_reads=log_reads))
+                                   slots=slots, log_reads=log_reads, authenticator=auth))
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
 

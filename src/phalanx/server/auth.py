@@ -118,7 +118,12 @@ class Authenticator:
         principal, issued_at = known
         if time.time() >= principal.expires_at:
             raise _unauthorized("the token has expired")
-        name, key = principal.name, principal.key
+        self.check_standing(principal.name, principal.key, issued_at)
+        return principal
+
+    def check_standing(self, name: str, key: str, issued_at: float) -> None:
+        """AuthError unless ``key`` is in force, ``name`` enabled and unchanged since
+        ``issued_at``: what a token or a dashboard session opened then still needs."""
         if key in self._revoked:
             raise _unauthorized(f"API key {key} was revoked",
                                 fix="log in with another key (`phalanx login`)")
@@ -128,7 +133,6 @@ class Authenticator:
         if changed is not None and issued_at < changed:
             raise _unauthorized(f"user {name}'s role or teams changed since the token was "
                                 "issued")
-        return principal
 
     def _bootstrap_bearer(self, token: str) -> Principal:
         """The single token of earlier versions, still taken as a bearer for one release."""

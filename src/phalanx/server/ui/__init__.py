@@ -18,6 +18,7 @@ from starlette.responses import RedirectResponse, Response
 
 from phalanx.control import Controller
 from phalanx.errors import PhalanxError
+from phalanx.server.auth import Authenticator
 from phalanx.server.logstream import FollowerSlots
 from phalanx.server.redaction import SecretEnvRule
 from phalanx.server.ui import actions, live, pages, whatif
@@ -40,6 +41,7 @@ MOUNT = "/ui"
 def create_ui(
     controller: Controller, logs: LogStore, token: str, *, secrets: SecretEnvRule,
     slots: FollowerSlots, log_reads: anyio.CapacityLimiter, sample_history: bool = True,
+    authenticator: Authenticator | None = None,
 ) -> FastAPI:
     """The dashboard as an app of its own, to mount at ``MOUNT``; it shares the API's log
     follower bounds (``slots``) and disk readers (``log_reads``)."""
@@ -49,7 +51,7 @@ def create_ui(
         history.start()
     hidden_key = hmac.new(token.encode(), b"phalanx hidden job names", hashlib.sha256).digest()
     d = Dashboard(
-        controller=controller, logs=logs, sessions=Sessions(token),
+        controller=controller, logs=logs, sessions=Sessions(token, authenticator=authenticator),
         visibility=Visibility(hidden_key, secrets), history=history, slots=slots,
         log_reads=log_reads, templates=template_environment(),
     )

@@ -29,10 +29,12 @@ def router(d: Dashboard) -> APIRouter:
         form = await request.form()
         key = str(form.get("key", ""))
         target = safe_next(str(form.get("next", "")) or None)
-        session = d.sessions.sign_in(key)
+        client = request.client.host if request.client is not None else "-"
+        session = d.sessions.sign_in(key, client)
         if session is None:
             error = AuthError("that API key is not valid here", field="key",
-                              fix="paste the key from $PHALANX_HOME/token (phalanx ui prints "
+                              fix="paste your API key (`phalanx keys create` makes one), or "
+                                  "the admin key in $PHALANX_HOME/token (phalanx ui prints "
                                   "where it is)")
             return d.page(request, "login.html", None, status_code=401, next=target,
                           error=error)

@@ -1,9 +1,11 @@
 """Who is signed in to the dashboard: an API key in, a signed session cookie out.
 
-The one place that knows how a key becomes a session. Today the control plane has one
-API token (``$PHALANX_HOME/token``, checked by the ``/v1`` guard too) and whoever holds
-it is the admin; when per-user keys exist, ``sign_in`` exchanges the key for the user's
-short-lived token and role instead, and nothing else in the dashboard changes.
+The one place that knows how a key becomes a session. The key is exchanged as
+``POST /v1/auth/token`` exchanges it (``server/auth.py``: the same rate limit on
+failures, the same audit entry), and the session takes the user's role and the
+LocalQueues of their teams. Every request checks the session's standing again: a
+revoked key, a disabled user or changed teams end the session at once, as they end
+the user's tokens.
 
 The cookie is HttpOnly (no script reads it), SameSite=Strict (no other site's page
 sends it), Secure when the dashboard is served over https, and signed with a key
@@ -25,7 +27,9 @@ from dataclasses import dataclass, field, replace
 from starlette.requests import Request
 from starlette.responses import Response
 
-from phalanx.server.auth import token_matches
+from phalanx.errors import AuthError
+from phalanx.server.auth import Authenticator, token_matches
+from phalanx.server.principal import READ_SCOPE
 from phalanx.server.redaction import ADMIN, Viewer
 from phalanx.spec.status import JobRecord
 
@@ -50,6 +54,8 @@ class Session:
     queues: frozenset[str] | None = None
     sid: str = field(default_factory=lambda: secrets.token_urlsafe(16))
     expires_at: float = 0.0
+    key: str = ""  # the id of the API key that opened it
+    issued_at: float = 0.0
 
     @property
     def is_admin(self) -> bool:
@@ -82,16 +88,34 @@ class Session:
 class Sessions:
     """Signs sessions into cookies and reads them back; makes and checks CSRF tokens."""
 
-    def __init__(self, token: str, seconds: float = SESSION_SECONDS) -> None:
+    def __init__(
+        self, token: str, seconds: float = SESSION_SECONDS,
+        authenticator: Authenticator | None = None,
+    ) -> None:
+        """``authenticator``: the API's; without one only ``token`` signs in, as admin."""
         self._token = token
+        self._auth = authenticator
         self._key = hmac.new(token.encode(), b"phalanx dashboard session", hashlib.sha256).digest()
         self.seconds = seconds
 
-    def sign_in(self, key: str) -> Session | None:
-        """The session an API key opens, or None when the key is wrong."""
-        if not key or not token_matches(f"Bearer {key.strip()}", self._token):
+    def sign_in(self, key: str, client: str = "-") -> Session | None:
+        """The session an API key opens, or None when the key is wrong (TooManyRequests
+        while ``client`` has failed too often)."""
+        key = key.strip()
+        now = time.time()
+        if self._auth is None:
+            if not key or not token_matches(f"Bearer {key}", self._token):
+                return None
+            return Session("admin", ADMIN_ROLE, None, expires_at=now + self.seconds)
+        try:
+            principal = self._auth.exchange(key, client).principal
+        except AuthError:
             return None
-        return Session("admin", ADMIN_ROLE, None, expires_at=time.time() + self.seconds)
+        # A read-only key reads as a viewer of what its user sees.
+        role = VIEWER_ROLE if principal.scope == READ_SCOPE else principal.role
+        queues = None if principal.is_admin else frozenset(principal.queues)
+        return Session(principal.name, role, queues, expires_at=now + self.seconds,
+                       key=principal.key, issued_at=now)
 
     def session_of(self, request: Request) -> Session | None:
         """The request's session, if its cookie is ours, unedited and not expired."""
@@ -106,16 +130,23 @@ class Sessions:
             queues = data["q"]
             session = Session(str(data["u"]), str(data["r"]),
                               None if queues is None else frozenset(map(str, queues)),
-                              str(data["s"]), float(data["e"]))
+                              str(data["s"]), float(data["e"]), str(data.get("k", "")),
+                              float(data.get("i", 0.0)))
         except (ValueError, KeyError, TypeError):
             return None
         if session.role not in ROLES or session.expires_at < time.time():
             return None
+        if self._auth is not None:
+            try:
+                self._auth.check_standing(session.name, session.key, session.issued_at)
+            except AuthError:
+                return None
         return session
 
     def set_cookie(self, response: Response, request: Request, session: Session) -> None:
         data = {"u": session.name, "r": session.role, "s": session.sid, "e": session.expires_at,
-                "q": None if session.queues is None else sorted(session.queues)}
+                "q": None if session.queues is None else sorted(session.queues),
+                "k": session.key, "i": session.issued_at}
         body = _b64(json.dumps(data, separators=(",", ":")).encode())
         response.set_cookie(
             COOKIE, f"{body}.{self._mac(body)}", max_age=int(session.expires_at - time.time()),

@@ -415,3 +415,31 @@ def test_the_sdk_takes_a_token_too_and_retries_a_refused_one_once(
         time.sleep(2.2)
         with pytest.raises(AuthError, match="expired"):
             client.whoami()  # a bare token cannot be refreshed
+
+
+def test_only_the_submitter_or_an_admin_runs_commands_in_a_jobs_pods(cluster: Cluster) -> None:
+    from websockets.exceptions import InvalidStatus
+    from websockets.sync.client import connect
+
+    base = cluster.server.url
+    with Client(base, cluster.server.token) as admin:
+        admin.put_user("amy", "member", ["team-a"])
+        amy = admin.create_key("amy").key
+
+    def answer(key: str, name: str) -> int:
+        token = exchange(base, key)
+        try:
+            with connect(f"{base.replace('http', 'ws', 1)}/v1/jobs/{name}/exec?command=true",
+                         proxy=None, additional_headers={"Authorization": f"Bearer {token}"}):
+                return 101
+        except InvalidStatus as refused:
+            return int(refused.response.status_code)
+
+    assert answer(amy, "job-a") == 403  # a teammate sees the job, not its pods' secrets
+    assert answer(cluster.keys["bob"], "job-a") == 404  # another team's: as if it did not exist
+    assert answer(cluster.keys["bob"], "no-such-job") == 404
+    assert answer(cluster.keys["vera"], "job-a") == 403  # a viewer changes nothing
+    assert answer(cluster.keys["alice-read"], "job-a") == 403
+    # Its submitter and an admin get past the checks to the plane, which cannot exec here.
+    assert answer(cluster.keys["alice"], "job-a") == 400
+    assert answer(cluster.keys["admin"], "job-a") == 400

@@ -28,8 +28,10 @@ from starlette.websockets import WebSocketDisconnect
 
 from phalanx.compute.base import ExecSession
 from phalanx.control.service import JobService
-from phalanx.errors import Forbidden, PhalanxError, SpecError, TooManyRequests
+from phalanx.errors import Forbidden, NotFound, PhalanxError, SpecError, TooManyRequests
 from phalanx.kinds import relay
+from phalanx.server.access import PRINCIPAL
+from phalanx.server.principal import Principal
 
 log = logging.getLogger("phalanx.server")
 
@@ -57,6 +59,29 @@ def _terminal_size(value: str | None, name: str, default: int) -> int:
     return int(value)
 
 
+def authorize(websocket: WebSocket, service: JobService, name: str) -> None:
+    """Only the job's submitter or an admin runs commands in its pods: a command there reads
+    the pod's environment, secrets included, which teammates are not shown either. A job
+    the caller may not see is answered as one that does not exist."""
+    principal = websocket.scope.get("state", {}).get(PRINCIPAL)
+    if not isinstance(principal, Principal):
+        raise Forbidden("no caller is known for this connection", field="Authorization",
+                        fix="connect with a bearer token")
+    missing = NotFound(f"job {name!r} does not exist", field="name",
+                       fix="check the name with `phalanx jobs`")
+    try:
+        record = service.get(name)
+    except NotFound:
+        raise missing from None
+    if principal.is_admin or principal.owns(record):
+        return
+    if not principal.sees(record):
+        raise missing
+    raise Forbidden(f"only the job's submitter ({record.user}) or an admin may run commands "
+                    f"in its pods; {principal.name} may not", field="name",
+                    fix="ask the job's submitter, or an admin")
+
+
 def add_exec_route(
     app: FastAPI, service: JobService, *, interactive: bool,
     error_response: Callable[[PhalanxError], Response],
@@ -77,6 +102,7 @@ def add_exec_route(
                     fix="start it with interactivity on (phalanx up without --no-interactive; "
                         "on Kubernetes, worker.enableRunInteractivity: true)",
                 )
+            authorize(websocket, service, name)
             argv = query.getlist("command")
             if not argv or not all(argv):
                 raise SpecError("no command to run", field="command",

@@ -11,6 +11,7 @@ log. On SIGTERM (a preemption or a drain) the ranks finish the epoch under way, 
 it and stop, so the job's termination grace should cover one epoch.
 """
 
+import gc
 import os
 import signal
 import time
@@ -95,13 +96,25 @@ def main() -> None:
         if total[1].item() > 0:
             if rank == 0:
                 print(f"stopping after epoch {epoch} (SIGTERM); checkpoint saved", flush=True)
-            dist.destroy_process_group()
+            del model  # DDP holds the process group (see _leave_process_group)
+            _leave_process_group()
             return
     if rank == 0:
         print(f"done: {world} ranks, loss {first:.4f} -> {last:.4f}", flush=True)
-    dist.destroy_process_group()
+    del model
+    _leave_process_group()
     if last >= first:
         raise SystemExit("loss did not fall")
+
+
+def _leave_process_group() -> None:
+    """Leave the process group together, once nothing else holds it (the caller drops its
+    DDP model first): a group still referenced after destroy_process_group() is torn down
+    at interpreter exit, where gloo's threads can abort the process ("terminate called
+    without an active exception") after the work is done."""
+    gc.collect()
+    dist.barrier()
+    dist.destroy_process_group()
 
 
 if __name__ == "__main__":

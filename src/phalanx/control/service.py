@@ -426,8 +426,16 @@ class JobService:
             return list(self.state.pods.get(name, ()))
 
     def events_of(self, name: str) -> list[JobEvent]:
-        """The job's stored events and what the plane says about its pods, oldest first."""
-        events = self.store.list_events(name) + self.plane.pod_events(name)
+        """The job's events, stored or not yet, and what the plane says about its pods,
+        oldest first.
+
+        The unstored ones are read first: one stored in between is then in the store's
+        answer (and counted once), so a job seen Succeeded always shows that event.
+        """
+        with self.state.lock:
+            unsaved = self.state.unsaved_events(name)
+        stored = self.store.list_events(name)
+        events = stored + [e for e in unsaved if e not in stored] + self.plane.pod_events(name)
         events.sort(key=lambda e: e.time)
         return events
 

@@ -77,6 +77,7 @@ class ControlState:
         self.launches: list[Launch] = []
         self._dirty: set[str] = set()
         self._events: list[JobEvent] = []
+        self._writing: list[JobEvent] = []  # events the store is being given right now
         # Finished records on their way to the store: still read from here until stored,
         # so a reader never sees a job go back to its older stored status.
         self.saving: dict[str, JobRecord] = {}
@@ -180,6 +181,10 @@ class ControlState:
         self.event(record, status.value, message, warning=status is JobStatus.FAILED)
         self.dependencies.ended(self, record)
 
+    def unsaved_events(self, job: str) -> list[JobEvent]:
+        """``job``'s events not yet stored, or being stored (lock held)."""
+        return [e for e in (*self._writing, *self._events) if e.job == job]
+
     def take_commands(self) -> tuple[list[PlaneCommand], list[Launch]]:
         commands, self.commands = self.commands, []
         launches, self.launches = self.launches, []
@@ -195,6 +200,7 @@ class ControlState:
                 names = sorted(n for n in self._dirty if n in self.jobs)
                 records = [self.jobs[n].model_copy() for n in names]
                 events, self._events = self._events, []
+                self._writing = events
                 self._dirty.clear()
                 for record in records:
                     if record.status.terminal:
@@ -205,6 +211,7 @@ class ControlState:
                 self.store.save_jobs(records, events)
             except BaseException:
                 with self.lock:  # nothing is lost: the next write tries again
+                    self._writing = []
                     for record in records:
                         if self.saving.pop(record.name, None) is not None:
                             self.jobs.setdefault(record.name, record)
@@ -212,5 +219,6 @@ class ControlState:
                     self._events[:0] = events
                 raise
             with self.lock:
+                self._writing = []
                 for record in records:
                     self.saving.pop(record.name, None)

@@ -26,6 +26,7 @@ from phalanx.compute.kubernetes.client import KubeClient
 from phalanx.compute.kubernetes.health import CONDITION, doctor_health
 from phalanx.compute.kubernetes.objects import MANAGED_BY, MANAGER
 from phalanx.compute.kubernetes.status import timestamp
+from phalanx.compute.kubernetes.taint import is_health_taint
 from phalanx.compute.kubernetes.watch import Informer
 from phalanx.errors import SpecError
 from phalanx.health.stale import DEFAULT_STALE_AFTER, is_stale, mark_stale
@@ -126,9 +127,12 @@ def node_from(
     for resource, amount in (used or {}).items():
         if resource in allocatable:
             allocatable[resource] = max(0, allocatable[resource] - amount)
+    # Phalanx's own health taint restates the doctor's ERR, which the health below
+    # already refuses: counting it too would keep a recovered node refused until removed.
     taints = [
         Taint(key=t["key"], value=t.get("value") or "", effect=t["effect"])
-        for t in spec.get("taints") or [] if t.get("key") and t.get("effect") in EFFECTS
+        for t in spec.get("taints") or []
+        if t.get("key") and t.get("effect") in EFFECTS and not is_health_taint(t)
     ]
     health, reasons, checks = doctor_health(obj)
     now = time.time() if now is None else now
@@ -251,6 +255,10 @@ class NodeInventory:
     def node_names(self) -> set[str]:
         with self._lock:
             return set(self._nodes)
+
+    def node_objects(self) -> list[Object]:
+        with self._lock:
+            return list(self._nodes.values())
 
     def node_taints(self, name: str) -> list[Taint]:
         with self._lock:

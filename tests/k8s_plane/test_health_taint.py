@@ -12,6 +12,7 @@ from phalanx.compute.kubernetes.taint import TAINT_KEY
 from phalanx.spec.resources import NodeHealth
 from tests.k8s_plane.conftest import PlaneFactory, wait_until
 from tests.k8s_plane.fake_apiserver import FakeAPIServer
+from tests.k8s_plane.helpers import admit, gang, pods
 
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
 HEALTH_TAINT = {"key": TAINT_KEY, "value": "ERR", "effect": "NoSchedule"}
@@ -101,3 +102,16 @@ def test_a_refused_patch_stops_the_writes(
     assert api.count("PATCH", "/api/v1/nodes/n1") == 1
     assert _taints(api, "n1") == []
     assert len([r for r in caplog.records if TAINT_KEY in r.getMessage()]) == 1
+
+
+def test_a_pod_placed_while_the_taint_lingers_tolerates_it(
+    api: FakeAPIServer, make_plane: PlaneFactory
+) -> None:
+    api.add_node("n1", taints=[HEALTH_TAINT], labels={HEALTH_LABEL: "PASS"})
+    plane = make_plane()  # may not write nodes: the taint stays
+    wait_until(lambda: plane.inventory_source.node_names() == {"n1"}, what="n1")
+    assert [t.key for t in plane.inventory_source.node_taints("n1")] == [TAINT_KEY]
+    job = gang("ddp", replicas=1)
+    plane.launch(job, 1, admit(job, ["n1"]))
+    placed = wait_until(lambda: pods(api, "ddp"), what="pod")
+    assert HEALTH_TAINT | {"operator": "Equal"} in placed[0]["spec"]["tolerations"]

@@ -45,7 +45,9 @@ def test_err_adds_the_taint_and_pass_removes_it(
     _report(api, "n1", "ERR")
     _seen(plane, "n1", "ERR")
     plane.observe()
+    plane.observe()  # before or after the watch brings the patched node: no second patch
     assert _taints(api, "n1") == [GPU_TAINT, HEALTH_TAINT]
+    assert api.count("PATCH", "/api/v1/nodes/n1") == 1
     assert _taints(api, "n2") == []
     # The scheduler refuses n1 for its health, not for its own taint a second time.
     n1 = next(n for n in plane.inventory() if n.name == "n1")

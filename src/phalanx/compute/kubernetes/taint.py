@@ -16,7 +16,7 @@ from typing import Any
 from urllib.parse import quote
 
 from phalanx.compute.kubernetes.client import KubeClient, KubeError
-from phalanx.compute.kubernetes.health import doctor_health
+from phalanx.compute.kubernetes.health import doctor_verdict
 from phalanx.spec.resources import NodeHealth
 
 log = logging.getLogger("phalanx.compute.kubernetes")
@@ -34,7 +34,7 @@ def wanted_taints(obj: Object) -> list[Object] | None:
     """The node's taints as they should be, or None when they already are."""
     taints = list((obj.get("spec") or {}).get("taints") or [])
     others = [t for t in taints if not is_health_taint(t)]
-    sick = doctor_health(obj)[0] is NodeHealth.UNHEALTHY
+    sick = doctor_verdict(obj) is NodeHealth.UNHEALTHY
     wanted = [*others, dict(TAINT)] if sick else others
     has = [t for t in taints if is_health_taint(t)]
     if (sick and has == [TAINT]) or (not sick and not has):
@@ -49,6 +49,9 @@ class HealthTainter:
         self.client = client
         self.allowed = allowed
         self._told = False  # the reason nothing is written was logged
+        # node -> the resourceVersion last patched from: until the watch brings the
+        # patched node, the same patch is not sent again.
+        self._sent: dict[str, str] = {}
 
     def reconcile(self, nodes: list[Object]) -> None:
         for obj in nodes:
@@ -57,6 +60,9 @@ class HealthTainter:
                 continue
             meta = obj.get("metadata") or {}
             name = str(meta.get("name"))
+            version = str(meta.get("resourceVersion"))
+            if self._sent.get(name) == version:
+                continue
             if not self.allowed:
                 self._refuse(f"node {name} needs its {TAINT_KEY} taint changed, but the "
                              "control plane may not write nodes (set "
@@ -66,6 +72,7 @@ class HealthTainter:
                             "spec": {"taints": wanted or None}}
             try:
                 self.client.patch(f"/api/v1/nodes/{quote(name, safe='')}", body)
+                self._sent[name] = version
             except KubeError as exc:
                 if exc.status == 403:
                     self.allowed = False

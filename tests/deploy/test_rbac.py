@@ -69,7 +69,7 @@ def expected_worker(reads: bool, writes: bool, interactive: bool) -> set[Permiss
         perms |= _grant(CLUSTER, "apiextensions.k8s.io", ("customresourcedefinitions",), READ)
         perms |= _grant(CLUSTER, "", ("pods",), READ)  # usage of pods Phalanx did not create
     if writes:
-        perms |= _grant(CLUSTER, "", ("nodes",), ("update", "patch"))
+        perms |= _grant(CLUSTER, "", ("nodes",), ("patch",))
     return perms
 
 

@@ -3,7 +3,7 @@
 The worker (the control plane) gets, in the runs namespace, every verb on pods,
 configmaps, secrets, services and PodGroups of both scheduler-plugins API
 groups, and read-only events; cluster-wide node and CRD reads only with
-``worker.rbac.allowNodeReads``; node update/patch only with ``allowNodeWrites``.
+``worker.rbac.allowNodeReads``; node patch only with ``allowNodeWrites``.
 Runs get ``pods get`` + ``pods/exec create`` with interactivity, ``pods get``
 with logging only, nothing otherwise. NodeDoctor gets and patches its Node
 (the ``phalanx.dev/health`` label and checks annotation; the GPUs the node
@@ -78,7 +78,7 @@ def worker_cluster_rules(values: Values) -> list[Rule]:
         rules.append(_rule(["apiextensions.k8s.io"], ["customresourcedefinitions"], READ_VERBS))
         rules.append(_rule([""], ["pods"], READ_VERBS))
     if rbac.allow_node_writes:
-        rules.append(_rule([""], ["nodes"], ["update", "patch"]))
+        rules.append(_rule([""], ["nodes"], ["patch"]))  # cordon, health taint: merge patches
     return rules
 
 

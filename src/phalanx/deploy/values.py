@@ -149,7 +149,9 @@ class WorkerRbac(Rbac):
         "by other workloads); the Kubernetes compute plane schedules on the nodes it sees",
     )
     allow_node_writes: bool = Field(
-        default=False, description="Cluster-wide update/patch of nodes (cordon unhealthy nodes)"
+        default=False,
+        description="Cluster-wide patch of nodes (cordon, and the phalanx.dev/unhealthy "
+        "taint on nodes the doctor reports ERR)",
     )
 
 

@@ -161,6 +161,9 @@ def deployment(values: Values) -> Manifest:
         _secret_env("PHALANX_TOKEN", values.api_key.secret_name, values.api_key.key),
         # The compute plane runs job pods as this ServiceAccount.
         {"name": "PHALANX_RUNS_SERVICE_ACCOUNT", "value": runs_account(values)},
+        # What the role grants on nodes: the plane writes its health taint only if allowed.
+        {"name": "PHALANX_K8S_NODE_WRITES",
+         "value": "true" if worker.rbac.allow_node_writes else "false"},
     ]
     if values.store.kind == "postgresql":
         pg = values.store.postgresql

@@ -77,12 +77,26 @@ class NodeReporter:
         }})
 
 
+def _condition(obj: Object) -> Object | None:
+    return next((c for c in (obj.get("status") or {}).get("conditions") or []
+                 if c.get("type") == CONDITION), None)
+
+
+def doctor_verdict(obj: Object) -> NodeHealth:
+    """The health the node's doctor last reported, without reading its checks."""
+    label = ((obj.get("metadata") or {}).get("labels") or {}).get(HEALTH_LABEL)
+    if label == CheckStatus.ERR.value or (_condition(obj) or {}).get("status") == "False":
+        return NodeHealth.UNHEALTHY
+    if label == CheckStatus.WARN.value:
+        return NodeHealth.DEGRADED
+    return NodeHealth.HEALTHY
+
+
 def doctor_health(obj: Object) -> tuple[NodeHealth, list[str], list[NodeCheck]]:
     """What the node's doctor last said: health, reasons and checks (healthy when silent)."""
-    meta, status = obj.get("metadata") or {}, obj.get("status") or {}
+    meta = obj.get("metadata") or {}
     label = (meta.get("labels") or {}).get(HEALTH_LABEL)
-    condition = next((c for c in status.get("conditions") or []
-                      if c.get("type") == CONDITION), None)
+    condition = _condition(obj)
     checks: list[NodeCheck] = []
     raw = (meta.get("annotations") or {}).get(CHECKS_ANNOTATION)
     if raw:
@@ -90,11 +104,7 @@ def doctor_health(obj: Object) -> tuple[NodeHealth, list[str], list[NodeCheck]]:
             checks = _CHECKS.validate_python(json.loads(raw))
         except (ValueError, ValidationError) as exc:
             log.warning("node %s: unreadable %s: %s", meta.get("name"), CHECKS_ANNOTATION, exc)
-    health = NodeHealth.HEALTHY
-    if label == CheckStatus.ERR.value or (condition or {}).get("status") == "False":
-        health = NodeHealth.UNHEALTHY
-    elif label == CheckStatus.WARN.value:
-        health = NodeHealth.DEGRADED
+    health = doctor_verdict(obj)
     reasons = [f"{c.name}: {c.message}" for c in checks
                if c.status in (CheckStatus.ERR, CheckStatus.WARN)]
     if health is not NodeHealth.HEALTHY and not reasons:

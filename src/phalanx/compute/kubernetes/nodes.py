@@ -26,6 +26,7 @@ from phalanx.compute.kubernetes.client import KubeClient
 from phalanx.compute.kubernetes.health import CONDITION, doctor_health
 from phalanx.compute.kubernetes.objects import MANAGED_BY, MANAGER
 from phalanx.compute.kubernetes.status import timestamp
+from phalanx.compute.kubernetes.taint import TAINT, is_health_taint
 from phalanx.compute.kubernetes.watch import Informer
 from phalanx.errors import SpecError
 from phalanx.health.stale import DEFAULT_STALE_AFTER, is_stale, mark_stale
@@ -126,9 +127,12 @@ def node_from(
     for resource, amount in (used or {}).items():
         if resource in allocatable:
             allocatable[resource] = max(0, allocatable[resource] - amount)
+    # Phalanx's own health taint restates the doctor's ERR, which the health below
+    # already refuses: counting it too would keep a recovered node refused until removed.
     taints = [
         Taint(key=t["key"], value=t.get("value") or "", effect=t["effect"])
-        for t in spec.get("taints") or [] if t.get("key") and t.get("effect") in EFFECTS
+        for t in spec.get("taints") or []
+        if t.get("key") and t.get("effect") in EFFECTS and not is_health_taint(t)
     ]
     health, reasons, checks = doctor_health(obj)
     now = time.time() if now is None else now
@@ -252,10 +256,22 @@ class NodeInventory:
         with self._lock:
             return set(self._nodes)
 
+    def node_objects(self) -> list[Object]:
+        with self._lock:
+            return list(self._nodes.values())
+
     def node_taints(self, name: str) -> list[Taint]:
+        """The taints a pod placed on ``name`` must tolerate: the scheduler's, and the health
+        taint while it is still there (the node was placed on as healthy; the taint goes at
+        the next reconcile, and the pod should not wait on it meanwhile)."""
         with self._lock:
             obj = self._nodes.get(name)
-        return node_from(obj).taints if obj is not None else []
+        if obj is None:
+            return []
+        taints = node_from(obj).taints
+        if any(is_health_taint(t) for t in (obj.get("spec") or {}).get("taints") or []):
+            taints.append(Taint(key=TAINT["key"], value=TAINT["value"], effect=TAINT["effect"]))
+        return taints
 
     # ------------------------------------------------------------------ informer callbacks
     def _changed(self) -> None:

@@ -48,6 +48,7 @@ from phalanx.compute.kubernetes.status import (
     TERMINATED,
     observe_pod,
 )
+from phalanx.compute.kubernetes.taint import HealthTainter
 from phalanx.compute.kubernetes.watch import Informer
 from phalanx.errors import Conflict, NotFound, SpecError
 from phalanx.scheduler.types import Admission
@@ -120,6 +121,7 @@ class KubernetesPlane(ComputePlane):
                                               read_timeout=self.settings.read_timeout,
                                               lost_grace=self.settings.node_lost_grace,
                                               stale_after=self.settings.doctor_stale_after)
+        self.tainter = HealthTainter(client, allowed=self.settings.node_writes)
         self.pod_informer = Informer(
             client, f"{self._base}/pods", label_selector=objects.SELECTOR,
             on_list=self._list_pods, on_event=self._pod_event, name="pods",
@@ -283,6 +285,8 @@ class KubernetesPlane(ComputePlane):
         now = time.time()
         nodes = self.inventory_source.node_names() if self.inventory_source.nodes.synced.is_set() \
             else None
+        if nodes is not None:
+            self.tainter.reconcile(self.inventory_source.node_objects())
         retry = []
         with self._lock:
             states = []

@@ -22,6 +22,7 @@ DOCTOR_STALE_AFTER_ENV = "PHALANX_K8S_DOCTOR_STALE_AFTER"
 CHECKPOINT_VOLUME_ENV = "PHALANX_K8S_CHECKPOINT_VOLUME"  # JSON: a volume source
 CHECKPOINT_CLEANUP_IMAGE_ENV = "PHALANX_K8S_CHECKPOINT_CLEANUP_IMAGE"
 PRIORITY_CLASSES_ENV = "PHALANX_K8S_PRIORITY_CLASSES"
+NODE_WRITES_ENV = "PHALANX_K8S_NODE_WRITES"  # "true": worker.rbac.allowNodeWrites
 
 
 @dataclass(slots=True)
@@ -43,6 +44,9 @@ class Settings:
     # image of the pods that remove them; no volume, no checkpoint directories.
     checkpoint_volume: dict[str, Any] | None = None
     checkpoint_cleanup_image: str = checkpoints.DEFAULT_CLEANUP_IMAGE
+    # Whether the control plane may patch nodes (the health taint); without it nothing
+    # is written to nodes by the plane itself.
+    node_writes: bool = False
 
 
 def settings_from_env() -> Settings:
@@ -62,6 +66,11 @@ def settings_from_env() -> Settings:
                                                                CHECKPOINT_VOLUME_ENV)
     if os.environ.get(CHECKPOINT_CLEANUP_IMAGE_ENV):
         settings.checkpoint_cleanup_image = os.environ[CHECKPOINT_CLEANUP_IMAGE_ENV]
+    writes = os.environ.get(NODE_WRITES_ENV, "").strip().lower()
+    if writes not in ("", "true", "false"):
+        raise SpecError(f"{writes!r} is not true or false", field=NODE_WRITES_ENV,
+                        fix="write true (the role may patch nodes) or false")
+    settings.node_writes = writes == "true"
     mapping = os.environ.get(PRIORITY_CLASSES_ENV, "")
     classes = {}
     for pair in filter(None, (p.strip() for p in mapping.split(","))):

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 import httpx
 import pytest
+import yaml
 
 from tests.leftovers import kill_pods_under
 
@@ -140,3 +141,26 @@ def py_job(name: str, code: str, replicas: int = 1, **extra: Any) -> dict[str, A
     }
     pod_set.update(extra.pop("pod_set", {}))
     return {"name": name, "podSets": [pod_set], **extra}
+
+
+ONE_CPU_QUEUE = """
+kind: ClusterQueue
+name: small
+preemption: {withinClusterQueue: LowerPriority}
+resourceGroups:
+- coveredResources: [cpu]
+  flavors:
+  - name: default
+    resources: [{name: cpu, nominalQuota: "1"}]
+---
+kind: LocalQueue
+name: small
+clusterQueue: small
+"""
+"""A queue of one CPU whose higher-priority jobs preempt lower ones: room for one small job."""
+
+
+def apply_one_cpu_queue(plane: ControlPlane) -> None:
+    applied = plane.api.post("/v1/config/apply", json={"documents": list(yaml.safe_load_all(
+        ONE_CPU_QUEUE))})
+    assert applied.status_code == 200, applied.text

@@ -11,7 +11,7 @@ import psutil
 import pytest
 import yaml
 
-from tests.e2e.conftest import REPO, ControlPlane, py_job
+from tests.e2e.conftest import REPO, ControlPlane, apply_one_cpu_queue, py_job
 
 pytestmark = pytest.mark.slow
 
@@ -103,26 +103,8 @@ def test_cancel_kills_the_whole_process_tree(plane: ControlPlane, tmp_path: Path
         time.sleep(0.1)
 
 
-QUEUES = """
-kind: ClusterQueue
-name: small
-preemption: {withinClusterQueue: LowerPriority}
-resourceGroups:
-- coveredResources: [cpu]
-  flavors:
-  - name: default
-    resources: [{name: cpu, nominalQuota: "1"}]
----
-kind: LocalQueue
-name: small
-clusterQueue: small
-"""
-
-
 def test_high_priority_job_preempts_low_priority_one(plane: ControlPlane) -> None:
-    docs = list(yaml.safe_load_all(QUEUES))
-    applied = plane.api.post("/v1/config/apply", json={"documents": docs})
-    assert applied.status_code == 200, applied.text
+    apply_one_cpu_queue(plane)
     sleeper = "import time; time.sleep(120)"
     plane.submit(py_job("low", sleeper, queue="small", priority="low",
                         pod_set={"resources": {"cpu": "1"}}))

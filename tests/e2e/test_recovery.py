@@ -12,31 +12,9 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.e2e.conftest import REPO, ControlPlane, py_job
+from tests.e2e.conftest import REPO, ControlPlane, apply_one_cpu_queue, py_job
 
 pytestmark = pytest.mark.slow
-
-QUEUES = """
-kind: ClusterQueue
-name: small
-preemption: {withinClusterQueue: LowerPriority}
-resourceGroups:
-- coveredResources: [cpu]
-  flavors:
-  - name: default
-    resources: [{name: cpu, nominalQuota: "1"}]
----
-kind: LocalQueue
-name: small
-clusterQueue: small
-"""
-
-
-def _apply_queues(plane: ControlPlane) -> None:
-    applied = plane.api.post("/v1/config/apply", json={"documents": list(yaml.safe_load_all(
-        QUEUES))})
-    assert applied.status_code == 200, applied.text
-
 
 def _preempt(plane: ControlPlane, name: str) -> None:
     """Take ``small``'s whole quota with a short high-priority job; wait until it ran."""
@@ -73,7 +51,7 @@ def _epochs_run(logs: str) -> list[int]:
 
 
 def test_a_preempted_ddp_run_resumes_from_its_checkpoint(plane: ControlPlane) -> None:
-    _apply_queues(plane)
+    apply_one_cpu_queue(plane)
     plane.submit(_ddp_job("ddp"))
     _until(lambda: len(_epochs_run(plane.logs("ddp"))) >= 4)
     _preempt(plane, "ddp")
@@ -111,7 +89,7 @@ GRACEFUL = (
 def test_preemption_gives_the_job_its_own_grace_and_the_directory_outlives_the_attempt(
     plane: ControlPlane,
 ) -> None:
-    _apply_queues(plane)
+    apply_one_cpu_queue(plane)
     plane.submit(py_job("graceful", GRACEFUL, queue="small", priority="low",
                         terminationGrace="20s", checkpoint={"keep": True},
                         pod_set={"resources": {"cpu": "1"}}))
@@ -127,7 +105,7 @@ def test_preemption_gives_the_job_its_own_grace_and_the_directory_outlives_the_a
 
 
 def test_without_its_own_grace_the_job_is_killed_before_it_saves(plane: ControlPlane) -> None:
-    _apply_queues(plane)
+    apply_one_cpu_queue(plane)
     plane.submit(py_job("hasty", GRACEFUL, queue="small", priority="low",
                         checkpoint={"keep": True}, pod_set={"resources": {"cpu": "1"}}))
     _until(lambda: "attempt 1 found []" in plane.logs("hasty"))

@@ -4,7 +4,7 @@ run too long.
 Kept free of I/O so the control loop stays a thin driver, the rules are tested on
 their own, and the simulator replays a trace under the same rules the control
 plane applies (restart budgets, backoff, deadlines). It needs nothing but the job's
-spec, so the simulator loads no compute plane for it (``gangs.py`` reads pods).
+spec, so the simulator loads no compute plane for it (``phalanx.kinds`` reads pods).
 """
 
 from __future__ import annotations

@@ -19,6 +19,9 @@ DEFAULT_HOME = "~/.phalanx"
 # Files of the state directory.
 SERVER_FILE = "server.json"  # what a running server tells clients: URL, pid, plane, store
 TOKEN_FILE = "token"
+URL_ENV = "PHALANX_URL"
+# Inside a job's pod: the file holding the attempt's API credential (docs/security.md).
+API_KEY_FILE_ENV = "PHALANX_API_KEY_FILE"
 LOG_FILE = "server.log"  # output of a server started in the background
 
 # The state directory holds the API token, the store and every job's logs: only its

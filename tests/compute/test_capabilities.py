@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from phalanx.compute.base import ComputePlane, PodPhase, PodState
+from phalanx.compute.base import ComputePlane, PodCredential, PodPhase, PodState
 from phalanx.compute.local import LocalPlane
 from phalanx.compute.local.gpus import GPUInfo
 from phalanx.compute.simulated import SimulatedPlane
@@ -29,7 +29,8 @@ class Inert(ComputePlane):
     def inventory(self) -> list[Node]:
         return list(NODES)
 
-    def launch(self, job: JobSpec, attempt: int, admission: Admission) -> None:
+    def launch(self, job: JobSpec, attempt: int, admission: Admission, *,
+               credential: PodCredential | None = None) -> None:
         return None
 
     def observe(self) -> list[PodState]:

@@ -26,7 +26,8 @@ def test_default_control_plane() -> None:
     container = pod["containers"][0]
     assert container["command"] == ["phalanx"]
     assert container["args"] == ["up", "--host", "0.0.0.0", "--port", str(API_PORT),
-                                 "--compute", "kubernetes", "--namespace", "phalanx-runs"]
+                                 "--compute", "kubernetes", "--namespace", "phalanx-runs",
+                                 "--pod-api-url", f"http://phalanx.phalanx.svc:{API_PORT}"]
     env = _env(pod)
     assert env["PHALANX_HOME"] == STATE_DIR
     assert env["PHALANX_TOKEN"] == {"secretKeyRef": {"name": "phalanx-api-key", "key": "token"}}
@@ -147,6 +148,17 @@ def test_interactivity_off_reaches_the_control_plane() -> None:
     off = _pod(rendered({"worker": {"enableRunInteractivity": False}}))["containers"][0]["args"]
     assert "--no-interactive" in off
     assert "--no-interactive" not in _pod(rendered({}))["containers"][0]["args"]
+
+
+def test_job_pods_reach_the_api_at_the_service_unless_the_values_say_where() -> None:
+    def pod_api_url(data: dict[str, Any]) -> str:
+        args: list[str] = _pod(rendered(data))["containers"][0]["args"]
+        return args[args.index("--pod-api-url") + 1]
+
+    assert pod_api_url({"namespace": "ml", "worker": {"service": {"port": 9000}}}) == \
+        "http://phalanx.ml.svc:9000"
+    assert pod_api_url({"runs": {"apiUrl": "https://phalanx.example.com"}}) == \
+        "https://phalanx.example.com"
 
 
 def test_control_plane_args_are_options_of_phalanx_up() -> None:

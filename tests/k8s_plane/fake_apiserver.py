@@ -1,7 +1,7 @@
 """A small Kubernetes API server over real HTTP on loopback, for the plane's tests.
 
 It keeps objects in memory and speaks the API's wire protocol for what the
-plane uses: namespaced pods, services, configmaps, events and scheduler-plugins
+plane uses: namespaced pods, services, configmaps, secrets, events and scheduler-plugins
 podgroups; cluster-scoped nodes and namespaces; list with label and field
 selectors; watch (chunked JSON lines from a resourceVersion, objects entering or
 leaving a selector as ADDED/DELETED, an ERROR 410 event when the version was
@@ -30,8 +30,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 Object = dict[str, Any]
-NAMESPACED = ("pods", "services", "configmaps", "events", "podgroups")
-KINDS = {"pods": "Pod", "services": "Service", "configmaps": "ConfigMap", "events": "Event",
+NAMESPACED = ("pods", "services", "configmaps", "secrets", "events", "podgroups")
+KINDS = {"pods": "Pod", "services": "Service", "configmaps": "ConfigMap", "secrets": "Secret",
+         "events": "Event",
          "podgroups": "PodGroup", "nodes": "Node", "namespaces": "Namespace"}
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 

@@ -21,8 +21,9 @@ PG = "/apis/scheduling.x-k8s.io/v1alpha1"
 _ROUTES = [
     (re.compile(r"^/api/v1/(nodes|namespaces|pods)$"), "cluster"),
     (re.compile(r"^/api/v1/(nodes|namespaces)/([^/]+)$"), "cluster-item"),
-    (re.compile(r"^/api/v1/namespaces/([^/]+)/(pods|services|configmaps|events)$"), "ns"),
-    (re.compile(r"^/api/v1/namespaces/([^/]+)/(pods|services|configmaps|events)/([^/]+)$"),
+    (re.compile(r"^/api/v1/namespaces/([^/]+)/(pods|services|configmaps|secrets|events)$"),
+     "ns"),
+    (re.compile(r"^/api/v1/namespaces/([^/]+)/(pods|services|configmaps|secrets|events)/([^/]+)$"),
      "ns-item"),
     (re.compile(r"^/api/v1/namespaces/([^/]+)/pods/([^/]+)/log$"), "log"),
     (re.compile(r"^/api/v1/namespaces/([^/]+)/pods/([^/]+)/exec$"), "exec"),

@@ -83,7 +83,8 @@ def main(
     ] = None,
     token: Annotated[
         str | None,
-        typer.Option(help="API key (default: $PHALANX_TOKEN, else the key of `phalanx login`, "
+        typer.Option(help="API key (default: $PHALANX_TOKEN, else the file "
+                     "$PHALANX_API_KEY_FILE (in a job's pod), else the key of `phalanx login`, "
                      "else $PHALANX_HOME/token)"),
     ] = None,
     home: Annotated[
@@ -189,6 +190,10 @@ def up(
     interactive: Annotated[
         bool, typer.Option(help="Let phalanx exec run commands in running pods")
     ] = True,
+    pod_api_url: Annotated[
+        str | None, typer.Option(help="The API's URL as job pods reach it, for their "
+                                 "per-attempt credential (default: the address listened on)")
+    ] = None,
 ) -> None:
     """Start the embedded control plane (foreground, or in the background with -d)."""
     home = _settings(ctx).state_dir
@@ -210,6 +215,7 @@ def up(
             health_interval=interval, site_checks=site_checks, node_lost_grace=lost_grace,
             max_pods=max_pods, max_body_bytes=max_body_bytes,
             finished_ttl=ttl, token_ttl=token_life, interactive=interactive,
+            pod_api_url=pod_api_url,
         )
         return
     running = daemon.server_info(home)
@@ -242,6 +248,8 @@ def up(
     args += ["--finished-ttl", finished_ttl, "--token-ttl", token_ttl]
     if not interactive:
         args += ["--no-interactive"]
+    if pod_api_url is not None:
+        args += ["--pod-api-url", pod_api_url]
     try:
         with err.status("Starting the Phalanx control plane...") as spinner:
             info = daemon.start_detached(

@@ -31,9 +31,11 @@ from __future__ import annotations
 import abc
 import threading
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from types import TracebackType
 from typing import ClassVar, Protocol, Self
 
+from phalanx.defaults import API_KEY_FILE_ENV, URL_ENV
 from phalanx.errors import NotFound, SpecError
 from phalanx.kinds.pods import FailureKind, PodPhase, PodRef, PodState
 from phalanx.scheduler.types import Admission
@@ -44,11 +46,27 @@ from phalanx.spec.status import JobEvent
 CHECKPOINT_DIR_ENV = "PHALANX_CHECKPOINT_DIR"
 
 __all__ = [
-    "ComputePlane", "FailureKind", "Listener", "NodeTable", "PodPhase", "PodRef", "PodState",
+    "ComputePlane", "FailureKind", "Listener", "NodeTable", "PodCredential", "PodPhase",
+    "PodRef", "PodState",
 ]
 
 
 Listener = Callable[[], None]
+
+
+@dataclass(frozen=True, slots=True)
+class PodCredential:
+    """What the pods of one attempt get to call the API as their job's owner: the API's URL
+    (as the pods reach it) and the attempt's key. The key goes to the pods as a file the
+    pods alone can read, never into an environment, a spec or a log."""
+
+    api_url: str
+    key: str = field(repr=False)
+
+    def environment(self, key_file: str) -> dict[str, str]:
+        """The pod's variables that point at the API and at ``key_file`` (what the SDK and
+        CLI read when given no key)."""
+        return {URL_ENV: self.api_url, API_KEY_FILE_ENV: key_file}
 
 
 class ExecSession(Protocol):
@@ -79,8 +97,12 @@ class ComputePlane(abc.ABC):
         """The nodes this plane offers, with allocatable capacity, labels, taints and health."""
 
     @abc.abstractmethod
-    def launch(self, job: JobSpec, attempt: int, admission: Admission) -> None:
-        """Start every pod of ``job``'s ``attempt`` where ``admission`` places it (idempotent)."""
+    def launch(self, job: JobSpec, attempt: int, admission: Admission, *,
+               credential: PodCredential | None = None) -> None:
+        """Start every pod of ``job``'s ``attempt`` where ``admission`` places it (idempotent).
+
+        ``credential``: what the pods call the API with (None: they get none); the same
+        for every launch of one attempt."""
 
     @abc.abstractmethod
     def observe(self) -> list[PodState]:

@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable
 
 from phalanx.compute.base import ComputePlane
-from phalanx.control.loop import ControlLoop
+from phalanx.control.loop import ControlLoop, CredentialSource
 from phalanx.control.metrics import Metrics
 from phalanx.control.retention import DEFAULT_BATCH, FinishedJobCollector
 from phalanx.control.service import JobService
@@ -37,9 +37,10 @@ class Controller:
         logs: LogStore | None = None,
         finished_ttl: float | None = None,
         collect_batch: int = DEFAULT_BATCH,
+        credentials: CredentialSource | None = None,
     ) -> None:
         """``finished_ttl``: seconds after which finished jobs and their ``logs`` are deleted
-        (None: kept for ever)."""
+        (None: kept for ever); ``credentials``: what launched pods call the API with."""
         self.store = store
         self.plane = plane
         self.started_at = clock()
@@ -53,7 +54,8 @@ class Controller:
         self.collector = FinishedJobCollector(store, self.service.delete_finished, finished_ttl,
                                               clock, batch=collect_batch)
         self.loop = ControlLoop(self.state, plane, grace_seconds=grace_seconds,
-                                tick_seconds=tick_seconds, batch_seconds=batch_seconds)
+                                tick_seconds=tick_seconds, batch_seconds=batch_seconds,
+                                credentials=credentials)
         self.loop.recover()
 
     @property

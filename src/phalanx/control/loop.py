@@ -17,8 +17,9 @@ import logging
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Callable
 
-from phalanx.compute.base import ComputePlane, PodState
+from phalanx.compute.base import ComputePlane, PodCredential, PodState
 from phalanx.control.lifecycle import deadline_passed
 from phalanx.control.state import (
     ACTIVE,
@@ -41,14 +42,22 @@ from phalanx.spec.status import JobAdmission, JobRecord, JobStatus
 log = logging.getLogger("phalanx.controller")
 CHECKPOINT_POLL = 5.0  # seconds between two reads of a running job's checkpoint directory
 
+# The credential the pods of a job's attempt call the API with (the server's, which signs
+# them); the same answer every time it is asked for the same attempt.
+CredentialSource = Callable[[JobRecord, int], PodCredential]
+
 
 class ControlLoop:
     def __init__(
         self, state: ControlState, plane: ComputePlane, *, grace_seconds: float = 10.0,
         tick_seconds: float = 0.2, batch_seconds: float = 0.02,
+        credentials: CredentialSource | None = None,
     ) -> None:
+        """``credentials``: what each launched attempt's pods call the API with (None:
+        pods get no credential)."""
         self.state = state
         self.plane = plane
+        self.credentials = credentials
         self.grace_seconds = grace_seconds
         self.tick_seconds = tick_seconds
         self.batch_seconds = batch_seconds
@@ -419,7 +428,12 @@ class ControlLoop:
         endpoints: dict[int, dict[str, str]] = {}
         for i, launch in enumerate(launches):
             try:
-                self.plane.launch(launch.record.spec, launch.attempt, launch.admission)
+                if self.credentials is None:
+                    self.plane.launch(launch.record.spec, launch.attempt, launch.admission)
+                else:
+                    self.plane.launch(launch.record.spec, launch.attempt, launch.admission,
+                                      credential=self.credentials(launch.record,
+                                                                  launch.attempt))
                 endpoints[i] = self.plane.endpoints(launch.record.name, launch.attempt)
             except Exception as exc:  # a launch that fails is a system failure of that attempt
                 log.exception("launch of %s failed", launch.record.name)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from phalanx.compute.base import ComputePlane, ExecSession, PodState
 from phalanx.control.dependencies import check_new, refuse_cycles
-from phalanx.control.state import CANCELLED, DRAINED, ControlState
+from phalanx.control.state import ACTIVE, CANCELLED, DRAINED, ControlState
 from phalanx.errors import Conflict, NotFound, PhalanxError, TooManyPending
 from phalanx.kinds import framework_of
 from phalanx.scheduler import ClusterQueueStatus, PendingCode
@@ -368,6 +368,18 @@ class JobService:
             if finished is not None:
                 return finished.model_copy()
         return self.store.get_job(name)
+
+    def running_attempt(self, name: str, attempt: int) -> JobRecord | None:
+        """Job ``name``'s record while ``attempt`` is its current attempt and nothing stops
+        it; None once that attempt ends, is being stopped (cancelled, preempted, failed) or
+        was never launched. What a job's credential acts for: read on every request it
+        makes, so without the lock (one dict read; the loop replaces fields, never tears
+        one)."""
+        record = self.state.jobs.get(name)
+        if (record is None or record.attempt != attempt or record.status not in ACTIVE
+                or record.stop_reason is not None):
+            return None
+        return record
 
     def live(self, names: Iterable[str]) -> dict[str, JobRecord]:
         """Copies of the records of ``names`` that are still active, with current reasons."""

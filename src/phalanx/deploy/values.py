@@ -229,6 +229,10 @@ class Runs(Model):
     checkpoints: Checkpoints = Field(
         default_factory=Checkpoints, description="The volume of jobs' checkpoint directories "
         "(PHALANX_CHECKPOINT_DIR); unset: jobs get none")
+    api_url: str | None = Field(
+        default=None, description="The API's URL as job pods reach it, where their "
+        "per-attempt credential acts as the job's owner (unset: this install's Service, "
+        "http://phalanx.<namespace>.svc:<worker.service.port>)")
 
 
 def _gpu_nodes() -> dict[str, str]:

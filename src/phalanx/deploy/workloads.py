@@ -135,7 +135,9 @@ def _placement(spec: dict[str, Any], component: Worker | NodeDoctor, values: Val
 def control_plane_args(values: Values) -> list[str]:
     """``phalanx up`` in the foreground, listening on every address of the pod."""
     args = ["up", "--host", "0.0.0.0", "--port", str(API_PORT), "--compute", "kubernetes",
-            "--namespace", values.runs.namespace]
+            "--namespace", values.runs.namespace,
+            # Where job pods call the API with their attempt's credential.
+            "--pod-api-url", values.runs.api_url or api_url(values)]
     if values.runs.default_image:
         args += ["--default-image", values.runs.default_image]
     if not values.worker.enable_run_interactivity:

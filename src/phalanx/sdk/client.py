@@ -158,7 +158,8 @@ def _status_params(status: JobStatus | str | Iterable[JobStatus | str] | None) -
 class Client(IdentityCalls):
     """A connection to one Phalanx control plane.
 
-    ``url`` and ``token`` default to ``$PHALANX_URL`` / ``$PHALANX_TOKEN``, then to the
+    ``url`` and ``token`` default to ``$PHALANX_URL`` / ``$PHALANX_TOKEN``, then (inside a
+    job's pod) to the key in ``$PHALANX_API_KEY_FILE``, then to the
     current context of ``phalanx login`` and its key, then to what the server running on
     the state directory (``home``, default ``$PHALANX_HOME`` or ``~/.phalanx``) wrote there.
     ``token`` is an API key, exchanged for short-lived tokens that are refreshed before

@@ -1,9 +1,11 @@
 """Finding the control plane: its URL and API key.
 
 Explicit arguments win, then the ``PHALANX_URL`` / ``PHALANX_TOKEN`` environment
-variables, then the current context of ``phalanx login`` and its key (``credentials.py``),
-then the files a running server keeps in its state directory (``$PHALANX_HOME``, default
-``~/.phalanx``): ``server.json`` and ``token`` (the bootstrap admin key).
+variables, then the key in the file ``PHALANX_API_KEY_FILE`` names (inside a job's pod:
+its attempt's credential, which acts as the job's owner), then the current context of
+``phalanx login`` and its key (``credentials.py``), then the files a running server keeps
+in its state directory (``$PHALANX_HOME``, default ``~/.phalanx``): ``server.json`` and
+``token`` (the bootstrap admin key).
 """
 
 from __future__ import annotations
@@ -14,7 +16,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from phalanx.defaults import DEFAULT_URL, SERVER_FILE, TOKEN_FILE, phalanx_home
+from phalanx.defaults import (
+    API_KEY_FILE_ENV,
+    DEFAULT_URL,
+    SERVER_FILE,
+    TOKEN_FILE,
+    URL_ENV,
+    phalanx_home,
+)
+from phalanx.errors import AuthError
 from phalanx.sdk.credentials import current_url, key_for
 
 
@@ -25,6 +35,21 @@ def read_server_info(home: Path) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return info if isinstance(info, dict) else None
+
+
+def read_key_file() -> str | None:
+    """The key in the file ``$PHALANX_API_KEY_FILE`` names, if it is set; AuthError naming
+    the variable when that file cannot be read (a pod of an attempt that ended, say)."""
+    path = os.environ.get(API_KEY_FILE_ENV)
+    if not path:
+        return None
+    try:
+        key = Path(path).read_text().strip()
+    except OSError as exc:
+        raise AuthError(f"cannot read the API key file {path}: {exc.strerror}",
+                        field=API_KEY_FILE_ENV,
+                        fix="unset it, or point it at a file holding an API key") from None
+    return key or None
 
 
 def read_token(home: Path) -> str | None:
@@ -49,12 +74,13 @@ def resolve_endpoint(
 ) -> Endpoint:
     state = phalanx_home(home)
     if not url:
-        url = os.environ.get("PHALANX_URL")
+        url = os.environ.get(URL_ENV)
     if not url:
         url = current_url()
     if not url:
         info = read_server_info(state)
         url = str(info["url"]) if info and info.get("url") else DEFAULT_URL
     if not token:
-        token = os.environ.get("PHALANX_TOKEN") or key_for(url) or read_token(state)
+        token = (os.environ.get("PHALANX_TOKEN") or read_key_file() or key_for(url)
+                 or read_token(state))
     return Endpoint(url=url.rstrip("/"), token=token, home=state)

@@ -27,7 +27,7 @@ PRINCIPAL = "phalanx.principal"
 class Access(StrEnum):
     PUBLIC = "public"  # no token: exchanging a key for one
     READ = "read"  # any authenticated caller
-    SELF = "self"  # any role, with a key of scope all: its own keys
+    SELF = "self"  # any role, with a key of scope all, not a job's: its own keys
     WRITE = "write"  # member or admin, scope all; the route checks teams
     ADMIN_READ = "admin-read"
     ADMIN = "admin"  # admin, scope all
@@ -70,6 +70,9 @@ def _checker(access: Access) -> Any:
         principal = principal_of(request)
         if access in (Access.ADMIN_READ, Access.ADMIN):
             principal.check_admin()
+        if access is Access.SELF:
+            # A pod minting a key for its owner would keep acting after its attempt ends.
+            principal.check_person()
         # SELF: a read-only key must not mint a key that may write.
         if access in (Access.WRITE, Access.ADMIN) or (
                 access is Access.SELF and principal.scope != "all"):

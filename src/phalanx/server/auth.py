@@ -10,6 +10,9 @@ disabled on this control plane is refused at once; anywhere else (another replic
 same store) within that lifetime, the longest a token can outlive what it came from. The
 SDK and CLI exchange the key again before a token expires, so 5 minutes cost a client
 one request per 4 minutes, and a stolen token is worth 5 minutes.
+
+A job's credential (``server/jobkeys.py``) exchanges the same way; its tokens name the
+job's attempt, which must still be running at the exchange and at every request.
 """
 
 from __future__ import annotations
@@ -25,10 +28,12 @@ from typing import Any
 import jwt
 
 from phalanx.errors import AuthError, NotFound
+from phalanx.server.jobkeys import AttemptLookup, JobKeys, job_of_key
 from phalanx.server.keys import KeyHasher, ensure_bootstrap_key, key_id_of
-from phalanx.server.principal import ADMIN_ROLE, BOOTSTRAP_KEY, Principal
+from phalanx.server.principal import ADMIN_ROLE, BOOTSTRAP_KEY, JobBinding, Principal
 from phalanx.server.ratelimit import FailureLimiter, FailureLimits
 from phalanx.server.tokens import SIGNING_FILE, SigningKeys
+from phalanx.spec.status import JobRecord
 from phalanx.store import AuditEntry, IdentityStore, StoredKey, User
 
 log = logging.getLogger("phalanx.auth")
@@ -56,11 +61,16 @@ class Authenticator:
     def __init__(
         self, home: Path, identity: IdentityStore, *, token_ttl: float = TOKEN_TTL,
         failure_limits: FailureLimits | None = None, bootstrap_key: str | None = None,
+        attempts: AttemptLookup | None = None,
     ) -> None:
-        """``bootstrap_key``: the admin key to use instead of the state directory's."""
+        """``bootstrap_key``: the admin key to use instead of the state directory's;
+        ``attempts``: the running attempts jobs' credentials act for (None: they act for
+        none, as on a control plane that runs no jobs)."""
         self.identity = identity
         self.token_ttl = token_ttl
         self.hasher = KeyHasher.for_home(home)
+        self.job_keys = JobKeys(self.hasher)
+        self.attempts = attempts
         self.signing = SigningKeys(home / SIGNING_FILE)
         self.failures = FailureLimiter(failure_limits)
         self._lock = threading.Lock()
@@ -119,7 +129,20 @@ class Authenticator:
         if time.time() >= principal.expires_at:
             raise _unauthorized("the token has expired")
         self.check_standing(principal.name, principal.key, issued_at)
+        if principal.job is not None:
+            self._running_record(principal.job.job, principal.job.attempt,
+                                 principal.job.submitted_at)
         return principal
+
+    def _running_record(self, job: str, attempt: int,
+                        submitted_at: float | None = None) -> JobRecord:
+        """The record of ``job`` while ``attempt`` runs; AuthError once it has ended."""
+        record = self.attempts(job, attempt) if self.attempts is not None else None
+        if record is None or (submitted_at is not None and record.submitted_at != submitted_at):
+            raise _unauthorized(
+                f"job {job}'s attempt {attempt} has ended: its credential no longer acts",
+                fix="a job's credential works only in the pods of its running attempt")
+        return record
 
     def check_standing(self, name: str, key: str, issued_at: float) -> None:
         """AuthError unless ``key`` is in force, ``name`` enabled and unchanged since
@@ -155,19 +178,25 @@ class Authenticator:
                 "-", client, "login-failed", key_id_of(key) or "-", {"reason": exc.message})])
             raise
         expires = now + self.token_ttl
-        token = self.signing.sign({
+        claims: dict[str, Any] = {
             "sub": principal.name, "role": principal.role, "teams": list(principal.teams),
             "queues": sorted(principal.queues), "scope": principal.scope,
             "key": principal.key, "iat": now, "exp": expires,
-        })
+        }
+        if principal.job is not None:
+            claims["job"] = {"name": principal.job.job, "attempt": principal.job.attempt,
+                             "submittedAt": principal.job.submitted_at}
+        token = self.signing.sign(claims)
         self.identity.append([AuditEntry(principal.name, client, "login", principal.key)])
         issued = Principal(principal.name, principal.role, principal.teams, principal.queues,
-                           principal.scope, principal.key, expires)
+                           principal.scope, principal.key, expires, principal.job)
         return IssuedToken(token, issued, expires, self.token_ttl)
 
     def _principal_of_key(self, key: str, now: float) -> Principal:
         wrong = _unauthorized("the API key is wrong, expired or revoked",
                               fix="check the key, or ask an admin for a new one")
+        if (named := job_of_key(key)) is not None:
+            return self._principal_of_job_key(key, *named, wrong=wrong)
         # The bootstrap key may have any form (an earlier version's token, a Secret's value).
         bootstrap = self.hasher.matches(key, self._bootstrap_hash)
         stored = self.identity.get_key(BOOTSTRAP_KEY if bootstrap else key_id_of(key) or "")
@@ -180,10 +209,34 @@ class Authenticator:
         if user.disabled:
             raise _unauthorized(f"user {user.name} is disabled", fix="ask an admin to enable you")
         role = ADMIN_ROLE if stored.id == BOOTSTRAP_KEY else user.role
-        queues = {q for team in self.identity.list_teams() if team.name in user.teams
-                  for q in team.queues}
-        return Principal(user.name, role, user.teams, frozenset(queues), stored.scope,
+        return Principal(user.name, role, user.teams, self._queues_of(user), stored.scope,
                          stored.id)
+
+    def _principal_of_job_key(self, key: str, job: str, attempt: int, *,
+                              wrong: AuthError) -> Principal:
+        """The owner of the job a credential was issued to, while its attempt runs.
+
+        A job submitted through the bootstrap key names a user the store may not hold
+        (the machine's user, on the local quick start): its owner is that key's holder,
+        an admin, and the job's credential acts as one (minus admin routes, as always).
+        """
+        record = self._running_record(job, attempt)
+        if not self.job_keys.matches(key, record, attempt):
+            raise wrong
+        binding = JobBinding(job, attempt, record.submitted_at)
+        key_id = f"job/{job}/{attempt}"
+        try:
+            user = self.identity.get_user(record.user)
+        except NotFound:
+            return Principal(record.user, ADMIN_ROLE, key=key_id, job=binding)
+        if user.disabled:
+            raise _unauthorized(f"user {user.name} is disabled", fix="ask an admin to enable you")
+        return Principal(user.name, user.role, user.teams, self._queues_of(user), key=key_id,
+                         job=binding)
+
+    def _queues_of(self, user: User) -> frozenset[str]:
+        return frozenset(q for team in self.identity.list_teams() if team.name in user.teams
+                         for q in team.queues)
 
     # ------------------------------------------------------------------ changes
     def revoked(self, key_id: str) -> None:
@@ -208,9 +261,12 @@ def token_matches(header: str | None, token: str) -> bool:
 
 
 def _principal(claims: dict[str, Any]) -> Principal:
+    job = claims.get("job")
     return Principal(
         name=str(claims["sub"]), role=str(claims.get("role", "viewer")),
         teams=tuple(claims.get("teams", ())), queues=frozenset(claims.get("queues", ())),
         scope=str(claims.get("scope", "read")), key=str(claims.get("key", "")),
         expires_at=float(claims["exp"]),
+        job=JobBinding(str(job["name"]), int(job["attempt"]), float(job["submittedAt"]))
+        if isinstance(job, dict) else None,
     )

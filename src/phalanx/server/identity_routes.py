@@ -118,7 +118,8 @@ def add_identity_routes(app: FastAPI, auth: Authenticator,
              ) -> KeyList:
         """API keys (never the keys themselves): the caller's own, or for an admin anyone's."""
         p = principal_of(request)
-        if not p.is_admin:
+        p.check_person()
+        if not p.acts_as_admin:
             user = p.name
         return KeyList(items=[_key_view(k) for k in identity.list_keys(user)])
 
@@ -146,7 +147,7 @@ def add_identity_routes(app: FastAPI, auth: Authenticator,
         """Revoke a key at once: it exchanges no more, its tokens are refused."""
         p = principal_of(request)
         revoked = identity.revoke_key(key_id, audit_entry(request, "key-revoke", key_id),
-                                      user=None if p.is_admin else p.name)
+                                      user=None if p.acts_as_admin else p.name)
         auth.revoked(key_id)
         return _key_view(identity.get_key(key_id) or revoked)
 

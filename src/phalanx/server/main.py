@@ -16,8 +16,9 @@ from typing import ParamSpec
 
 import uvicorn
 
-from phalanx.compute.base import ComputePlane
+from phalanx.compute.base import ComputePlane, PodCredential
 from phalanx.control import Controller
+from phalanx.control.loop import CredentialSource
 from phalanx.defaults import (
     DEFAULT_HOST,
     DEFAULT_PORT,
@@ -33,6 +34,7 @@ from phalanx.defaults import (
 from phalanx.errors import Conflict, SpecError
 from phalanx.server.app import MAX_BODY_BYTES, create_app
 from phalanx.server.auth import TOKEN_TTL, Authenticator
+from phalanx.server.jobkeys import JobKeys
 from phalanx.server.logstream import LogLimits
 from phalanx.server.redaction import SecretEnvRule
 from phalanx.store import IdentityStore, LogStore, Store
@@ -105,6 +107,19 @@ def make_plane(
     )
 
 
+def pods_url(host: str, port: int) -> str:
+    """The API's URL for pods on this machine: the address listened on, or loopback for
+    every address (0.0.0.0, ::)."""
+    if host in ("", "0.0.0.0", "::"):
+        host = "::1" if host == "::" else "127.0.0.1"
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+def pod_credentials(keys: JobKeys, api_url: str) -> CredentialSource:
+    """What each launched attempt's pods call ``api_url`` with."""
+    return lambda record, attempt: PodCredential(api_url, keys.key_for(record, attempt))
+
+
 def _owner_only_files(run: Callable[P, None]) -> Callable[P, None]:
     """``run`` with umask 077: everything it creates in the state directory is owner-only."""
 
@@ -141,6 +156,7 @@ def serve(
     finished_ttl: float | None = None,
     token_ttl: float = TOKEN_TTL,
     interactive: bool = True,
+    pod_api_url: str | None = None,
 ) -> None:
     """Run the control plane in the foreground until SIGINT or SIGTERM.
 
@@ -149,7 +165,9 @@ def serve(
     variables whose values API answers redact (see ``server/redaction.py``);
     ``finished_ttl``: seconds after which finished jobs and their logs are deleted (None or
     0: kept for ever); ``token_ttl``: seconds a token exchanged for an API key lives;
-    ``interactive``: whether ``phalanx exec`` may run commands in pods.
+    ``interactive``: whether ``phalanx exec`` may run commands in pods; ``pod_api_url``:
+    the API's URL as job pods reach it (default: the address this server listens on, the
+    loopback one when it listens on every address).
 
     Everything it creates in the state directory is owner-only (umask 077 while it
     runs); an existing state directory with looser modes is tightened, and said so.
@@ -179,12 +197,6 @@ def serve(
     plane = make_plane(compute, home, nodes_file, kubeconfig, namespace, default_image,
                        run_as_user, health_interval, site_checks, node_lost_grace, max_pods)
     logs = LogStore.for_home(home)
-    controller = Controller(store, plane, grace_seconds=grace_seconds, logs=logs,
-                            finished_ttl=finished_ttl)
-    db_label = redact_url(db) if db else "sqlite"
-    app = create_app(controller, auth, logs, db_label=db_label,
-                     secrets=SecretEnvRule(extra=tuple(secret_env)), max_body_bytes=max_body_bytes,
-                     log_limits=LogLimits.from_env(), interactive=interactive)
 
     sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -196,8 +208,15 @@ def serve(
     url_host = f"[{host}]" if ":" in host else host
     info = {
         "url": f"http://{url_host}:{real_port}", "pid": os.getpid(), "compute": compute,
-        "db": db_label,
+        "db": redact_url(db) if db else "sqlite",
     }
+    credentials = pod_credentials(auth.job_keys, pod_api_url or pods_url(host, real_port))
+    controller = Controller(store, plane, grace_seconds=grace_seconds, logs=logs,
+                            finished_ttl=finished_ttl, credentials=credentials)
+    auth.attempts = controller.service.running_attempt
+    app = create_app(controller, auth, logs, db_label=str(info["db"]),
+                     secrets=SecretEnvRule(extra=tuple(secret_env)), max_body_bytes=max_body_bytes,
+                     log_limits=LogLimits.from_env(), interactive=interactive)
     server_file = home / SERVER_FILE
     # Written whole and then renamed: clients poll for this file and must never read half of it.
     partial = server_file.with_suffix(".json.tmp")

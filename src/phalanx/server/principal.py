@@ -3,6 +3,12 @@
 A principal comes from a verified token (``server/auth.py``) and decides what its
 requests may see and do: ``sees`` (a job in full, not only as queue occupancy), ``owns``
 (the job's secrets too), ``may_submit_to``.
+
+A principal whose token came from a job's credential (``job`` is set, see
+``server/jobkeys.py``) is that job's owner with the owner's role and teams for jobs and
+queues, and nothing an admin may do by being admin: a pod runs a script, whatever its
+owner may do, and a script (or a package it imports) is not trusted with the cluster's
+configuration, other people's keys or their pods.
 """
 
 from __future__ import annotations
@@ -20,6 +26,15 @@ BOOTSTRAP_KEY = "bootstrap"  # the id of the state directory's admin key
 
 
 @dataclass(frozen=True, slots=True)
+class JobBinding:
+    """The attempt of a job a credential was issued to: it acts only while that attempt runs."""
+
+    job: str
+    attempt: int
+    submitted_at: float  # tells a job from a later one of the same name
+
+
+@dataclass(frozen=True, slots=True)
 class Principal:
     name: str
     role: str
@@ -28,10 +43,17 @@ class Principal:
     scope: str = "all"  # all | read (the key's scope)
     key: str = ""  # the id of the API key the token came from
     expires_at: float = 0.0
+    job: JobBinding | None = None  # set when the token came from a job's credential
 
     @property
     def is_admin(self) -> bool:
         return self.role == ADMIN_ROLE
+
+    @property
+    def acts_as_admin(self) -> bool:
+        """Whether it may do what only admins may (configuration, nodes, anyone's keys and
+        pods): an admin, unless the token is a job's (see the module's docstring)."""
+        return self.is_admin and self.job is None
 
     @property
     def writes(self) -> bool:
@@ -63,7 +85,17 @@ class Principal:
             raise Forbidden(f"this needs role member or admin; {self.name} is a viewer",
                             field="role", fix="ask an admin to make you a member of a team")
 
+    def check_person(self) -> None:
+        """Forbidden for a job's credential: what it may not do even as an admin's."""
+        if self.job is not None:
+            raise Forbidden(
+                f"this token is job {self.job.job}'s (attempt {self.job.attempt}), which acts "
+                f"as {self.name} on jobs and queues only: never on configuration, nodes, "
+                "API keys or the dashboard", field="Authorization",
+                fix="do it from outside the pod, with your own key (`phalanx login`)")
+
     def check_admin(self) -> None:
+        self.check_person()
         if not self.is_admin:
             raise Forbidden(f"this needs role admin; {self.name} is a {self.role}",
                             field="role", fix="ask an admin to do it, or to make you an admin")

@@ -28,8 +28,15 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from phalanx.compute.base import ComputePlane, ExecSession, PodPhase, PodRef, PodState
-from phalanx.compute.kubernetes import checkpoints, objects
+from phalanx.compute.base import (
+    ComputePlane,
+    ExecSession,
+    PodCredential,
+    PodPhase,
+    PodRef,
+    PodState,
+)
+from phalanx.compute.kubernetes import checkpoints, credentials, objects
 from phalanx.compute.kubernetes.client import KubeClient, KubeError, Object, configure
 from phalanx.compute.kubernetes.events import pod_events
 from phalanx.compute.kubernetes.logs import LogCopier
@@ -88,6 +95,8 @@ class _Attempt:
     deletes_sent: bool = False
     grace: float = 10.0
     endpoints: dict[str, str] = field(default_factory=dict)  # the kind's, from the plan
+    api_url: str | None = None  # set: the pods mount the attempt's credential (its Secret)
+    credential: PodCredential | None = None  # known to the plane that launched it only
 
 
 
@@ -256,11 +265,18 @@ class KubernetesPlane(ComputePlane):
                                fix="name a node `phalanx nodes` lists") from None
             raise
 
-    def launch(self, job: JobSpec, attempt: int, admission: Admission) -> None:
+    def launch(self, job: JobSpec, attempt: int, admission: Admission, *,
+               credential: PodCredential | None = None) -> None:
         """Create the attempt's objects; a second call (or a restart) adopts what exists."""
         with self._lock:
-            if (job.name, attempt) in self._attempts:
-                return
+            known = self._attempts.get((job.name, attempt))
+        if known is not None:
+            if credential is not None and known.uid is not None:
+                # Relaunched after a restart that found the anchor first: the Secret may be
+                # all that is missing (it is the same key; creating adopts an existing one).
+                known.credential = credential
+                self._create_secret(known)
+            return
         plan = objects.plan_attempt(job, attempt, admission, self.namespace)
         placeholder = {"metadata": {"name": plan.name, "uid": "-"}}
         for planned in plan.pods:  # everything is checked before anything is created
@@ -270,13 +286,16 @@ class KubernetesPlane(ComputePlane):
             job=job.name, attempt=attempt, name=plan.name, launched_at=now, spec=job,
             admission=admission,
             pods=[_Pod(ref=p.ref, name=p.name, node=p.node) for p in plan.pods],
-            endpoints=plan.endpoints,
+            endpoints=plan.endpoints, credential=credential,
+            api_url=credential.api_url if credential is not None else None,
         )
         anchor, _ = self.client.create_or_get(
-            f"{self._base}/configmaps", _with_spec(objects.anchor(plan, admission, now), job))
+            f"{self._base}/configmaps",
+            _with_spec(objects.anchor(plan, admission, now), job, current.api_url))
         _check_owner(anchor, job.name, attempt)
         current.uid = anchor["metadata"]["uid"]
         current.launched_at = float(anchor.get("data", {}).get("launchedAt") or now)
+        current.api_url = anchor.get("data", {}).get(credentials.ANCHOR_URL)
         self._register(current)
         self._complete_launch(current)
 
@@ -375,15 +394,30 @@ class KubernetesPlane(ComputePlane):
 
     # ------------------------------------------------------------------ creating
     def _pod_object(
-        self, plan: objects.AttemptPlan, planned: objects.PlannedPod, job: JobSpec, owner: Object
+        self, plan: objects.AttemptPlan, planned: objects.PlannedPod, job: JobSpec,
+        owner: Object, api_url: str | None = None,
     ) -> Object:
         priority = self.settings.priority_classes.get(str(job.priority))
-        return objects.pod(
+        body = objects.pod(
             plan, planned, job, owner, service_account=self.settings.service_account,
             priority_class=priority, node_taints=self.inventory_source.node_taints(planned.node),
             with_pod_group=self.pod_groups, default_image=self.settings.default_image,
             checkpoint_volume=self.settings.checkpoint_volume,
         )
+        if api_url is not None:
+            credentials.mount(body["spec"], body["spec"]["containers"][0], plan.name, api_url)
+        return body
+
+    def _create_secret(self, current: _Attempt) -> None:
+        """The attempt's credential Secret, owned by its anchor (adopted if it exists)."""
+        if current.credential is None or current.uid is None:
+            return
+        owner = objects.owner_reference({"metadata": {"name": current.name, "uid": current.uid}})
+        created, _ = self.client.create_or_get(
+            f"{self._base}/secrets", credentials.secret(
+                current.name, self.namespace, current.job, current.attempt, owner,
+                current.credential))
+        _check_owner(created, current.job, current.attempt)
 
     def release_checkpoints(self, job: str) -> None:
         self.checkpoints.release(job)
@@ -406,8 +440,9 @@ class KubernetesPlane(ComputePlane):
             svc, _ = self.client.create_or_get(f"{self._base}/services",
                                                objects.service(plan, owner))
             _check_owner(svc, current.job, current.attempt)
+            self._create_secret(current)  # before any pod that mounts it
             for planned in plan.pods:
-                body = self._pod_object(plan, planned, current.spec, owner)
+                body = self._pod_object(plan, planned, current.spec, owner, current.api_url)
                 created, _ = self.client.create_or_get(f"{self._base}/pods", body)
                 _check_owner(created, current.job, current.attempt)
                 self._pod_seen(created, deleted=False, from_create=True)
@@ -549,8 +584,10 @@ def _newer(obj: Object | None, version: str) -> bool:
     return mine.isdigit() and version.isdigit() and int(mine) > int(version)
 
 
-def _with_spec(anchor: Object, job: JobSpec) -> Object:
+def _with_spec(anchor: Object, job: JobSpec, api_url: str | None) -> Object:
     anchor["data"]["spec"] = json.dumps(job.to_dict())
+    if api_url is not None:
+        anchor["data"][credentials.ANCHOR_URL] = api_url
     return anchor
 
 
@@ -581,5 +618,5 @@ def _attempt_from_anchor(item: Object) -> _Attempt:
         spec=JobSpec.model_validate(json.loads(data["spec"])) if data.get("spec") else None,
         admission=Admission.from_dict(json.loads(data["admission"])),
         launched=annotations.get(objects.LAUNCHED) == "true",
-        stop_at=float(stop) if stop else None,
+        stop_at=float(stop) if stop else None, api_url=data.get(credentials.ANCHOR_URL),
     )

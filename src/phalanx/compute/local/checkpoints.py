@@ -19,10 +19,10 @@ import os
 import shutil
 from pathlib import Path
 
+from phalanx.compute.local.poddirs import owned_dir, reachable_root
 from phalanx.compute.local.users import PodUser
 
 CHECKPOINT_ROOT_ENV = "PHALANX_CHECKPOINT_ROOT"
-SHARED_ROOT = Path("/var/tmp")
 
 
 def checkpoint_root(home: Path, run_as: PodUser | None) -> Path:
@@ -30,9 +30,7 @@ def checkpoint_root(home: Path, run_as: PodUser | None) -> Path:
     chosen = os.environ.get(CHECKPOINT_ROOT_ENV)
     if chosen:
         return Path(chosen)
-    if run_as is None or run_as.uid == os.getuid():
-        return home / "checkpoints"
-    return SHARED_ROOT / f"phalanx-checkpoints-{os.getuid()}"
+    return reachable_root(home, run_as, "checkpoints")
 
 
 class CheckpointDirs:
@@ -45,15 +43,7 @@ class CheckpointDirs:
 
     def prepare(self, job: str, owner: PodUser | None) -> Path:
         """The job's directory, made if missing and owned by the user its pods run as."""
-        self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
-        if self.shared and self.root.stat().st_mode & 0o777 != 0o711:
-            self.root.chmod(0o711)  # others may enter their own directory, not list
-        path = self.path(job)
-        path.mkdir(mode=0o700, exist_ok=True)
-        if owner is not None and (path.stat().st_uid, path.stat().st_gid) != (owner.uid,
-                                                                               owner.gid):
-            os.chown(path, owner.uid, owner.gid)
-        return path
+        return owned_dir(self.root, job, owner, shared=self.shared)
 
     def last_saved(self, job: str) -> float | None:
         """When the job last wrote into its directory (None: never)."""

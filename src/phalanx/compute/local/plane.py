@@ -26,7 +26,10 @@ Pods inherit the control plane's environment without its own settings (every
 ``PHALANX_*`` name, such as ``PHALANX_HOME`` and ``PHALANX_TOKEN``: a pod must not
 find the state directory or act with the admin token), then the distributed
 environment of the job's kind (``phalanx.kinds``, whose ``PHALANX_JOB``, ``PHALANX_RANK``, ...
-are the pod's own), then their pod set's env. ``PYTHONUNBUFFERED=1`` is set
+are the pod's own), then their pod set's env. When the control plane gives the attempt a
+credential, ``PHALANX_URL`` and ``PHALANX_API_KEY_FILE`` point at the API and at a file
+only the pod's user can read (``credentials.py``), with which the SDK and CLI act as the
+job's owner (see docs/security.md). ``PYTHONUNBUFFERED=1`` is set
 (unless the pod set says otherwise) so Python output reaches the log line by
 line. Memory requests are accounted by the scheduler, not enforced here.
 
@@ -56,12 +59,14 @@ from phalanx.compute.base import (
     ComputePlane,
     ExecSession,
     NodeTable,
+    PodCredential,
     PodPhase,
     PodState,
 )
 from phalanx.compute.local import cpus as pinning
 from phalanx.compute.local import procs, shim
 from phalanx.compute.local.checkpoints import CheckpointDirs, checkpoint_root
+from phalanx.compute.local.credentials import CredentialFiles
 from phalanx.compute.local.gpus import GPUInfo, assign_gpus, discover_gpus
 from phalanx.compute.local.inventory import DEFAULT_MAX_PODS, default_node_name, machine_node
 from phalanx.compute.local.outcome import LOST, outcome_of
@@ -197,6 +202,7 @@ class LocalPlane(ComputePlane):
         self._state = StateDir(self.home / "pods")
         root = checkpoint_root(self.home, run_as)
         self.checkpoints = CheckpointDirs(root, shared=not root.is_relative_to(self.home))
+        self.credentials = CredentialFiles(self.home, run_as)
         self._lock = threading.RLock()
         self._wake = threading.Event()
         self._closed = threading.Event()
@@ -296,7 +302,8 @@ class LocalPlane(ComputePlane):
                     fix='give the command to run, e.g. command: ["python", "train.py"]',
                 )
 
-    def launch(self, job: JobSpec, attempt: int, admission: Admission) -> None:
+    def launch(self, job: JobSpec, attempt: int, admission: Admission, *,
+               credential: PodCredential | None = None) -> None:
         """Start the attempt's pods; nothing happens if this attempt was launched before.
 
         Everything is checked before anything starts: a bad admission, a missing
@@ -308,7 +315,7 @@ class LocalPlane(ComputePlane):
                 return
             now = time.time()
             self._refresh(now)  # pods that ended since the last look give their GPUs back
-            record, launches = self._plan(job, attempt, admission, now)
+            record, launches = self._plan(job, attempt, admission, now, credential)
             directory = self._state.create(record)
             current = _Attempt(record, directory, [_Pod(plan) for plan in record.pods])
             self._attempts[(job.name, attempt)] = current
@@ -371,6 +378,7 @@ class LocalPlane(ComputePlane):
                         log.warning("forgetting %s while it runs: killing it", pod.plan.ref.name)
                     procs.signal_group(pod.process.pid, pod.process.start, signal.SIGKILL)
             self._state.remove(job, attempt)
+            self.credentials.remove(job, attempt)
 
     def last_checkpoint(self, job: str) -> float | None:
         return self.checkpoints.last_saved(job)
@@ -423,7 +431,8 @@ class LocalPlane(ComputePlane):
 
     # ------------------------------------------------------------------ launching
     def _plan(
-        self, job: JobSpec, attempt: int, admission: Admission, now: float
+        self, job: JobSpec, attempt: int, admission: Admission, now: float,
+        credential: PodCredential | None,
     ) -> tuple[AttemptRecord, list[_PodLaunch]]:
         framework = framework_of(job)
         count = sum(p.count for p in admission.pod_sets)
@@ -457,6 +466,10 @@ class LocalPlane(ComputePlane):
         assigned = assign_gpus(wanted, [g.index for g in self.gpus], self._held_gpus())
         pinned = pinning.assign_cpus(wanted_cpus, self.cpu_topology, self._held_cpus())
         checkpoint_dir = str(self.checkpoints.prepare(job.name, self.run_as))
+        api: dict[str, str] = {}
+        if credential is not None:
+            key_file = self.credentials.write(job.name, attempt, credential.key)
+            api = credential.environment(str(key_file))
         planned, launches = [], []
         cwd = os.getcwd()
         for plan, gpus_of_pod, cpus_of_pod in zip(plans, assigned, pinned, strict=True):
@@ -464,7 +477,7 @@ class LocalPlane(ComputePlane):
             planned.append(PlannedPod(plan.ref, plan.node, gpus_of_pod, cpus_of_pod))
             user_env = self.run_as.environment() if self.run_as is not None else {}
             env = {"PYTHONUNBUFFERED": "1", **user_env, CHECKPOINT_DIR_ENV: checkpoint_dir,
-                   **plan.env}
+                   **api, **plan.env}
             if "PATH" not in env:
                 # `python` in a command means the Python Phalanx runs on (its venv's packages),
                 # whether or not that venv was activated in the shell that started it.

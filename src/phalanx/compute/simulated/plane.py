@@ -45,7 +45,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from phalanx.compute.base import ComputePlane, NodeTable, PodPhase, PodRef, PodState
+from phalanx.compute.base import (
+    ComputePlane,
+    NodeTable,
+    PodCredential,
+    PodPhase,
+    PodRef,
+    PodState,
+)
 from phalanx.errors import SpecError
 from phalanx.kinds import OwnAddressNetwork, framework_of
 from phalanx.scheduler.types import Admission
@@ -161,10 +168,12 @@ class SimulatedPlane(ComputePlane):
         self._log_ends(lost)
         self._notify()
 
-    def launch(self, job: JobSpec, attempt: int, admission: Admission) -> None:
+    def launch(self, job: JobSpec, attempt: int, admission: Admission, *,
+               credential: PodCredential | None = None) -> None:
         """Start the attempt's pods now; nothing happens if this attempt was launched before.
 
-        Everything is checked first: a bad admission or env starts nothing.
+        Everything is checked first: a bad admission or env starts nothing. Its pods run
+        no command, so ``credential`` goes nowhere.
         """
         with self._lock:
             if (job.name, attempt) in self._attempts:

@@ -111,6 +111,8 @@ class Sessions:
             principal = self._auth.exchange(key, client).principal
         except AuthError:
             return None
+        if principal.job is not None:
+            return None  # a pod's credential: a session cookie would outlive its attempt
         # A read-only key reads as a viewer of what its user sees.
         role = VIEWER_ROLE if principal.scope == READ_SCOPE else principal.role
         queues = None if principal.is_admin else frozenset(principal.queues)

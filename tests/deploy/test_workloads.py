@@ -27,7 +27,8 @@ def test_default_control_plane() -> None:
     assert container["command"] == ["phalanx"]
     assert container["args"] == ["up", "--host", "0.0.0.0", "--port", str(API_PORT),
                                  "--compute", "kubernetes", "--namespace", "phalanx-runs",
-                                 "--pod-api-url", f"http://phalanx.phalanx.svc:{API_PORT}"]
+                                 "--pod-api-url",
+                                 f"http://phalanx.phalanx-system.svc:{API_PORT}"]
     env = _env(pod)
     assert env["PHALANX_HOME"] == STATE_DIR
     assert env["PHALANX_TOKEN"] == {"secretKeyRef": {"name": "phalanx-api-key", "key": "token"}}

@@ -1,5 +1,9 @@
 """A pod cannot act as the control plane: a real ``phalanx up`` server, real pods.
 
+A pod reaches the API only through its attempt's credential, which acts as the job's
+owner minus admin powers: here mallory, a member whose team may use only LocalQueue
+``probers``, so the pod sees neither the victim (404) nor an admin route (403).
+
 The control plane runs as root on this machine's test runs, so the state
 directory's file modes alone would not stop a pod; ``--run-as-user nobody`` is
 what makes them bite. The pods run the system Python from /tmp, which the
@@ -113,9 +117,17 @@ attempt("token", lambda: open(os.path.join(home, "token")).read())
 attempt("otherLog", lambda: open(os.path.join(home, "logs", "victim", "victim-worker-0.log")).read())
 attempt("listing", lambda: os.listdir(home))
 attempt("database", lambda: open(os.path.join(home, "phalanx.db"), "rb").read(16))
-token = os.environ.get("PHALANX_TOKEN", "")
+key_file = os.environ.get("PHALANX_API_KEY_FILE", "")
+found["keyFile"] = [os.stat(key_file).st_uid, oct(os.stat(key_file).st_mode & 0o777)]
+exchange = urllib.request.Request(
+    os.environ["PHALANX_URL"] + "/v1/auth/token", method="POST",
+    data=json.dumps({{"key": open(key_file).read()}}).encode(),
+    headers={{"Content-Type": "application/json"}})
+token = json.load(urllib.request.urlopen(exchange, timeout=10))["token"]
 for what, method, path in (("apiGet", "GET", "/v1/jobs/victim"),
-                           ("apiCancel", "POST", "/v1/jobs/victim/cancel")):
+                           ("apiCancel", "POST", "/v1/jobs/victim/cancel"),
+                           ("apiOwnJob", "GET", "/v1/jobs/prober"),
+                           ("apiAudit", "GET", "/v1/audit")):
     request = urllib.request.Request(url + path, method=method,
                                      headers={{"Authorization": "Bearer " + token}})
     try:
@@ -126,7 +138,21 @@ print("PROBE " + json.dumps(found), flush=True)
 """
 
 
-def test_a_pod_can_reach_neither_the_state_directory_nor_the_api(server: LiveServer) -> None:
+def _member_token(http: httpx.Client, url: str) -> str:
+    """A token of mallory, a member whose team may use LocalQueue probers alone."""
+    applied = http.post("/v1/config/apply", json={"documents": [
+        {"kind": "LocalQueue", "name": "probers", "clusterQueue": "default"}]})
+    assert applied.status_code == 200, applied.text
+    assert http.put("/v1/teams/probers", json={"queues": ["probers"]}).status_code == 200
+    assert http.post("/v1/users", json={"name": "mallory", "role": "member",
+                                        "teams": ["probers"]}).status_code == 201
+    key = http.post("/v1/keys", json={"user": "mallory"}).json()["key"]
+    token: str = httpx.post(f"{url}/v1/auth/token", json={"key": key}).json()["token"]
+    return token
+
+
+def test_a_pod_reaches_the_api_as_its_owner_and_not_the_state_directory(
+        server: LiveServer) -> None:
     with _http(server) as http:
         assert http.post("/v1/jobs", json=_job("victim", VICTIM)).status_code == 201
         _wait(http, "victim", "Running")
@@ -135,7 +161,11 @@ def test_a_pod_can_reach_neither_the_state_directory_nor_the_api(server: LiveSer
             assert time.monotonic() < deadline, _log(http, "victim")
             time.sleep(0.1)
         probe = PROBE.format(home=str(server.home), url=server.url)
-        assert http.post("/v1/jobs", json=_job("prober", probe)).status_code == 201
+        submitted = httpx.post(f"{server.url}/v1/jobs",
+                               json={**_job("prober", probe), "queue": "probers"},
+                               headers={"Authorization": "Bearer "
+                                        + _member_token(http, server.url)})
+        assert submitted.status_code == 201, submitted.text
         job = _wait(http, "prober", "Succeeded", "Failed")
         output = _log(http, "prober")
         assert job["status"] == "Succeeded", output
@@ -143,10 +173,15 @@ def test_a_pod_can_reach_neither_the_state_directory_nor_the_api(server: LiveSer
         found = json.loads(line.removeprefix("PROBE "))
         assert found["uid"] == pwd.getpwnam(POD_USER).pw_uid
         assert found["job"] == "prober"  # the distributed environment is still there
-        assert found["controlPlaneEnv"] == []
+        # The API's URL is the pod's; the state directory and the admin key are not.
+        assert found["controlPlaneEnv"] == ["PHALANX_URL"]
+        assert found["keyFile"] == [pwd.getpwnam(POD_USER).pw_uid, "0o600"]
         for what in ("token", "otherLog", "listing", "database"):
             assert found[what] == "PermissionError", (what, found)
-        assert found["apiGet"] == 401 and found["apiCancel"] == 401, found
+        # Exactly mallory's access: its own job, not another team's, no admin route.
+        assert found["apiOwnJob"] == 200, found
+        assert found["apiGet"] == 404 and found["apiCancel"] == 404, found
+        assert found["apiAudit"] == 403, found
         assert http.get("/v1/jobs/victim").json()["status"] == "Running"
         http.post("/v1/jobs/victim/cancel")
 

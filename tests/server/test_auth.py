@@ -1,8 +1,9 @@
 """Users, keys, tokens and who may do what, over real HTTP against a live control plane.
 
 Two teams share the simulated cluster: alice (member of team-a, LocalQueue qa), bob
-(member of team-b, qb), vera (viewer in team-a), and alice's read-only key. The
-bootstrap key (the state directory's ``token``) is the admin.
+(member of team-b, qb), vera (viewer in team-a), alice's read-only key, and the
+credential of alice's running job job-cred (what its pods get). The bootstrap key (the
+state directory's ``token``) is the admin.
 """
 
 from __future__ import annotations
@@ -20,7 +21,10 @@ import pytest
 
 from phalanx.errors import AuthError
 from phalanx.sdk.client import Client, os_user
+from phalanx.server.jobkeys import JobKeys
+from phalanx.server.keys import KeyHasher
 from phalanx.server.openapi import document
+from phalanx.spec.status import JobRecord
 from tests.sdk.live_server import LiveServer
 from tests.server.conftest import NODES
 from tests.server.envelope import error
@@ -28,11 +32,11 @@ from tests.server.envelope import error
 QUEUES = [
     {"kind": "ClusterQueue", "name": "cq-auth", "resourceGroups": [{
         "coveredResources": ["cpu"],
-        "flavors": [{"name": "default", "resources": [{"name": "cpu", "nominalQuota": 2}]}]}]},
+        "flavors": [{"name": "default", "resources": [{"name": "cpu", "nominalQuota": 3}]}]}]},
     {"kind": "LocalQueue", "name": "qa", "clusterQueue": "cq-auth"},
     {"kind": "LocalQueue", "name": "qb", "clusterQueue": "cq-auth"},
 ]
-ROLES = ("anonymous", "admin", "alice", "bob", "vera", "alice-read")
+ROLES = ("anonymous", "admin", "alice", "bob", "vera", "alice-read", "alice-job")
 
 
 def job(name: str, queue: str, cpu: str = "1", **extra: Any) -> dict[str, Any]:
@@ -80,7 +84,22 @@ def cluster(sim_server: LiveServer) -> Iterator[Cluster]:
     with found.client("alice") as alice, found.client("bob") as bob:
         assert alice.post("/v1/jobs", json=job("job-a", "qa")).status_code == 201
         assert bob.post("/v1/jobs", json=job("job-b", "qb")).status_code == 201
+        assert alice.post("/v1/jobs", json=job("job-cred", "qa")).status_code == 201
+    keys["alice-job"] = job_credential(sim_server, "job-cred")
     yield found
+
+
+def job_credential(server: LiveServer, name: str) -> str:
+    """The credential the pods of job ``name``'s running attempt were given: derived as
+    the control plane derives it, from the state directory's pepper (the simulated plane
+    runs no pod to hand it to)."""
+    deadline = time.monotonic() + 30
+    with server.client() as admin:
+        while (found := admin.get(f"/v1/jobs/{name}").json())["status"] != "Running":
+            assert time.monotonic() < deadline, found
+            time.sleep(0.05)
+    record = JobRecord.model_validate(found)
+    return JobKeys(KeyHasher.for_home(server.home)).key_for(record, record.attempt)
 
 
 # --------------------------------------------------------------------------- every route x role
@@ -153,6 +172,10 @@ TABLE: dict[tuple[str, str], tuple[str, Any, dict[str, int]]] = {
     ("delete", "/v1/teams/{name}"): ("/v1/teams/no-such-team", None, _with(ADMIN, admin=404)),
     ("get", "/v1/audit"): ("/v1/audit", None, ADMIN),
 }
+# A job's credential is its owner, alice, minus what admins may do and keys (403).
+TABLE = {route: (path, body, {**expected, "alice-job": 403 if "/v1/keys" in route[1]
+                              else expected["alice"]})
+         for route, (path, body, expected) in TABLE.items()}
 
 
 def _routes() -> list[tuple[str, str]]:
@@ -182,7 +205,7 @@ def test_every_route_answers_every_role_as_the_table_says(
         assert fix, message
     if response.status_code == 403:
         said = ("needs role admin", "needs role member or admin", "read-only key",
-                "needs a team that may use it")
+                "needs a team that may use it", "on jobs and queues only")
         assert any(what in message for what in said), message
 
 

@@ -584,7 +584,7 @@ def _newer(obj: Object | None, version: str) -> bool:
     return mine.isdigit() and version.isdigit() and int(mine) > int(version)
 
 
-def _with_spec(anchor: Object, job: JobSpec, api_url: str | None) -> Object:
+def _with_spec(anchor: Object, job: JobSpec, api_url: str | None = None) -> Object:
     anchor["data"]["spec"] = json.dumps(job.to_dict())
     if api_url is not None:
         anchor["data"][credentials.ANCHOR_URL] = api_url

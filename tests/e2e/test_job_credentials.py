@@ -1,7 +1,7 @@
 """A job's pods call the API as the job's owner: a real control plane, real pods, real HTTP.
 
 alice (a member of team-a, LocalQueue qa) submits a job whose pod, with ``phalanx.Client()``
-and no login, reads its own job, submits a follow-up job to qa, and is refused another
+(and the CLI) and no login, reads its own job, submits a follow-up job to qa, and is refused another
 team's job (404), admin routes and new keys (403). The credential keeps working across a
 control-plane restart, stops at once when the attempt ends, and is written nowhere but
 the pod's key file.
@@ -35,7 +35,7 @@ QUEUES = [
 
 # The pod's script: everything it tries, as one JSON line; then it waits to be released.
 POD = """
-import json, os, pathlib, stat, sys, time
+import json, os, pathlib, stat, subprocess, sys, time
 import phalanx
 from phalanx.errors import PhalanxError
 found = {}
@@ -59,6 +59,10 @@ with phalanx.Client() as client:
     attempt("applyConfig", lambda: len(client.apply([])))
     attempt("audit", lambda: len(client.audit()))
     attempt("newKey", lambda: client.create_key().id)
+cli = subprocess.run([sys.executable, "-m", "phalanx.cli.main", "whoami", "--json"],
+                     capture_output=True, text=True, timeout=60)
+found["cliWhoami"] = [json.loads(cli.stdout)[k] for k in ("user", "key")] \
+    if cli.returncode == 0 else cli.stderr
 print("RESULT " + json.dumps(found), flush=True)
 release = pathlib.Path(sys.argv[1])
 while not release.exists():
@@ -119,6 +123,7 @@ def test_a_pod_acts_as_its_owner_until_its_attempt_ends(tmp_path: Path) -> None:
             "keyFileMode": "0o600", "keyInEnv": False, "whoami": "alice", "ownJob": "Running",
             "followUp": "qa", "otherTeamsJob": 404, "cancelOtherTeamsJob": 404,
             "applyConfig": 403, "audit": 403, "newKey": 403,
+            "cliWhoami": ["alice", "job/parent/1"],  # the CLI finds it too, no login
         }, plane.logs("parent")
         child = plane.wait_for("child", "Succeeded", "Failed")
         assert child["status"] == "Succeeded" and child["user"] == "alice"

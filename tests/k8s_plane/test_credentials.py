@@ -5,7 +5,10 @@ from __future__ import annotations
 import base64
 import json
 
+import pytest
+
 from phalanx.compute.base import PodCredential
+from phalanx.compute.kubernetes.client import KubeError
 from phalanx.compute.kubernetes.credentials import MOUNT_PATH
 from tests.k8s_plane.conftest import RUNS, PlaneFactory
 from tests.k8s_plane.fake_apiserver import FakeAPIServer
@@ -66,10 +69,8 @@ def test_a_restarted_plane_mounts_the_secret_in_the_pods_it_creates(
     job = gang(replicas=1)
     api.inject(f"/api/v1/namespaces/{RUNS}/services", 403, count=1, method="POST")
     plane = make_plane()
-    try:
+    with pytest.raises(KubeError):  # the Service could not be created: nothing after it was
         plane.launch(job, 1, admit(job, ["gpu-1"]), credential=PodCredential(API_URL, KEY))
-    except Exception:  # the Service could not be created: nothing after it was
-        pass
     assert pods(api, "ddp") == [] and _secrets(api) == []
     plane.close()
     again = make_plane()  # completes the launch it adopts: pods that mount the Secret

@@ -5,12 +5,13 @@ from pathlib import Path
 import pytest
 
 from phalanx.defaults import DEFAULT_URL, phalanx_home
+from phalanx.errors import AuthError
 from phalanx.sdk.config import read_server_info, resolve_endpoint
 
 
 @pytest.fixture(autouse=True)
 def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for var in ("PHALANX_URL", "PHALANX_TOKEN", "PHALANX_HOME"):
+    for var in ("PHALANX_URL", "PHALANX_TOKEN", "PHALANX_HOME", "PHALANX_API_KEY_FILE"):
         monkeypatch.delenv(var, raising=False)
 
 
@@ -77,3 +78,27 @@ def test_torn_or_foreign_server_file_is_ignored(tmp_path: Path, content: str) ->
 def test_empty_token_file_means_no_token(tmp_path: Path) -> None:
     (tmp_path / "token").write_text("\n")
     assert resolve_endpoint(home=tmp_path).token is None
+
+
+def test_in_a_pod_the_key_file_is_the_key_unless_a_token_is_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_state(tmp_path)
+    key_file = tmp_path / "api-key"
+    key_file.write_text("phj_attempt-key\n")
+    monkeypatch.setenv("PHALANX_API_KEY_FILE", str(key_file))
+    monkeypatch.setenv("PHALANX_URL", "http://phalanx.ml.svc:7780")
+    endpoint = resolve_endpoint(home=tmp_path)
+    assert (endpoint.url, endpoint.token) == ("http://phalanx.ml.svc:7780", "phj_attempt-key")
+    monkeypatch.setenv("PHALANX_TOKEN", "env-token")
+    assert resolve_endpoint(home=tmp_path).token == "env-token"
+
+
+def test_an_unreadable_key_file_is_an_error_naming_the_variable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_state(tmp_path)
+    monkeypatch.setenv("PHALANX_API_KEY_FILE", str(tmp_path / "gone"))
+    with pytest.raises(AuthError) as raised:
+        resolve_endpoint(home=tmp_path)
+    assert raised.value.field == "PHALANX_API_KEY_FILE" and raised.value.fix

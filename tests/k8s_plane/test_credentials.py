@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+from typing import Any
 
 import pytest
 
@@ -18,8 +19,17 @@ API_URL = "http://phalanx.phalanx-system.svc:7780"
 KEY = "phj_" + "ab" * 32 + "_1_ddp"
 
 
-def _secrets(api: FakeAPIServer) -> list[dict[str, object]]:
+def _secrets(api: FakeAPIServer) -> list[dict[str, Any]]:
     return api.list("secrets", RUNS)
+
+
+def _validate(obj: dict[str, Any]) -> None:
+    """What the schema of the newest Kubernetes says of the object as it was sent."""
+    validate = pytest.importorskip("kubernetes_validate")
+    request = {k: v for k, v in obj.items() if k != "status"}
+    request["metadata"] = {k: v for k, v in obj["metadata"].items()
+                           if k not in ("uid", "resourceVersion", "creationTimestamp")}
+    validate.validate(request, validate.utils.latest_version(), strict=True)
 
 
 def test_the_pods_mount_the_attempts_secret_and_find_the_api(
@@ -38,7 +48,9 @@ def test_the_pods_mount_the_attempts_secret_and_find_the_api(
     assert secret["metadata"]["name"] == f"{anchor['metadata']['name']}-api"
     assert base64.b64decode(secret["data"]["api-key"]).decode() == KEY
     assert KEY not in json.dumps(anchor)  # the anchor keeps the URL, never the key
+    _validate(secret)
     for pod in pods(api, "ddp"):
+        _validate(pod)
         assert KEY not in json.dumps(pod)
         [volume] = [v for v in pod["spec"]["volumes"] if v["name"] == "phalanx-api"]
         assert volume["secret"] == {"secretName": secret["metadata"]["name"]}

@@ -14,11 +14,11 @@ import pytest
 from phalanx.compute.base import PodCredential
 from phalanx.compute.simulated import SimulatedPlane
 from phalanx.control import Controller
-from phalanx.errors import AuthError
+from phalanx.errors import AuthError, Forbidden
 from phalanx.server.auth import Authenticator
 from phalanx.spec import JobSpec, Node
 from phalanx.spec.status import JobRecord, JobStatus
-from phalanx.store import IdentityStore, Store
+from phalanx.store import AuditEntry, IdentityStore, Store, Team, User
 
 NODES = [Node(name=f"n{i}", allocatable={"cpu": 4, "memory": 2 ** 34}) for i in range(2)]
 
@@ -91,4 +91,39 @@ def test_a_credential_for_another_job_of_the_same_name_is_refused(tmp_path: Path
     earlier = record.model_copy(update={"submitted_at": record.submitted_at - 60})
     with pytest.raises(AuthError):
         auth.exchange(auth.job_keys.key_for(earlier, 1), "pod")
+    store.close()
+
+
+@pytest.mark.parametrize(("role", "writes"), [("viewer", False), ("member", True),
+                                              ("admin", True)])
+def test_a_credential_has_its_owners_role_but_never_admin_powers(
+        tmp_path: Path, role: str, writes: bool) -> None:
+    plane = SimulatedPlane(NODES, logs_root=tmp_path / "logs")
+    store = Store(f"sqlite:///{tmp_path / 's.db'}")
+    identity = IdentityStore(store)
+    auth = Authenticator(tmp_path, identity)
+    identity.put_team(Team("t", ("default",)), AuditEntry("admin", "-", "team-set", "t"))
+    identity.put_user(User("owner", role, ("t",)), None)
+    controller = Controller(store, plane)
+    auth.attempts = controller.service.running_attempt
+    controller.service.submit(_job("owned"), user="owner")
+    controller.step()
+    controller.step()
+    key = auth.job_keys.key_for(controller.get("owned"), 1)
+    principal = auth.verify(auth.exchange(key, "pod").token)
+    assert (principal.name, principal.role, principal.writes) == ("owner", role, writes)
+    assert principal.queues == frozenset({"default"}) and not principal.acts_as_admin
+    with pytest.raises(Forbidden, match="jobs and queues only"):
+        principal.check_admin()
+    with pytest.raises(Forbidden, match="jobs and queues only"):
+        principal.check_person()
+    if not writes:  # a viewer's job's credential reads only
+        with pytest.raises(Forbidden, match="viewer"):
+            principal.check_submit("default")
+    else:
+        principal.check_submit("default")
+    identity.set_disabled("owner", True, AuditEntry("admin", "-", "user-disable", "owner"))
+    auth.user_changed("owner", disabled=True)
+    with pytest.raises(AuthError, match="disabled"):  # its owner's standing, at once
+        auth.exchange(key, "pod")
     store.close()

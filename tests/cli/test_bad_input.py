@@ -88,6 +88,9 @@ def test_bad_options(recorder: Recorder, tmp_path: Path) -> None:
     assert "Queued" in result.stderr  # the fix lists the valid values
     result = invoke(recorder, tmp_path, "up", "--compute", "cloud")
     assert result.exit_code == 2
+    result = invoke(recorder, tmp_path, "up", "--pod-api-url", "phalanx:7780")
+    assert result.exit_code == 2 and "--pod-api-url" in result.stderr
+    assert "not an http(s) URL" in result.stderr
     result = invoke(recorder, tmp_path, "submit")
     assert result.exit_code == 2  # --file is required
     assert recorder.requests == []

@@ -69,6 +69,7 @@ BAD: list[tuple[dict[str, Any], str, str]] = [
      "not a container image reference"),
     ({"runs": {"defaultImage": ""}}, "runs.defaultImage", "not a container image reference"),
     ({"worker": {"enableRunLogging": "maybe"}}, "worker.enableRunLogging", "valid boolean"),
+    ({"runs": {"apiUrl": "phalanx:7780"}}, "runs.apiUrl", "not an http(s) URL"),
 ]
 
 

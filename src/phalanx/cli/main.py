@@ -46,6 +46,7 @@ from phalanx.sdk.client import Client
 from phalanx.sdk.documents import read_text, to_config_documents
 from phalanx.spec import JobSpec, load_jobs_yaml, parse_duration, validate
 from phalanx.spec.api import JobList
+from phalanx.spec.base import check_api_url
 from phalanx.spec.config import config_kind
 from phalanx.spec.labels import merge_selectors
 from phalanx.spec.status import JobDetail, JobRecord, JobStatus
@@ -203,6 +204,8 @@ def up(
         lost_grace = parse_duration(node_lost_grace, field="--node-lost-grace")
     ttl = _finished_ttl(finished_ttl)
     token_life = parse_duration(token_ttl, field="--token-ttl")
+    if pod_api_url is not None:
+        check_api_url(pod_api_url, "--pod-api-url")
     if token_life <= 0:
         raise SpecError("must be more than 0", field="--token-ttl", fix="write e.g. 5m")
     if not detach:

@@ -23,7 +23,7 @@ from pydantic import BeforeValidator, Field, model_validator
 
 from phalanx.defaults import DEFAULT_PORT
 from phalanx.errors import SpecError
-from phalanx.spec.base import ImageReference, Model, Name, validate
+from phalanx.spec.base import ImageReference, Model, Name, check_api_url, validate
 from phalanx.spec.quantity import parse_quantity
 from phalanx.version import __version__
 
@@ -409,6 +409,8 @@ def check(values: Values) -> None:
     _check_resources(values.worker.resources, "worker")
     _check_resources(values.node_doctor.resources, "nodeDoctor")
     _check_secret_key(values.api_key.key, "apiKey.key")
+    if values.runs.api_url is not None:
+        check_api_url(values.runs.api_url, "runs.apiUrl")
     if values.api_key.value is not None and not values.api_key.value.strip():
         raise SpecError("is empty", field="apiKey.value",
                         fix="set a long random token, or remove apiKey.value")

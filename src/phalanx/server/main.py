@@ -210,6 +210,10 @@ def serve(
         "url": f"http://{url_host}:{real_port}", "pid": os.getpid(), "compute": compute,
         "db": redact_url(db) if db else "sqlite",
     }
+    if compute == "kubernetes" and pod_api_url is None:
+        logging.getLogger("phalanx").warning(
+            "no --pod-api-url: job pods are told the API is at %s, which they may not reach "
+            "(the deploy values pass the Service's URL)", pods_url(host, real_port))
     credentials = pod_credentials(auth.job_keys, pod_api_url or pods_url(host, real_port))
     controller = Controller(store, plane, grace_seconds=grace_seconds, logs=logs,
                             finished_ttl=finished_ttl, credentials=credentials)

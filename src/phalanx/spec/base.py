@@ -90,6 +90,18 @@ _WHITESPACE = re.compile(r"\s")
 IMAGE_FIX = "write a reference such as ghcr.io/acme/train:1.4 (no spaces)"
 
 
+_HTTP_URL = re.compile(r"^https?://[^\s/?#]+(/\S*)?$")
+
+
+def check_api_url(value: str, field: str) -> str:
+    """``value`` if it is an http(s) URL; SpecError naming ``field`` otherwise."""
+    if not _HTTP_URL.match(value):
+        raise SpecError(f"{value[:80]!r} is not an http(s) URL", field=field,
+                        fix="write the API's URL as pods reach it, e.g. "
+                            "http://phalanx.phalanx-system.svc:7780")
+    return value
+
+
 def is_image_reference(value: str) -> bool:
     """Whether ``value`` can be a container image reference (``registry/name:tag``)."""
     return bool(value) and not _WHITESPACE.search(value)

@@ -42,8 +42,8 @@ from phalanx.spec.status import JobAdmission, JobRecord, JobStatus
 log = logging.getLogger("phalanx.controller")
 CHECKPOINT_POLL = 5.0  # seconds between two reads of a running job's checkpoint directory
 
-# The credential the pods of a job's attempt call the API with (the server's, which signs
-# them); the same answer every time it is asked for the same attempt.
+# The credential the pods of a job's attempt call the API with (the server derives
+# it); the same answer every time it is asked for the same attempt.
 CredentialSource = Callable[[JobRecord, int], PodCredential]
 
 

@@ -19,6 +19,10 @@ cost of tokens.
     python -m benchmarks.api_submit                      # SQLite, 10,000 jobs
     python -m benchmarks.api_submit --db postgresql://...  # SQLite and PostgreSQL
     python -m benchmarks.api_submit --jobs 500 --quick   # smoke run
+    python -m benchmarks.api_submit --verify-only        # a token's verification alone
+
+The verification is measured for a user's token and for a job's credential's token (whose
+attempt is looked up on every request), in one process, one after the other.
 """
 
 from __future__ import annotations
@@ -144,23 +148,49 @@ def submit_many(server: ServerProcess, run: str, jobs: int, clients: int,
 
 def verify_cost(samples: int = 20_000) -> dict[str, float]:
     """Seconds the server spends verifying one request's token: a token it has seen (every
-    request but the first of each token) and one it has not (once per token, every 4 min)."""
+    request but the first of each token) and one it has not (once per token, every 4 min);
+    and a job's credential's token it has seen, whose attempt is looked up every time (the
+    control loop, its job table and the simulated plane as ``phalanx up`` wires them)."""
+    from phalanx.compute.simulated import SimulatedPlane
+    from phalanx.control import Controller
     from phalanx.server.auth import Authenticator
+    from phalanx.spec import JobSpec, Node
     from phalanx.store import IdentityStore, Store
+
+    def timed(token: str) -> float:
+        began = time.perf_counter()
+        for _ in range(samples):
+            auth.verify(token)
+        return (time.perf_counter() - began) / samples
 
     with tempfile.TemporaryDirectory(prefix="phalanx-verify-") as tmp, \
             Store.for_home(Path(tmp)) as store:
-        auth = Authenticator(Path(tmp), IdentityStore(store), bootstrap_key="k" * 43)
+        plane = SimulatedPlane([Node(name="n", allocatable={"cpu": 4, "memory": 2 ** 34})],
+                               logs_root=Path(tmp) / "logs")
+        controller = Controller(store, plane)
+        auth = Authenticator(Path(tmp), IdentityStore(store), bootstrap_key="k" * 43,
+                             attempts=controller.service.running_attempt)
         tokens = [auth.exchange("k" * 43, "bench").token for _ in range(200)]
         began = time.perf_counter()
         for token in tokens:
             auth.verify(token)
         first = (time.perf_counter() - began) / len(tokens)
-        began = time.perf_counter()
-        for _ in range(samples):
-            auth.verify(tokens[0])
-        seen = (time.perf_counter() - began) / samples
-    return {"seen_token_s": seen, "new_token_s": first}
+        controller.submit(JobSpec.model_validate({
+            "name": "running", "podSets": [{"resources": {"cpu": "1"}, "command": ["x"]}]}))
+        controller.step()
+        controller.step()
+        job_key = auth.job_keys.key_for(controller.get("running"), 1)
+        job_token = auth.exchange(job_key, "bench").token
+        seen, job_seen = timed(tokens[0]), timed(job_token)
+        plane.close()
+    return {"seen_token_s": seen, "new_token_s": first, "seen_job_token_s": job_seen}
+
+
+def print_verify_cost(verify: dict[str, float]) -> None:
+    console.log(f"verifying a token: {verify['seen_token_s'] * 1e6:.1f} us (seen before), "
+                f"{verify['new_token_s'] * 1e6:.0f} us (new); a job's credential's token "
+                f"{verify['seen_job_token_s'] * 1e6:.1f} us (seen before, its attempt "
+                "looked up)")
 
 
 ROUNDS = 5  # short alternating rounds: load from other processes hits both modes alike
@@ -212,7 +242,14 @@ def main() -> None:
     parser.add_argument("--db", default=os.environ.get("PHALANX_BENCH_POSTGRES_URL"),
                         help="also measure on this PostgreSQL URL")
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--verify-only", action="store_true",
+                        help="measure a token's verification only (no server)")
     args = parser.parse_args()
+    if args.verify_only:
+        verify = verify_cost()
+        print_verify_cost(verify)
+        console.log(f"wrote {write_json('api_submit_verify', verify, args.out)}")
+        return
 
     results = [measure("sqlite", None, args.jobs, args.clients, args.samples)]
     if args.db:
@@ -235,9 +272,9 @@ def main() -> None:
     # The server's time per submit, at most: the clients' wall time shared by the jobs.
     per_submit = min(r["submit"]["jwt"]["wall_s"] / r["submit"]["jwt"]["jobs"] for r in results)
     verify["share_of_a_submit"] = verify["seen_token_s"] / per_submit
-    console.log(f"verifying a token: {verify['seen_token_s'] * 1e6:.1f} us (seen before), "
-                f"{verify['new_token_s'] * 1e6:.0f} us (new); "
-                f"{verify['share_of_a_submit']:.2%} of a submit's {per_submit * 1e3:.2f} ms")
+    print_verify_cost(verify)
+    console.log(f"a seen token's verification is {verify['share_of_a_submit']:.2%} of a "
+                f"submit's {per_submit * 1e3:.2f} ms")
     Console().print(table)
     path = write_json("api_submit", {"jobs": args.jobs, "clients": args.clients,
                                      "results": results, "verify": verify}, args.out)

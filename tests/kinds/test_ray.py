@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from phalanx.compute.local.plane import _LocalNetwork
+from phalanx.compute.local.network import LocalNetwork
 from phalanx.errors import SpecError
 from phalanx.kinds import GangPhase, OwnAddressNetwork, PodPhase, PodRef, PodState, framework_of
 from phalanx.kinds.ray import Ray
@@ -77,7 +77,7 @@ def _flag(command: list[str], name: str) -> str:
 
 def test_on_a_shared_machine_every_port_is_the_planes_and_distinct() -> None:
     job = ray_job()
-    network = _LocalNetwork(3, set())
+    network = LocalNetwork(3, set())
     plans = framework_of(job).plan(job, 1, admission(job), network)
     head, worker, _ = plans
     every = [port for plan in plans for port in plan.ports.values()]

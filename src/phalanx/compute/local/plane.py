@@ -45,7 +45,6 @@ import json
 import logging
 import os
 import signal
-import socket
 import sys
 import tempfile
 import threading
@@ -69,6 +68,7 @@ from phalanx.compute.local.checkpoints import CheckpointDirs, checkpoint_root
 from phalanx.compute.local.credentials import CredentialFiles
 from phalanx.compute.local.gpus import GPUInfo, assign_gpus, discover_gpus
 from phalanx.compute.local.inventory import DEFAULT_MAX_PODS, default_node_name, machine_node
+from phalanx.compute.local.network import LocalNetwork
 from phalanx.compute.local.outcome import LOST, outcome_of
 from phalanx.compute.local.state import (
     AttemptRecord,
@@ -81,7 +81,7 @@ from phalanx.compute.local.users import PodUser
 from phalanx.errors import NotFound, SpecError
 from phalanx.health import Doctor, Report, make_doctor
 from phalanx.health.stale import DoctorWatch, mark_stale, stale_after_for
-from phalanx.kinds import PodNetwork, PodRef, framework_of, relay
+from phalanx.kinds import framework_of, relay
 from phalanx.scheduler.types import Admission
 from phalanx.spec.quantity import MILLI
 from phalanx.spec.resources import GPU, JobSpec, Node, NodeCheck, NodeHealth
@@ -89,7 +89,6 @@ from phalanx.store.logs import LogStore
 
 log = logging.getLogger("phalanx.compute.local")
 
-LOOPBACK = "127.0.0.1"
 SHIM = Path(shim.__file__).resolve()
 # -I -S: no site-packages, no PYTHON* variables, no package __init__ to import.
 SHIM_COMMAND = (sys.executable, "-I", "-S", str(SHIM))
@@ -128,34 +127,6 @@ class _PodLaunch:
     env: dict[str, str]
     user: PodUser | None  # None: the supervisor's own user
     cpus: tuple[int, ...] = ()  # pinned: the supervisor sets this affinity before starting
-
-
-class _LocalNetwork(PodNetwork):
-    """Every pod shares this machine: each port a pod listens on is chosen free, once."""
-
-    shared_host = True
-
-    def __init__(self, count: int, taken: set[int]) -> None:
-        super().__init__([LOOPBACK] * count)
-        self._taken = taken
-        self.chosen: dict[tuple[str, str], int] = {}
-
-    def port(self, pod: PodRef, purpose: str, default: int) -> int:
-        key = (pod.name, purpose)
-        if key not in self.chosen:
-            self.chosen[key] = free_port(self._taken)
-            self._taken.add(self.chosen[key])
-        return self.chosen[key]
-
-
-def free_port(taken: set[int]) -> int:
-    """A loopback port free right now and not in ``taken``."""
-    while True:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-            probe.bind((LOOPBACK, 0))
-            port: int = probe.getsockname()[1]
-        if port not in taken:
-            return port
 
 
 class LocalPlane(ComputePlane):
@@ -436,7 +407,7 @@ class LocalPlane(ComputePlane):
     ) -> tuple[AttemptRecord, list[_PodLaunch]]:
         framework = framework_of(job)
         count = sum(p.count for p in admission.pod_sets)
-        network = _LocalNetwork(count, self._ports_taken())
+        network = LocalNetwork(count, self._ports_taken())
         plans = framework.plan(job, attempt, admission, network)
         pod_sets = {p.name: (i, p) for i, p in enumerate(job.pod_sets)}
         wanted, wanted_cpus = [], []

@@ -16,6 +16,7 @@ from phalanx.compute.simulated import SimulatedPlane
 from phalanx.control import Controller
 from phalanx.errors import AuthError, Forbidden
 from phalanx.server.auth import Authenticator
+from phalanx.server.ui.session import Sessions
 from phalanx.spec import JobSpec, Node
 from phalanx.spec.status import JobRecord, JobStatus
 from phalanx.store import AuditEntry, IdentityStore, Store, Team, User
@@ -117,6 +118,8 @@ def test_a_credential_has_its_owners_role_but_never_admin_powers(
         principal.check_admin()
     with pytest.raises(Forbidden, match="jobs and queues only"):
         principal.check_person()
+    # Nor does it open a dashboard session, whose cookie would outlive the attempt.
+    assert Sessions(auth.bootstrap_key, authenticator=auth).sign_in(key, "pod") is None
     if not writes:  # a viewer's job's credential reads only
         with pytest.raises(Forbidden, match="viewer"):
             principal.check_submit("default")

@@ -73,10 +73,11 @@ def test_the_pods_mount_the_attempts_secret_and_find_the_api(
     assert _secrets(api) == []
 
 
-def test_a_restarted_plane_mounts_the_secret_in_the_pods_it_creates(
+def test_a_launch_cut_short_before_its_secret_waits_for_the_key(
         api: FakeAPIServer, make_plane: PlaneFactory) -> None:
-    """A launch interrupted after its anchor: the new plane creates the pods with the same
-    mount (the URL is on the anchor), and the relaunch creates the Secret they need."""
+    """Interrupted after the anchor, before the Secret (so before any pod): a restarted
+    plane creates no pod that would mount a missing Secret; the control loop's launch
+    again, with the key, creates the Secret and then the pods."""
     api.add_node("gpu-1", cpu="32", memory="256Gi", gpus=8)
     job = gang(replicas=1)
     api.inject(f"/api/v1/namespaces/{RUNS}/services", 403, count=1, method="POST")
@@ -85,12 +86,34 @@ def test_a_restarted_plane_mounts_the_secret_in_the_pods_it_creates(
         plane.launch(job, 1, admit(job, ["gpu-1"]), credential=PodCredential(API_URL, KEY))
     assert pods(api, "ddp") == [] and _secrets(api) == []
     plane.close()
-    again = make_plane()  # completes the launch it adopts: pods that mount the Secret
-    [pod] = pods(api, "ddp")
-    assert env_of(pod)["PHALANX_URL"] == API_URL
+    again = make_plane()
+    assert pods(api, "ddp") == []  # it has no key to put in the Secret
     again.launch(job, 1, admit(job, ["gpu-1"]), credential=PodCredential(API_URL, KEY))
     [secret] = _secrets(api)
     assert base64.b64decode(secret["data"]["api-key"]).decode() == KEY
+    [pod] = pods(api, "ddp")
+    assert env_of(pod)["PHALANX_URL"] == API_URL
+
+
+def test_a_launch_cut_short_after_its_secret_is_completed_by_a_restarted_plane(
+        api: FakeAPIServer, make_plane: PlaneFactory) -> None:
+    """Interrupted after the Secret: the restarted plane creates the pods itself (the
+    control loop sees pods and launches nothing), and they mount the Secret there is."""
+    api.add_node("gpu-1", cpu="32", memory="256Gi", gpus=8)
+    job = gang(replicas=2)
+    api.inject(f"/api/v1/namespaces/{RUNS}/pods", 403, count=1, method="POST")
+    plane = make_plane()
+    with pytest.raises(KubeError):
+        plane.launch(job, 1, admit(job, ["gpu-1", "gpu-1"]),
+                     credential=PodCredential(API_URL, KEY))
+    [secret] = _secrets(api)
+    plane.close()
+    make_plane()
+    assert len(pods(api, "ddp")) == 2
+    for pod in pods(api, "ddp"):
+        [volume] = [v for v in pod["spec"]["volumes"] if v["name"] == "phalanx-api"]
+        assert volume["secret"]["secretName"] == secret["metadata"]["name"]
+    assert [s["metadata"]["uid"] for s in _secrets(api)] == [secret["metadata"]["uid"]]
 
 
 def test_without_a_credential_pods_get_none(api: FakeAPIServer,

@@ -2,9 +2,10 @@
 
 The Secret ``<attempt>-api`` holds the key; the anchor ConfigMap owns it, like the
 attempt's other objects, so the garbage collector deletes it with the attempt. The anchor
-records the API's URL (never the key) under ``apiUrl``: a control plane that restarts
-mid-launch creates the remaining pods with the same mount, and the Secret (created before
-any pod, by the launch) is the one the first pods have.
+records the API's URL (never the key) under ``apiUrl``. The Secret is created before any
+pod, so a plane that restarts mid-launch finds either the Secret (and completes the pods,
+which mount it) or no pod at all (and waits for the control loop to launch the attempt
+again with the key, which it derives the same every time).
 
 Each pod mounts it at ``/var/run/secrets/phalanx`` and finds the file as
 ``PHALANX_API_KEY_FILE`` and the API as ``PHALANX_URL``; the SDK and CLI read both.

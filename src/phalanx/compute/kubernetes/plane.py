@@ -199,6 +199,10 @@ class KubernetesPlane(ComputePlane):
         self._started = True
         for current in list(self._attempts.values()):
             if not current.launched and current.stop_at is None:
+                if current.api_url is not None and not self._secret_exists(current):
+                    # Interrupted before its Secret, so before any pod: the control loop
+                    # launches it again, with the key this plane does not have.
+                    continue
                 self._complete_launch(current)
             elif current.stop_at is not None:
                 self._send_deletes(current)
@@ -271,11 +275,12 @@ class KubernetesPlane(ComputePlane):
         with self._lock:
             known = self._attempts.get((job.name, attempt))
         if known is not None:
-            if credential is not None and known.uid is not None:
-                # Relaunched after a restart that found the anchor first: the Secret may be
-                # all that is missing (it is the same key; creating adopts an existing one).
+            if credential is not None and known.credential is None:
+                # Adopted after a restart and left unfinished for want of the key (``start``):
+                # the same key, so an existing Secret is adopted, never replaced.
                 known.credential = credential
-                self._create_secret(known)
+                if not known.launched and known.stop_at is None:
+                    self._complete_launch(known)
             return
         plan = objects.plan_attempt(job, attempt, admission, self.namespace)
         placeholder = {"metadata": {"name": plan.name, "uid": "-"}}
@@ -407,6 +412,15 @@ class KubernetesPlane(ComputePlane):
         if api_url is not None:
             credentials.mount(body["spec"], body["spec"]["containers"][0], plan.name, api_url)
         return body
+
+    def _secret_exists(self, current: _Attempt) -> bool:
+        try:
+            self.client.get(f"{self._base}/secrets/{credentials.secret_name(current.name)}")
+        except KubeError as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
 
     def _create_secret(self, current: _Attempt) -> None:
         """The attempt's credential Secret, owned by its anchor (adopted if it exists)."""

@@ -183,8 +183,9 @@ def test_interrupted_launch_is_completed(api: FakeAPIServer, make_plane: PlaneFa
 
     job = gang("half", 3)
     admission = admit(job, ["gpu-1"] * 3)
-    plan = objects.plan_attempt(job, 1, admission, RUNS)
-    anchor = api.add("configmaps", _with_spec(objects.anchor(plan, admission, 1.0), job), RUNS)
+    plan = objects.plan_attempt(job, 1, admission, RUNS, b"key")
+    anchor = api.add("configmaps", _with_spec(objects.anchor(plan, admission, 1.0, b"key"), job),
+                     RUNS)
     owner = objects.owner_reference(anchor)
     api.add("pods", objects.pod(plan, plan.pods[0], job, owner), RUNS)  # then the crash
     plane = make_plane()

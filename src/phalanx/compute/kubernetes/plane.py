@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import secrets
 import threading
 import time
 from dataclasses import dataclass, field
@@ -88,7 +89,7 @@ class _Attempt:
     deletes_sent: bool = False
     grace: float = 10.0
     endpoints: dict[str, str] = field(default_factory=dict)  # the kind's, from the plan
-
+    key: bytes = b""  # the attempt's key (on its anchor): its pods' secrets derive from it
 
 
 class KubernetesPlane(ComputePlane):
@@ -261,7 +262,8 @@ class KubernetesPlane(ComputePlane):
         with self._lock:
             if (job.name, attempt) in self._attempts:
                 return
-        plan = objects.plan_attempt(job, attempt, admission, self.namespace)
+        key = secrets.token_bytes(32)
+        plan = objects.plan_attempt(job, attempt, admission, self.namespace, key)
         placeholder = {"metadata": {"name": plan.name, "uid": "-"}}
         for planned in plan.pods:  # everything is checked before anything is created
             self._pod_object(plan, planned, job, objects.owner_reference(placeholder))
@@ -270,12 +272,13 @@ class KubernetesPlane(ComputePlane):
             job=job.name, attempt=attempt, name=plan.name, launched_at=now, spec=job,
             admission=admission,
             pods=[_Pod(ref=p.ref, name=p.name, node=p.node) for p in plan.pods],
-            endpoints=plan.endpoints,
+            endpoints=plan.endpoints, key=key,
         )
         anchor, _ = self.client.create_or_get(
-            f"{self._base}/configmaps", _with_spec(objects.anchor(plan, admission, now), job))
+            f"{self._base}/configmaps", _with_spec(objects.anchor(plan, admission, now, key), job))
         _check_owner(anchor, job.name, attempt)
         current.uid = anchor["metadata"]["uid"]
+        current.key = _key_of(anchor)  # an anchor that was there already keeps its key
         current.launched_at = float(anchor.get("data", {}).get("launchedAt") or now)
         self._register(current)
         self._complete_launch(current)
@@ -395,7 +398,7 @@ class KubernetesPlane(ComputePlane):
             return
         with self._launching:
             plan = objects.plan_attempt(current.spec, current.attempt, current.admission,
-                                        self.namespace)
+                                        self.namespace, current.key)
             owner = objects.owner_reference({"metadata": {"name": plan.name, "uid": current.uid}})
             if self.pod_groups:
                 group, version = objects.POD_GROUP_API.split("/")
@@ -565,6 +568,10 @@ def _check_owner(obj: Object, job: str, attempt: int) -> None:
         )
 
 
+def _key_of(anchor: Object) -> bytes:
+    return bytes.fromhex((anchor.get("data") or {}).get(objects.ATTEMPT_KEY) or "")
+
+
 def _attempt_from_anchor(item: Object) -> _Attempt:
     meta, data = item["metadata"], item.get("data") or {}
     annotations = meta.get("annotations") or {}
@@ -581,5 +588,5 @@ def _attempt_from_anchor(item: Object) -> _Attempt:
         spec=JobSpec.model_validate(json.loads(data["spec"])) if data.get("spec") else None,
         admission=Admission.from_dict(json.loads(data["admission"])),
         launched=annotations.get(objects.LAUNCHED) == "true",
-        stop_at=float(stop) if stop else None,
+        stop_at=float(stop) if stop else None, key=_key_of(item),
     )

@@ -14,7 +14,7 @@ then runs the command.
 The launcher decides: the job succeeds when it does, and fails when it fails. A
 worker failing fails the job too (a user failure when its agent exited with an
 error, a system one when it was lost or killed); workers still running when the
-launcher ends are stopped.
+launcher ends are stopped (SIGTERM, then the job's grace).
 
 The launcher and the workers share a secret of the attempt's
 (``PHALANX_MPI_SECRET``, derived from the network's key, so a second plan of the

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from phalanx.compute.kubernetes import objects
+from phalanx.compute.kubernetes.attempts import with_spec
 from phalanx.compute.kubernetes.objects import pod_name
-from phalanx.compute.kubernetes.plane import _with_spec
 from phalanx.kinds import GangPhase, PodPhase, framework_of
 from phalanx.kinds.mpi import AGENT_PORT
 from phalanx.kinds.mpi_rsh import agents
@@ -121,7 +121,7 @@ def test_a_launch_completed_by_a_new_plane_keeps_the_attempts_secret(
     admission = admit(job)
     key = bytes(range(32))
     plan = objects.plan_attempt(job, 1, admission, RUNS, key)
-    anchor = api.add("configmaps", _with_spec(objects.anchor(plan, admission, 1.0, key), job),
+    anchor = api.add("configmaps", with_spec(objects.anchor(plan, admission, 1.0, key), job),
                      RUNS)
     api.add("pods", objects.pod(plan, plan.pods[0], job, objects.owner_reference(anchor)), RUNS)
     make_plane()  # adopts the anchor and creates the two workers

@@ -18,19 +18,26 @@ waitForPodsReady).
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import secrets
 import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 from urllib.parse import quote
 
-from phalanx.compute.base import ComputePlane, ExecSession, PodPhase, PodRef, PodState
+from phalanx.compute.base import ComputePlane, ExecSession, PodPhase, PodState
 from phalanx.compute.kubernetes import checkpoints, objects
+from phalanx.compute.kubernetes.attempts import (
+    Attempt,
+    TrackedPod,
+    attempt_from_anchor,
+    check_owner,
+    failed,
+    key_of,
+    newer,
+    with_spec,
+)
 from phalanx.compute.kubernetes.client import KubeClient, KubeError, Object, configure
 from phalanx.compute.kubernetes.events import pod_events
 from phalanx.compute.kubernetes.logs import LogCopier
@@ -51,7 +58,7 @@ from phalanx.compute.kubernetes.status import (
 )
 from phalanx.compute.kubernetes.taint import HealthTainter
 from phalanx.compute.kubernetes.watch import Informer
-from phalanx.errors import Conflict, NotFound, SpecError
+from phalanx.errors import NotFound, SpecError
 from phalanx.scheduler.types import Admission
 from phalanx.spec.base import IMAGE_FIX, is_image_reference
 from phalanx.spec.resources import JobSpec, Node
@@ -59,37 +66,6 @@ from phalanx.spec.status import JobEvent
 from phalanx.store.logs import LogStore
 
 log = logging.getLogger("phalanx.compute.kubernetes")
-
-
-@dataclass(slots=True)
-class _Pod:
-    ref: PodRef
-    name: str
-    node: str
-    obj: Object | None = None  # the latest object seen (the last one, once deleted)
-    seen: bool = False
-    gone: bool = False
-    stuck_since: float | None = None
-    final: PodState | None = None
-
-
-@dataclass(slots=True)
-class _Attempt:
-    job: str
-    attempt: int
-    name: str
-    launched_at: float
-    pods: list[_Pod]
-    spec: JobSpec | None = None
-    admission: Admission | None = None
-    uid: str | None = None
-    launched: bool = False  # every object was created
-    started: bool = False  # every pod has been running at once
-    stop_at: float | None = None  # when a stop was requested
-    deletes_sent: bool = False
-    grace: float = 10.0
-    endpoints: dict[str, str] = field(default_factory=dict)  # the kind's, from the plan
-    key: bytes = b""  # the attempt's key (on its anchor): its pods' secrets derive from it
 
 
 class KubernetesPlane(ComputePlane):
@@ -110,8 +86,8 @@ class KubernetesPlane(ComputePlane):
         self._base = f"/api/v1/namespaces/{self.namespace}"
         self._lock = threading.RLock()
         self._launching = threading.Lock()
-        self._attempts: dict[tuple[str, int], _Attempt] = {}
-        self._by_pod: dict[str, tuple[_Attempt, _Pod]] = {}
+        self._attempts: dict[tuple[str, int], Attempt] = {}
+        self._by_pod: dict[str, tuple[Attempt, TrackedPod]] = {}
         self.checkpoints = checkpoints.CheckpointCleaner(
             client, self.namespace, self.settings.checkpoint_volume,
             self.settings.checkpoint_cleanup_image)
@@ -210,7 +186,7 @@ class KubernetesPlane(ComputePlane):
                                  labelSelector=f"{objects.SELECTOR},{objects.COMPONENT}=anchor")
         for item in answer.get("items") or []:
             try:
-                current = _attempt_from_anchor(item)
+                current = attempt_from_anchor(item)
             except (KeyError, ValueError, TypeError) as exc:
                 log.error("ignoring unreadable anchor %s: %s", item["metadata"]["name"], exc)
                 continue
@@ -218,7 +194,7 @@ class KubernetesPlane(ComputePlane):
         if self._attempts:
             log.info("adopted %d attempt(s) in %s", len(self._attempts), self.namespace)
 
-    def _register(self, current: _Attempt) -> None:
+    def _register(self, current: Attempt) -> None:
         with self._lock:
             self._attempts[(current.job, current.attempt)] = current
             for pod in current.pods:
@@ -268,17 +244,17 @@ class KubernetesPlane(ComputePlane):
         for planned in plan.pods:  # everything is checked before anything is created
             self._pod_object(plan, planned, job, objects.owner_reference(placeholder))
         now = time.time()
-        current = _Attempt(
+        current = Attempt(
             job=job.name, attempt=attempt, name=plan.name, launched_at=now, spec=job,
             admission=admission,
-            pods=[_Pod(ref=p.ref, name=p.name, node=p.node) for p in plan.pods],
+            pods=[TrackedPod(ref=p.ref, name=p.name, node=p.node) for p in plan.pods],
             endpoints=plan.endpoints, key=key,
         )
         anchor, _ = self.client.create_or_get(
-            f"{self._base}/configmaps", _with_spec(objects.anchor(plan, admission, now, key), job))
-        _check_owner(anchor, job.name, attempt)
+            f"{self._base}/configmaps", with_spec(objects.anchor(plan, admission, now, key), job))
+        check_owner(anchor, job.name, attempt)
         current.uid = anchor["metadata"]["uid"]
-        current.key = _key_of(anchor)  # an anchor that was there already keeps its key
+        current.key = key_of(anchor)  # an anchor that was there already keeps its key
         current.launched_at = float(anchor.get("data", {}).get("launchedAt") or now)
         self._register(current)
         self._complete_launch(current)
@@ -391,7 +367,7 @@ class KubernetesPlane(ComputePlane):
     def release_checkpoints(self, job: str) -> None:
         self.checkpoints.release(job)
 
-    def _complete_launch(self, current: _Attempt) -> None:
+    def _complete_launch(self, current: Attempt) -> None:
         """Create whatever of the attempt does not exist yet, adopting what does."""
         if current.spec is None or current.admission is None or current.uid is None:
             log.error("cannot complete the launch of %s: its anchor lacks the plan", current.name)
@@ -405,21 +381,21 @@ class KubernetesPlane(ComputePlane):
                 group_obj, _ = self.client.create_or_get(
                     f"/apis/{group}/{version}/namespaces/{self.namespace}/podgroups",
                     objects.pod_group(plan, owner))
-                _check_owner(group_obj, current.job, current.attempt)
+                check_owner(group_obj, current.job, current.attempt)
             svc, _ = self.client.create_or_get(f"{self._base}/services",
                                                objects.service(plan, owner))
-            _check_owner(svc, current.job, current.attempt)
+            check_owner(svc, current.job, current.attempt)
             for planned in plan.pods:
                 body = self._pod_object(plan, planned, current.spec, owner)
                 created, _ = self.client.create_or_get(f"{self._base}/pods", body)
-                _check_owner(created, current.job, current.attempt)
+                check_owner(created, current.job, current.attempt)
                 self._pod_seen(created, deleted=False, from_create=True)
             self.client.patch(f"{self._base}/configmaps/{current.name}",
                               {"metadata": {"annotations": {objects.LAUNCHED: "true"}}})
             current.launched = True
         self._notify()
 
-    def _send_deletes(self, current: _Attempt) -> None:
+    def _send_deletes(self, current: Attempt) -> None:
         try:
             for pod in current.pods:
                 if not pod.gone:
@@ -442,7 +418,7 @@ class KubernetesPlane(ComputePlane):
             for name, (_, pod) in self._by_pod.items():
                 if name in present:
                     self._pod_seen(present[name], deleted=False)
-                elif pod.seen and not pod.gone and not _newer(pod.obj, version):
+                elif pod.seen and not pod.gone and not newer(pod.obj, version):
                     pod.gone = True  # deleted while the watch was down
         self._notify()
 
@@ -480,7 +456,7 @@ class KubernetesPlane(ComputePlane):
 
     # ------------------------------------------------------------------ observing
     def _observe_attempt(
-        self, current: _Attempt, now: float, nodes: set[str] | None
+        self, current: Attempt, now: float, nodes: set[str] | None
     ) -> list[PodState]:
         states = [self._observe_pod(current, pod, now, nodes) for pod in current.pods]
         if not current.started and states and all(
@@ -492,12 +468,12 @@ class KubernetesPlane(ComputePlane):
                 and now - current.launched_at > timeout):
             for i, (pod, state) in enumerate(zip(current.pods, states, strict=True)):
                 if pod.final is None and state.phase is PodPhase.PENDING:
-                    pod.final = _failed(state, NOT_READY, "system", now)
+                    pod.final = failed(state, NOT_READY, "system", now)
                     states[i] = pod.final
         return states
 
     def _observe_pod(
-        self, current: _Attempt, pod: _Pod, now: float, nodes: set[str] | None
+        self, current: Attempt, pod: TrackedPod, now: float, nodes: set[str] | None
     ) -> PodState:
         if pod.final is not None:
             return pod.final
@@ -505,9 +481,9 @@ class KubernetesPlane(ComputePlane):
         base = PodState(ref=pod.ref, node=pod.node, phase=PodPhase.PENDING, reason="Pending")
         if pod.obj is None:
             if stopping:  # never created, or gone before it was ever seen
-                pod.final = _failed(base, TERMINATED, None, now)
+                pod.final = failed(base, TERMINATED, None, now)
             elif current.launched and self.pod_informer.synced.is_set():
-                pod.final = _failed(base, DELETED, "system", now)
+                pod.final = failed(base, DELETED, "system", now)
             return pod.final or base
         seen = observe_pod(pod.obj, stop_requested=stopping)
         state = PodState(
@@ -518,75 +494,18 @@ class KubernetesPlane(ComputePlane):
         if seen.phase.done:
             pod.final = state
         elif pod.gone:
-            pod.final = _failed(state, TERMINATED if stopping else DELETED,
+            pod.final = failed(state, TERMINATED if stopping else DELETED,
                                 None if stopping else "system", now)
         elif stopping:
             pass  # still going away: report it as it is until it is gone
         elif seen.deleting:
-            pod.final = _failed(state, DELETED, "system", now)
+            pod.final = failed(state, DELETED, "system", now)
         elif nodes is not None and seen.node and seen.node not in nodes:
-            pod.final = _failed(state, NODE_LOST, "system", now)
+            pod.final = failed(state, NODE_LOST, "system", now)
         elif seen.waiting in STUCK:
             pod.stuck_since = pod.stuck_since or now
             if now - pod.stuck_since > self.settings.image_pull_timeout:
-                pod.final = _failed(state, seen.waiting, "system", now)
+                pod.final = failed(state, seen.waiting, "system", now)
         else:
             pod.stuck_since = None
         return pod.final or state
-
-
-def _failed(state: PodState, reason: str, failure: Any, now: float) -> PodState:
-    return PodState(ref=state.ref, node=state.node, phase=PodPhase.FAILED,
-                    exit_code=state.exit_code, signal=state.signal, reason=reason,
-                    failure=failure, started_at=state.started_at,
-                    finished_at=state.finished_at or now)
-
-
-def _newer(obj: Object | None, version: str) -> bool:
-    """Whether ``obj`` was written after a list at ``version`` (so the list cannot show it).
-
-    Versions are etcd revisions, compared as numbers; when one is not a number the
-    object is taken as listed, and its absence as a deletion.
-    """
-    mine = str((obj or {}).get("metadata", {}).get("resourceVersion") or "")
-    return mine.isdigit() and version.isdigit() and int(mine) > int(version)
-
-
-def _with_spec(anchor: Object, job: JobSpec) -> Object:
-    anchor["data"]["spec"] = json.dumps(job.to_dict())
-    return anchor
-
-
-def _check_owner(obj: Object, job: str, attempt: int) -> None:
-    labels = obj.get("metadata", {}).get("labels") or {}
-    if labels.get(objects.JOB) != job or labels.get(objects.ATTEMPT) != str(attempt):
-        name = obj.get("metadata", {}).get("name")
-        raise Conflict(
-            f"{obj.get('kind', 'object')} {name!r} exists and belongs to another job "
-            f"({labels.get(objects.JOB)!r}, attempt {labels.get(objects.ATTEMPT)!r})",
-            field="name", fix="rename the job, or delete the stray object",
-        )
-
-
-def _key_of(anchor: Object) -> bytes:
-    return bytes.fromhex((anchor.get("data") or {}).get(objects.ATTEMPT_KEY) or "")
-
-
-def _attempt_from_anchor(item: Object) -> _Attempt:
-    meta, data = item["metadata"], item.get("data") or {}
-    annotations = meta.get("annotations") or {}
-    job, attempt = data["job"], int(data["attempt"])
-    pods = [
-        _Pod(ref=PodRef(job=job, attempt=attempt, pod_set=p["podSet"], index=int(p["index"]),
-                        rank=int(p["rank"])), name=p["name"], node=p["node"])
-        for p in json.loads(data["pods"])
-    ]
-    stop = annotations.get(objects.TERMINATE)
-    return _Attempt(
-        job=job, attempt=attempt, name=meta["name"], launched_at=float(data["launchedAt"]),
-        pods=pods, uid=meta.get("uid"),
-        spec=JobSpec.model_validate(json.loads(data["spec"])) if data.get("spec") else None,
-        admission=Admission.from_dict(json.loads(data["admission"])),
-        launched=annotations.get(objects.LAUNCHED) == "true",
-        stop_at=float(stop) if stop else None, key=_key_of(item),
-    )

@@ -86,6 +86,9 @@ class Framework(abc.ABC):
     """What one kind of job means; subclasses register in ``phalanx.kinds``."""
 
     kind: ClassVar[JobKind]
+    # The custom resource an operator may run this kind's pods as, where a plane offers
+    # it and is asked to (KubeRay's RayCluster); None: the plane's own pods always.
+    operator_resource: ClassVar[str | None] = None
 
     def check(self, job: JobSpec) -> None:
         """Raise ``SpecError`` (naming the field and the fix) for a spec this kind cannot run."""

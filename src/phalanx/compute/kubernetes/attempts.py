@@ -43,6 +43,7 @@ class Attempt:
     deletes_sent: bool = False
     grace: float = 10.0
     endpoints: dict[str, str] = field(default_factory=dict)  # the kind's, from the plan
+    ray_cluster: bool = False  # KubeRay makes its pods (kuberay.py), naming them itself
     key: bytes = b""  # the attempt's key (on its anchor): its pods' secrets derive from it
 
 
@@ -100,4 +101,5 @@ def attempt_from_anchor(item: Object) -> Attempt:
         admission=Admission.from_dict(json.loads(data["admission"])),
         launched=annotations.get(objects.LAUNCHED) == "true",
         stop_at=float(stop) if stop else None, key=key_of(item),
+        ray_cluster=data.get(objects.RAY_CLUSTER) == "true",
     )

@@ -32,9 +32,10 @@ ATTEMPT = "phalanx.dev/attempt"
 POD_SET = "phalanx.dev/pod-set"
 INDEX = "phalanx.dev/index"
 RANK = "phalanx.dev/rank"
-COMPONENT = "phalanx.dev/component"  # "anchor" | "service" | "pod" | "pod-group"
+COMPONENT = "phalanx.dev/component"  # anchor | service | pod | pod-group | ray-cluster
 TERMINATE = "phalanx.dev/terminate-requested-at"  # anchor annotation: a stop was asked for
 LAUNCHED = "phalanx.dev/launched"  # anchor annotation: every object was created
+RAY_CLUSTER = "rayCluster"  # anchor data: "true" when KubeRay makes the attempt's pods
 ATTEMPT_KEY = "attemptKey"  # anchor data: the key the attempt's shared secrets derive from
 POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 POD_GROUP_API = "scheduling.x-k8s.io/v1alpha1"
@@ -146,7 +147,10 @@ def plan_attempt(
     return plan
 
 
-def anchor(plan: AttemptPlan, admission: Admission, launched_at: float, key: bytes) -> Object:
+def anchor(
+    plan: AttemptPlan, admission: Admission, launched_at: float, key: bytes,
+    ray_cluster: bool = False,
+) -> Object:
     return {
         "apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": plan.name, "namespace": plan.namespace,
@@ -158,6 +162,8 @@ def anchor(plan: AttemptPlan, admission: Admission, launched_at: float, key: byt
             "masterAddr": plan.master_addr,
             # The pods' env shows the secrets derived from it to whoever may read them.
             ATTEMPT_KEY: key.hex(),
+            # Its pods are a KubeRay RayCluster's: a restarted plane finds them so too.
+            RAY_CLUSTER: "true" if ray_cluster else "false",
         },
     }
 

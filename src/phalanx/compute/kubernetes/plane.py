@@ -27,7 +27,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from phalanx.compute.base import ComputePlane, ExecSession, PodPhase, PodState
-from phalanx.compute.kubernetes import checkpoints, objects
+from phalanx.compute.kubernetes import checkpoints, kuberay, objects
 from phalanx.compute.kubernetes.attempts import (
     Attempt,
     TrackedPod,
@@ -59,6 +59,7 @@ from phalanx.compute.kubernetes.status import (
 from phalanx.compute.kubernetes.taint import HealthTainter
 from phalanx.compute.kubernetes.watch import Informer
 from phalanx.errors import NotFound, SpecError
+from phalanx.kinds import framework_of
 from phalanx.scheduler.types import Admission
 from phalanx.spec.base import IMAGE_FIX, is_image_reference
 from phalanx.spec.resources import JobSpec, Node
@@ -104,7 +105,10 @@ class KubernetesPlane(ComputePlane):
             on_list=self._list_pods, on_event=self._pod_event, name="pods",
             read_timeout=self.settings.read_timeout,
         )
+        self.ray_clusters = kuberay.RayClusters(client, self.namespace, on_change=self._notify,
+                                                read_timeout=self.settings.read_timeout)
         self.pod_groups = False
+        self.kuberay = False  # Ray jobs run as KubeRay RayClusters (settings.use_kuberay)
         self._started = False
 
     # ------------------------------------------------------------------ connecting
@@ -154,6 +158,9 @@ class KubernetesPlane(ComputePlane):
             if exc.status != 403:  # not allowed to read namespaces: fine, carry on
                 raise
         self.pod_groups = self._pod_groups_served()
+        self.kuberay = kuberay.decide(self.settings.use_kuberay, self.client)
+        if self.kuberay:
+            self.ray_clusters.start()
         self._adopt()
         self.inventory_source.start()
         self.pod_informer.start()
@@ -249,12 +256,15 @@ class KubernetesPlane(ComputePlane):
             admission=admission,
             pods=[TrackedPod(ref=p.ref, name=p.name, node=p.node) for p in plan.pods],
             endpoints=plan.endpoints, key=key,
+            ray_cluster=self.kuberay and framework_of(job).operator_resource == kuberay.RESOURCE,
         )
-        anchor, _ = self.client.create_or_get(
-            f"{self._base}/configmaps", with_spec(objects.anchor(plan, admission, now, key), job))
+        anchor, _ = self.client.create_or_get(f"{self._base}/configmaps", with_spec(
+            objects.anchor(plan, admission, now, key, current.ray_cluster), job))
         check_owner(anchor, job.name, attempt)
         current.uid = anchor["metadata"]["uid"]
-        current.key = key_of(anchor)  # an anchor that was there already keeps its key
+        # An anchor that was there already keeps its key and its way of making pods.
+        current.key = key_of(anchor)
+        current.ray_cluster = anchor["data"].get(objects.RAY_CLUSTER) == "true"
         current.launched_at = float(anchor.get("data", {}).get("launchedAt") or now)
         self._register(current)
         self._complete_launch(current)
@@ -280,7 +290,14 @@ class KubernetesPlane(ComputePlane):
     def endpoints(self, job: str, attempt: int) -> dict[str, str]:
         with self._lock:
             current = self._attempts.get((job, attempt))
-            return dict(current.endpoints) if current is not None else {}
+            if current is None:
+                return {}
+            found = dict(current.endpoints)
+        cluster = self.ray_clusters.get(current.name) if current.ray_cluster else None
+        dashboard = kuberay.dashboard(cluster, self.namespace) if cluster else None
+        if dashboard:  # KubeRay's head Service, as its status names it
+            found["dashboard"] = dashboard
+        return found
 
     def pod_events(self, job: str) -> list[JobEvent]:
         """The cluster's Events about the pods of ``job``'s attempts still known here."""
@@ -303,7 +320,10 @@ class KubernetesPlane(ComputePlane):
                 field="pod", fix="name a running pod by rank or name (phalanx describe lists "
                 "them), or wait until the job runs")
         found = max(running, key=lambda s: s.ref.attempt)
-        return open_pod_exec(self.client.api, self.namespace, objects.pod_name(found.ref), argv,
+        with self._lock:  # the name it has (KubeRay names its pods itself)
+            name = next((p.name for a in self._attempts.values() for p in a.pods
+                         if p.ref == found.ref), objects.pod_name(found.ref))
+        return open_pod_exec(self.client.api, self.namespace, name, argv,
                              tty=tty, cols=cols, rows=rows)
 
     def terminate(self, job: str, attempt: int, grace_seconds: float = 10.0) -> None:
@@ -348,6 +368,7 @@ class KubernetesPlane(ComputePlane):
     def close(self) -> None:
         """Stop watching and copying logs; the pods keep running and a new plane adopts them."""
         self.pod_informer.stop()
+        self.ray_clusters.stop()
         self.inventory_source.stop()
         self.logs.close()
         self.client.close()
@@ -385,8 +406,11 @@ class KubernetesPlane(ComputePlane):
             svc, _ = self.client.create_or_get(f"{self._base}/services",
                                                objects.service(plan, owner))
             check_owner(svc, current.job, current.attempt)
-            for planned in plan.pods:
-                body = self._pod_object(plan, planned, current.spec, owner)
+            bodies = [self._pod_object(plan, p, current.spec, owner) for p in plan.pods]
+            if current.ray_cluster:  # KubeRay makes the pods, from these as templates
+                cluster = self.ray_clusters.create(kuberay.ray_cluster(plan, bodies, owner))
+                check_owner(cluster, current.job, current.attempt)
+            for body in [] if current.ray_cluster else bodies:
                 created, _ = self.client.create_or_get(f"{self._base}/pods", body)
                 check_owner(created, current.job, current.attempt)
                 self._pod_seen(created, deleted=False, from_create=True)
@@ -397,6 +421,8 @@ class KubernetesPlane(ComputePlane):
 
     def _send_deletes(self, current: Attempt) -> None:
         try:
+            if current.ray_cluster:  # first: KubeRay would make the deleted pods again
+                self.ray_clusters.delete(current.name)
             for pod in current.pods:
                 if not pod.gone:
                     self.client.delete(f"{self._base}/pods/{pod.name}",
@@ -415,6 +441,9 @@ class KubernetesPlane(ComputePlane):
     def _list_pods(self, items: list[Object], version: str) -> None:
         present = {str(o["metadata"]["name"]): o for o in items}
         with self._lock:
+            for name, obj in present.items():
+                if name not in self._by_pod:
+                    self._bind(obj)
             for name, (_, pod) in self._by_pod.items():
                 if name in present:
                     self._pod_seen(present[name], deleted=False)
@@ -429,7 +458,7 @@ class KubernetesPlane(ComputePlane):
     def _pod_seen(self, obj: Object, *, deleted: bool, from_create: bool = False) -> None:
         name = str(obj["metadata"]["name"])
         with self._lock:
-            found = self._by_pod.get(name)
+            found = self._by_pod.get(name) or self._bind(obj)
             if found is None:
                 return
             current, pod = found
@@ -442,6 +471,23 @@ class KubernetesPlane(ComputePlane):
         if started and not deleted:
             self.logs.follow(name, current.job, pod.ref.name,
                              lambda: self._pod_finished(name))
+
+    def _bind(self, obj: Object) -> tuple[Attempt, TrackedPod] | None:
+        """An operator's pod (KubeRay names them): the attempt's pod of its rank, if that
+        one has not been seen yet (a pod KubeRay makes again is none of the gang's)."""
+        labels = obj["metadata"].get("labels") or {}
+        attempt, rank = labels.get(objects.ATTEMPT, ""), labels.get(objects.RANK, "")
+        current = self._attempts.get((labels.get(objects.JOB, ""),
+                                      int(attempt) if attempt.isdigit() else -1))
+        if current is None or not current.ray_cluster:
+            return None
+        pod = next((p for p in current.pods if str(p.ref.rank) == rank and not p.seen), None)
+        if pod is None:
+            return None
+        self._by_pod.pop(pod.name, None)
+        pod.name = str(obj["metadata"]["name"])
+        self._by_pod[pod.name] = (current, pod)
+        return current, pod
 
     def _pod_finished(self, name: str) -> bool:
         with self._lock:
@@ -482,6 +528,9 @@ class KubernetesPlane(ComputePlane):
         if pod.obj is None:
             if stopping:  # never created, or gone before it was ever seen
                 pod.final = failed(base, TERMINATED, None, now)
+            elif current.ray_cluster:  # not made yet, unless its RayCluster went away
+                if self.ray_clusters.gone(current.name):
+                    pod.final = failed(base, DELETED, "system", now)
             elif current.launched and self.pod_informer.synced.is_set():
                 pod.final = failed(base, DELETED, "system", now)
             return pod.final or base

@@ -185,3 +185,33 @@ def test_the_switch_is_checked(monkeypatch: pytest.MonkeyPatch) -> None:
         refused.value.message
     monkeypatch.setenv(USE_KUBERAY_ENV, "Always")
     assert settings_from_env().use_kuberay == "always"
+
+
+def test_a_ray_cluster_deleted_by_someone_else_is_a_system_failure(
+    api: FakeAPIServer, operator: FakeKubeRay, start: Callable[..., Loop],
+) -> None:
+    loop = start(use_kuberay="auto")
+    loop.controller.submit(ray_job("rc", workers=1, small=True))
+    _start_all(api, "rc", 2, loop)
+    loop.until(lambda: loop.status("rc") is JobStatus.RUNNING, "running")
+    api.remove("rayclusters", "rc-1", RUNS)  # kubectl delete raycluster: its pods go too
+    loop.until(lambda: loop.status("rc") is JobStatus.QUEUED, "requeued")
+    record = loop.controller.get("rc")
+    assert "Deleted" in record.message and "system failure" in record.message
+    assert record.system_restarts == 1 and record.user_restarts == 0
+
+
+def test_a_ray_cluster_deleted_before_kuberay_made_its_pods_fails_them(
+    api: FakeAPIServer, make_plane: PlaneFactory,
+) -> None:
+    api.kuberay = True  # served, but no operator runs: the pods are never made
+    api.add_node("gpu-1", cpu="32", memory="256Gi", gpus=8)
+    plane = make_plane(use_kuberay="auto")
+    job = ray_job("rc", workers=1, small=True)
+    plane.launch(job, 1, admission(job, ["gpu-1", "gpu-1"]))
+    assert {s.phase.name for s in plane.observe()} == {"PENDING"}  # waiting for KubeRay
+    wait_until(lambda: plane.ray_clusters.get("rc-1"), what="the RayCluster seen")
+    api.remove("rayclusters", "rc-1", RUNS)
+    states = wait_until(lambda: [s for s in plane.observe() if s.phase.name == "FAILED"]
+                        or None, what="the pods failed")
+    assert {(s.reason, s.failure) for s in states} == {("Deleted", "system")}

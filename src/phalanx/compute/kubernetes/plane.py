@@ -159,9 +159,9 @@ class KubernetesPlane(ComputePlane):
                 raise
         self.pod_groups = self._pod_groups_served()
         self.kuberay = kuberay.decide(self.settings.use_kuberay, self.client)
-        if self.kuberay:
-            self.ray_clusters.start()
         self._adopt()
+        if self.kuberay or any(a.ray_cluster for a in self._attempts.values()):
+            self.ray_clusters.start()  # adopted RayClusters are followed whatever the setting
         self.inventory_source.start()
         self.pod_informer.start()
         deadline = time.monotonic() + self.settings.sync_timeout

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import time
 from typing import Any
 
 import psutil
@@ -80,3 +81,32 @@ def test_slots_come_from_nproc_per_node(plane: ControlPlane) -> None:
     lines = re.findall(r"rank (\d) of 4 in (\S+): allreduce sum = (\d+)", logs)
     assert len(lines) == 4 and {t for _, _, t in lines} == {"10"}, logs
     assert sorted(p for _, p, _ in lines) == ["mpi-slots-worker-0"] * 2 + ["mpi-slots-worker-1"] * 2
+
+
+def test_workers_still_running_when_the_launcher_succeeds_get_a_graceful_stop(
+    plane: ControlPlane,
+) -> None:
+    """The launcher leaves a process running in the worker pod that writes a marker on
+    SIGTERM: the job succeeds, and the worker's pod is stopped with SIGTERM and the
+    job's grace (a SIGKILL would leave no marker)."""
+    marker = plane.home / "worker-got-sigterm"
+    # Started through Phalanx's rsh agent, in the worker pod's process group, outliving
+    # the command that started it, as an orted left behind would.
+    lingering = (f"(trap 'echo TERM > {marker}; exit 0' TERM; "
+                 "while :; do sleep 0.1; done) </dev/null >/dev/null 2>&1 &")
+    spec = example()
+    spec["name"] = "mpi-graceful"
+    spec["terminationGrace"] = "30s"
+    spec["podSets"][0]["command"] = [
+        "sh", "-c", 'python -m phalanx.kinds.mpi_rsh mpi-graceful-worker-0 "$0" && echo left',
+        lingering]
+    spec["podSets"][1]["replicas"] = 1
+    plane.submit(spec)
+    job = plane.wait_for("mpi-graceful", "Succeeded", "Failed", timeout=120)
+    assert job["status"] == "Succeeded", plane.logs("mpi-graceful")
+    assert "left" in plane.logs("mpi-graceful", pod="mpi-graceful-launcher-0")
+    deadline = time.monotonic() + 30
+    while not marker.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert marker.exists() and marker.read_text().strip() == "TERM"
+    assert not [p for p in agents_of(plane) if str(plane.home) in " ".join(p.cmdline())]

@@ -7,7 +7,8 @@ selectors; watch (chunked JSON lines from a resourceVersion, objects entering or
 leaving a selector as ADDED/DELETED, an ERROR 410 event when the version was
 compacted away); create (409 when it exists), get, merge patch, delete (with
 graceful pod deletion and ownerReference cascade); pods/log with follow;
-discovery of the podgroups API; and fault injection (the next N requests to a
+discovery of the podgroups API, and KubeRay's ray.io/v1 rayclusters when installed
+(``kuberay=True``; ``fake_kuberay.py`` plays its operator); and fault injection (the next N requests to a
 path answer 429, 500, 410, ...).
 
 A built-in kubelet plays pods: ``run_pod`` binds a pod to the node its affinity
@@ -30,10 +31,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 Object = dict[str, Any]
-NAMESPACED = ("pods", "services", "configmaps", "secrets", "events", "podgroups")
+NAMESPACED = ("pods", "services", "configmaps", "secrets", "events", "podgroups", "rayclusters")
 KINDS = {"pods": "Pod", "services": "Service", "configmaps": "ConfigMap", "secrets": "Secret",
-         "events": "Event",
-         "podgroups": "PodGroup", "nodes": "Node", "namespaces": "Namespace"}
+         "events": "Event", "podgroups": "PodGroup", "nodes": "Node", "namespaces": "Namespace",
+         "rayclusters": "RayCluster"}
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 
 
@@ -115,8 +116,9 @@ class Change:
 
 class FakeAPIServer:
     def __init__(self, *, pod_groups: bool = False, namespaces: tuple[str, ...] = ("default",),
-                 kill_delay: float = 0.2) -> None:
+                 kill_delay: float = 0.2, kuberay: bool = False) -> None:
         self.pod_groups = pod_groups
+        self.kuberay = kuberay  # KubeRay's CRDs installed: ray.io/v1 rayclusters served
         self.kill_delay = kill_delay
         self.lock = threading.RLock()
         self.changed = threading.Condition(self.lock)

@@ -18,6 +18,8 @@ if TYPE_CHECKING:
 
 Object = dict[str, Any]
 PG = "/apis/scheduling.x-k8s.io/v1alpha1"
+RAY = "/apis/ray.io/v1"
+CUSTOM = {"podgroups": "pod_groups", "rayclusters": "kuberay"}  # served when the flag is on
 _ROUTES = [
     (re.compile(r"^/api/v1/(nodes|namespaces|pods)$"), "cluster"),
     (re.compile(r"^/api/v1/(nodes|namespaces)/([^/]+)$"), "cluster-item"),
@@ -30,6 +32,8 @@ _ROUTES = [
     (re.compile(r"^/api/v1/nodes/([^/]+)/status$"), "node-status"),
     (re.compile(rf"^{PG}/namespaces/([^/]+)/(podgroups)$"), "ns"),
     (re.compile(rf"^{PG}/namespaces/([^/]+)/(podgroups)/([^/]+)$"), "ns-item"),
+    (re.compile(rf"^{RAY}/namespaces/([^/]+)/(rayclusters)$"), "ns"),
+    (re.compile(rf"^{RAY}/namespaces/([^/]+)/(rayclusters)/([^/]+)$"), "ns-item"),
 ]
 
 
@@ -114,6 +118,12 @@ class Handler(BaseHTTPRequestHandler):
             return self._send(200, {"kind": "APIResourceList", "groupVersion": PG[6:],
                                     "resources": [{"name": "podgroups", "namespaced": True,
                                                    "kind": "PodGroup"}]})
+        if url.path == RAY:
+            if not self.api.kuberay:
+                return self._fail(404, "NotFound")
+            return self._send(200, {"kind": "APIResourceList", "groupVersion": RAY[6:],
+                                    "resources": [{"name": "rayclusters", "namespaced": True,
+                                                   "kind": "RayCluster"}]})
         for pattern, route in _ROUTES:  # noqa: B007 - the match decides the route
             match = pattern.match(url.path)
             if match:
@@ -136,7 +146,7 @@ class Handler(BaseHTTPRequestHandler):
         else:
             ns, plural = groups[0], groups[1]
             name = groups[2] if len(groups) > 2 else None
-            if plural == "podgroups" and not self.api.pod_groups:
+            if plural in CUSTOM and not getattr(self.api, CUSTOM[plural]):
                 return self._fail(404, "NotFound", "the server could not find the resource")
         scope = "" if plural in ("nodes", "namespaces") else ns
         if method == "GET" and name is None:

@@ -129,7 +129,7 @@ def test_conflicts_and_transient_errors_adopt_and_retry(
     # A pod left by an interrupted launch (same deterministic name) is adopted on 409.
     from phalanx.compute.kubernetes import objects
 
-    plan = objects.plan_attempt(job, 1, admission, RUNS)
+    plan = objects.plan_attempt(job, 1, admission, RUNS, b"key")
     leftover = objects.pod(plan, plan.pods[1], job, {"apiVersion": "v1", "kind": "ConfigMap",
                                                     "name": plan.name, "uid": "old"})
     api.add("pods", leftover, RUNS)
@@ -145,7 +145,7 @@ def test_conflicts_and_transient_errors_adopt_and_retry(
 
     # An object of the same name that belongs to another job is not adopted.
     other = gang(name="other", replicas=1)
-    clash = objects.plan_attempt(other, 1, admit(other, ["gpu-1"]), RUNS)
+    clash = objects.plan_attempt(other, 1, admit(other, ["gpu-1"]), RUNS, b"key")
     api.add("services", {"metadata": {"name": clash.name, "labels": {}},
                          "spec": {"clusterIP": "None"}}, RUNS)
     with pytest.raises(Conflict, match="belongs to another job"):

@@ -178,13 +178,14 @@ def test_restart_adopts_and_never_duplicates(
 def test_interrupted_launch_is_completed(api: FakeAPIServer, make_plane: PlaneFactory) -> None:
     api.add_node("gpu-1", cpu="32", memory="256Gi", gpus=8)
     from phalanx.compute.kubernetes import objects
-    from phalanx.compute.kubernetes.plane import _with_spec
+    from phalanx.compute.kubernetes.attempts import with_spec
     from tests.k8s_plane.helpers import admit
 
     job = gang("half", 3)
     admission = admit(job, ["gpu-1"] * 3)
-    plan = objects.plan_attempt(job, 1, admission, RUNS)
-    anchor = api.add("configmaps", _with_spec(objects.anchor(plan, admission, 1.0), job), RUNS)
+    plan = objects.plan_attempt(job, 1, admission, RUNS, b"key")
+    anchor = api.add("configmaps", with_spec(objects.anchor(plan, admission, 1.0, b"key"), job),
+                     RUNS)
     owner = objects.owner_reference(anchor)
     api.add("pods", objects.pod(plan, plan.pods[0], job, owner), RUNS)  # then the crash
     plane = make_plane()

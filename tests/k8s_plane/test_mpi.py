@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from phalanx.compute.kubernetes import objects
+from phalanx.compute.kubernetes.attempts import with_spec
 from phalanx.compute.kubernetes.objects import pod_name
 from phalanx.kinds import GangPhase, PodPhase, framework_of
 from phalanx.kinds.mpi import AGENT_PORT
@@ -106,3 +108,31 @@ def test_a_failing_worker_fails_the_job(api: FakeAPIServer, make_plane: PlaneFac
     assert "allreduce-worker-1" in status.message
     assert [s.phase for s in states if s.ref.pod_set == "launcher"] == [PodPhase.RUNNING]
     assert pod_name(states[2].ref) == worker["metadata"]["name"]
+
+
+def test_a_launch_completed_by_a_new_plane_keeps_the_attempts_secret(
+    api: FakeAPIServer, make_plane: PlaneFactory,
+) -> None:
+    """The launcher was created, then the control plane died: the workers a new plane
+    creates must accept the launcher's secret, so the attempt's key lives on its anchor."""
+    for name in ("node-1", "node-2"):
+        api.add_node(name, cpu="16", memory="64Gi", gpus=2)
+    job = mpi_job()
+    admission = admit(job)
+    key = bytes(range(32))
+    plan = objects.plan_attempt(job, 1, admission, RUNS, key)
+    anchor = api.add("configmaps", with_spec(objects.anchor(plan, admission, 1.0, key), job),
+                     RUNS)
+    api.add("pods", objects.pod(plan, plan.pods[0], job, objects.owner_reference(anchor)), RUNS)
+    make_plane()  # adopts the anchor and creates the two workers
+    launcher, *workers = pods(api, "allreduce")
+    assert len(workers) == 2
+    secret = env_of(launcher)["PHALANX_MPI_SECRET"]
+    assert [env_of(w)["PHALANX_MPI_SECRET"] for w in workers] == [secret, secret]
+    # The next attempt, launched afresh, has a key and a secret of its own.
+    plane = make_plane()
+    plane.launch(job, 2, admission)
+    second = [p for p in pods(api, "allreduce") if p["metadata"]["labels"][
+        "phalanx.dev/attempt"] == "2"]
+    assert len({env_of(p)["PHALANX_MPI_SECRET"] for p in second}) == 1
+    assert env_of(second[0])["PHALANX_MPI_SECRET"] != secret

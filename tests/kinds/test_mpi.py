@@ -92,9 +92,26 @@ def test_plan_wraps_the_launcher_and_runs_agents_on_workers() -> None:
         assert worker.env["PHALANX_MPI_BIND"] == ""  # every address of its own pod
         assert worker.ports["mpi-agent"] == AGENT_PORT
         assert worker.env["EXTRA"] == "kept" and worker.env["RANK"] == str(worker.ref.rank)
-    # A new attempt gets a new secret: an old attempt's launcher cannot drive new workers.
-    again = Mpi().plan(job, 2, admit(job), OwnAddressNetwork(hosts))
-    assert again[0].env["PHALANX_MPI_SECRET"] != secret
+
+
+def test_the_secret_is_the_attempts_whatever_plans_it() -> None:
+    """Two plans of one attempt under its key agree (a plane completing another's launch);
+    another attempt, or another job, gets a secret of its own."""
+    job = mpi_job()
+    hosts = ["launcher-0.svc", "worker-0.svc", "worker-1.svc", "worker-2.svc"]
+    key = b"the attempt's key"
+
+    def secrets_of(attempt: int, name: str = "allreduce", with_key: bytes = key) -> set[str]:
+        spec = job.model_copy(update={"name": name})
+        plans = Mpi().plan(spec, attempt, admit(spec), OwnAddressNetwork(hosts, key=with_key))
+        return {p.env["PHALANX_MPI_SECRET"] for p in plans}
+
+    first = secrets_of(1)
+    assert len(first) == 1 and len(next(iter(first))) == 32
+    assert secrets_of(1) == first
+    assert secrets_of(2) != first  # an old attempt's launcher cannot drive new workers
+    assert secrets_of(1, name="other") != first
+    assert secrets_of(1, with_key=b"another key") != first
 
 
 def test_plan_on_a_shared_host_gives_each_agent_its_own_port() -> None:

@@ -283,16 +283,20 @@ class ControlLoop:
         current: dict[str, list[PodState]] = {}
         for name, pods in by_job.items():
             record = state.jobs.get(name)
+            settled: dict[int, list[PodState]] = {}
             for pod in pods:
                 if record is not None and pod.ref.attempt == record.attempt and (
                     record.status in ACTIVE
                 ):
                     current.setdefault(name, []).append(pod)
-                elif pod.phase.done:  # an old attempt or a job already settled: tidy up
-                    state.commands.append(PlaneCommand("forget", pod.ref.job, pod.ref.attempt))
-                else:  # an orphan (old attempt, or a job this store does not know)
-                    state.commands.append(
-                        PlaneCommand("terminate", pod.ref.job, pod.ref.attempt))
+                else:  # an old attempt, a settled job, or one this store does not know
+                    settled.setdefault(pod.ref.attempt, []).append(pod)
+            for attempt, its_pods in settled.items():
+                if all(p.phase.done for p in its_pods):  # tidy up
+                    state.commands.append(PlaneCommand("forget", name, attempt))
+                else:  # stop what still runs, with the job's grace, and forget it once gone
+                    grace = record.spec.termination_grace if record is not None else None
+                    state.commands.append(PlaneCommand("terminate", name, attempt, grace))
         state.pods = current
         for record in list(state.active.values()):
             try:
@@ -320,7 +324,7 @@ class ControlLoop:
             if status.all_done:
                 state.finish_stop(record, now)
         elif status.phase is GangPhase.SUCCEEDED:
-            state.succeed(record, expected, status.message)
+            state.succeed(record, expected, status.message, all_done=status.all_done)
         elif status.phase is GangPhase.RUNNING and record.status is not JobStatus.RUNNING:
             record.status = JobStatus.RUNNING
             # When the last pod started, by the pods' own clock, as ``finish`` takes their end.

@@ -135,9 +135,21 @@ class ControlState:
             else:
                 self.finish(record, JobStatus.FAILED, f"{record.message}; {decision.message}")
 
-    def succeed(self, record: JobRecord, expected: int, message: str = "") -> None:
-        """The job's kind says it succeeded (``message``: how, if not by every pod)."""
-        self.commands.append(PlaneCommand("forget", record.name, record.attempt))
+    def succeed(
+        self, record: JobRecord, expected: int, message: str = "", *, all_done: bool = True,
+    ) -> None:
+        """The job's kind says it succeeded (``message``: how, if not by every pod).
+
+        Pods still running (a Ray cluster's after its entrypoint, MPI workers after the
+        launcher) get SIGTERM and the job's grace; the job succeeds and frees its quota
+        now, as Kueue frees a finished workload's, and the loop forgets the attempt once
+        they are gone (``_reconcile`` tidies up a settled job's pods).
+        """
+        if all_done:
+            self.commands.append(PlaneCommand("forget", record.name, record.attempt))
+        else:
+            self.commands.append(PlaneCommand("terminate", record.name, record.attempt,
+                                              record.spec.termination_grace))
         self.scheduler.remove(record.name)
         record.exit_code = 0
         self.finish(record, JobStatus.SUCCEEDED, message or f"all {expected} pod(s) succeeded")

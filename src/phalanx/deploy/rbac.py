@@ -66,6 +66,8 @@ def worker_namespace_rules(values: Values) -> list[Rule]:
     ]
     if values.worker.enable_run_interactivity:
         rules.insert(2, _rule([""], ["pods/exec"], ["get", "create"]))
+    if values.ray.use_kube_ray != "never":  # Ray jobs as KubeRay RayClusters
+        rules.append(_rule(["ray.io"], ["rayclusters"], ALL_VERBS))
     return rules
 
 

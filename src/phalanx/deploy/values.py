@@ -240,6 +240,14 @@ def _gpu_nodes() -> dict[str, str]:
     return {"feature.node.kubernetes.io/pci-10de.present": "true"}
 
 
+class Ray(Model):
+    use_kube_ray: Literal["auto", "always", "never"] = Field(
+        default="never",
+        description="Ray jobs as KubeRay RayClusters: auto (where ray.io/v1 is served), "
+                    "always (required), never (Phalanx's own pods)",
+    )
+
+
 class NodeDoctor(Model):
     enabled: bool = Field(
         default=False, description="Run `phalanx doctor` on every GPU node (a DaemonSet)"
@@ -338,6 +346,7 @@ class Values(Model):
     )
     worker: Worker = Field(default_factory=Worker, description="The control plane Deployment")
     runs: Runs = Field(default_factory=Runs, description="Where and as whom job pods run")
+    ray: Ray = Field(default_factory=Ray, description="How Ray jobs run (kind: ray)")
     node_doctor: NodeDoctor = Field(
         default_factory=NodeDoctor, description="The node health agent (DaemonSet)"
     )

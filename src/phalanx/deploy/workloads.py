@@ -166,6 +166,7 @@ def deployment(values: Values) -> Manifest:
         # What the role grants on nodes: the plane writes its health taint only if allowed.
         {"name": "PHALANX_K8S_NODE_WRITES",
          "value": "true" if worker.rbac.allow_node_writes else "false"},
+        {"name": "PHALANX_K8S_RAY_USE_KUBERAY", "value": values.ray.use_kube_ray},
     ]
     if values.store.kind == "postgresql":
         pg = values.store.postgresql

@@ -11,11 +11,18 @@ Planes differ in how pods reach each other, and say so through a
 ``PodNetwork``: on Kubernetes every pod has an address of its own and a
 framework's well-known ports; on the local plane every pod shares this
 machine, so each port a pod listens on is chosen free and kept for the attempt.
+A network also carries the key an attempt's shared secrets derive from
+(``attempt_secret``): a plane that may plan one attempt twice (Kubernetes, which
+completes a launch a crash interrupted) keeps the key with the attempt, so both
+plans give its pods the same secrets.
 """
 
 from __future__ import annotations
 
 import abc
+import hashlib
+import hmac
+import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
@@ -46,8 +53,16 @@ class PodNetwork(abc.ABC):
 
     shared_host: ClassVar[bool]
 
-    def __init__(self, addresses: Sequence[str]) -> None:
+    def __init__(self, addresses: Sequence[str], *, key: bytes | None = None) -> None:
         self.addresses = tuple(addresses)  # one per pod, rank order
+        # Without a key of the attempt's, the secrets hold for this network's plans only.
+        self.key = key if key is not None else secrets.token_bytes(32)
+
+    def attempt_secret(self, job: str, attempt: int, purpose: str) -> str:
+        """A secret the attempt's pods share for ``purpose``: the same for every plan made
+        with this key, and unrelated between attempts, jobs and purposes."""
+        message = f"{purpose}\0{job}\0{attempt}".encode()
+        return hmac.new(self.key, message, hashlib.sha256).hexdigest()[:32]
 
     @property
     def master_addr(self) -> str:
@@ -71,6 +86,9 @@ class Framework(abc.ABC):
     """What one kind of job means; subclasses register in ``phalanx.kinds``."""
 
     kind: ClassVar[JobKind]
+    # The custom resource an operator may run this kind's pods as, where a plane offers
+    # it and is asked to (KubeRay's RayCluster); None: the plane's own pods always.
+    operator_resource: ClassVar[str | None] = None
 
     def check(self, job: JobSpec) -> None:
         """Raise ``SpecError`` (naming the field and the fix) for a spec this kind cannot run."""

@@ -14,15 +14,15 @@ then runs the command.
 The launcher decides: the job succeeds when it does, and fails when it fails. A
 worker failing fails the job too (a user failure when its agent exited with an
 error, a system one when it was lost or killed); workers still running when the
-launcher ends are stopped.
+launcher ends are stopped (SIGTERM, then the job's grace).
 
-The launcher and the workers share a secret made for each attempt
-(``PHALANX_MPI_SECRET``): a worker's agent runs nothing for anyone without it.
+The launcher and the workers share a secret of the attempt's
+(``PHALANX_MPI_SECRET``, derived from the network's key, so a second plan of the
+attempt gives the same one): a worker's agent runs nothing for anyone without it.
 """
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -101,7 +101,7 @@ class Mpi(Framework):
         self, job: JobSpec, attempt: int, admission: Admission, network: PodNetwork,
     ) -> list[PodPlan]:
         plans = super().plan(job, attempt, admission, network)
-        secret = secrets.token_hex(16)
+        secret = network.attempt_secret(job.name, attempt, "mpi")
         workers = [p for p in plans if p.ref.pod_set == WORKER]
         ports = {p.ref.name: network.port(p.ref, AGENT, AGENT_PORT) for p in workers}
         addresses = network.addresses

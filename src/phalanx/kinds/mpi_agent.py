@@ -5,7 +5,8 @@
 (``relay.py``) to clients that know ``PHALANX_MPI_SECRET``: each command (``orted``,
 in practice) runs as the agent's child, with the pod's environment and working
 directory and in the pod's process group, so stopping the pod stops it. The agent
-idles until the pod is stopped; SIGTERM ends it cleanly (exit 0).
+idles until the pod is stopped; on SIGTERM it waits for what it started (which got
+the SIGTERM too) to end, then exits 0.
 
 Where worker pods share one machine (the local plane, ``PHALANX_MPI_SHARED_HOST``),
 each agent gives its commands a shared-memory directory of its own: OpenMPI names
@@ -23,12 +24,14 @@ import socket
 import sys
 import tempfile
 import threading
+import time
 from types import FrameType
 
 from phalanx.kinds import relay
 from phalanx.kinds.mpi import BIND_ENV, PORT_ENV, SECRET_ENV, SHARED_HOST_ENV
 
 SHM = "/dev/shm"
+GROUP_POLL_SECONDS = 0.05
 # Where OpenMPI 4 (vader) and 5 (sm) put their shared-memory segments.
 SEGMENT_DIRS = ("OMPI_MCA_btl_vader_backing_directory", "OMPI_MCA_btl_sm_backing_directory")
 
@@ -73,14 +76,26 @@ def main() -> int:
 
     def stop(signum: int, frame: FrameType | None) -> None:
         launch.kill_sessions()
+        # The pod's group got the SIGTERM too: its commands (orted, the ranks) end in their
+        # own time, within the pod's grace; the pod's end would SIGKILL what is left.
+        wait_for_group()
         if segments is not None:
             shutil.rmtree(segments, ignore_errors=True)
-        os._exit(0)  # the pod's group is being stopped: its commands go with it
+        os._exit(0)
 
     signal.signal(signal.SIGTERM, stop)
     print(f"phalanx mpi agent: waiting for the launcher on {bind or '*'}:{port}", flush=True)
     serve(listener, launch)
     return 0
+
+
+def wait_for_group() -> None:
+    """Wait until nothing but this agent (and whoever started it) is left in its process
+    group; the plane's SIGKILL at the end of the grace bounds the wait."""
+    group = os.getpgid(0)
+    spare = {os.getpid(), os.getppid(), group}
+    while os.path.isdir("/proc") and relay.group_members(group, spare):
+        time.sleep(GROUP_POLL_SECONDS)
 
 
 def serve(listener: socket.socket, launch: relay.Launch) -> None:

@@ -65,6 +65,7 @@ SPARE_WORKER_PORTS = 8
 # Resources Ray has flags of its own for, or that are no Ray resource at all.
 _NOT_CUSTOM = {"cpu", "memory", GPU, "ephemeral-storage", "pods"}
 
+RAY_CLUSTER = "ray.io/v1 RayCluster"  # KubeRay's, which a Kubernetes plane may run it as
 DASHBOARD_ENV = "PHALANX_RAY_DASHBOARD"
 ADDRESS_ENV = "PHALANX_RAY_ADDRESS"
 CLIENT_ENV = "PHALANX_RAY_CLIENT"
@@ -72,6 +73,7 @@ CLIENT_ENV = "PHALANX_RAY_CLIENT"
 
 class Ray(Framework):
     kind = JobKind.RAY
+    operator_resource = RAY_CLUSTER
 
     # ------------------------------------------------------------------ submit
     def check(self, job: JobSpec) -> None:

@@ -40,7 +40,7 @@ import struct
 import subprocess
 import termios
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -135,6 +135,23 @@ class Launch:
         for leader in leaders:
             with contextlib.suppress(OSError):
                 os.killpg(leader, signal.SIGKILL)
+
+
+def group_members(group: int, spare: Collection[int] = ()) -> list[int]:
+    """The live processes (zombies aside) of process group ``group``, but ``spare``, read
+    from /proc: what a pod's process still has running beside it."""
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit() or int(entry.name) in spare:
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+            if fields[0] != b"Z" and int(fields[2]) == group:
+                found.append(int(entry.name))
+        except (OSError, IndexError, ValueError):
+            continue  # exited meanwhile
+    return found
 
 
 def serve_connection(conn: socket.socket, launch: Launch) -> None:

@@ -437,7 +437,8 @@ class JobSpec(Model):
     termination_grace: Duration | None = Field(
         default=None,
         description="How long the job's pods get between SIGTERM and SIGKILL when it is "
-                    "preempted, drained or cancelled (default: the control plane's grace)",
+                    "preempted, drained or cancelled, or still runs when the job succeeds "
+                    "(default: the control plane's grace)",
     )
     checkpoint: CheckpointPolicy | None = Field(
         default=None, description="What becomes of the job's checkpoint directory")

@@ -32,9 +32,11 @@ ATTEMPT = "phalanx.dev/attempt"
 POD_SET = "phalanx.dev/pod-set"
 INDEX = "phalanx.dev/index"
 RANK = "phalanx.dev/rank"
-COMPONENT = "phalanx.dev/component"  # "anchor" | "service" | "pod" | "pod-group"
+COMPONENT = "phalanx.dev/component"  # anchor | service | pod | pod-group | ray-cluster
 TERMINATE = "phalanx.dev/terminate-requested-at"  # anchor annotation: a stop was asked for
 LAUNCHED = "phalanx.dev/launched"  # anchor annotation: every object was created
+RAY_CLUSTER = "rayCluster"  # anchor data: "true" when KubeRay makes the attempt's pods
+ATTEMPT_KEY = "attemptKey"  # anchor data: the key the attempt's shared secrets derive from
 POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 POD_GROUP_API = "scheduling.x-k8s.io/v1alpha1"
 CONTAINER = "main"
@@ -117,19 +119,25 @@ class AttemptPlan:
         ])
 
 
-def plan_attempt(job: JobSpec, attempt: int, admission: Admission, namespace: str) -> AttemptPlan:
-    """Names, nodes and environments of the attempt's pods (raises SpecError on bad input)."""
+def plan_attempt(
+    job: JobSpec, attempt: int, admission: Admission, namespace: str, key: bytes,
+) -> AttemptPlan:
+    """Names, nodes and environments of the attempt's pods (raises SpecError on bad input).
+
+    ``key`` is the attempt's (kept on its anchor): the secrets its pods share derive from
+    it, so a launch completed by another plane gives them the same ones.
+    """
     name = attempt_name(job.name, attempt)
     domain = f"{name}.{namespace}.svc"
     # Ranks, nodes, commands and env come from the job's kind: the same contract on every plane.
     framework = framework_of(job)
     count = sum(p.count for p in admission.pod_sets)
-    refs = framework.plan(job, attempt, admission, OwnAddressNetwork([""] * count))
+    refs = framework.plan(job, attempt, admission, OwnAddressNetwork([""] * count, key=key))
     hosts = [f"{hostname(p.ref)}.{domain}" for p in refs]
     if len(set(hosts)) != len(hosts):  # only with pod-set names that clash once shortened
         raise SpecError("two pods of the job would share a hostname", field="podSets",
                         fix="give the pod sets names that differ in their first 50 characters")
-    pods = framework.plan(job, attempt, admission, OwnAddressNetwork(hosts))
+    pods = framework.plan(job, attempt, admission, OwnAddressNetwork(hosts, key=key))
     plan = AttemptPlan(job=job.name, attempt=attempt, namespace=namespace, name=name,
                        master_addr=hosts[0], endpoints=framework.endpoints(job, pods))
     for p in pods:
@@ -139,7 +147,10 @@ def plan_attempt(job: JobSpec, attempt: int, admission: Admission, namespace: st
     return plan
 
 
-def anchor(plan: AttemptPlan, admission: Admission, launched_at: float) -> Object:
+def anchor(
+    plan: AttemptPlan, admission: Admission, launched_at: float, key: bytes,
+    ray_cluster: bool = False,
+) -> Object:
     return {
         "apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": plan.name, "namespace": plan.namespace,
@@ -149,6 +160,10 @@ def anchor(plan: AttemptPlan, admission: Admission, launched_at: float) -> Objec
             "admission": json.dumps(admission.to_dict()),
             "pods": plan.pods_json(), "launchedAt": repr(launched_at),
             "masterAddr": plan.master_addr,
+            # The pods' env shows the secrets derived from it to whoever may read them.
+            ATTEMPT_KEY: key.hex(),
+            # Its pods are a KubeRay RayCluster's: a restarted plane finds them so too.
+            RAY_CLUSTER: "true" if ray_cluster else "false",
         },
     }
 

@@ -18,25 +18,26 @@ waitForPodsReady).
 
 from __future__ import annotations
 
-import json
 import logging
 import os
+import secrets
 import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 from urllib.parse import quote
 
-from phalanx.compute.base import (
-    ComputePlane,
-    ExecSession,
-    PodCredential,
-    PodPhase,
-    PodRef,
-    PodState,
+from phalanx.compute.base import ComputePlane, ExecSession, PodCredential, PodPhase, PodState
+from phalanx.compute.kubernetes import checkpoints, credentials, kuberay, objects
+from phalanx.compute.kubernetes.attempts import (
+    Attempt,
+    TrackedPod,
+    attempt_from_anchor,
+    check_owner,
+    failed,
+    key_of,
+    newer,
+    with_spec,
 )
-from phalanx.compute.kubernetes import checkpoints, credentials, objects
 from phalanx.compute.kubernetes.client import KubeClient, KubeError, Object, configure
 from phalanx.compute.kubernetes.events import pod_events
 from phalanx.compute.kubernetes.logs import LogCopier
@@ -57,7 +58,8 @@ from phalanx.compute.kubernetes.status import (
 )
 from phalanx.compute.kubernetes.taint import HealthTainter
 from phalanx.compute.kubernetes.watch import Informer
-from phalanx.errors import Conflict, NotFound, SpecError
+from phalanx.errors import NotFound, SpecError
+from phalanx.kinds import framework_of
 from phalanx.scheduler.types import Admission
 from phalanx.spec.base import IMAGE_FIX, is_image_reference
 from phalanx.spec.resources import JobSpec, Node
@@ -65,39 +67,6 @@ from phalanx.spec.status import JobEvent
 from phalanx.store.logs import LogStore
 
 log = logging.getLogger("phalanx.compute.kubernetes")
-
-
-@dataclass(slots=True)
-class _Pod:
-    ref: PodRef
-    name: str
-    node: str
-    obj: Object | None = None  # the latest object seen (the last one, once deleted)
-    seen: bool = False
-    gone: bool = False
-    stuck_since: float | None = None
-    final: PodState | None = None
-
-
-@dataclass(slots=True)
-class _Attempt:
-    job: str
-    attempt: int
-    name: str
-    launched_at: float
-    pods: list[_Pod]
-    spec: JobSpec | None = None
-    admission: Admission | None = None
-    uid: str | None = None
-    launched: bool = False  # every object was created
-    started: bool = False  # every pod has been running at once
-    stop_at: float | None = None  # when a stop was requested
-    deletes_sent: bool = False
-    grace: float = 10.0
-    endpoints: dict[str, str] = field(default_factory=dict)  # the kind's, from the plan
-    api_url: str | None = None  # set: the pods mount the attempt's credential (its Secret)
-    credential: PodCredential | None = None  # known to the plane that launched it only
-
 
 
 class KubernetesPlane(ComputePlane):
@@ -118,8 +87,8 @@ class KubernetesPlane(ComputePlane):
         self._base = f"/api/v1/namespaces/{self.namespace}"
         self._lock = threading.RLock()
         self._launching = threading.Lock()
-        self._attempts: dict[tuple[str, int], _Attempt] = {}
-        self._by_pod: dict[str, tuple[_Attempt, _Pod]] = {}
+        self._attempts: dict[tuple[str, int], Attempt] = {}
+        self._by_pod: dict[str, tuple[Attempt, TrackedPod]] = {}
         self.checkpoints = checkpoints.CheckpointCleaner(
             client, self.namespace, self.settings.checkpoint_volume,
             self.settings.checkpoint_cleanup_image)
@@ -136,7 +105,10 @@ class KubernetesPlane(ComputePlane):
             on_list=self._list_pods, on_event=self._pod_event, name="pods",
             read_timeout=self.settings.read_timeout,
         )
+        self.ray_clusters = kuberay.RayClusters(client, self.namespace, on_change=self._notify,
+                                                read_timeout=self.settings.read_timeout)
         self.pod_groups = False
+        self.kuberay = False  # Ray jobs run as KubeRay RayClusters (settings.use_kuberay)
         self._started = False
 
     # ------------------------------------------------------------------ connecting
@@ -186,7 +158,10 @@ class KubernetesPlane(ComputePlane):
             if exc.status != 403:  # not allowed to read namespaces: fine, carry on
                 raise
         self.pod_groups = self._pod_groups_served()
+        self.kuberay = kuberay.decide(self.settings.use_kuberay, self.client)
         self._adopt()
+        if self.kuberay or any(a.ray_cluster for a in self._attempts.values()):
+            self.ray_clusters.start()  # adopted RayClusters are followed whatever the setting
         self.inventory_source.start()
         self.pod_informer.start()
         deadline = time.monotonic() + self.settings.sync_timeout
@@ -222,7 +197,7 @@ class KubernetesPlane(ComputePlane):
                                  labelSelector=f"{objects.SELECTOR},{objects.COMPONENT}=anchor")
         for item in answer.get("items") or []:
             try:
-                current = _attempt_from_anchor(item)
+                current = attempt_from_anchor(item)
             except (KeyError, ValueError, TypeError) as exc:
                 log.error("ignoring unreadable anchor %s: %s", item["metadata"]["name"], exc)
                 continue
@@ -230,7 +205,7 @@ class KubernetesPlane(ComputePlane):
         if self._attempts:
             log.info("adopted %d attempt(s) in %s", len(self._attempts), self.namespace)
 
-    def _register(self, current: _Attempt) -> None:
+    def _register(self, current: Attempt) -> None:
         with self._lock:
             self._attempts[(current.job, current.attempt)] = current
             for pod in current.pods:
@@ -282,23 +257,28 @@ class KubernetesPlane(ComputePlane):
                 if not known.launched and known.stop_at is None:
                     self._complete_launch(known)
             return
-        plan = objects.plan_attempt(job, attempt, admission, self.namespace)
+        key = secrets.token_bytes(32)
+        plan = objects.plan_attempt(job, attempt, admission, self.namespace, key)
         placeholder = {"metadata": {"name": plan.name, "uid": "-"}}
         for planned in plan.pods:  # everything is checked before anything is created
             self._pod_object(plan, planned, job, objects.owner_reference(placeholder))
         now = time.time()
-        current = _Attempt(
+        current = Attempt(
             job=job.name, attempt=attempt, name=plan.name, launched_at=now, spec=job,
             admission=admission,
-            pods=[_Pod(ref=p.ref, name=p.name, node=p.node) for p in plan.pods],
-            endpoints=plan.endpoints, credential=credential,
+            pods=[TrackedPod(ref=p.ref, name=p.name, node=p.node) for p in plan.pods],
+            endpoints=plan.endpoints, key=key,
+            ray_cluster=self.kuberay and framework_of(job).operator_resource == kuberay.RESOURCE,
+            credential=credential,
             api_url=credential.api_url if credential is not None else None,
         )
-        anchor, _ = self.client.create_or_get(
-            f"{self._base}/configmaps",
-            _with_spec(objects.anchor(plan, admission, now), job, current.api_url))
-        _check_owner(anchor, job.name, attempt)
+        anchor, _ = self.client.create_or_get(f"{self._base}/configmaps", with_spec(
+            objects.anchor(plan, admission, now, key, current.ray_cluster), job, current.api_url))
+        check_owner(anchor, job.name, attempt)
         current.uid = anchor["metadata"]["uid"]
+        # An anchor that was there already keeps its key and its way of making pods.
+        current.key = key_of(anchor)
+        current.ray_cluster = anchor["data"].get(objects.RAY_CLUSTER) == "true"
         current.launched_at = float(anchor.get("data", {}).get("launchedAt") or now)
         current.api_url = anchor.get("data", {}).get(credentials.ANCHOR_URL)
         self._register(current)
@@ -325,7 +305,14 @@ class KubernetesPlane(ComputePlane):
     def endpoints(self, job: str, attempt: int) -> dict[str, str]:
         with self._lock:
             current = self._attempts.get((job, attempt))
-            return dict(current.endpoints) if current is not None else {}
+            if current is None:
+                return {}
+            found = dict(current.endpoints)
+        cluster = self.ray_clusters.get(current.name) if current.ray_cluster else None
+        dashboard = kuberay.dashboard(cluster, self.namespace) if cluster else None
+        if dashboard:  # KubeRay's head Service, as its status names it
+            found["dashboard"] = dashboard
+        return found
 
     def pod_events(self, job: str) -> list[JobEvent]:
         """The cluster's Events about the pods of ``job``'s attempts still known here."""
@@ -348,7 +335,10 @@ class KubernetesPlane(ComputePlane):
                 field="pod", fix="name a running pod by rank or name (phalanx describe lists "
                 "them), or wait until the job runs")
         found = max(running, key=lambda s: s.ref.attempt)
-        return open_pod_exec(self.client.api, self.namespace, objects.pod_name(found.ref), argv,
+        with self._lock:  # the name it has (KubeRay names its pods itself)
+            name = next((p.name for a in self._attempts.values() for p in a.pods
+                         if p.ref == found.ref), objects.pod_name(found.ref))
+        return open_pod_exec(self.client.api, self.namespace, name, argv,
                              tty=tty, cols=cols, rows=rows)
 
     def terminate(self, job: str, attempt: int, grace_seconds: float = 10.0) -> None:
@@ -393,6 +383,7 @@ class KubernetesPlane(ComputePlane):
     def close(self) -> None:
         """Stop watching and copying logs; the pods keep running and a new plane adopts them."""
         self.pod_informer.stop()
+        self.ray_clusters.stop()
         self.inventory_source.stop()
         self.logs.close()
         self.client.close()
@@ -413,7 +404,7 @@ class KubernetesPlane(ComputePlane):
             credentials.mount(body["spec"], body["spec"]["containers"][0], plan.name, api_url)
         return body
 
-    def _secret_exists(self, current: _Attempt) -> bool:
+    def _secret_exists(self, current: Attempt) -> bool:
         try:
             self.client.get(f"{self._base}/secrets/{credentials.secret_name(current.name)}")
         except KubeError as exc:
@@ -422,7 +413,7 @@ class KubernetesPlane(ComputePlane):
             raise
         return True
 
-    def _create_secret(self, current: _Attempt) -> None:
+    def _create_secret(self, current: Attempt) -> None:
         """The attempt's credential Secret, owned by its anchor (adopted if it exists)."""
         if current.credential is None or current.uid is None:
             return
@@ -431,42 +422,48 @@ class KubernetesPlane(ComputePlane):
             f"{self._base}/secrets", credentials.secret(
                 current.name, self.namespace, current.job, current.attempt, owner,
                 current.credential))
-        _check_owner(created, current.job, current.attempt)
+        check_owner(created, current.job, current.attempt)
 
     def release_checkpoints(self, job: str) -> None:
         self.checkpoints.release(job)
 
-    def _complete_launch(self, current: _Attempt) -> None:
+    def _complete_launch(self, current: Attempt) -> None:
         """Create whatever of the attempt does not exist yet, adopting what does."""
         if current.spec is None or current.admission is None or current.uid is None:
             log.error("cannot complete the launch of %s: its anchor lacks the plan", current.name)
             return
         with self._launching:
             plan = objects.plan_attempt(current.spec, current.attempt, current.admission,
-                                        self.namespace)
+                                        self.namespace, current.key)
             owner = objects.owner_reference({"metadata": {"name": plan.name, "uid": current.uid}})
             if self.pod_groups:
                 group, version = objects.POD_GROUP_API.split("/")
                 group_obj, _ = self.client.create_or_get(
                     f"/apis/{group}/{version}/namespaces/{self.namespace}/podgroups",
                     objects.pod_group(plan, owner))
-                _check_owner(group_obj, current.job, current.attempt)
+                check_owner(group_obj, current.job, current.attempt)
             svc, _ = self.client.create_or_get(f"{self._base}/services",
                                                objects.service(plan, owner))
-            _check_owner(svc, current.job, current.attempt)
+            check_owner(svc, current.job, current.attempt)
             self._create_secret(current)  # before any pod that mounts it
-            for planned in plan.pods:
-                body = self._pod_object(plan, planned, current.spec, owner, current.api_url)
+            bodies = [self._pod_object(plan, p, current.spec, owner, current.api_url)
+                      for p in plan.pods]
+            if current.ray_cluster:  # KubeRay makes the pods, from these as templates
+                cluster = self.ray_clusters.create(kuberay.ray_cluster(plan, bodies, owner))
+                check_owner(cluster, current.job, current.attempt)
+            for body in [] if current.ray_cluster else bodies:
                 created, _ = self.client.create_or_get(f"{self._base}/pods", body)
-                _check_owner(created, current.job, current.attempt)
+                check_owner(created, current.job, current.attempt)
                 self._pod_seen(created, deleted=False, from_create=True)
             self.client.patch(f"{self._base}/configmaps/{current.name}",
                               {"metadata": {"annotations": {objects.LAUNCHED: "true"}}})
             current.launched = True
         self._notify()
 
-    def _send_deletes(self, current: _Attempt) -> None:
+    def _send_deletes(self, current: Attempt) -> None:
         try:
+            if current.ray_cluster:  # first: KubeRay would make the deleted pods again
+                self.ray_clusters.delete(current.name)
             for pod in current.pods:
                 if not pod.gone:
                     self.client.delete(f"{self._base}/pods/{pod.name}",
@@ -485,10 +482,13 @@ class KubernetesPlane(ComputePlane):
     def _list_pods(self, items: list[Object], version: str) -> None:
         present = {str(o["metadata"]["name"]): o for o in items}
         with self._lock:
+            for name, obj in present.items():
+                if name not in self._by_pod:
+                    self._bind(obj)
             for name, (_, pod) in self._by_pod.items():
                 if name in present:
                     self._pod_seen(present[name], deleted=False)
-                elif pod.seen and not pod.gone and not _newer(pod.obj, version):
+                elif pod.seen and not pod.gone and not newer(pod.obj, version):
                     pod.gone = True  # deleted while the watch was down
         self._notify()
 
@@ -499,7 +499,7 @@ class KubernetesPlane(ComputePlane):
     def _pod_seen(self, obj: Object, *, deleted: bool, from_create: bool = False) -> None:
         name = str(obj["metadata"]["name"])
         with self._lock:
-            found = self._by_pod.get(name)
+            found = self._by_pod.get(name) or self._bind(obj)
             if found is None:
                 return
             current, pod = found
@@ -512,6 +512,23 @@ class KubernetesPlane(ComputePlane):
         if started and not deleted:
             self.logs.follow(name, current.job, pod.ref.name,
                              lambda: self._pod_finished(name))
+
+    def _bind(self, obj: Object) -> tuple[Attempt, TrackedPod] | None:
+        """An operator's pod (KubeRay names them): the attempt's pod of its rank, if that
+        one has not been seen yet (a pod KubeRay makes again is none of the gang's)."""
+        labels = obj["metadata"].get("labels") or {}
+        attempt, rank = labels.get(objects.ATTEMPT, ""), labels.get(objects.RANK, "")
+        current = self._attempts.get((labels.get(objects.JOB, ""),
+                                      int(attempt) if attempt.isdigit() else -1))
+        if current is None or not current.ray_cluster:
+            return None
+        pod = next((p for p in current.pods if str(p.ref.rank) == rank and not p.seen), None)
+        if pod is None:
+            return None
+        self._by_pod.pop(pod.name, None)
+        pod.name = str(obj["metadata"]["name"])
+        self._by_pod[pod.name] = (current, pod)
+        return current, pod
 
     def _pod_finished(self, name: str) -> bool:
         with self._lock:
@@ -526,7 +543,7 @@ class KubernetesPlane(ComputePlane):
 
     # ------------------------------------------------------------------ observing
     def _observe_attempt(
-        self, current: _Attempt, now: float, nodes: set[str] | None
+        self, current: Attempt, now: float, nodes: set[str] | None
     ) -> list[PodState]:
         states = [self._observe_pod(current, pod, now, nodes) for pod in current.pods]
         if not current.started and states and all(
@@ -538,12 +555,12 @@ class KubernetesPlane(ComputePlane):
                 and now - current.launched_at > timeout):
             for i, (pod, state) in enumerate(zip(current.pods, states, strict=True)):
                 if pod.final is None and state.phase is PodPhase.PENDING:
-                    pod.final = _failed(state, NOT_READY, "system", now)
+                    pod.final = failed(state, NOT_READY, "system", now)
                     states[i] = pod.final
         return states
 
     def _observe_pod(
-        self, current: _Attempt, pod: _Pod, now: float, nodes: set[str] | None
+        self, current: Attempt, pod: TrackedPod, now: float, nodes: set[str] | None
     ) -> PodState:
         if pod.final is not None:
             return pod.final
@@ -551,9 +568,12 @@ class KubernetesPlane(ComputePlane):
         base = PodState(ref=pod.ref, node=pod.node, phase=PodPhase.PENDING, reason="Pending")
         if pod.obj is None:
             if stopping:  # never created, or gone before it was ever seen
-                pod.final = _failed(base, TERMINATED, None, now)
+                pod.final = failed(base, TERMINATED, None, now)
+            elif current.ray_cluster:  # not made yet, unless its RayCluster went away
+                if self.ray_clusters.gone(current.name):
+                    pod.final = failed(base, DELETED, "system", now)
             elif current.launched and self.pod_informer.synced.is_set():
-                pod.final = _failed(base, DELETED, "system", now)
+                pod.final = failed(base, DELETED, "system", now)
             return pod.final or base
         seen = observe_pod(pod.obj, stop_requested=stopping)
         state = PodState(
@@ -564,73 +584,18 @@ class KubernetesPlane(ComputePlane):
         if seen.phase.done:
             pod.final = state
         elif pod.gone:
-            pod.final = _failed(state, TERMINATED if stopping else DELETED,
+            pod.final = failed(state, TERMINATED if stopping else DELETED,
                                 None if stopping else "system", now)
         elif stopping:
             pass  # still going away: report it as it is until it is gone
         elif seen.deleting:
-            pod.final = _failed(state, DELETED, "system", now)
+            pod.final = failed(state, DELETED, "system", now)
         elif nodes is not None and seen.node and seen.node not in nodes:
-            pod.final = _failed(state, NODE_LOST, "system", now)
+            pod.final = failed(state, NODE_LOST, "system", now)
         elif seen.waiting in STUCK:
             pod.stuck_since = pod.stuck_since or now
             if now - pod.stuck_since > self.settings.image_pull_timeout:
-                pod.final = _failed(state, seen.waiting, "system", now)
+                pod.final = failed(state, seen.waiting, "system", now)
         else:
             pod.stuck_since = None
         return pod.final or state
-
-
-def _failed(state: PodState, reason: str, failure: Any, now: float) -> PodState:
-    return PodState(ref=state.ref, node=state.node, phase=PodPhase.FAILED,
-                    exit_code=state.exit_code, signal=state.signal, reason=reason,
-                    failure=failure, started_at=state.started_at,
-                    finished_at=state.finished_at or now)
-
-
-def _newer(obj: Object | None, version: str) -> bool:
-    """Whether ``obj`` was written after a list at ``version`` (so the list cannot show it).
-
-    Versions are etcd revisions, compared as numbers; when one is not a number the
-    object is taken as listed, and its absence as a deletion.
-    """
-    mine = str((obj or {}).get("metadata", {}).get("resourceVersion") or "")
-    return mine.isdigit() and version.isdigit() and int(mine) > int(version)
-
-
-def _with_spec(anchor: Object, job: JobSpec, api_url: str | None = None) -> Object:
-    anchor["data"]["spec"] = json.dumps(job.to_dict())
-    if api_url is not None:
-        anchor["data"][credentials.ANCHOR_URL] = api_url
-    return anchor
-
-
-def _check_owner(obj: Object, job: str, attempt: int) -> None:
-    labels = obj.get("metadata", {}).get("labels") or {}
-    if labels.get(objects.JOB) != job or labels.get(objects.ATTEMPT) != str(attempt):
-        name = obj.get("metadata", {}).get("name")
-        raise Conflict(
-            f"{obj.get('kind', 'object')} {name!r} exists and belongs to another job "
-            f"({labels.get(objects.JOB)!r}, attempt {labels.get(objects.ATTEMPT)!r})",
-            field="name", fix="rename the job, or delete the stray object",
-        )
-
-
-def _attempt_from_anchor(item: Object) -> _Attempt:
-    meta, data = item["metadata"], item.get("data") or {}
-    annotations = meta.get("annotations") or {}
-    job, attempt = data["job"], int(data["attempt"])
-    pods = [
-        _Pod(ref=PodRef(job=job, attempt=attempt, pod_set=p["podSet"], index=int(p["index"]),
-                        rank=int(p["rank"])), name=p["name"], node=p["node"])
-        for p in json.loads(data["pods"])
-    ]
-    stop = annotations.get(objects.TERMINATE)
-    return _Attempt(
-        job=job, attempt=attempt, name=meta["name"], launched_at=float(data["launchedAt"]),
-        pods=pods, uid=meta.get("uid"),
-        spec=JobSpec.model_validate(json.loads(data["spec"])) if data.get("spec") else None,
-        admission=Admission.from_dict(json.loads(data["admission"])),
-        launched=annotations.get(objects.LAUNCHED) == "true",
-        stop_at=float(stop) if stop else None, api_url=data.get(credentials.ANCHOR_URL),
-    )

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from phalanx.compute.kubernetes import checkpoints
+from phalanx.compute.kubernetes.kuberay import UseKubeRay, check_mode
 from phalanx.errors import SpecError
 from phalanx.health.stale import DEFAULT_STALE_AFTER
 from phalanx.spec.quantity import parse_duration
@@ -23,6 +24,7 @@ CHECKPOINT_VOLUME_ENV = "PHALANX_K8S_CHECKPOINT_VOLUME"  # JSON: a volume source
 CHECKPOINT_CLEANUP_IMAGE_ENV = "PHALANX_K8S_CHECKPOINT_CLEANUP_IMAGE"
 PRIORITY_CLASSES_ENV = "PHALANX_K8S_PRIORITY_CLASSES"
 NODE_WRITES_ENV = "PHALANX_K8S_NODE_WRITES"  # "true": worker.rbac.allowNodeWrites
+USE_KUBERAY_ENV = "PHALANX_K8S_RAY_USE_KUBERAY"  # ray.useKubeRay: auto | always | never
 
 
 @dataclass(slots=True)
@@ -47,6 +49,9 @@ class Settings:
     # Whether the control plane may patch nodes (the health taint); without it nothing
     # is written to nodes by the plane itself.
     node_writes: bool = False
+    # Whether Ray jobs run as KubeRay RayClusters: where its CRDs are served (auto), or
+    # always (refusing to start without them), or never (Phalanx's own pods).
+    use_kuberay: UseKubeRay = "never"
 
 
 def settings_from_env() -> Settings:
@@ -71,6 +76,8 @@ def settings_from_env() -> Settings:
         raise SpecError(f"{writes!r} is not true or false", field=NODE_WRITES_ENV,
                         fix="write true (the role may patch nodes) or false")
     settings.node_writes = writes == "true"
+    if os.environ.get(USE_KUBERAY_ENV):
+        settings.use_kuberay = check_mode(os.environ[USE_KUBERAY_ENV], USE_KUBERAY_ENV)
     mapping = os.environ.get(PRIORITY_CLASSES_ENV, "")
     classes = {}
     for pair in filter(None, (p.strip() for p in mapping.split(","))):

@@ -240,19 +240,12 @@ def kill_group_leftovers() -> None:
         return
     if not os.path.isdir("/proc"):  # no way to spare ourselves: take the whole group down
         os.killpg(group, signal.SIGKILL)
+    relay = sys.modules.get("phalanx_relay") or load_by_path("phalanx_relay", RELAY)
     for _ in range(100):  # loop: a leftover may fork while we kill its siblings
-        found = False
-        for entry in os.scandir("/proc"):
-            if not entry.name.isdigit() or int(entry.name) == me:
-                continue
-            try:
-                with open(f"/proc/{entry.name}/stat", "rb") as f:
-                    fields = f.read().rsplit(b")", 1)[1].split()
-                if fields[0] != b"Z" and int(fields[2]) == group:
-                    os.kill(int(entry.name), signal.SIGKILL)
-                    found = True
-            except (OSError, IndexError, ValueError):
-                continue  # exited meanwhile
+        found = relay.group_members(group, spare=(me,))
+        for pid in found:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
         if not found:
             return
         time.sleep(0.01)

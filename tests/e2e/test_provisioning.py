@@ -123,6 +123,10 @@ def test_a_stockout_fails_over_to_the_next_flavor(plane: ControlPlane) -> None:
     failed = [e for e in job["events"] if e["reason"] == "ProvisioningFailed"]
     assert len(failed) == 1 and "train-1 (burst) failed: Stockout" in failed[0]["message"]
     wait_until(lambda: not pool_files(plane.home), what="the pools' deletion")
+    tried = plane.api.get("/v1/pools", params={"job": "train"}).json()["items"]
+    assert [(p["name"], p["flavor"], p["error"], p["state"]) for p in tried] == [
+        ("train-1", "burst", "Stockout", "Deleted"), ("train-2", "spare", "", "Deleted")]
+    assert plane.api.get("/v1/pools").json()["items"] == []  # none live
 
 
 def test_a_kill_9_while_provisioning_leaks_and_duplicates_no_pool(plane: ControlPlane) -> None:

@@ -214,3 +214,21 @@ def test_a_request_over_the_operators_limit_waits_with_that_reason(plane: Contro
     job = plane.wait_for("second", "Succeeded", timeout=60)
     assert admitted_nodes(job) <= {f"second-{a}-{i}" for a in range(1, 9) for i in range(2)}
     wait_until(lambda: not pool_files(plane.home), what="the pools' deletion")
+
+
+def test_a_pool_no_record_accounts_for_is_found_from_the_provider_and_deleted(
+    plane: ControlPlane,
+) -> None:
+    apply(plane, cloud_config())
+    plane.stop()
+    # A pool the provider has (Ready, with nodes) that the store never heard of.
+    request = {"name": "ghost-1", "job": "ghost", "attempt": 1, "flavor": "burst",
+               "provider": "local", "nodeCount": 2, "node": {"cpu": 1000},
+               "nodeLabels": {"pool": "burst"}, "nodeTaints": [], "podSets": [],
+               "sliceSize": None, "pricePerNodeHour": 1.0, "options": {}}
+    (plane.home / "pools").mkdir(exist_ok=True)
+    (plane.home / "pools" / "ghost-1.json").write_text(json.dumps(
+        {"request": request, "hash": "x", "createdAt": 0, "state": "Ready"}))
+    plane.start()
+    wait_until(lambda: not pool_files(plane.home), what="the leaked pool's deletion")
+    assert not any(n.startswith("ghost-") for n in node_names(plane))

@@ -51,6 +51,9 @@ from phalanx.spec.status import JobStatus
 from phalanx.store.pools import OWNED_PHASES, PoolPhase, PoolRecord, PoolStore
 
 log = logging.getLogger("phalanx.provisioning")
+# Providers are listed for pools no record accounts for at least this often (and at every
+# reconcile that follows a pool).
+GC_INTERVAL = 60.0
 
 
 @dataclass(slots=True)
@@ -87,6 +90,10 @@ class ProvisioningController:
         self._rng = rng or random.Random()
         # Scheduler calls decided outside the lock, made under it at the end of a reconcile.
         self._actions: list[Callable[[], None]] = []
+        # Whether the store may hold live pools: a control plane that buys none reads no
+        # table at every step (the first reconcile looks once).
+        self._maybe_pools = True
+        self._collected_at = -math.inf  # when providers were last listed for leaked pools
 
     def close(self) -> None:
         for provider in self._providers.values():
@@ -108,8 +115,12 @@ class ProvisioningController:
             config = state.config
             owners = {n for n, r in state.jobs.items() if not r.status.terminal}
             known_nodes = {n.name for n in state.nodes}
+        if not holds and not self._maybe_pools and not config.provisionable_flavors():
+            return
         rows = self.pools.live()
-        if not holds and not rows:
+        self._maybe_pools = bool(rows)
+        gc_due = now - self._collected_at >= GC_INTERVAL
+        if not holds and not rows and not gc_due:
             return
         self.settings = ProvisioningSettings.of(config.provisioning_policy)
         owned = {r.job: r for r in rows if r.state in OWNED_PHASES}
@@ -126,7 +137,9 @@ class ProvisioningController:
                 self._provision(need, mine, now, config, rows)
             except Exception:
                 log.exception("could not provision a node pool for %s", job)
-        self._collect_garbage(now, rows, config)
+        if rows or gc_due:
+            self._collected_at = now
+            self._collect_garbage(now, rows, config)
         self._flush()
 
     def _flush(self) -> None:
@@ -384,7 +397,16 @@ class ProvisioningController:
                 if stored is not None and stored.state is not PoolPhase.DELETED:
                     continue  # recorded since this pass began
                 log.warning("deleting node pool %s: no record accounts for it", status.name)
-                self.provider(provider_name).delete(status.name)
+                leaked = PoolRecord(
+                    name=status.name, job="", attempt=0, flavor="", provider=provider_name,
+                    config_hash=status.config_hash, state=PoolPhase.DELETING,
+                    node_count=status.node_count, price_per_node_hour=0.0, created_at=now,
+                    updated_at=now, message="deleting: no record accounted for it")
+                if stored is None:
+                    self.pools.insert(leaked)  # followed until the provider confirms
+                else:
+                    self.pools.save(leaked)
+                self._delete(leaked, now)
 
     # ------------------------------------------------------------------ helpers
     def _save(self, row: PoolRecord, now: float) -> None:

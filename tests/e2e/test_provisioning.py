@@ -232,3 +232,24 @@ def test_a_pool_no_record_accounts_for_is_found_from_the_provider_and_deleted(
     plane.start()
     wait_until(lambda: not pool_files(plane.home), what="the leaked pool's deletion")
     assert not any(n.startswith("ghost-") for n in node_names(plane))
+
+
+def pools_api(plane: ControlPlane) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = plane.api.get("/v1/pools").json()["items"]
+    return items
+
+
+def test_an_idle_pool_waits_its_ttl_for_the_next_job_of_the_same_shape(plane: ControlPlane
+                                                                       ) -> None:
+    apply(plane, one_flavor("{delay: 0s}", flavor_extra="  idleTTL: 3s"))
+    plane.submit(gang("first"))
+    plane.wait_for("first", "Succeeded", timeout=60)
+    wait_until(lambda: [p["state"] for p in pools_api(plane)] == ["Idle"], timeout=30,
+               what="the pool to wait, idle")
+    plane.submit(gang("second"))
+    job = plane.wait_for("second", "Succeeded", timeout=60)
+    assert admitted_nodes(job) == {"first-1-0", "first-1-1"}  # the same pool, reused
+    assert "PoolReused" in [e["reason"] for e in job["events"]]
+    wait_until(lambda: not pool_files(plane.home), timeout=30, what="deletion after the TTL")
+    assert [p["job"] for p in plane.api.get("/v1/pools", params={"job": "second"}).json()[
+        "items"]] == ["second"]

@@ -245,6 +245,8 @@ class ProvisioningController:
             return
         attempt = self.pools.last_attempt(need.job) + 1
         request = self._request(need, attempt, config)
+        if self._reuse_idle(need, request, rows, now):
+            return
         over = _over_limit(request, config, rows)
         if over:
             self._release(need.job, need.flavor, now + self.settings.limit_retry, over)
@@ -258,6 +260,24 @@ class ProvisioningController:
         self.pools.insert(record)  # the intent first: a crash now leaves a record to follow
         rows.append(record)
         self._create(record, request, now)
+
+    def _reuse_idle(self, need: ProvisioningNeed, request: PoolRequest,
+                    rows: list[PoolRecord], now: float) -> bool:
+        """Give the job an idle pool of the same configuration (a flavor's idleTTL)."""
+        for row in rows:
+            if (row.state is not PoolPhase.IDLE or row.config_hash != request.config_hash
+                    or row.provider != request.provider):
+                continue
+            if not self.provider(row.provider).reassign(row.name, need.job):
+                continue
+            previous = row.job
+            row.job, row.state, row.released_at, row.checks = need.job, PoolPhase.READY, None, 0
+            row.message = f"reused after its job {previous} ended (idleTTL)"
+            self._save(row, now)
+            self._event(need.job, "PoolReused", f"node pool {row.name} ({row.flavor}), idle "
+                        f"since {previous} ended, is reserved for this job")
+            return True
+        return False
 
     def _create(self, row: PoolRecord, request: PoolRequest, now: float) -> None:
         try:

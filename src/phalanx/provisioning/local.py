@@ -25,6 +25,7 @@ from typing import Any
 from phalanx.compute.local.inventory import DEFAULT_MAX_PODS
 from phalanx.compute.local.plane import LocalPlane
 from phalanx.provisioning.base import (
+    RESERVED_FOR,
     ConfigurationError,
     PoolRequest,
     PoolState,
@@ -86,6 +87,20 @@ class LocalProvider(Provider):
             if data is not None and data["state"] != _DELETING:
                 data["state"] = _DELETING
                 self._save(name, data)
+
+    def reassign(self, name: str, job: str) -> bool:
+        with self._lock:
+            data = self._load(name)
+            if data is None or data["state"] != _READY:
+                return False
+            request = data["request"]
+            request["job"] = job
+            request["nodeLabels"][RESERVED_FOR] = job
+            request["nodeTaints"] = [[k, job if k == RESERVED_FOR else v, e]
+                                     for k, v, e in request["nodeTaints"]]
+            self._save(name, data)
+            self._add_nodes(data)  # the same nodes, reserved for their new job
+            return True
 
     # ------------------------------------------------------------------ pools
     def _advance(self, name: str, data: dict[str, Any]) -> PoolStatus | None:

@@ -253,3 +253,24 @@ def test_an_idle_pool_waits_its_ttl_for_the_next_job_of_the_same_shape(plane: Co
     wait_until(lambda: not pool_files(plane.home), timeout=30, what="deletion after the TTL")
     assert [p["job"] for p in plane.api.get("/v1/pools", params={"job": "second"}).json()[
         "items"]] == ["second"]
+
+
+def test_a_cleanup_that_keeps_failing_stops_failover_and_says_so(plane: ControlPlane) -> None:
+    text = cloud_config().replace(
+        "  options: {delay: 1s, stockout: false}",
+        "  timeout: 1s\n  options: {delay: 10m, failDeletion: true}")
+    apply(plane, text)
+    plane.submit(gang("train"))
+    job = wait_until(
+        lambda: "keeps failing" in ((j := plane.job("train")).get("pendingMessage") or "") and j,
+        timeout=60, what="the job to say its cleanup keeps failing")
+    assert job["status"] == "Queued"
+    assert "no further node pool is bought for this job" in job["pendingMessage"]
+    assert pool_files(plane.home) == ["train-1"]  # the one that cannot go; no second pool
+    reasons = [e["reason"] for e in job["events"]]
+    assert "PoolCleanupFailing" in reasons and "ProvisioningFailed" in reasons
+    time.sleep(2)
+    assert pool_files(plane.home) == ["train-1"]
+    tried = plane.api.get("/v1/pools", params={"job": "train"}).json()["items"]
+    assert [(p["name"], p["error"], p["state"]) for p in tried] == [
+        ("train-1", "Timeout", "Deleting")]

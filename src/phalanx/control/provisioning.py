@@ -238,10 +238,14 @@ class ProvisioningController:
                           "no new node pool is created now (ProvisioningPolicy createPools: "
                           "false)")
             return
-        stuck = [r for r in self.pools.of_job(need.job)
-                 if r.state is PoolPhase.DELETING and r.tries >= self.settings.delete_tries]
+        deleting = [r for r in self.pools.of_job(need.job) if r.state is PoolPhase.DELETING]
+        stuck = [r for r in deleting if r.tries >= self.settings.delete_tries]
         if stuck:
             self._stop_failover(need, stuck[0], config)
+            return
+        if deleting:  # one pool of a job at a time: none leaks while the next is bought
+            self._tell(need.job, f"waiting for node pool {deleting[0].name} to be deleted "
+                       "before another is bought", now)
             return
         attempt = self.pools.last_attempt(need.job) + 1
         request = self._request(need, attempt, config)

@@ -5,7 +5,8 @@ asked for (its processes still run on this machine), and go when it is deleted, 
 read after the deletion was asked, so that deletion is confirmed as a cloud's would be.
 ``options.stockout`` injects stockouts: ``true`` (every pool), a count N (the first N pools
 of the flavor) or a list of attempt numbers; ``options.error`` injects a transient or a
-configuration error (at the attempts ``options.errorAttempts`` lists, or at every one).
+configuration error (at the attempts ``options.errorAttempts`` lists, or at every one);
+``options.failDeletion`` makes every deletion fail.
 Pools are files in the state directory (``<home>/pools``), so they survive a restart of the
 control plane, and a restarted provider puts the nodes of its Ready pools back. Opting out
 of node upgrades does not apply: virtual nodes are never upgraded.
@@ -84,6 +85,9 @@ class LocalProvider(Provider):
     def delete(self, name: str) -> None:
         with self._lock:
             data = self._load(name)
+            if data is not None and data["request"]["options"].get("failDeletion"):
+                raise TransientError(f"pool {name} could not be deleted "
+                                     "(options.failDeletion)")
             if data is not None and data["state"] != _DELETING:
                 data["state"] = _DELETING
                 self._save(name, data)

@@ -16,6 +16,7 @@ from phalanx.errors import SpecError
 from phalanx.spec.base import Model, Quantity, validate
 from phalanx.spec.config import CONFIG_KINDS, parse_config_documents
 from phalanx.spec.labels import check_labels
+from phalanx.spec.provisioning import ProvisioningPolicy
 from phalanx.spec.resources import (
     ClusterQueue,
     Cohort,
@@ -210,6 +211,28 @@ class NodeList(Model):
     items: list[NodeView]
 
 
+class PoolView(Model):
+    """A node pool bought for a pending gang (docs/provisioning.md)."""
+
+    name: str = Field(description="<job>-<attempt>")
+    job: str
+    attempt: int
+    flavor: str
+    provider: str
+    state: Literal["Intent", "Creating", "Ready", "Idle", "Deleting", "Deleted"]
+    node_count: int
+    price_per_node_hour: float
+    created_at: float
+    updated_at: float
+    error: str = Field(default="", description="The failure's class, when the pool failed: "
+                       "Stockout, ConfigurationError, TransientError, Timeout")
+    message: str = ""
+
+
+class PoolList(Model):
+    items: list[PoolView]
+
+
 class DrainRequest(Model):
     grace_seconds: float | None = Field(
         default=None, ge=0, description="Time the gangs on the node get to stop "
@@ -224,7 +247,7 @@ class NodeDrained(Model):
 
 # --------------------------------------------------------------------------- config
 ConfigDocument = Annotated[
-    ResourceFlavor | Cohort | ClusterQueue | LocalQueue | PriorityClass,
+    ResourceFlavor | Cohort | ClusterQueue | LocalQueue | PriorityClass | ProvisioningPolicy,
     Field(discriminator="kind"),
 ]
 
@@ -256,7 +279,8 @@ class ConfigRef(Model):
 
     model_config = ConfigDict(extra="ignore")
 
-    kind: Literal["ResourceFlavor", "Cohort", "ClusterQueue", "LocalQueue", "PriorityClass"]
+    kind: Literal["ResourceFlavor", "Cohort", "ClusterQueue", "LocalQueue", "PriorityClass",
+                  "ProvisioningPolicy"]
     name: str
 
 

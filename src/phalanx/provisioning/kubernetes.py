@@ -66,7 +66,6 @@ from phalanx.compute.kubernetes.provreq import (
     TEMPLATE_IMAGE,
     Conditions,
 )
-from phalanx.errors import SpecError
 from phalanx.provisioning.base import (
     POOL_LABEL,
     RESERVED_FOR,
@@ -82,17 +81,6 @@ from phalanx.provisioning.base import (
 from phalanx.spec.quantity import format_quantity
 
 log = logging.getLogger("phalanx.provisioning.kubernetes")
-
-def check_pod_sets(count: int, field: str = "podSets") -> None:
-    """A ProvisioningRequest carries at most 32 pod sets: refuse a gang with more."""
-    if count > MAX_POD_SETS:
-        raise SpecError(
-            f"the gang has {count} pod sets and a ProvisioningRequest carries at most "
-            f"{MAX_POD_SETS}", field=field,
-            fix=f"merge pod sets that ask for the same resources (at most {MAX_POD_SETS}), "
-                "or queue the job where its flavor is not provisioned through "
-                "kubernetes-provisioningrequest")
-
 
 def request_class(options: dict[str, Any]) -> tuple[str, dict[str, str]]:
     """The class and parameters a flavor's ``provisioning.options`` ask for."""
@@ -165,7 +153,9 @@ def provisioning_request(request: PoolRequest) -> Object:
 
 def check_request(request: PoolRequest) -> None:
     """What the API would refuse, refused before anything is created."""
-    check_pod_sets(len(request.pod_sets))
+    if len(request.pod_sets) > MAX_POD_SETS:
+        raise ConfigurationError(f"the gang has {len(request.pod_sets)} pod sets and a "
+                                 f"ProvisioningRequest carries at most {MAX_POD_SETS}")
     _, parameters = request_class(dict(request.options))
     if len(parameters) > MAX_PARAMETERS:
         raise ConfigurationError(f"options.parameters has {len(parameters)} entries; a "

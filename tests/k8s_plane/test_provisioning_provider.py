@@ -21,9 +21,10 @@ from phalanx.provisioning.base import (
 )
 from phalanx.provisioning.kubernetes import ProvisioningRequestProvider
 from phalanx.spec.quantity import parse_quantity
-from tests.k8s_plane.conftest import RUNS, wait_until
+from tests.k8s_plane.conftest import RUNS, PlaneFactory, wait_until
 from tests.k8s_plane.fake_apiserver import FakeAPIServer
 from tests.k8s_plane.fake_autoscaler import FakeAutoscaler, NodeGroup
+from tests.k8s_plane.helpers import admit, gang, pods
 
 FLAVOR_LABELS = {"pool": "burst"}
 
@@ -232,3 +233,33 @@ def test_more_than_32_pod_sets_are_refused_before_anything_is_made(
     with pytest.raises(ConfigurationError, match="at most 32"):
         provider.create(_request(pod_sets=33, replicas=1))
     assert api.list("podtemplates", RUNS) == []  # nothing half-made
+
+
+def test_pods_placed_on_the_pool_consume_its_request(
+    provider: ProvisioningRequestProvider, api: FakeAPIServer, autoscaler: FakeAutoscaler,
+    make_plane: PlaneFactory,
+) -> None:
+    provider.create(_request(node_count=2))
+    ready = _settled(provider, "train-1", PoolState.READY)
+    plane = make_plane()
+    wait_until(lambda: set(ready.nodes) <= {n.name for n in plane.inventory()
+                                            if n.labels.get(POOL_LABEL) == "train-1"},
+               what="the claimed nodes in the inventory")
+    job = gang("train", replicas=2, resources={"cpu": "4", "memory": "8Gi"})
+    plane.launch(job, 0, admit(job, list(ready.nodes)))
+    made = pods(api, "train")
+    assert len(made) == 2
+    for pod in made:
+        annotations = pod["metadata"]["annotations"]
+        assert annotations["autoscaling.x-k8s.io/consume-provisioning-request"] == "train-1"
+        assert annotations["autoscaling.x-k8s.io/provisioning-class-name"] == \
+            "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
+        assert pod["spec"]["nodeSelector"] == FLAVOR_LABELS
+        assert {"key": RESERVED_FOR, "operator": "Equal", "value": "train",
+                "effect": "NoSchedule"} in pod["spec"]["tolerations"]
+    api.add_node("plain")
+    other = gang("other", replicas=1, resources={"cpu": "1"})
+    plane.launch(other, 0, admit(other, ["plain"]))
+    [plain] = pods(api, "other")
+    assert "autoscaling.x-k8s.io/consume-provisioning-request" not in \
+        plain["metadata"]["annotations"]

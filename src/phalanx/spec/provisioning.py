@@ -234,6 +234,17 @@ class ProvisioningPolicy(Model):
     max_spend_per_hour: float | None = Field(
         default=None, ge=0, allow_inf_nan=False,
         description="The most all pools may cost per hour, together")
+    stockout_block: Duration = Field(
+        default=300.0, description="How long a flavor that was out of stock is not asked again")
+    retries: int = Field(default=3, ge=1, le=100, description="Transient failures at one "
+                         "flavor before the next is tried (Kueue's default: 3)")
+    retry_backoff: Duration = Field(default=60.0, description="The wait before the first "
+                                    "retry after a transient failure; it doubles each time")
+    retry_backoff_max: Duration = Field(default=1800.0, description="The longest wait before "
+                                        "a retry")
+    deletion_check_delay: Duration = Field(
+        default=30.0, description="A pool whose job ended is deleted when it is still unused "
+        "this long after (two checks, so a restarting gang keeps its pool)")
 
     @field_validator("name")
     @classmethod

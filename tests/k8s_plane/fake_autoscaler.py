@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,16 +39,19 @@ class NodeGroup:
 class FakeAutoscaler:
     """``mode`` says what it does with a new request: ``provision`` (nodes, then
     Provisioned=True), ``stockout`` (Provisioned=False, CapacityIsNotFound, for ever),
-    ``fail`` (Failed=True). Nodes come up NotReady and turn Ready ``ready_after``
+    ``fail`` (Failed=True); ``decide``, when given, says it per request (from its name and
+    its templates' node selector). Nodes come up NotReady and turn Ready ``ready_after``
     seconds later, as a cloud's VMs do."""
 
     def __init__(self, api: FakeAPIServer, namespace: str, group: NodeGroup | None = None, *,
                  mode: str = "provision", delay: float = 0.2, ready_after: float = 0.3,
-                 interval: float = 0.05) -> None:
+                 interval: float = 0.05,
+                 decide: Callable[[str, dict[str, str]], str] | None = None) -> None:
         self.api = api
         self.namespace = namespace
         self.group = group or NodeGroup()
         self.mode = mode
+        self.decide = decide
         self.delay = delay
         self.ready_after = ready_after
         self.interval = interval
@@ -116,11 +120,18 @@ class FakeAutoscaler:
                     self._decide(name, requests[name])
 
     def _decide(self, name: str, request: Object) -> None:
-        if self.mode == "stockout":
+        mode = self.mode
+        if self.decide is not None:
+            first = self.api.get("podtemplates",
+                                 request["spec"]["podSets"][0]["podTemplateRef"]["name"],
+                                 self.namespace) or {}
+            selector = (first.get("template") or {}).get("spec", {}).get("nodeSelector") or {}
+            mode = self.decide(name, selector)
+        if mode == "stockout":
             self.set_condition(name, "Provisioned", "False", "CapacityIsNotFound",
                                "no zone has the machines asked for")
             return
-        if self.mode == "fail":
+        if mode == "fail":
             self.set_condition(name, "Failed", "True", "FailedToCreateNodes",
                                "the cloud refused to create the VMs")
             return

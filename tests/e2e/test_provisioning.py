@@ -136,3 +136,77 @@ def test_a_kill_9_while_provisioning_leaks_and_duplicates_no_pool(plane: Control
     assert job["attempt"] == 1
     wait_until(lambda: not pool_files(plane.home), what="the pool's deletion")
     assert not any(n.startswith("train-") for n in node_names(plane))
+
+
+def one_flavor(options: str, policy: str = "", flavor_extra: str = "") -> str:
+    return f"""
+kind: ResourceFlavor
+name: burst
+nodeLabels: {{pool: burst}}
+provisioning:
+  provider: local
+  node: {{cpu: "2", memory: 2Gi}}
+  options: {options}
+{flavor_extra}
+---
+kind: ClusterQueue
+name: cloud
+resourceGroups:
+- coveredResources: [cpu, memory]
+  flavors:
+  - name: burst
+    resources: [{{name: cpu, nominalQuota: "8"}}, {{name: memory, nominalQuota: 16Gi}}]
+---
+kind: LocalQueue
+name: cloud
+clusterQueue: cloud
+---
+kind: ProvisioningPolicy
+name: default
+deletionCheckDelay: 1s
+retryBackoff: 1s
+{policy}
+"""
+
+
+def test_a_configuration_error_fails_the_job_at_once_with_the_providers_message(
+    plane: ControlPlane,
+) -> None:
+    apply(plane, one_flavor("{error: configuration}"))
+    plane.submit(gang("train"))
+    job = plane.wait_for("train", "Failed", timeout=30)
+    assert "train-1 (burst) failed: ConfigurationError" in job["message"]
+    assert "is refused for flavor burst" in job["message"]
+    assert job["attempt"] == 0  # never placed
+    wait_until(lambda: not pool_files(plane.home), what="no pool left")
+
+
+def test_a_transient_error_is_retried_at_the_same_flavor_after_a_backoff(
+    plane: ControlPlane,
+) -> None:
+    apply(plane, one_flavor("{error: transient, errorAttempts: [1]}"))
+    plane.submit(gang("train"))
+    job = plane.wait_for("train", "Succeeded", timeout=60)
+    assert admitted_nodes(job) == {"train-2-0", "train-2-1"}  # burst again, attempt 2
+    failed = [e["message"] for e in job["events"] if e["reason"] == "ProvisioningFailed"]
+    assert len(failed) == 1 and "TransientError" in failed[0]
+    wait_until(lambda: not pool_files(plane.home), what="the pool's deletion")
+
+
+def test_a_request_over_the_operators_limit_waits_with_that_reason(plane: ControlPlane,
+                                                                  tmp_path: Path) -> None:
+    go = tmp_path / "go"
+    apply(plane, one_flavor("{delay: 0s}", flavor_extra="  maxPools: 1"))
+    wait = f"import os, time\nwhile not os.path.exists({str(go)!r}): time.sleep(0.05)\n"
+    plane.submit(gang("first", wait))
+    plane.wait_for("first", "Running", timeout=30)
+    plane.submit(gang("second"))
+    waiting = wait_until(
+        lambda: "maxPools" in ((j := plane.job("second")).get("pendingMessage") or "") and j,
+        timeout=30, what="second to wait for the limit")
+    assert waiting["status"] == "Queued"
+    assert pool_files(plane.home) == ["first-1"]
+    go.touch()
+    job = plane.wait_for("second", "Succeeded", timeout=60)
+    assert admitted_nodes(job) <= {f"second-{a}-{i}" for a in range(1, 9) for i in range(2)}
+    wait_until(lambda: not pool_files(plane.home), what="the pools' deletion")

@@ -138,6 +138,9 @@ def test_when_every_flavor_is_blocked_the_reason_names_the_pools_tried() -> None
     assert reason is not None
     assert "burst: train-1: Stockout" in reason.message
     assert "spare: train-2: Timeout" in reason.message
+    assert s.cycle(now=50).provisioning == []
+    # The blocks end: the job is looked at again, with nothing else changed.
+    assert [n.job for n in s.cycle(now=100).provisioning] == ["train"]
 
 
 def test_a_removed_held_job_gives_its_quota_back() -> None:

@@ -4,10 +4,11 @@ A pool's nodes appear in the local plane's inventory ``options.delay`` after the
 asked for (its processes still run on this machine), and go when it is deleted, one status
 read after the deletion was asked, so that deletion is confirmed as a cloud's would be.
 ``options.stockout`` injects stockouts: ``true`` (every pool), a count N (the first N pools
-of the flavor) or a list of attempt numbers. Pools are files in the state directory
-(``<home>/pools``), so they survive a restart of the control plane, and a restarted
-provider puts the nodes of its Ready pools back. Opting out of node upgrades does not apply:
-virtual nodes are never upgraded.
+of the flavor) or a list of attempt numbers; ``options.error`` injects a transient or a
+configuration error (at the attempts ``options.errorAttempts`` lists, or at every one).
+Pools are files in the state directory (``<home>/pools``), so they survive a restart of the
+control plane, and a restarted provider puts the nodes of its Ready pools back. Opting out
+of node upgrades does not apply: virtual nodes are never upgraded.
 """
 
 from __future__ import annotations
@@ -24,11 +25,13 @@ from typing import Any
 from phalanx.compute.local.inventory import DEFAULT_MAX_PODS
 from phalanx.compute.local.plane import LocalPlane
 from phalanx.provisioning.base import (
+    ConfigurationError,
     PoolRequest,
     PoolState,
     PoolStatus,
     Provider,
     Stockout,
+    TransientError,
 )
 from phalanx.spec.quantity import format_quantity, parse_duration
 from phalanx.spec.resources import Node, Taint
@@ -137,6 +140,14 @@ class LocalProvider(Provider):
         if out:
             raise Stockout(f"no capacity for {request.node_count} node(s) of flavor "
                            f"{request.flavor} (options.stockout)")
+        error = request.options.get("error")
+        attempts = request.options.get("errorAttempts")
+        if error and (not isinstance(attempts, list) or request.attempt in attempts):
+            if error == "configuration":
+                raise ConfigurationError(f"machine shape {request.node} is refused for "
+                                         f"flavor {request.flavor} (options.error)")
+            raise TransientError(f"the provider failed for a moment (options.error, attempt "
+                                 f"{request.attempt})")
 
     # ------------------------------------------------------------------ files
     def _load(self, name: str) -> dict[str, Any] | None:

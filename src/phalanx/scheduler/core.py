@@ -235,9 +235,11 @@ class Scheduler:
         st = self._state
         st.now = now
         st.preemptor.protection.now = now
-        protection_ended = st.preemptor.protection.expired(now)
-        if st.provisioning.expire(now) or protection_ended:
+        if st.preemptor.protection.expired(now):
             st.expire_protection()
+        if st.provisioning.expire(now):  # a flavor may be provisioned again: look again
+            st.expire_protection()
+            st.node_free_version += 1
         # A cycle allocates many short-lived objects next to a large, long-lived state (every
         # pending job); the collector's full passes over that state would cost about a third
         # of a busy cycle. Nothing a cycle builds needs collecting before it ends, so the

@@ -14,6 +14,9 @@ that fits its queue's quota but no existing node of the flavor (see docs/provisi
       timeout: 15m
       options: {delay: 3s}     # provider-specific
 """
+# The local provider's options: delay (until the nodes are Ready), stockout (injected:
+# true, a count of pools, or attempt numbers), error (transient | configuration, injected
+# at the attempts errorAttempts lists, every attempt without it).
 
 from __future__ import annotations
 
@@ -54,6 +57,18 @@ def _check_stockout(value: object) -> None:
             f"options.stockout is {value!r}; write true (always out of stock), a count N "
             "(the first N pools are out of stock) or a list of attempt numbers such as [1, 3]"
         )
+
+
+def _check_error(value: object) -> None:
+    if value not in ("transient", "configuration"):
+        raise ValueError(f"options.error is {value!r}; write transient (retried with backoff) "
+                         "or configuration (fails the job at once)")
+
+
+def _check_attempts(value: object) -> None:
+    if not (isinstance(value, list) and all(isinstance(v, int) and v >= 1 for v in value)):
+        raise ValueError(f"options.errorAttempts is {value!r}; write a list of attempt "
+                         "numbers such as [1, 2]")
 
 
 def _check_string(key: str) -> Any:
@@ -101,7 +116,8 @@ def _check_parameters(value: object) -> None:
 # Each provider's options and how each is checked. A provider adds its keys here, so that
 # `phalanx apply` refuses a misspelt option instead of ignoring it.
 PROVIDER_OPTIONS: dict[str, dict[str, Any]] = {
-    "local": {"delay": _check_delay, "stockout": _check_stockout},
+    "local": {"delay": _check_delay, "stockout": _check_stockout, "error": _check_error,
+              "errorAttempts": _check_attempts},
     "simulated": {"delay": _check_delay, "stockout": _check_stockout},
     "kubernetes-provisioningrequest": {
         "className": _check_class_name,

@@ -86,12 +86,18 @@ class FakeAutoscaler:
                             {"status": {"conditions": list(conditions.values())}},
                             self.namespace)
 
-    def revoke(self, name: str) -> None:
-        """The capacity is taken back: CapacityRevoked, and the nodes go."""
+    def revoke(self, name: str, nodes_go_after: float = 5.0) -> None:
+        """The capacity is taken back: CapacityRevoked now, the nodes some seconds later
+        (as a cloud's preemption notice comes before the VMs stop)."""
         self.set_condition(name, "CapacityRevoked", "True", "CapacityRevoked",
                            "the VMs were preempted")
-        for node in self.nodes.pop(name, []):
-            self.api.remove("nodes", node)
+
+        def remove() -> None:
+            for node in self.nodes.pop(name, []):
+                self.api.remove("nodes", node)
+        timer = threading.Timer(nodes_go_after, remove)
+        timer.daemon = True
+        timer.start()
 
     def expire(self, name: str) -> None:
         self.set_condition(name, "BookingExpired", "True", "BookingExpired",

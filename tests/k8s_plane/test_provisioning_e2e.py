@@ -83,10 +83,12 @@ class Cluster:
         self.proc = _up(home, kubeconfig)
         self.client: Client = _wait_for_server(self.proc, home)
 
-    def restart(self, *, kill: bool) -> None:
-        self.proc.send_signal(signal.SIGKILL if kill else signal.SIGTERM)
+    def kill(self) -> None:
+        self.proc.send_signal(signal.SIGKILL)
         self.proc.wait(timeout=30)
         (self.home / "server.json").unlink(missing_ok=True)
+
+    def start(self) -> None:
         self.proc = _up(self.home, self.kubeconfig)
         self.client = _wait_for_server(self.proc, self.home)
 
@@ -185,21 +187,33 @@ def test_capacity_not_found_waits_then_times_out_and_fails_over(
         scaler.stop()
 
 
+@pytest.mark.parametrize("nodes_up_while_down", [False, True])
 def test_kill_9_mid_provisioning_leaves_no_duplicate_request(
-    api: FakeAPIServer, cluster: Cluster
+    api: FakeAPIServer, cluster: Cluster, nodes_up_while_down: bool
 ) -> None:
+    """Killed right after its request was created. Restarted before the nodes come up, the
+    control plane adopts the request; restarted after, it may place the gang on the new
+    nodes before it adopts the request, and must then keep the request, not collect it."""
     api.autopilot = {"start_after": 0.2, "run_for": 0.3}
-    scaler = FakeAutoscaler(api, RUNS, NodeGroup(), delay=3.0).start()
+    scaler = FakeAutoscaler(api, RUNS, NodeGroup(), delay=1.0 if nodes_up_while_down else 4.0)
+    scaler.start()
     try:
         cluster.client.submit(_gang())
         wait_until(lambda: _requests(api) == ["train-1"], 20, "the request")
-        cluster.restart(kill=True)
+        cluster.kill()
+        if nodes_up_while_down:
+            wait_until(lambda: len([n for n in api.list("nodes") if all(
+                c["status"] == "True" for c in n["status"]["conditions"])]) == 2, 20,
+                "the nodes Ready")
+        cluster.start()
         record = cluster.client.wait("train", timeout=60)
         assert record.status is JobStatus.SUCCEEDED, record
-        assert scaler.created == 1  # the restarted control plane adopted its request
+        assert record.attempt == 1  # ran once, on the pool's nodes, with no node lost
+        assert scaler.created == 1  # the restarted control plane kept its request
         assert api.count("POST", f"/apis/autoscaling.x-k8s.io/v1/namespaces/{RUNS}/"
                          "provisioningrequests", 201) == 1
         wait_until(lambda: not _requests(api), 30, "the request's deletion")
+        wait_until(lambda: not api.list("nodes"), 10, "the scale-down")
     finally:
         scaler.stop()
 

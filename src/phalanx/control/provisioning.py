@@ -153,7 +153,17 @@ class ProvisioningController:
                 self._start_deleting(row, now, "its idle TTL passed")
             return
         if row.state is PoolPhase.INTENT:
-            return  # its job's hold decides (``_provision``); an orphan is collected below
+            if row.job in holds or row.job not in owners:
+                return  # its job's hold decides (``_provision``); an orphan is collected below
+            # Its job runs without a hold: a restarted control plane found the pool's nodes
+            # Ready before it adopted the pool, and placed the gang on them. Adopt the pool
+            # the provider made (deleting it would take the nodes from under the gang).
+            found = self.provider(row.provider).status(row.name)
+            if found is None:
+                return
+            row.state = PoolPhase.READY if found.ready else PoolPhase.CREATING
+            row.message = found.message
+            self._save(row, now)
         # Creating or Ready: does its owner still need it? Two checks, some seconds apart,
         # so that a gang that restarts keeps its pool.
         if row.job not in owners:

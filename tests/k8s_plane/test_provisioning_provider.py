@@ -263,3 +263,21 @@ def test_pods_placed_on_the_pool_consume_its_request(
     [plain] = pods(api, "other")
     assert "autoscaling.x-k8s.io/consume-provisioning-request" not in \
         plain["metadata"]["annotations"]
+
+
+def test_an_idle_pool_is_reserved_for_the_next_job(
+    provider: ProvisioningRequestProvider, api: FakeAPIServer, autoscaler: FakeAutoscaler
+) -> None:
+    assert not provider.reassign("train-1", "next")  # no such pool
+    provider.create(_request(node_count=2))
+    ready = _settled(provider, "train-1", PoolState.READY)
+    assert provider.reassign("train-1", "next")
+    for name in ready.nodes:
+        node = api.get("nodes", name)
+        assert node is not None and node["metadata"]["labels"][RESERVED_FOR] == "next"
+        reserved = [t for t in node["spec"]["taints"] if t["key"] == RESERVED_FOR]
+        assert reserved == [{"key": RESERVED_FOR, "value": "next", "effect": "NoSchedule"}]
+    made = api.get("provisioningrequests", "train-1", RUNS)
+    assert made is not None and made["metadata"]["labels"]["phalanx.dev/job"] == "next"
+    still = provider.status("train-1")
+    assert still is not None and still.state is PoolState.READY and still.nodes == ready.nodes

@@ -241,6 +241,30 @@ class ProvisioningRequestProvider(Provider):
         except KubeError as exc:
             raise classify(exc, f"deleting ProvisioningRequest {name}") from None
 
+    def reassign(self, name: str, job: str) -> bool:
+        """Reserve an idle pool's claimed nodes for ``job`` (its label and taint), and say
+        so on the request (its labels may change; its spec may not)."""
+        quoted = quote(name, safe="")
+        try:
+            request = self.client.get(f"{self._base}/{quoted}")
+        except KubeError as exc:
+            if exc.status == 404:
+                return False
+            raise classify(exc, f"reading ProvisioningRequest {name}") from None
+        annotations = request["metadata"].get("annotations") or {}
+        nodes = self._claimed(name)
+        if not nodes or len(nodes) < int(annotations.get(NODE_COUNT) or 0):
+            return False
+        try:
+            for node in nodes:
+                self.client.patch(f"/api/v1/nodes/{quote(node['metadata']['name'], safe='')}",
+                                  _reservation(node, job))
+            self.client.patch(f"{self._base}/{quoted}",
+                              {"metadata": {"labels": {objects.JOB: job}}})
+        except KubeError as exc:
+            raise classify(exc, f"reserving pool {name} for {job}") from None
+        return True
+
     # ------------------------------------------------------------------ reading a request
     def _status(self, request: Object) -> PoolStatus:
         meta = request.get("metadata") or {}
@@ -355,20 +379,15 @@ class ProvisioningRequestProvider(Provider):
                      selector: dict[str, str]) -> Object | None:
         """The node as claimed; None when it changed since it was listed (it is looked at
         again at the next status)."""
-        taints = [t for t in (node.get("spec") or {}).get("taints") or []
-                  if t.get("key") != RESERVED_FOR]
-        taints.append({"key": RESERVED_FOR, "value": job, "effect": "NoSchedule"})
-        patch = {
-            "metadata": {
-                "labels": {POOL_LABEL: pool, RESERVED_FOR: job},
-                "annotations": {NODE_REQUEST: pool, NODE_CLASS: class_name,
-                                NODE_SELECTOR: json.dumps(selector, sort_keys=True)},
-                # The claim holds only while the node is as listed: a concurrent writer
-                # (another control plane) makes the patch fail instead of both winning.
-                "resourceVersion": node["metadata"].get("resourceVersion"),
-            },
-            "spec": {"taints": taints},
-        }
+        patch = _reservation(node, job)
+        patch["metadata"]["labels"][POOL_LABEL] = pool
+        patch["metadata"].update({
+            "annotations": {NODE_REQUEST: pool, NODE_CLASS: class_name,
+                            NODE_SELECTOR: json.dumps(selector, sort_keys=True)},
+            # The claim holds only while the node is as listed: a concurrent writer
+            # (another control plane) makes the patch fail instead of both winning.
+            "resourceVersion": node["metadata"].get("resourceVersion"),
+        })
         name = quote(str(node["metadata"]["name"]), safe="")
         try:
             return self.client.patch(f"/api/v1/nodes/{name}", patch)
@@ -381,6 +400,15 @@ class ProvisioningRequestProvider(Provider):
                     f"({exc.message or exc.reason}); let the control plane patch nodes "
                     "(worker.rbac.allowNodeWrites)") from None
             raise classify(exc, f"claiming node {node['metadata']['name']}") from None
+
+
+def _reservation(node: Object, job: str) -> Object:
+    """The merge patch that reserves ``node`` for ``job``: its label, and its NoSchedule
+    taint in place of any other job's (a merge patch replaces the whole taint list)."""
+    taints = [t for t in (node.get("spec") or {}).get("taints") or []
+              if t.get("key") != RESERVED_FOR]
+    taints.append({"key": RESERVED_FOR, "value": job, "effect": "NoSchedule"})
+    return {"metadata": {"labels": {RESERVED_FOR: job}}, "spec": {"taints": taints}}
 
 
 _LIFECYCLE_TAINTS = ("node.kubernetes.io/", "node.cloudprovider.kubernetes.io/")

@@ -173,7 +173,7 @@ def classify(exc: KubeError, doing: str) -> ProvisioningError:
     if exc.status == 404:
         return ConfigurationError(f"{doing}: the cluster does not serve ProvisioningRequests "
                                   f"({GROUP_VERSION}); {PODS_API_FIX}")
-    if exc.status in (400, 401, 403, 409, 422):
+    if exc.status in (400, 401, 403, 422):
         return ConfigurationError(text)
     return TransientError(text)
 

@@ -274,3 +274,16 @@ def test_a_cleanup_that_keeps_failing_stops_failover_and_says_so(plane: ControlP
     tried = plane.api.get("/v1/pools", params={"job": "train"}).json()["items"]
     assert [(p["name"], p["error"], p["state"]) for p in tried] == [
         ("train-1", "Timeout", "Deleting")]
+
+
+def test_a_provider_this_plane_cannot_drive_fails_the_job_with_that_reason(
+    plane: ControlPlane,
+) -> None:
+    text = one_flavor("{}").replace("provider: local", "provider: kubernetes-provisioningrequest")
+    apply(plane, text)
+    plane.submit(gang("train"))
+    job = plane.wait_for("train", "Failed", timeout=30)
+    assert "train-1 (burst) failed: ConfigurationError" in job["message"]
+    wait_until(lambda: [p["state"] for p in plane.api.get(
+        "/v1/pools", params={"job": "train"}).json()["items"]] == ["Deleted"],
+        what="the record to be settled")

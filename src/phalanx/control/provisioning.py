@@ -404,7 +404,12 @@ class ProvisioningController:
 
     def _delete(self, row: PoolRecord, now: float) -> None:
         """Ask again, and drop the record only once the provider confirms it is gone."""
-        provider = self.provider(row.provider)
+        try:
+            provider = self.provider(row.provider)
+        except ConfigurationError:  # no such provider here: it cannot have made the pool
+            row.state = PoolPhase.DELETED
+            self._save(row, now)
+            return
         try:
             provider.delete(row.name)
             gone = provider.status(row.name) is None

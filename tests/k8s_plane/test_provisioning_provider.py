@@ -281,3 +281,13 @@ def test_an_idle_pool_is_reserved_for_the_next_job(
     assert made is not None and made["metadata"]["labels"]["phalanx.dev/job"] == "next"
     still = provider.status("train-1")
     assert still is not None and still.state is PoolState.READY and still.nodes == ready.nodes
+
+
+def test_a_request_of_that_name_made_by_someone_else_is_not_adopted(
+    provider: ProvisioningRequestProvider, api: FakeAPIServer
+) -> None:
+    api.add("provisioningrequests", {"metadata": {"name": "train-1"}, "spec": {
+        "provisioningClassName": "check-capacity.autoscaling.x-k8s.io",
+        "podSets": [{"podTemplateRef": {"name": "theirs"}, "count": 1}]}}, namespace=RUNS)
+    with pytest.raises(ConfigurationError, match="exists and belongs to"):
+        provider.create(_request())

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import builtins
 import json
-import logging
 import threading
 from collections.abc import Iterable
 from typing import Any
@@ -80,7 +79,6 @@ from phalanx.provisioning.base import (
 )
 from phalanx.spec.quantity import format_quantity
 
-log = logging.getLogger("phalanx.provisioning.kubernetes")
 
 def request_class(options: dict[str, Any]) -> tuple[str, dict[str, str]]:
     """The class and parameters a flavor's ``provisioning.options`` ask for."""
@@ -167,10 +165,11 @@ def check_request(request: PoolRequest) -> None:
                                      f"{MAX_PARAMETER_LENGTH}")
 
 
-def classify(exc: KubeError, doing: str) -> ProvisioningError:
-    """A refusal of the API as the controller acts on it."""
+def classify(exc: KubeError, doing: str, *, collection: bool = False) -> ProvisioningError:
+    """A refusal of the API as the controller acts on it. ``collection``: the request was
+    made of the ProvisioningRequest collection, which answers 404 only when not served."""
     text = f"{doing}: {exc.status} {exc.reason}: {exc.message}".rstrip(": ")
-    if exc.status == 404:
+    if exc.status == 404 and collection:
         return ConfigurationError(f"{doing}: the cluster does not serve ProvisioningRequests "
                                   f"({GROUP_VERSION}); {PODS_API_FIX}")
     if exc.status in (400, 401, 403, 422):
@@ -194,21 +193,33 @@ class ProvisioningRequestProvider(Provider):
     def create(self, request: PoolRequest) -> PoolStatus:
         check_request(request)
         templates = [pod_template(request, i) for i in range(len(request.pod_sets))]
+        doing = f"creating ProvisioningRequest {request.name}"
         try:
             # The templates first, as Kueue makes them: the autoscaler reads them as soon as
             # it sees the request. They then pass to the request's ownership, so deleting it
             # deletes them; templates a crash left unowned go with the request's delete.
             for template in templates:
                 self.client.create_or_get(self._templates, template)
+        except KubeError as exc:
+            raise classify(exc, doing) from None
+        try:
             found, _ = self.client.create_or_get(self._base, provisioning_request(request))
-            owner = {"apiVersion": GROUP_VERSION, "kind": KIND,
-                     "name": found["metadata"]["name"], "uid": found["metadata"]["uid"],
-                     "blockOwnerDeletion": True}
+        except KubeError as exc:
+            raise classify(exc, doing, collection=True) from None
+        owner_job = (found["metadata"].get("labels") or {}).get(objects.JOB)
+        if owner_job != request.job:
+            raise ConfigurationError(
+                f"ProvisioningRequest {request.name} exists and belongs to "
+                f"{owner_job or 'something other than Phalanx'}; delete it, or rename the job")
+        owner = {"apiVersion": GROUP_VERSION, "kind": KIND,
+                 "name": found["metadata"]["name"], "uid": found["metadata"]["uid"],
+                 "blockOwnerDeletion": True}
+        try:
             for template in templates:
                 self.client.patch(f"{self._templates}/{template['metadata']['name']}",
                                   {"metadata": {"ownerReferences": [owner]}})
         except KubeError as exc:
-            raise classify(exc, f"creating ProvisioningRequest {request.name}") from None
+            raise classify(exc, doing) from None
         return self._status(found)
 
     def status(self, name: str) -> PoolStatus | None:
@@ -224,7 +235,7 @@ class ProvisioningRequestProvider(Provider):
         try:
             answer = self.client.get(self._base, labelSelector=objects.SELECTOR)
         except KubeError as exc:
-            raise classify(exc, "listing ProvisioningRequests") from None
+            raise classify(exc, "listing ProvisioningRequests", collection=True) from None
         return [self._status(item) for item in answer.get("items") or []]
 
     def delete(self, name: str) -> None:

@@ -39,8 +39,9 @@ class NodeGroup:
 class FakeAutoscaler:
     """``mode`` says what it does with a new request: ``provision`` (nodes, then
     Provisioned=True), ``stockout`` (Provisioned=False, CapacityIsNotFound, for ever),
-    ``fail`` (Failed=True); ``decide``, when given, says it per request (from its name and
-    its templates' node selector). Nodes come up NotReady and turn Ready ``ready_after``
+    ``fail`` (Failed=True), ``book`` (check-capacity: Provisioned=True, no node made);
+    ``decide``, when given, says it per request (from its name and its templates' node
+    selector). Nodes come up NotReady and turn Ready ``ready_after``
     seconds later, as a cloud's VMs do."""
 
     def __init__(self, api: FakeAPIServer, namespace: str, group: NodeGroup | None = None, *,
@@ -136,6 +137,10 @@ class FakeAutoscaler:
         if mode == "stockout":
             self.set_condition(name, "Provisioned", "False", "CapacityIsNotFound",
                                "no zone has the machines asked for")
+            return
+        if mode == "book":  # check-capacity: existing nodes have room; none is made
+            self.set_condition(name, "Provisioned", "True", "CapacityIsFound",
+                               "capacity is booked for 10 minutes")
             return
         if mode == "fail":
             self.set_condition(name, "Failed", "True", "FailedToCreateNodes",

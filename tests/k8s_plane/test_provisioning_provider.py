@@ -291,3 +291,19 @@ def test_a_request_of_that_name_made_by_someone_else_is_not_adopted(
         "podSets": [{"podTemplateRef": {"name": "theirs"}, "count": 1}]}}, namespace=RUNS)
     with pytest.raises(ConfigurationError, match="exists and belongs to"):
         provider.create(_request())
+
+
+def test_check_capacity_books_existing_idle_nodes(
+    provider: ProvisioningRequestProvider, api: FakeAPIServer, autoscaler: FakeAutoscaler
+) -> None:
+    autoscaler.mode = "book"
+    for name in ("idle-1", "idle-2", "busy"):
+        api.add_node(name, labels=FLAVOR_LABELS)
+    api.add_node("other-flavor")
+    api.add("pods", {"metadata": {"name": "p"}, "spec": {"nodeName": "busy"},
+                     "status": {"phase": "Running"}}, namespace="default")
+    provider.create(_request(node_count=2, options={
+        "className": "check-capacity.autoscaling.x-k8s.io"}))
+    ready = _settled(provider, "train-1", PoolState.READY)
+    assert ready.nodes == ("idle-1", "idle-2")
+    assert len(api.list("nodes")) == 4  # check-capacity makes no node

@@ -102,9 +102,10 @@ def test_a_gang_that_fits_no_node_gets_a_pool_runs_and_the_pool_goes(plane: Cont
     apply(plane, cloud_config())
     plane.submit(gang("train"))
     provisioning = wait_until(
-        lambda: (j := plane.job("train"))["status"] == "Queued"
-        and j.get("pendingCode") == "Provisioning" and j, what="a Provisioning job")
-    assert "node pool train-1 (burst, local)" in provisioning["pendingMessage"]
+        lambda: (j := plane.job("train")).get("pendingCode") == "Provisioning"
+        and "node pool train-1" in j["pendingMessage"] and j, what="a Provisioning job")
+    assert provisioning["status"] == "Queued"
+    assert "node pool train-1 (burst, local): " in provisioning["pendingMessage"]
     job = plane.wait_for("train", "Succeeded", timeout=60)
     assert admitted_nodes(job) == {f"train-1-{i}" for i in range(4)}
     # Given back once the job ended and the deletion check passed twice.

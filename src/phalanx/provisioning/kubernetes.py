@@ -51,8 +51,6 @@ from phalanx.compute.kubernetes.provreq import (
     DEFAULT_CLASS,
     GROUP_VERSION,
     KIND,
-    MAX_PARAMETER_LENGTH,
-    MAX_PARAMETERS,
     MAX_POD_SETS,
     NAME,
     NODE_CLASS,
@@ -150,19 +148,12 @@ def provisioning_request(request: PoolRequest) -> Object:
 
 
 def check_request(request: PoolRequest) -> None:
-    """What the API would refuse, refused before anything is created."""
+    """What the API would refuse, refused before anything is created (the options were
+    checked at apply; a gang's pod sets at submit, but a queue may gain such a flavor
+    after)."""
     if len(request.pod_sets) > MAX_POD_SETS:
         raise ConfigurationError(f"the gang has {len(request.pod_sets)} pod sets and a "
                                  f"ProvisioningRequest carries at most {MAX_POD_SETS}")
-    _, parameters = request_class(dict(request.options))
-    if len(parameters) > MAX_PARAMETERS:
-        raise ConfigurationError(f"options.parameters has {len(parameters)} entries; a "
-                                 f"ProvisioningRequest takes at most {MAX_PARAMETERS}")
-    for key, value in parameters.items():
-        if len(value) > MAX_PARAMETER_LENGTH:
-            raise ConfigurationError(f"options.parameters.{key} is {len(value)} characters "
-                                     f"long; a ProvisioningRequest takes at most "
-                                     f"{MAX_PARAMETER_LENGTH}")
 
 
 def classify(exc: KubeError, doing: str, *, collection: bool = False) -> ProvisioningError:

@@ -108,17 +108,21 @@ def _check_class_name(value: object) -> None:
             "(lowercase letters, digits, '-' and '.')")
 
 
+# A ProvisioningRequest's spec.parameters: at most this many, each at most this long.
+MAX_REQUEST_PARAMETERS, MAX_REQUEST_PARAMETER_LENGTH = 100, 255
+
+
 def _check_parameters(value: object) -> None:
-    """A ProvisioningRequest's parameters: at most 100, each a string of at most 255."""
     _check_mapping("parameters")(value)
     assert isinstance(value, dict)
-    if len(value) > 100:
+    if len(value) > MAX_REQUEST_PARAMETERS:
         raise ValueError(f"options.parameters has {len(value)} entries; a "
-                         "ProvisioningRequest takes at most 100")
+                         f"ProvisioningRequest takes at most {MAX_REQUEST_PARAMETERS}")
     for key, text in value.items():
-        if len(text) > 255:
+        if len(text) > MAX_REQUEST_PARAMETER_LENGTH:
             raise ValueError(f"options.parameters.{key} is {len(text)} characters long; "
-                             "a ProvisioningRequest takes at most 255")
+                             f"a ProvisioningRequest takes at most "
+                             f"{MAX_REQUEST_PARAMETER_LENGTH}")
 
 
 # Each provider's options and how each is checked. A provider adds its keys here, so that

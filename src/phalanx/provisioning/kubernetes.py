@@ -300,7 +300,7 @@ class ProvisioningRequestProvider(Provider):
             if len(nodes) < node_count:
                 nodes = self._claim(request, node_count)
             ready = sum(1 for n in nodes if _is_ready(n))
-            if len(nodes) >= node_count and ready >= node_count:
+            if node_count and len(nodes) >= node_count and ready >= node_count:
                 return pool(PoolState.READY, f"provisioned: {ready} node(s) Ready", nodes)
             # best-effort-atomic says Provisioned when the scale-up is asked for.
             return pool(PoolState.CREATING, f"provisioned; {len(nodes)}/{node_count} node(s) "

@@ -172,3 +172,14 @@ def test_two_installations_do_not_share_cluster_roles() -> None:
     names_a = {m["metadata"]["name"] for m in find(a, "ClusterRole")}
     names_b = {m["metadata"]["name"] for m in find(b, "ClusterRole")}
     assert names_a and names_b and not names_a & names_b
+
+
+@pytest.mark.parametrize("allowed", [False, True])
+def test_provisioning_requests_are_granted_in_the_runs_namespace_only_when_allowed(
+    allowed: bool,
+) -> None:
+    grants = effective(rendered({"worker": {"rbac": {"allowProvisioningRequests": allowed}}}))
+    worker = grants[(MAIN, "phalanx")]
+    extra = (_grant(RUNS, "autoscaling.x-k8s.io", ("provisioningrequests",), ALL)
+             | _grant(RUNS, "", ("podtemplates",), ALL))
+    assert worker == expected_worker(True, False, True) | (extra if allowed else set())

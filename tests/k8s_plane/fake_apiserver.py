@@ -2,7 +2,9 @@
 
 It keeps objects in memory and speaks the API's wire protocol for what the
 plane uses: namespaced pods, services, configmaps, secrets, events and scheduler-plugins
-podgroups; cluster-scoped nodes and namespaces; list with label and field
+podgroups, KubeRay rayclusters, podtemplates and cluster-autoscaler provisioningrequests
+(``autoscaling.x-k8s.io/v1``: validated as the CRD is, spec immutable, status
+written only through its status subresource); cluster-scoped nodes and namespaces; list with label and field
 selectors; watch (chunked JSON lines from a resourceVersion, objects entering or
 leaving a selector as ADDED/DELETED, an ERROR 410 event when the version was
 compacted away); create (409 when it exists), get, merge patch, delete (with
@@ -31,10 +33,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 Object = dict[str, Any]
-NAMESPACED = ("pods", "services", "configmaps", "secrets", "events", "podgroups", "rayclusters")
+NAMESPACED = ("pods", "services", "configmaps", "secrets", "events", "podgroups", "rayclusters",
+              "podtemplates", "provisioningrequests")
 KINDS = {"pods": "Pod", "services": "Service", "configmaps": "ConfigMap", "secrets": "Secret",
          "events": "Event", "podgroups": "PodGroup", "nodes": "Node", "namespaces": "Namespace",
-         "rayclusters": "RayCluster"}
+         "rayclusters": "RayCluster", "podtemplates": "PodTemplate",
+         "provisioningrequests": "ProvisioningRequest"}
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 
 
@@ -116,9 +120,11 @@ class Change:
 
 class FakeAPIServer:
     def __init__(self, *, pod_groups: bool = False, namespaces: tuple[str, ...] = ("default",),
-                 kill_delay: float = 0.2, kuberay: bool = False) -> None:
+                 kill_delay: float = 0.2, kuberay: bool = False,
+                 provisioning_requests: bool = True) -> None:
         self.pod_groups = pod_groups
         self.kuberay = kuberay  # KubeRay's CRDs installed: ray.io/v1 rayclusters served
+        self.provisioning_requests = provisioning_requests  # the CRD is installed
         self.kill_delay = kill_delay
         self.lock = threading.RLock()
         self.changed = threading.Condition(self.lock)

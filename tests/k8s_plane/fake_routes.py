@@ -10,6 +10,7 @@ from http.server import BaseHTTPRequestHandler
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
 
+from tests.k8s_plane import fake_provreq
 from tests.k8s_plane.fake_apiserver import _NAME, NAMESPACED, matches, status_body
 from tests.k8s_plane.fake_exec import serve_exec
 
@@ -19,13 +20,18 @@ if TYPE_CHECKING:
 Object = dict[str, Any]
 PG = "/apis/scheduling.x-k8s.io/v1alpha1"
 RAY = "/apis/ray.io/v1"
-CUSTOM = {"podgroups": "pod_groups", "rayclusters": "kuberay"}  # served when the flag is on
+PR = fake_provreq.PATH
+CUSTOM = {"podgroups": "pod_groups", "rayclusters": "kuberay",
+          "provisioningrequests": "provisioning_requests"}  # served when the flag is on
 _ROUTES = [
     (re.compile(r"^/api/v1/(nodes|namespaces|pods)$"), "cluster"),
     (re.compile(r"^/api/v1/(nodes|namespaces)/([^/]+)$"), "cluster-item"),
-    (re.compile(r"^/api/v1/namespaces/([^/]+)/(pods|services|configmaps|secrets|events)$"),
+    (re.compile(
+        r"^/api/v1/namespaces/([^/]+)/(pods|services|configmaps|secrets|events|podtemplates)$"),
      "ns"),
-    (re.compile(r"^/api/v1/namespaces/([^/]+)/(pods|services|configmaps|secrets|events)/([^/]+)$"),
+    (re.compile(
+        r"^/api/v1/namespaces/([^/]+)/(pods|services|configmaps|secrets|events|podtemplates)"
+        r"/([^/]+)$"),
      "ns-item"),
     (re.compile(r"^/api/v1/namespaces/([^/]+)/pods/([^/]+)/log$"), "log"),
     (re.compile(r"^/api/v1/namespaces/([^/]+)/pods/([^/]+)/exec$"), "exec"),
@@ -34,6 +40,10 @@ _ROUTES = [
     (re.compile(rf"^{PG}/namespaces/([^/]+)/(podgroups)/([^/]+)$"), "ns-item"),
     (re.compile(rf"^{RAY}/namespaces/([^/]+)/(rayclusters)$"), "ns"),
     (re.compile(rf"^{RAY}/namespaces/([^/]+)/(rayclusters)/([^/]+)$"), "ns-item"),
+    (re.compile(rf"^{PR}/namespaces/([^/]+)/(provisioningrequests)$"), "ns"),
+    (re.compile(rf"^{PR}/namespaces/([^/]+)/(provisioningrequests)/([^/]+)$"), "ns-item"),
+    (re.compile(rf"^{PR}/namespaces/([^/]+)/provisioningrequests/([^/]+)/status$"),
+     "provreq-status"),
 ]
 
 
@@ -124,6 +134,10 @@ class Handler(BaseHTTPRequestHandler):
             return self._send(200, {"kind": "APIResourceList", "groupVersion": RAY[6:],
                                     "resources": [{"name": "rayclusters", "namespaced": True,
                                                    "kind": "RayCluster"}]})
+        if url.path == PR:
+            if not self.api.provisioning_requests:
+                return self._fail(404, "NotFound")
+            return self._send(200, fake_provreq.DISCOVERY)
         for pattern, route in _ROUTES:  # noqa: B007 - the match decides the route
             match = pattern.match(url.path)
             if match:
@@ -139,6 +153,17 @@ class Handler(BaseHTTPRequestHandler):
             return self._logs(groups[0], groups[1], query)
         elif route == "exec":
             return self._exec(groups[0], groups[1], parse_qs(url.query))
+        elif route == "provreq-status":
+            if not self.api.provisioning_requests:
+                return self._fail(404, "NotFound", "the server could not find the resource")
+            if method == "GET":
+                found = self.api.get("provisioningrequests", groups[1], groups[0])
+                if found is None:
+                    return self._fail(404, "NotFound", "not found")
+                return self._send(200, found)
+            if method != "PATCH":
+                return self._fail(405, "MethodNotAllowed")
+            return self._patch_status("provisioningrequests", groups[0], groups[1], body)
         elif route == "node-status":
             if method != "PATCH":
                 return self._fail(405, "MethodNotAllowed")
@@ -192,6 +217,13 @@ class Handler(BaseHTTPRequestHandler):
                 return self._fail(400, "BadRequest", "the namespace of the object does not match")
             if self.api.get("namespaces", ns) is None:
                 return self._fail(404, "NotFound", f'namespaces "{ns}" not found')
+        if plural == "provisioningrequests":
+            why = fake_provreq.invalid(body)
+            if why is not None:
+                return self._fail(422, "Invalid",
+                                  f'ProvisioningRequest.{fake_provreq.GROUP_VERSION} "{name}" '
+                                  f"is invalid: {why}")
+            body = fake_provreq.for_create(body)
         try:
             created = self.api.add(plural, body, ns if plural in NAMESPACED else "")
         except KeyError:
@@ -203,7 +235,26 @@ class Handler(BaseHTTPRequestHandler):
             found = self.api.get(plural, name, ns)
             if found is None:
                 return self._fail(404, "NotFound", f'{plural} "{name}" not found')
+            wanted = ((body or {}).get("metadata") or {}).get("resourceVersion")
+            if wanted is not None and wanted != found["metadata"]["resourceVersion"]:
+                return self._fail(409, "Conflict", f'Operation cannot be fulfilled on {plural} '
+                                  f'"{name}": the object has been modified')
+            if plural == "provisioningrequests":  # spec immutable; status via its subresource
+                why = fake_provreq.spec_change(found, body or {})
+                if why is not None:
+                    return self._fail(422, "Invalid", f'ProvisioningRequest "{name}" is '
+                                      f"invalid: {why}")
+                body = {k: v for k, v in (body or {}).items() if k != "status"}
             self._send(200, self.api.update(plural, name, body, ns))
+        return None
+
+    def _patch_status(self, plural: str, ns: str, name: str, body: Object) -> None:
+        """A status subresource: only ``status`` changes (a merge patch replaces lists)."""
+        with self.api.lock:
+            if self.api.get(plural, name, ns) is None:
+                return self._fail(404, "NotFound", f'{plural} "{name}" not found')
+            status = (body or {}).get("status") or {}
+            self._send(200, self.api.update(plural, name, {"status": status}, ns))
         return None
 
     def _patch_node_status(self, name: str, body: Object) -> None:

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from phalanx.compute.base import ComputePlane
-from phalanx.control.state import ControlState
+from phalanx.control.state import PREEMPTED, ControlState
 from phalanx.provisioning.base import (
     POOL_LABEL,
     RESERVED_FOR,
@@ -203,6 +203,11 @@ class ProvisioningController:
                 self._failed(row, TransientError("the provider no longer has the pool"), now)
             return
         if status.state is PoolState.FAILED:
+            if need is None and row.state is PoolPhase.READY:
+                # The gang was placed on the pool, whose capacity is going (a
+                # ProvisioningRequest's CapacityRevoked): evicted, as Kueue evicts it.
+                job, what = row.job, f"node pool {row.name} failed: {status.message}"
+                self._act(lambda: self._evict(job, what))
             self._failed(row, status.error or TransientError(status.message), now)
             return
         if row.state is PoolPhase.CREATING:
@@ -380,6 +385,14 @@ class ProvisioningController:
         state.scheduler.remove(job)
         state.backoff.pop(job, None)
         state.finish(record, JobStatus.FAILED, message)
+
+    def _evict(self, job: str, message: str) -> None:  # lock held
+        """Stop a placed job that has not finished; it is queued again (not charged to its
+        restart budget) and asks for a new pool."""
+        record = self.state.jobs.get(job)
+        if record is None or record.status.terminal or record.admission is None:
+            return
+        self.state.begin_stop(record, PREEMPTED, f"evicted: {message}")
 
     # ------------------------------------------------------------------ cleanup
     def _start_deleting(self, row: PoolRecord, now: float, why: str) -> None:

@@ -21,6 +21,7 @@ from phalanx.errors import Conflict, NotFound, PhalanxError, TooManyPending
 from phalanx.kinds import framework_of
 from phalanx.scheduler import ClusterQueueStatus, PendingCode
 from phalanx.spec.config import QueueConfig
+from phalanx.spec.provisioning import check_pod_sets
 from phalanx.spec.resources import ConfigObject, JobSpec, Node
 from phalanx.spec.status import JobEvent, JobRecord, JobStatus
 from phalanx.store import IdempotentRequest, JobFilter, JobPage, LogStore
@@ -204,6 +205,7 @@ class JobService:
         framework_of(spec).check(spec)
         self.plane.check_job(spec)
         self.state.scheduler.check_feasible(spec)
+        check_pod_sets(len(spec.pod_sets), config.provisioning_of(cq.name))
         record = JobRecord(
             name=spec.name, spec=spec, queue=spec.queue, cluster_queue=cq.name,
             priority=priority, submitted_at=now, queued_at=now,

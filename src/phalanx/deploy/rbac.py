@@ -3,7 +3,9 @@
 The worker (the control plane) gets, in the runs namespace, every verb on pods,
 configmaps, secrets, services and PodGroups of both scheduler-plugins API
 groups, and read-only events; cluster-wide node and CRD reads only with
-``worker.rbac.allowNodeReads``; node patch only with ``allowNodeWrites``.
+``worker.rbac.allowNodeReads``; node patch only with ``allowNodeWrites``;
+ProvisioningRequests and PodTemplates in the runs namespace only with
+``allowProvisioningRequests``.
 Runs get ``pods get`` + ``pods/exec create`` with interactivity, ``pods get``
 with logging only, nothing otherwise. NodeDoctor gets and patches its Node
 (the ``phalanx.dev/health`` label and checks annotation; the GPUs the node
@@ -30,6 +32,7 @@ Rule = dict[str, list[str]]
 ALL_VERBS = ["get", "list", "watch", "create", "update", "patch", "delete"]
 READ_VERBS = ["get", "list", "watch"]
 PODGROUP_GROUPS = ["scheduling.x-k8s.io", "scheduling.sigs.k8s.io"]
+PROVISIONING_GROUP = "autoscaling.x-k8s.io"
 RBAC_API = "rbac.authorization.k8s.io/v1"
 
 
@@ -68,6 +71,9 @@ def worker_namespace_rules(values: Values) -> list[Rule]:
         rules.insert(2, _rule([""], ["pods/exec"], ["get", "create"]))
     if values.ray.use_kube_ray != "never":  # Ray jobs as KubeRay RayClusters
         rules.append(_rule(["ray.io"], ["rayclusters"], ALL_VERBS))
+    if values.worker.rbac.allow_provisioning_requests:  # node pools asked of the autoscaler
+        rules.append(_rule([""], ["podtemplates"], ALL_VERBS))
+        rules.append(_rule([PROVISIONING_GROUP], ["provisioningrequests"], ALL_VERBS))
     return rules
 
 

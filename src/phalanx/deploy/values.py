@@ -153,6 +153,12 @@ class WorkerRbac(Rbac):
         description="Cluster-wide patch of nodes (cordon, and the phalanx.dev/unhealthy "
         "taint on nodes the doctor reports ERR)",
     )
+    allow_provisioning_requests: bool = Field(
+        default=False,
+        description="ProvisioningRequests (autoscaling.x-k8s.io) and PodTemplates in the runs "
+        "namespace, for flavors provisioned through kubernetes-provisioningrequest (which "
+        "also needs allowNodeWrites, to reserve the nodes it gets for their job)",
+    )
 
 
 class ApiService(Model):

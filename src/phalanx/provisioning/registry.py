@@ -26,7 +26,20 @@ def _local(plane: ComputePlane) -> Provider:
     return LocalProvider(plane, plane.home / "pools")
 
 
-PROVIDERS: dict[str, ProviderFactory] = {"local": _local}
+def _kubernetes(plane: ComputePlane) -> Provider:
+    from phalanx.compute.kubernetes.plane import KubernetesPlane
+    from phalanx.provisioning.kubernetes import ProvisioningRequestProvider
+
+    if not isinstance(plane, KubernetesPlane):
+        raise ConfigurationError(
+            f"the kubernetes-provisioningrequest provider asks a cluster's autoscaler for "
+            f"nodes, and this control plane drives the {plane.name} plane; start it with "
+            "--compute kubernetes, or use a provider of that plane")
+    return ProvisioningRequestProvider(plane.client, plane.namespace)
+
+
+PROVIDERS: dict[str, ProviderFactory] = {"local": _local,
+                                         "kubernetes-provisioningrequest": _kubernetes}
 
 
 def make_provider(name: str, plane: ComputePlane) -> Provider:

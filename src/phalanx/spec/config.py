@@ -15,7 +15,7 @@ from pydantic import Field
 
 from phalanx.errors import Conflict, NotFound, SpecError
 from phalanx.spec.base import Model, validate
-from phalanx.spec.provisioning import ProvisioningPolicy
+from phalanx.spec.provisioning import FlavorProvisioning, ProvisioningPolicy
 from phalanx.spec.quantity import format_quantity
 from phalanx.spec.resources import (
     BUILTIN_PRIORITY_CLASSES,
@@ -212,6 +212,13 @@ class QueueConfig(Model):
     def provisioning_policy(self) -> ProvisioningPolicy:
         """The operator's limits on node pools (no limits when none was applied)."""
         return self.provisioning_policies.get("default") or ProvisioningPolicy()
+
+    def provisioning_of(self, cluster_queue: str) -> dict[str, FlavorProvisioning]:
+        """How the provisionable flavors ``cluster_queue`` offers buy their pools, by flavor."""
+        cq = self.cluster_queues[cluster_queue]
+        named = {f.name for group in cq.resource_groups for f in group.flavors}
+        return {n: f.provisioning for n, f in self.flavors.items()
+                if n in named and f.provisioning is not None}
 
     def provisionable_flavors(self) -> dict[str, ResourceFlavor]:
         """The flavors whose node pools are bought on demand (they have ``provisioning``)."""

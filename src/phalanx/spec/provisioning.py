@@ -21,6 +21,7 @@ that fits its queue's quota but no existing node of the flavor (see docs/provisi
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, WithJsonSchema, field_validator, model_validator
@@ -94,6 +95,36 @@ def _check_mapping(key: str) -> Any:
     return check
 
 
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+def _check_class_name(value: object) -> None:
+    """A ProvisioningRequest's class: a free string the API takes as a DNS subdomain."""
+    if not isinstance(value, str) or len(value) > 253 or not _DNS_SUBDOMAIN.match(value):
+        raise ValueError(
+            f"options.className is {value!r}; write a provisioning class such as "
+            "best-effort-atomic-scale-up.autoscaling.x-k8s.io, "
+            "check-capacity.autoscaling.x-k8s.io or queued-provisioning.gke.io "
+            "(lowercase letters, digits, '-' and '.')")
+
+
+# A ProvisioningRequest's spec.parameters: at most this many, each at most this long.
+MAX_REQUEST_PARAMETERS, MAX_REQUEST_PARAMETER_LENGTH = 100, 255
+
+
+def _check_parameters(value: object) -> None:
+    _check_mapping("parameters")(value)
+    assert isinstance(value, dict)
+    if len(value) > MAX_REQUEST_PARAMETERS:
+        raise ValueError(f"options.parameters has {len(value)} entries; a "
+                         f"ProvisioningRequest takes at most {MAX_REQUEST_PARAMETERS}")
+    for key, text in value.items():
+        if len(text) > MAX_REQUEST_PARAMETER_LENGTH:
+            raise ValueError(f"options.parameters.{key} is {len(text)} characters long; "
+                             f"a ProvisioningRequest takes at most "
+                             f"{MAX_REQUEST_PARAMETER_LENGTH}")
+
+
 # Each provider's options and how each is checked. A provider adds its keys here, so that
 # `phalanx apply` refuses a misspelt option instead of ignoring it.
 PROVIDER_OPTIONS: dict[str, dict[str, Any]] = {
@@ -101,10 +132,27 @@ PROVIDER_OPTIONS: dict[str, dict[str, Any]] = {
               "errorAttempts": _check_attempts, "failDeletion": _check_bool("failDeletion")},
     "simulated": {"delay": _check_delay, "stockout": _check_stockout},
     "kubernetes-provisioningrequest": {
-        "className": _check_string("className"),
-        "parameters": _check_mapping("parameters"),
+        "className": _check_class_name,
+        "parameters": _check_parameters,
     },
 }
+# The most pod sets one pool's request may carry, where the provider has a limit (a
+# ProvisioningRequest's spec.podSets takes at most 32).
+MAX_POD_SETS: dict[str, int] = {"kubernetes-provisioningrequest": 32}
+
+
+def check_pod_sets(count: int, flavors: dict[str, FlavorProvisioning]) -> None:
+    """Refuse a gang of ``count`` pod sets that a flavor it may run on could not provision
+    (``flavors``: the provisioning of the flavors its ClusterQueue offers, by name)."""
+    for name, provisioning in sorted(flavors.items()):
+        limit = MAX_POD_SETS.get(provisioning.provider)
+        if limit is not None and count > limit:
+            raise SpecError(
+                f"the job has {count} pod sets, and flavor {name}'s pools are asked for "
+                f"through {provisioning.provider}, whose requests carry at most {limit}",
+                field="podSets", fix=f"merge pod sets that ask for the same resources (at "
+                f"most {limit}), or submit to a queue whose flavors are not provisioned "
+                f"through {provisioning.provider}")
 
 
 def _nodes_per_pool(value: object) -> object:

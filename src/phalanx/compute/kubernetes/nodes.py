@@ -260,6 +260,10 @@ class NodeInventory:
         with self._lock:
             return list(self._nodes.values())
 
+    def node_object(self, name: str) -> Object | None:
+        with self._lock:
+            return self._nodes.get(name)
+
     def node_taints(self, name: str) -> list[Taint]:
         """The taints a pod placed on ``name`` must tolerate: the scheduler's, and the health
         taint while it is still there (the node was placed on as healthy; the taint goes at

@@ -219,7 +219,10 @@ def pod(
     with_pod_group: bool = False,
     default_image: str | None = None,
     checkpoint_volume: Object | None = None,
+    consume: tuple[dict[str, str], dict[str, str]] | None = None,
 ) -> Object:
+    """The pod of ``planned``. ``consume``: the annotations and node selector of the
+    ProvisioningRequest whose node the pod is placed on (``provisioning.consumes``)."""
     ref = planned.ref
     index, pod_set = next((i, p) for i, p in enumerate(job.pod_sets) if p.name == ref.pod_set)
     where = f"podSets[{index}]"
@@ -255,8 +258,9 @@ def pod(
     tolerations = _tolerations(pod_set.tolerations, node_taints or [])
     if tolerations:
         spec["tolerations"] = tolerations
-    if pod_set.node_selector:
-        spec["nodeSelector"] = dict(pod_set.node_selector)
+    extra_annotations, extra_selector = consume or ({}, {})
+    if pod_set.node_selector or extra_selector:
+        spec["nodeSelector"] = {**extra_selector, **pod_set.node_selector}
     if service_account:
         spec["serviceAccountName"] = service_account
     if priority_class:
@@ -271,7 +275,8 @@ def pod(
             "name": planned.name, "namespace": plan.namespace, "labels": labels,
             "annotations": {"phalanx.dev/pod": ref.name, "phalanx.dev/node": planned.node,
                             **({"phalanx.dev/cpu-pinning": "exclusive"}
-                               if pod_set.cpu_pinning == "exclusive" else {})},
+                               if pod_set.cpu_pinning == "exclusive" else {}),
+                            **extra_annotations},
             "ownerReferences": [owner],
         },
         "spec": spec,

@@ -43,6 +43,7 @@ from phalanx.compute.kubernetes.events import pod_events
 from phalanx.compute.kubernetes.logs import LogCopier
 from phalanx.compute.kubernetes.nodes import NodeInventory
 from phalanx.compute.kubernetes.podexec import open_pod_exec
+from phalanx.compute.kubernetes.provreq import consumes
 from phalanx.compute.kubernetes.settings import (
     NAMESPACE_ENV,
     Settings,
@@ -399,6 +400,7 @@ class KubernetesPlane(ComputePlane):
             priority_class=priority, node_taints=self.inventory_source.node_taints(planned.node),
             with_pod_group=self.pod_groups, default_image=self.settings.default_image,
             checkpoint_volume=self.settings.checkpoint_volume,
+            consume=consumes(self.inventory_source.node_object(planned.node)),
         )
         if api_url is not None:
             credentials.mount(body["spec"], body["spec"]["containers"][0], plan.name, api_url)

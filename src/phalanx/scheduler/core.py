@@ -16,6 +16,11 @@ from phalanx.scheduler.cycle import Cycle
 from phalanx.scheduler.fairsharing import dominant_share
 from phalanx.scheduler.flavors import flavor_mismatch
 from phalanx.scheduler.placement import PodGroup
+from phalanx.scheduler.provisioning import (
+    ProvisioningNeed,
+    nodes_needed,
+    provisioning_reason,
+)
 from phalanx.scheduler.state import State
 from phalanx.scheduler.types import (
     Admission,
@@ -146,7 +151,7 @@ class Scheduler:
                         "more quota",
                 )
         nodes = st.pool.nodes()
-        if nodes and all(PODS in n.allocatable for n in nodes):
+        if nodes and all(PODS in n.allocatable for n in nodes) and not st.provisioning.flavors:
             slots = sum(n.allocatable[PODS] for n in nodes) // POD_MILLIS
             if pods > slots:
                 raise SpecError(
@@ -176,6 +181,10 @@ class Scheduler:
         combos = list(itertools.islice(itertools.product(*options), 64))
         if any(st.pool.fits_ever(group(ps.requests, c)) for c in combos):
             return
+        bought = st.provisioning.flavors
+        if any(len(set(c)) == 1 and c[0] in bought
+               and nodes_needed(bought[c[0]].node, dict(ps.requests), 1, None) for c in combos):
+            return  # a pool of that flavor would hold it
         for res, amount in ps.requests:
             if not any(st.pool.fits_ever(group(((res, amount),), c)) for c in combos):
                 raise SpecError(
@@ -226,7 +235,8 @@ class Scheduler:
         st = self._state
         st.now = now
         st.preemptor.protection.now = now
-        if st.preemptor.protection.expired(now):
+        protection_ended = st.preemptor.protection.expired(now)
+        if st.provisioning.expire(now) or protection_ended:
             st.expire_protection()
         # A cycle allocates many short-lived objects next to a large, long-lived state (every
         # pending job); the collector's full passes over that state would cost about a third
@@ -243,11 +253,56 @@ class Scheduler:
             if enabled:
                 gc.enable()
 
+    # ---- provisioning (scheduler/provisioning.py)
+    def provisioning_ready(self, name: str, nodes: Iterable[str]) -> bool:
+        """The pool bought for held job ``name`` has every node Ready (and upserted): the
+        next cycle places the gang on those nodes. False when the job holds nothing."""
+        hold = self._state.provisioning.holds.get(name)
+        if hold is None:
+            return False
+        hold.ready_nodes = tuple(nodes)
+        return True
+
+    def set_provisioning_message(self, name: str, message: str) -> None:
+        """What a held job's pending reason says about its pool (its request's state)."""
+        hold = self._state.provisioning.holds.get(name)
+        if hold is not None and hold.message != message:
+            hold.message = message
+            wl = hold.wl
+            wl.reason = provisioning_reason(message)
+            wl.reason_serial = self._state.tick_reason()
+
+    def release_provisioning(self, name: str, *, flavor: str = "", until: float = 0.0,
+                             reason: str = "", every_job: bool = False) -> bool:
+        """Give back held job ``name``'s quota and queue it again; with ``flavor``, that
+        flavor is not provisioned for it (``every_job``: for any job) before ``until``, and
+        its pending reason says ``reason``. False when it held nothing."""
+        st = self._state
+        wl = st.jobs.get(name)
+        if flavor:
+            st.provisioning.block("" if every_job else name, flavor, until, reason)
+        if wl is None or not st.release_hold(name):
+            return False
+        st.requeue(name)
+        return True
+
+    def block_provisioning(self, flavor: str, *, until: float, reason: str,
+                           job: str = "") -> None:
+        """No pool of ``flavor`` for ``job`` (every job when "") before ``until``."""
+        self._state.provisioning.block(job, flavor, until, reason)
+
+    def provisioning_holds(self) -> dict[str, ProvisioningNeed]:
+        """The jobs that hold quota while their pools are bought, with what they need."""
+        return {n: h.need for n, h in self._state.provisioning.holds.items()}
+
     # ---- read-only views
     def pending_reason(self, name: str) -> PendingReason | None:
         wl = self._state.jobs.get(name)
         if wl is None or wl.admitted:
             return None
+        hold = self._state.provisioning.holds.get(name)
+        if hold is not None:
+            return provisioning_reason(hold.message)
         return self._state.reason_of(wl)
 
     def queue_status(self) -> list[ClusterQueueStatus]:

@@ -30,6 +30,7 @@ from phalanx.scheduler.ordering import GlobalKey, global_key
 from phalanx.scheduler.partial import shrink_to_admit
 from phalanx.scheduler.placement import Placement, PodGroup
 from phalanx.scheduler.preemption import Outcome
+from phalanx.scheduler.provisioning_cycle import place_ready, try_hold
 from phalanx.scheduler.queue import PendingClass, QueuePending
 from phalanx.scheduler.reasons import (
     QUEUED,
@@ -114,6 +115,8 @@ class Cycle:
         st.cycle_no += 1
         st.preemptor.admitted_by = st.admit_seq
         self.drain()
+        if st.provisioning.holds:
+            place_ready(self)
         if st.reservations:
             st.reservations.keep_pending(st.jobs)
         nominated = self.settle_waiting()
@@ -446,6 +449,14 @@ class Cycle:
             if cls is not None:
                 cls.blocked = self.stamp(info, a)
             return FAILED, quota_reason(info, st.cache, a), a
+        provisioning_note = ""
+        if a.placement is None and st.provisioning.flavors:
+            note = try_hold(self, wl, info)
+            if note is None:  # holds its quota while its nodes are bought
+                if cls is not None:
+                    cls.blocked = None
+                return ADMITTED, None, a
+            provisioning_note = note
         outcome: Outcome | None = None
         if a.mode != NOFIT:
             outcome = st.preemptor.find(wl, info, a)
@@ -480,7 +491,10 @@ class Cycle:
             reservations.offer(wl, info, a, st.cache)
             return FAILED, quota_reason(info, st.cache, a, "", disabled), a
         if a.mode == FIT:
-            return FAILED, node_reason(info, a), a
+            why = node_reason(info, a)
+            if provisioning_note:
+                why = PendingReason(why.code, why.message + provisioning_note)
+            return FAILED, why, a
         disabled = ""
         note = ""
         frs = [fr for fr, v in a.usage.items() if v > st.cache.available(info.node, fr)]

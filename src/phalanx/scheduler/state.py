@@ -18,6 +18,7 @@ from phalanx.scheduler.flavors import Assigner
 from phalanx.scheduler.placement import NodePool, Placement, PodGroup
 from phalanx.scheduler.preemption import Preemptor
 from phalanx.scheduler.protection import Protection
+from phalanx.scheduler.provisioning import Provisioning
 from phalanx.scheduler.queue import QueueManager
 from phalanx.scheduler.reasons import QUEUED
 from phalanx.scheduler.reservation import Reservations
@@ -40,6 +41,7 @@ class State:
         self.admitted: dict[str, AdmittedJobs] = {}
         self.waiting: dict[str, WaitingPreemptor] = {}  # preemptors whose victims terminate
         self.reservations = Reservations()  # what cohorts keep for jobs waiting to borrow
+        self.provisioning = Provisioning()  # quota held while node pools are bought
         self.demands = Demands()  # what dominance compares, per job
         self.unreported: dict[str, Workload] = {}  # pending jobs no cycle has given a reason
         self.orphans: dict[str, Workload] = {}  # pending jobs whose queue no longer exists
@@ -76,6 +78,7 @@ class State:
         self.assigner.simulate = self.preemptor.simulate
         self.set_fair_sharing(self.fair_sharing)
         self.queues = QueueManager()
+        self.provisioning.configure(config)
 
     def set_fair_sharing(self, enabled: bool) -> None:
         self.fair_sharing = enabled
@@ -128,8 +131,10 @@ class State:
 
     def _reconfigure(self, config: QueueConfig) -> None:
         self._unshrunk = None
+        holds = self.provisioning.holds
         pending = sorted(
-            (wl for wl in self.jobs.values() if not wl.admitted), key=lambda w: w.seq
+            (wl for wl in self.jobs.values() if not wl.admitted and wl.name not in holds),
+            key=lambda w: w.seq,
         )
         self._configure(config)
         old = self.admitted
@@ -140,6 +145,13 @@ class State:
             if wl.cluster_queue in self.infos:
                 self.cache.charge(wl.cluster_queue, wl.usage)
             self._index(wl)
+        for name in list(holds):  # still holding, when its queue is still there
+            hold = holds[name]
+            if hold.wl.cluster_queue in self.infos and hold.need.flavor in self.config.flavors:
+                self.cache.charge(hold.wl.cluster_queue, hold.usage)
+            else:
+                del holds[name]
+                pending.append(hold.wl)
         self.orphans = {}
         for wl in pending:
             wl.estimate = None
@@ -318,7 +330,16 @@ class State:
         if jobs is not None:
             jobs.note_checkpoint(wl, at)
 
+    def release_hold(self, name: str) -> bool:
+        """Give back a provisioning hold's quota; whether the job had one."""
+        hold = self.provisioning.holds.pop(name, None)
+        if hold is None:
+            return False
+        self.cache.charge(hold.wl.cluster_queue, hold.usage, -1)
+        return True
+
     def _dequeue(self, wl: Workload) -> None:
+        self.release_hold(wl.name)
         self.queues.discard(wl)
         self.orphans.pop(wl.name, None)
         self.waiting.pop(wl.name, None)
@@ -333,6 +354,7 @@ class State:
             self._dequeue(wl)
         self.unreported.pop(name, None)
         self.demands.forget(wl)
+        self.provisioning.forget(name)
 
 
 def _group_flavor(info: QueueInfo, flavors: dict[str, str]) -> str:

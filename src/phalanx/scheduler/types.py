@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
 
 
 class PendingCode(StrEnum):
@@ -22,6 +23,8 @@ class PendingCode(StrEnum):
     NO_FLAVOR = "NoMatchingFlavor"
     NEVER_FITS = "NeverFits"
     QUEUED = "Queued"  # not yet looked at in a cycle
+    # Holds its quota while a node pool is bought for it (scheduler/provisioning.py).
+    PROVISIONING = "Provisioning"
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +99,8 @@ class Preemption:
 class CycleResult:
     admissions: list[Admission] = field(default_factory=list)
     preemptions: list[Preemption] = field(default_factory=list)
+    # Gangs that took a provisioning hold this cycle (ProvisioningNeed, scheduler/provisioning)
+    provisioning: list[Any] = field(default_factory=list)
     # Pending jobs' reasons are read with Scheduler.pending_reason: a cycle gives them to
     # whole classes and queues at once, so listing every pending job would cost the most.
 

@@ -16,6 +16,7 @@ from phalanx.errors import SpecError
 from phalanx.spec.base import Model, Quantity, validate
 from phalanx.spec.config import CONFIG_KINDS, parse_config_documents
 from phalanx.spec.labels import check_labels
+from phalanx.spec.provisioning import ProvisioningPolicy
 from phalanx.spec.resources import (
     ClusterQueue,
     Cohort,
@@ -224,7 +225,7 @@ class NodeDrained(Model):
 
 # --------------------------------------------------------------------------- config
 ConfigDocument = Annotated[
-    ResourceFlavor | Cohort | ClusterQueue | LocalQueue | PriorityClass,
+    ResourceFlavor | Cohort | ClusterQueue | LocalQueue | PriorityClass | ProvisioningPolicy,
     Field(discriminator="kind"),
 ]
 
@@ -256,7 +257,8 @@ class ConfigRef(Model):
 
     model_config = ConfigDict(extra="ignore")
 
-    kind: Literal["ResourceFlavor", "Cohort", "ClusterQueue", "LocalQueue", "PriorityClass"]
+    kind: Literal["ResourceFlavor", "Cohort", "ClusterQueue", "LocalQueue", "PriorityClass",
+                  "ProvisioningPolicy"]
     name: str
 
 

@@ -15,6 +15,7 @@ from pydantic import Field
 
 from phalanx.errors import Conflict, NotFound, SpecError
 from phalanx.spec.base import Model, validate
+from phalanx.spec.provisioning import ProvisioningPolicy
 from phalanx.spec.quantity import format_quantity
 from phalanx.spec.resources import (
     BUILTIN_PRIORITY_CLASSES,
@@ -41,6 +42,7 @@ CONFIG_KINDS: dict[str, type[Model]] = {
     "ClusterQueue": ClusterQueue,
     "LocalQueue": LocalQueue,
     "PriorityClass": PriorityClass,
+    "ProvisioningPolicy": ProvisioningPolicy,
 }
 
 
@@ -51,7 +53,7 @@ _KIND_NAMES = {
     **{kind.lower() + ("es" if kind.endswith("s") else "s"): kind for kind in CONFIG_KINDS},
     "flavor": "ResourceFlavor", "flavors": "ResourceFlavor", "rf": "ResourceFlavor",
     "cq": "ClusterQueue", "lq": "LocalQueue", "queue": "LocalQueue", "queues": "LocalQueue",
-    "pc": "PriorityClass",
+    "pc": "PriorityClass", "provisioning": "ProvisioningPolicy",
 }
 
 
@@ -74,6 +76,7 @@ class QueueConfig(Model):
     priority_classes: dict[str, PriorityClass] = Field(
         default_factory=lambda: {p.name: p for p in BUILTIN_PRIORITY_CLASSES}
     )
+    provisioning_policies: dict[str, ProvisioningPolicy] = Field(default_factory=dict)
 
     # ------------------------------------------------------------------ building
     def objects(self) -> list[ConfigObject]:
@@ -83,6 +86,7 @@ class QueueConfig(Model):
             *self.cluster_queues.values(),
             *self.local_queues.values(),
             *self.priority_classes.values(),
+            *self.provisioning_policies.values(),
         ]
 
     def merged(self, objects: Iterable[ConfigObject]) -> QueueConfig:
@@ -148,6 +152,7 @@ class QueueConfig(Model):
             "ClusterQueue": self.cluster_queues,
             "LocalQueue": self.local_queues,
             "PriorityClass": self.priority_classes,
+            "ProvisioningPolicy": self.provisioning_policies,
         }
         return tables[kind]
 
@@ -203,6 +208,15 @@ class QueueConfig(Model):
                     )
 
     # ------------------------------------------------------------------ look-ups
+    @property
+    def provisioning_policy(self) -> ProvisioningPolicy:
+        """The operator's limits on node pools (no limits when none was applied)."""
+        return self.provisioning_policies.get("default") or ProvisioningPolicy()
+
+    def provisionable_flavors(self) -> dict[str, ResourceFlavor]:
+        """The flavors whose node pools are bought on demand (they have ``provisioning``)."""
+        return {n: f for n, f in self.flavors.items() if f.provisioning is not None}
+
     def priority_value(self, priority: str | int, field: str = "priority") -> int:
         if isinstance(priority, int):
             return priority

@@ -21,6 +21,7 @@ from pydantic import (
 
 from phalanx.spec.base import Duration, Model, Name, Quantity
 from phalanx.spec.labels import check_labels
+from phalanx.spec.provisioning import FlavorProvisioning, ProvisioningPolicy
 from phalanx.spec.ray import RaySpec
 
 GPU = "nvidia.com/gpu"
@@ -103,6 +104,17 @@ class ResourceFlavor(Model):
     node_labels: dict[str, str] = Field(default_factory=dict)
     node_taints: list[Taint] = Field(default_factory=list)
     tolerations: list[Toleration] = Field(default_factory=list)
+    provisioning: FlavorProvisioning | None = Field(
+        default=None, description="Node pools bought for gangs that fit the quota but no "
+        "node of this flavor (docs/provisioning.md). A Phalanx addition")
+
+    @model_validator(mode="after")
+    def _provisioned_nodes_told_apart(self) -> ResourceFlavor:
+        if self.provisioning is not None and not self.node_labels:
+            raise ValueError(
+                "provisioning is set but nodeLabels is empty, so the flavor would take every "
+                "node; add nodeLabels such as {pool: burst} (the pools' nodes carry them)")
+        return self
 
 
 class NodeHealth(StrEnum):
@@ -489,4 +501,5 @@ class JobSpec(Model):
         return self.checkpoint is not None and self.checkpoint.keep
 
 
-ConfigObject = ResourceFlavor | Cohort | ClusterQueue | LocalQueue | PriorityClass
+ConfigObject = (ResourceFlavor | Cohort | ClusterQueue | LocalQueue | PriorityClass
+                | ProvisioningPolicy)

@@ -55,6 +55,12 @@ def _check_stockout(value: object) -> None:
         )
 
 
+def _check_rate(value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
+        raise ValueError(f"options.stockoutRate is {value!r}; write the chance that a request "
+                         "finds no capacity, from 0 to 1, e.g. 0.05")
+
+
 def _check_string(key: str) -> Any:
     def check(value: object) -> None:
         if not isinstance(value, str) or not value:
@@ -75,7 +81,8 @@ def _check_mapping(key: str) -> Any:
 # `phalanx apply` refuses a misspelt option instead of ignoring it.
 PROVIDER_OPTIONS: dict[str, dict[str, Any]] = {
     "local": {"delay": _check_delay, "stockout": _check_stockout},
-    "simulated": {"delay": _check_delay, "stockout": _check_stockout},
+    "simulated": {"delay": _check_delay, "stockout": _check_stockout,
+                  "stockoutRate": _check_rate},
     "kubernetes-provisioningrequest": {
         "className": _check_string("className"),
         "parameters": _check_mapping("parameters"),

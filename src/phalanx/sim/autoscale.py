@@ -1,0 +1,413 @@
+"""Autoscaling in the replay: the provisioning controller's rules, played in virtual time.
+
+The scheduler core decides, as it does in the control plane: a gang that fits its queue's
+quota on a flavor with ``provisioning`` but no node of it takes a hold and is reported in
+``CycleResult.provisioning``. This module then does what the control plane's controller
+does with the ``simulated`` provider (``phalanx.sim.provider``):
+
+* one pool per gang, named ``<job>-<attempt>``, sized by the scheduler's need; its nodes
+  carry the flavor's labels and taints plus ``phalanx.dev/reserved-for=<job>`` (label and
+  taint) and ``phalanx.dev/pool``; they are paid from creation, booting included;
+* when the pool is Ready (after ``options.delay``) its nodes join the scheduler's inventory
+  and ``Scheduler.provisioning_ready`` lets the next cycle place the gang on them;
+* a stockout gives the quota back and blocks the flavor for every job for
+  ``STOCKOUT_BLOCK`` seconds, so the next flavor in the queue's order is tried; a pool not
+  Ready within ``timeout`` is deleted and its flavor blocked for that job alike;
+* operator limits (maxPools, maxNodes, maxSpendPerHour per flavor and in the
+  ``ProvisioningPolicy``) make a request wait, holding its quota, with that reason; idle
+  pools kept by an idle TTL are given back first to make room;
+* when the owner ends (succeeds or fails) its pool is deleted ``max(idleTTL,
+  DELETE_CHECK)`` later: the deletion check passes twice ``DELETE_CHECK`` seconds apart,
+  and meanwhile a job of the same shape (same configuration hash) takes the pool over
+  instead of buying another. A preempted owner keeps its pool: it is reserved across the
+  gang's restarts.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field
+from typing import Any
+
+from phalanx.errors import SpecError
+from phalanx.provisioning.base import PodSetShape, PoolRequest, Stockout, pool_name
+from phalanx.scheduler import Scheduler
+from phalanx.scheduler.provisioning import ProvisioningNeed
+from phalanx.sim.meter import NodeMeter
+from phalanx.sim.provider import SimulatedProvider
+from phalanx.spec import GPU, Node, QueueConfig
+from phalanx.spec.provisioning import POOL_LABEL, RESERVED_FOR, FlavorProvisioning
+from phalanx.spec.resources import ResourceFlavor, Taint
+
+STOCKOUT_BLOCK = 600.0  # seconds a flavor is skipped after a stockout or a timeout there
+DELETE_CHECK = 30.0  # the deletion check passes twice this many seconds apart
+_READY, _TIMEOUT, _DELETE, _WAKE = 0, 1, 2, 3
+
+
+@dataclass(slots=True)
+class _Pool:
+    request: PoolRequest
+    owner: str  # the job the nodes are reserved for
+    nodes: list[Node]
+    ready: bool = False
+    busy: bool = True  # its owner lives (idle: kept by the idle TTL for a job of its shape)
+    generation: int = 0  # bumped when it changes hands, so an older deletion is ignored
+    created: float = 0.0
+    idle_until: float = 0.0  # another job of its shape may take it over before then
+
+
+@dataclass(slots=True)
+class AutoscaleStats:
+    pools_created: int = 0
+    pools_reused: int = 0  # taken over by another job of the same shape, or its owner again
+    stockouts: int = 0
+    timeouts: int = 0
+    waited_for_limits: int = 0
+    peak_pools: int = 0
+    peak_pool_nodes: int = 0
+    provisioning_waits: list[float] = field(default_factory=list)  # hold -> Ready, seconds
+
+    def to_dict(self) -> dict[str, Any]:
+        waits = self.provisioning_waits
+        return {
+            "pools_created": self.pools_created, "pools_reused": self.pools_reused,
+            "stockouts": self.stockouts, "timeouts": self.timeouts,
+            "waited_for_limits": self.waited_for_limits, "peak_pools": self.peak_pools,
+            "peak_pool_nodes": self.peak_pool_nodes,
+            "provisioning_wait_mean": sum(waits) / len(waits) if waits else 0.0,
+        }
+
+
+class Autoscaler:
+    """The pools of one replay, driven by the simulator between cycles."""
+
+    def __init__(self, config: QueueConfig, scheduler: Scheduler, meter: NodeMeter,
+                 seed: int = 0) -> None:
+        self.config = config
+        self.flavors: dict[str, ResourceFlavor] = config.provisionable_flavors()
+        self.policy = config.provisioning_policy
+        self.scheduler = scheduler
+        self.meter = meter
+        self.provider = SimulatedProvider(seed)
+        self.pools: dict[str, _Pool] = {}
+        self.owned: dict[str, str] = {}  # job -> its pool
+        self.attempts: dict[str, int] = {}  # job -> provisioning attempts so far
+        self.held_since: dict[str, float] = {}
+        self.waiting: dict[str, ProvisioningNeed] = {}  # over a limit, in arrival order
+        self.events: list[tuple[float, int, int, str, int]] = []  # (at, kind, seq, pool, gen)
+        self.seq = 0
+        self.gpus = 0  # GPUs on pool nodes (booting included)
+        self.stats = AutoscaleStats()
+        self._templates: dict[str, Node] = {}
+
+    # ------------------------------------------------------------------ the engine's calls
+    def next_at(self) -> float | None:
+        return self.events[0][0] if self.events else None
+
+    def _push(self, at: float, kind: int, pool: str, generation: int) -> None:
+        self.seq += 1
+        heapq.heappush(self.events, (at, kind, self.seq, pool, generation))
+
+    def busy(self) -> bool:
+        return bool(self.events or self.waiting)
+
+    def advance(self, now: float) -> bool:
+        """Apply the pool events due at ``now``; whether the scheduler should run a cycle."""
+        self.provider.now = now
+        changed = False
+        while self.events and self.events[0][0] <= now:
+            _, kind, _, name, generation = heapq.heappop(self.events)
+            pool = self.pools.get(name)
+            if kind == _WAKE:
+                changed = True
+            elif pool is None or pool.generation != generation:
+                continue  # deleted or changed hands since
+            elif kind == _READY:
+                self._ready(pool, now)
+                changed = True
+            elif kind == _TIMEOUT and not pool.ready:
+                self.stats.timeouts += 1
+                self._delete(pool, now)
+                self._release(pool.owner, pool.request.flavor, now, every_job=False,
+                              reason=f"pool {name} was not Ready within "
+                                     f"{self._spec(pool.request.flavor).timeout:g}s (timeout)")
+                changed = True
+            elif kind == _DELETE and not pool.busy:
+                self._delete(pool, now)
+                changed = self._serve_waiting(now) or changed
+        return changed
+
+    def needs(self, needs: list[ProvisioningNeed], now: float) -> bool:
+        """The cycle's new holds; whether another cycle should run at once (a pool taken over
+        is Ready now, or a stockout freed quota for the next flavor)."""
+        self.provider.now = now
+        again = False
+        for need in needs:
+            self.held_since.setdefault(need.job, now)
+            again = self._serve(need, now) or again
+        return again
+
+    def placed(self, job: str) -> None:
+        """``job`` was admitted; its pool (if it was placed on one) is in use."""
+        self.held_since.pop(job, None)
+
+    def ended(self, job: str, now: float) -> None:
+        """``job`` succeeded or failed for good: its pool goes after the idle TTL."""
+        self.waiting.pop(job, None)
+        self.held_since.pop(job, None)
+        name = self.owned.pop(job, None)
+        pool = self.pools.get(name) if name is not None else None
+        if pool is None:
+            return
+        pool.busy = False
+        pool.generation += 1
+        spec = self._spec(pool.request.flavor)
+        pool.idle_until = now + spec.idle_ttl
+        self._push(now + max(spec.idle_ttl, DELETE_CHECK), _DELETE, pool.request.name,
+                   pool.generation)
+
+    def close(self, now: float) -> None:
+        for pool in list(self.pools.values()):
+            self._delete(pool, now)
+
+    # ------------------------------------------------------------------ serving a need
+    def _serve(self, need: ProvisioningNeed, now: float) -> bool:
+        request = self._request(need)
+        pool = self._reusable(need.job, request.config_hash, now)
+        if pool is not None:
+            self.stats.pools_reused += 1
+            self._hand_over(pool, need.job, now)
+            return True
+        over = self._over_limit(request)
+        if over and self._free_idle(request, now):
+            over = self._over_limit(request)
+        if over:
+            if need.job not in self.waiting:
+                self.stats.waited_for_limits += 1
+            self.waiting[need.job] = need
+            self.scheduler.set_provisioning_message(
+                need.job, f"waiting for a node pool of {request.node_count} "
+                          f"{request.flavor} node(s): {over}")
+            return False
+        self.waiting.pop(need.job, None)
+        try:
+            status = self.provider.create(request)
+        except Stockout as exc:
+            self.stats.stockouts += 1
+            self._release(need.job, request.flavor, now, every_job=True,
+                          reason=f"pool {request.name}: stockout: {exc.message}")
+            return True
+        self.stats.pools_created += 1
+        pool = _Pool(request, need.job, self._nodes(request, status.nodes), created=now)
+        self.pools[request.name] = pool
+        self.owned[need.job] = request.name
+        for node in pool.nodes:
+            self.meter.add(node.name, now, request.price_per_node_hour)
+        self.gpus += self._gpus(request) * request.node_count
+        self.stats.peak_pools = max(self.stats.peak_pools, len(self.pools))
+        self.stats.peak_pool_nodes = max(self.stats.peak_pool_nodes, self._nodes_in_use())
+        spec = self._spec(request.flavor)
+        ready_at = self.provider.ready_at(request.name)
+        if ready_at > now + spec.timeout:
+            self._push(now + spec.timeout, _TIMEOUT, request.name, pool.generation)
+        else:
+            self._push(ready_at, _READY, request.name, pool.generation)
+        self.scheduler.set_provisioning_message(
+            need.job, f"pool {request.name}: {status.state.value}: {status.message}")
+        if ready_at <= now:
+            return self.advance(now)
+        return False
+
+    def _serve_waiting(self, now: float) -> bool:
+        holds = self.scheduler.provisioning_holds()
+        again = False
+        for job, need in list(self.waiting.items()):
+            if job not in holds:
+                del self.waiting[job]
+                continue
+            again = self._serve(need, now) or again
+        return again
+
+    def _reusable(self, job: str, config_hash: str, now: float) -> _Pool | None:
+        """The job's own pool (it restarts), else a pool of its shape kept by an idle TTL."""
+        mine = self.pools.get(self.owned.get(job, ""))
+        if mine is not None and mine.request.config_hash == config_hash:
+            return mine
+        idle = [p for p in self.pools.values() if not p.busy and p.ready
+                and now < p.idle_until and p.request.config_hash == config_hash]
+        return min(idle, key=lambda p: p.request.name) if idle else None
+
+    def _hand_over(self, pool: _Pool, job: str, now: float) -> None:
+        """``pool`` is reserved for ``job`` from now: its nodes are labelled and tainted
+        for it, and placed on at the next cycle if it is Ready."""
+        if pool.owner != job:
+            self.owned.pop(pool.owner, None)
+            pool.owner = job
+            pool.nodes = [self._reserved(n, job) for n in pool.nodes]
+        pool.busy = True
+        pool.generation += 1
+        self.owned[job] = pool.request.name
+        if pool.ready:
+            self._ready(pool, now)
+        else:
+            self._push(self.provider.ready_at(pool.request.name), _READY, pool.request.name,
+                       pool.generation)
+
+    def _ready(self, pool: _Pool, now: float) -> None:
+        pool.ready = True
+        for node in pool.nodes:
+            self.scheduler.upsert_node(node)
+        since = self.held_since.get(pool.owner)
+        if since is not None:
+            self.stats.provisioning_waits.append(now - since)
+        self.scheduler.provisioning_ready(pool.owner, [n.name for n in pool.nodes])
+
+    def _release(self, job: str, flavor: str, now: float, *, every_job: bool,
+                 reason: str) -> None:
+        self.attempts[job] = self.attempts.get(job, 0) + 1
+        self.owned.pop(job, None)
+        until = now + STOCKOUT_BLOCK
+        self.scheduler.release_provisioning(job, flavor=flavor, until=until, reason=reason,
+                                            every_job=every_job)
+        self._push(until, _WAKE, "", 0)
+
+    def _delete(self, pool: _Pool, now: float) -> None:
+        name = pool.request.name
+        self.provider.delete(name)
+        assert self.provider.status(name) is None  # deletion confirmed before the record goes
+        del self.pools[name]
+        if self.owned.get(pool.owner) == name:
+            del self.owned[pool.owner]
+        for node in pool.nodes:
+            if pool.ready:
+                self.scheduler.remove_node(node.name)
+            self.meter.remove(node.name, now)
+        self.gpus -= self._gpus(pool.request) * pool.request.node_count
+
+    # ------------------------------------------------------------------ limits
+    def _over_limit(self, request: PoolRequest) -> str:
+        spec = self._spec(request.flavor)
+        mine = [p for p in self.pools.values() if p.request.flavor == request.flavor]
+        everyone = list(self.pools.values())
+        for scope, pools, max_pools, max_nodes, max_spend in (
+                (f"flavor {request.flavor}", mine, spec.max_pools, spec.max_nodes,
+                 spec.max_spend_per_hour),
+                ("ProvisioningPolicy", everyone, self.policy.max_pools, self.policy.max_nodes,
+                 self.policy.max_spend_per_hour)):
+            nodes = sum(p.request.node_count for p in pools)
+            spend = sum(p.request.cost_per_hour for p in pools)
+            if max_pools is not None and len(pools) + 1 > max_pools:
+                return f"{scope} maxPools ({max_pools}) reached"
+            if max_nodes is not None and nodes + request.node_count > max_nodes:
+                return f"{scope} maxNodes ({max_nodes}) reached: {nodes} in pools"
+            if max_spend is not None and spend + request.cost_per_hour > max_spend:
+                return f"{scope} maxSpendPerHour ({max_spend:g}) reached: {spend:g} per hour"
+        return ""
+
+    def _free_idle(self, request: PoolRequest, now: float) -> bool:
+        """Delete idle pools (kept by an idle TTL), oldest first, until ``request`` fits the
+        limits; whether any was deleted."""
+        idle = sorted((p for p in self.pools.values() if not p.busy),
+                      key=lambda p: (p.created, p.request.name))
+        freed = False
+        for pool in idle:
+            if not self._over_limit(request):
+                break
+            self._delete(pool, now)
+            freed = True
+        return freed
+
+    # ------------------------------------------------------------------ building requests
+    def _spec(self, flavor: str) -> FlavorProvisioning:
+        spec = self.flavors[flavor].provisioning
+        assert spec is not None
+        return spec
+
+    def _request(self, need: ProvisioningNeed) -> PoolRequest:
+        flavor = self.flavors[need.flavor]
+        spec = self._spec(need.flavor)
+        attempt = self.attempts.get(need.job, 0) + 1
+        name = pool_name(need.job, attempt)
+        taints = tuple((t.key, t.value, t.effect) for t in flavor.node_taints)
+        return PoolRequest(
+            name=name, job=need.job, attempt=attempt, flavor=need.flavor,
+            provider="simulated", node_count=need.nodes, node=dict(spec.node),
+            node_labels={**flavor.node_labels, RESERVED_FOR: need.job, POOL_LABEL: name},
+            node_taints=(*taints, (RESERVED_FOR, need.job, "NoSchedule")),
+            pod_sets=tuple(PodSetShape(p.name, p.count, dict(p.requests))
+                           for p in need.pod_sets),
+            slice_size=spec.nodes_per_pool if isinstance(spec.nodes_per_pool, int) else None,
+            price_per_node_hour=spec.price_per_node_hour, options=dict(spec.options))
+
+    def _nodes(self, request: PoolRequest, names: tuple[str, ...]) -> list[Node]:
+        template = self._templates.get(request.flavor)
+        if template is None:
+            template = self._templates[request.flavor] = Node.model_validate({
+                "name": "template", "allocatable": {r: f"{v}m" for r, v in request.node.items()},
+            })
+        taints = [Taint(key=k, value=v, effect=e) for k, v, e in request.node_taints]
+        return [template.model_copy(update={"name": n, "labels": dict(request.node_labels),
+                                            "taints": list(taints)}) for n in names]
+
+    @staticmethod
+    def _reserved(node: Node, job: str) -> Node:
+        taints = [t if t.key != RESERVED_FOR else Taint(key=RESERVED_FOR, value=job)
+                  for t in node.taints]
+        return node.model_copy(update={"labels": {**node.labels, RESERVED_FOR: job},
+                                       "taints": taints})
+
+    @staticmethod
+    def _gpus(request: PoolRequest) -> int:
+        return request.node.get(GPU, 0) // 1000
+
+    def _nodes_in_use(self) -> int:
+        return sum(p.request.node_count for p in self.pools.values())
+
+def node_price(config: QueueConfig, node: Node) -> float:
+    """A node's price per hour: that of the provisionable flavor whose labels it carries (a
+    fixed node of that flavor costs what a bought one does), else 0."""
+    for flavor in config.provisionable_flavors().values():
+        spec = flavor.provisioning
+        assert spec is not None
+        if all(node.labels.get(k) == v for k, v in flavor.node_labels.items()):
+            return spec.price_per_node_hour
+    return 0.0
+
+
+def pool_gpus(config: QueueConfig) -> int:
+    """The most GPUs a node of any flavor's pools has."""
+    return max((f.provisioning.node.get(GPU, 0) // 1000
+                for f in config.provisionable_flavors().values() if f.provisioning is not None),
+               default=0)
+
+
+def fixed_equivalent(config: QueueConfig, nodes: list[Node]) -> tuple[QueueConfig, list[Node]]:
+    """The same cluster bought up front, for comparison: ``nodes`` plus, for every flavor
+    with ``provisioning``, its ``maxNodes`` nodes (its peak) as fixed nodes with its labels,
+    taints, node shape and price; the flavors lose ``provisioning``."""
+    added: list[Node] = []
+    flavors = dict(config.flavors)
+    for name, flavor in sorted(config.provisionable_flavors().items()):
+        spec = flavor.provisioning
+        assert spec is not None
+        if spec.max_nodes is None:
+            raise SpecError(
+                f"flavor {name} has no maxNodes, so a fixed cluster of its peak size is "
+                "undefined", field=f"ResourceFlavor {name}: provisioning.maxNodes",
+                fix="set maxNodes (the most nodes its pools may have), or leave out "
+                    "--against-fixed")
+        template = Node.model_validate({
+            "name": "template", "labels": dict(flavor.node_labels),
+            "taints": [t.model_dump() for t in flavor.node_taints],
+            "allocatable": {r: f"{v}m" for r, v in spec.node.items()},
+        })
+        width = len(str(spec.max_nodes - 1))
+        added += [template.model_copy(update={"name": f"{name}-fixed-{i:0{width}d}"})
+                  for i in range(spec.max_nodes)]
+        flavors[name] = flavor.model_copy(update={"provisioning": None})
+    taken = {n.name for n in nodes} & {n.name for n in added}
+    if taken:
+        raise SpecError(f"node {sorted(taken)[0]} of the nodes file has the name a fixed node "
+                        "of the comparison gets", field="nodes",
+                        fix="rename that node")
+    return config.model_copy(update={"flavors": flavors}), [*nodes, *added]

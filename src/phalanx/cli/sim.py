@@ -30,7 +30,8 @@ from phalanx.sim import (
 )
 from phalanx.sim.autoscale import fixed_equivalent
 from phalanx.sim.report import summary_table, teams_table
-from phalanx.spec import QueueConfig, load_config_yaml
+from phalanx.sim.policy import Policy
+from phalanx.spec import Node, QueueConfig, load_config_yaml
 from phalanx.spec.quantity import parse_duration
 
 
@@ -77,7 +78,10 @@ def load_failure_schedule(path: Path) -> list[NodeFailure]:
 def sim(
     trace: Annotated[Path, typer.Option(help="Trace CSV: Philly's, or submit,duration,gpus,team")],
     queues: Annotated[Path, typer.Option(help="YAML queue config (as for phalanx apply)")],
-    nodes: Annotated[Path, typer.Option(help="YAML list of nodes (entries may have count)")],
+    nodes: Annotated[
+        Path | None, typer.Option(help="YAML list of nodes (entries may have count); may be "
+                                       "left out when flavors buy node pools (provisioning)")
+    ] = None,
     policy: Annotated[
         list[str] | None,
         typer.Option(help="config (the file as written), phalanx (defaults: borrowing, reclaim, "
@@ -134,14 +138,19 @@ def sim(
     protect = parse_duration(min_runtime, field="--min-runtime") \
         if min_runtime is not None else None
     config = load_queues(queues)
-    node_list = load_nodes(nodes)
+    node_list = load_nodes(nodes) if nodes is not None else []
+    if nodes is None and not config.provisionable_flavors():
+        raise SpecError("no nodes, and no flavor buys node pools", field="--nodes",
+                        fix="give a YAML list of nodes, or add provisioning to a flavor")
     jobs = read_trace(trace, trace_format)
     if limit is not None:
         jobs = jobs[:limit]
     schedule = load_failure_schedule(failure_schedule) if failure_schedule else []
     failures = FailureModel(rate_per_day=failure_rate, repair_seconds=repair_seconds,
                             schedule=schedule, seed=seed)
-    runs = [(each.name, config, node_list, each) for each in chosen]
+    # (label, queues, nodes, node prices, policy) of each replay
+    runs: list[tuple[str, QueueConfig, list[Node], dict[str, float] | None, Policy]] = [
+        (each.name, config, node_list, None, each) for each in chosen]
     pooled = sorted(config.provisionable_flavors())
     if pooled:
         note(f"flavors {', '.join(pooled)} buy node pools in virtual time (the simulated "
@@ -152,17 +161,17 @@ def sim(
                             "compare a fixed cluster with", field="--against-fixed",
                             fix="add provisioning to a flavor of the queues file, or leave "
                                 "out --against-fixed")
-        fixed_config, fixed_nodes = fixed_equivalent(config, node_list)
+        fixed = fixed_equivalent(config, node_list)
         runs = [run for each in chosen for run in (
-            (f"{each.name} autoscaled", config, node_list, each),
-            (f"{each.name} fixed", fixed_config, fixed_nodes, each))]
+            (f"{each.name} autoscaled", config, node_list, None, each),
+            (f"{each.name} fixed", fixed.config, fixed.nodes, fixed.prices, each))]
     results = []
-    for label, run_config, run_nodes, each in runs:
+    for label, run_config, run_nodes, prices, each in runs:
         note(f"replaying {len(jobs):,} jobs on {len(run_nodes):,} nodes, policy {each.name} "
              f"({each.description}){'' if label == each.name else f', {label}'}")
         result = simulate(run_config, run_nodes, jobs, each, restart=restart.value,
                           failures=failures, tick=tick, checkpoint_every=every,
-                          min_runtime=protect, seed=seed)
+                          min_runtime=protect, seed=seed, node_prices=prices)
         results.append(replace(result, policy=label))
     console = out()
     console.print(summary_table(results, f"Simulation of {trace.name}"))
@@ -171,7 +180,8 @@ def sim(
         note(f"rejected {example}", style="yellow")
     if json_out is not None:
         payload: dict[str, Any] = {
-            "inputs": {"trace": str(trace), "queues": str(queues), "nodes": str(nodes),
+            "inputs": {"trace": str(trace), "queues": str(queues),
+                       "nodes": str(nodes) if nodes else None,
                        "policies": [p.name for p in chosen], "restart": restart.value,
                        "failureRate": failure_rate, "repairSeconds": repair_seconds,
                        "seed": seed, "limit": limit, "tick": tick,

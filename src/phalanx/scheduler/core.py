@@ -236,7 +236,12 @@ class Scheduler:
         st.now = now
         st.preemptor.protection.now = now
         protection_ended = st.preemptor.protection.expired(now)
-        if st.provisioning.expire(now) or protection_ended:
+        blocks_ended = st.provisioning.expire(now)
+        if blocks_ended:
+            # A job blocked only by a provisioning block fits its quota but no node: it is
+            # looked at again when the nodes change, so a block's end counts as such a change.
+            st.node_free_version += 1
+        if blocks_ended or protection_ended:
             st.expire_protection()
         # A cycle allocates many short-lived objects next to a large, long-lived state (every
         # pending job); the collector's full passes over that state would cost about a third

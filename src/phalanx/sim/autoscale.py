@@ -11,8 +11,12 @@ does with the ``simulated`` provider (``phalanx.sim.provider``):
 * when the pool is Ready (after ``options.delay``) its nodes join the scheduler's inventory
   and ``Scheduler.provisioning_ready`` lets the next cycle place the gang on them;
 * a stockout gives the quota back and blocks the flavor for every job for
-  ``STOCKOUT_BLOCK`` seconds, so the next flavor in the queue's order is tried; a pool not
-  Ready within ``timeout`` is deleted and its flavor blocked for that job alike;
+  ``STOCKOUT_BLOCK`` seconds, so the next flavor in the queue's order is tried; the replay
+  wakes when the block ends, unless the flavor is always out of stock (``stockout: true``
+  or ``stockoutRate: 1``: then only another event tries again, and a job nothing else
+  can run stays unfinished instead of retrying for ever);
+* a pool's boot time is ``options.delay``, known in advance, so a flavor whose delay is
+  not below its ``timeout`` (every attempt would time out) is refused before the replay;
 * operator limits (maxPools, maxNodes, maxSpendPerHour per flavor and in the
   ``ProvisioningPolicy``) make a request wait, holding its quota, with that reason; idle
   pools kept by an idle TTL are given back first to make room;
@@ -34,14 +38,14 @@ from phalanx.provisioning.base import PodSetShape, PoolRequest, Stockout, pool_n
 from phalanx.scheduler import Scheduler
 from phalanx.scheduler.provisioning import ProvisioningNeed
 from phalanx.sim.meter import NodeMeter
-from phalanx.sim.provider import SimulatedProvider
+from phalanx.sim.provider import SimulatedProvider, pool_delay
 from phalanx.spec import GPU, Node, QueueConfig
 from phalanx.spec.provisioning import POOL_LABEL, RESERVED_FOR, FlavorProvisioning
 from phalanx.spec.resources import ResourceFlavor, Taint
 
 STOCKOUT_BLOCK = 600.0  # seconds a flavor is skipped after a stockout or a timeout there
 DELETE_CHECK = 30.0  # the deletion check passes twice this many seconds apart
-_READY, _TIMEOUT, _DELETE, _WAKE = 0, 1, 2, 3
+_READY, _DELETE, _WAKE = 0, 1, 2
 
 
 @dataclass(slots=True)
@@ -61,7 +65,8 @@ class AutoscaleStats:
     pools_created: int = 0
     pools_reused: int = 0  # taken over by another job of the same shape, or its owner again
     stockouts: int = 0
-    timeouts: int = 0
+    pool_nodes_created: int = 0
+    pool_nodes_reused: int = 0
     waited_for_limits: int = 0
     peak_pools: int = 0
     peak_pool_nodes: int = 0
@@ -71,7 +76,8 @@ class AutoscaleStats:
         waits = self.provisioning_waits
         return {
             "pools_created": self.pools_created, "pools_reused": self.pools_reused,
-            "stockouts": self.stockouts, "timeouts": self.timeouts,
+            "stockouts": self.stockouts, "pool_nodes_created": self.pool_nodes_created,
+            "pool_nodes_reused": self.pool_nodes_reused,
             "waited_for_limits": self.waited_for_limits, "peak_pools": self.peak_pools,
             "peak_pool_nodes": self.peak_pool_nodes,
             "provisioning_wait_mean": sum(waits) / len(waits) if waits else 0.0,
@@ -85,6 +91,7 @@ class Autoscaler:
                  seed: int = 0) -> None:
         self.config = config
         self.flavors: dict[str, ResourceFlavor] = config.provisionable_flavors()
+        check_timeouts(config)
         self.policy = config.provisioning_policy
         self.scheduler = scheduler
         self.meter = meter
@@ -124,13 +131,6 @@ class Autoscaler:
                 continue  # deleted or changed hands since
             elif kind == _READY:
                 self._ready(pool, now)
-                changed = True
-            elif kind == _TIMEOUT and not pool.ready:
-                self.stats.timeouts += 1
-                self._delete(pool, now)
-                self._release(pool.owner, pool.request.flavor, now, every_job=False,
-                              reason=f"pool {name} was not Ready within "
-                                     f"{self._spec(pool.request.flavor).timeout:g}s (timeout)")
                 changed = True
             elif kind == _DELETE and not pool.busy:
                 self._delete(pool, now)
@@ -176,6 +176,7 @@ class Autoscaler:
         pool = self._reusable(need.job, request.config_hash, now)
         if pool is not None:
             self.stats.pools_reused += 1
+            self.stats.pool_nodes_reused += pool.request.node_count
             self._hand_over(pool, need.job, now)
             return True
         over = self._over_limit(request)
@@ -198,6 +199,7 @@ class Autoscaler:
                           reason=f"pool {request.name}: stockout: {exc.message}")
             return True
         self.stats.pools_created += 1
+        self.stats.pool_nodes_created += request.node_count
         pool = _Pool(request, need.job, self._nodes(request, status.nodes), created=now)
         self.pools[request.name] = pool
         self.owned[need.job] = request.name
@@ -206,12 +208,8 @@ class Autoscaler:
         self.gpus += self._gpus(request) * request.node_count
         self.stats.peak_pools = max(self.stats.peak_pools, len(self.pools))
         self.stats.peak_pool_nodes = max(self.stats.peak_pool_nodes, self._nodes_in_use())
-        spec = self._spec(request.flavor)
         ready_at = self.provider.ready_at(request.name)
-        if ready_at > now + spec.timeout:
-            self._push(now + spec.timeout, _TIMEOUT, request.name, pool.generation)
-        else:
-            self._push(ready_at, _READY, request.name, pool.generation)
+        self._push(ready_at, _READY, request.name, pool.generation)
         self.scheduler.set_provisioning_message(
             need.job, f"pool {request.name}: {status.state.value}: {status.message}")
         if ready_at <= now:
@@ -269,7 +267,9 @@ class Autoscaler:
         until = now + STOCKOUT_BLOCK
         self.scheduler.release_provisioning(job, flavor=flavor, until=until, reason=reason,
                                             every_job=every_job)
-        self._push(until, _WAKE, "", 0)
+        options = self._spec(flavor).options
+        if options.get("stockout") is not True and options.get("stockoutRate", 0) < 1:
+            self._push(until, _WAKE, "", 0)  # the flavor may have capacity then
 
     def _delete(self, pool: _Pool, now: float) -> None:
         name = pool.request.name
@@ -363,6 +363,21 @@ class Autoscaler:
     def _nodes_in_use(self) -> int:
         return sum(p.request.node_count for p in self.pools.values())
 
+def check_timeouts(config: QueueConfig) -> None:
+    """Refuse a flavor whose pools boot no sooner than they time out: every attempt would
+    fail, and the replay would retry for ever."""
+    for name, flavor in sorted(config.provisionable_flavors().items()):
+        spec = flavor.provisioning
+        assert spec is not None
+        delay = pool_delay(spec.options)
+        if delay >= spec.timeout:
+            raise SpecError(
+                f"flavor {name}'s pools boot in {delay:g}s (options.delay) but time out after "
+                f"{spec.timeout:g}s, so none would ever be Ready",
+                field=f"ResourceFlavor {name}: provisioning.timeout",
+                fix="raise timeout above options.delay, or lower the delay")
+
+
 def node_price(config: QueueConfig, node: Node) -> float:
     """A node's price per hour: that of the provisionable flavor whose labels it carries (a
     fixed node of that flavor costs what a bought one does), else 0."""
@@ -381,11 +396,19 @@ def pool_gpus(config: QueueConfig) -> int:
                default=0)
 
 
-def fixed_equivalent(config: QueueConfig, nodes: list[Node]) -> tuple[QueueConfig, list[Node]]:
+@dataclass(frozen=True, slots=True)
+class FixedCluster:
+    config: QueueConfig
+    nodes: list[Node]
+    prices: dict[str, float]  # per node-hour, by node name
+
+
+def fixed_equivalent(config: QueueConfig, nodes: list[Node]) -> FixedCluster:
     """The same cluster bought up front, for comparison: ``nodes`` plus, for every flavor
     with ``provisioning``, its ``maxNodes`` nodes (its peak) as fixed nodes with its labels,
     taints, node shape and price; the flavors lose ``provisioning``."""
     added: list[Node] = []
+    prices: dict[str, float] = {n.name: node_price(config, n) for n in nodes}
     flavors = dict(config.flavors)
     for name, flavor in sorted(config.provisionable_flavors().items()):
         spec = flavor.provisioning
@@ -402,12 +425,15 @@ def fixed_equivalent(config: QueueConfig, nodes: list[Node]) -> tuple[QueueConfi
             "allocatable": {r: f"{v}m" for r, v in spec.node.items()},
         })
         width = len(str(spec.max_nodes - 1))
-        added += [template.model_copy(update={"name": f"{name}-fixed-{i:0{width}d}"})
-                  for i in range(spec.max_nodes)]
+        mine = [template.model_copy(update={"name": f"{name}-fixed-{i:0{width}d}"})
+                for i in range(spec.max_nodes)]
+        prices.update((n.name, spec.price_per_node_hour) for n in mine)
+        added += mine
         flavors[name] = flavor.model_copy(update={"provisioning": None})
     taken = {n.name for n in nodes} & {n.name for n in added}
     if taken:
         raise SpecError(f"node {sorted(taken)[0]} of the nodes file has the name a fixed node "
                         "of the comparison gets", field="nodes",
                         fix="rename that node")
-    return config.model_copy(update={"flavors": flavors}), [*nodes, *added]
+    return FixedCluster(config.model_copy(update={"flavors": flavors}), [*nodes, *added],
+                        prices)

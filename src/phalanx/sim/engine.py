@@ -89,8 +89,11 @@ class Simulator:
                  max_runtime: float | None = None, restart_policy: RestartPolicy | None = None,
                  progress: Callable[[int, int, float], None] | None = None,
                  checkpoint_every: float | None = None,
-                 min_runtime: float | None = None, seed: int = 0) -> None:
+                 min_runtime: float | None = None, seed: int = 0,
+                 node_prices: dict[str, float] | None = None) -> None:
         self.seed = seed  # for stockouts drawn at a rate (options.stockoutRate)
+        # Per node-hour by node name; otherwise that of the provisionable flavor it belongs to.
+        self.node_prices = node_prices or {}
         for value, what in ((checkpoint_every, "checkpointEvery"), (min_runtime, "minRuntime")):
             if value is not None and not (math.isfinite(value) and value >= 0):
                 raise SpecError(f"{what} {value:g} s is out of range", field=what,
@@ -188,7 +191,9 @@ class Simulator:
         scheduler.set_fair_sharing(self.policy.fair_sharing)
         meter = NodeMeter()
         for fixed in self.nodes.values():
-            meter.add(fixed.name, 0.0, node_price(self.config, fixed))
+            price = self.node_prices.get(fixed.name)
+            meter.add(fixed.name, 0.0,
+                      price if price is not None else node_price(self.config, fixed))
         autoscaler = (Autoscaler(self.config, scheduler, meter, self.seed)
                       if self.config.provisionable_flavors() else None)
         templates, cq_of = self._templates(scheduler)
@@ -571,10 +576,11 @@ def simulate(config: QueueConfig, nodes: Sequence[Node], trace: Sequence[TraceJo
              max_runtime: float | None = None, restart_policy: RestartPolicy | None = None,
              progress: Callable[[int, int, float], None] | None = None,
              checkpoint_every: float | None = None,
-             min_runtime: float | None = None, seed: int = 0) -> SimResult:
+             min_runtime: float | None = None, seed: int = 0,
+             node_prices: dict[str, float] | None = None) -> SimResult:
     """Run one simulation (see ``Simulator``)."""
     return Simulator(config, nodes, trace, policy, restart=restart, failures=failures,
                      tick=tick, max_runtime=max_runtime, restart_policy=restart_policy,
                      progress=progress, checkpoint_every=checkpoint_every,
-                     min_runtime=min_runtime, seed=seed).run()
+                     min_runtime=min_runtime, seed=seed, node_prices=node_prices).run()
 

@@ -59,8 +59,7 @@ def _pools(s: dict[str, Any]) -> dict[str, Any]:
 AUTOSCALING_ROWS: list[Row] = [
     ("pools created / reused", lambda s: f"{_pools(s).get('pools_created', 0):,} / "
                                          f"{_pools(s).get('pools_reused', 0):,}"),
-    ("stockouts / timeouts", lambda s: f"{_pools(s).get('stockouts', 0):,} / "
-                                       f"{_pools(s).get('timeouts', 0):,}"),
+    ("stockouts", lambda s: f"{_pools(s).get('stockouts', 0):,}"),
     ("peak pool nodes", lambda s: f"{_pools(s).get('peak_pool_nodes', 0):,}"),
     ("jobs that waited for a limit", lambda s: f"{_pools(s).get('waited_for_limits', 0):,}"),
     ("wait for a pool (mean)", lambda s: span(_pools(s).get("provisioning_wait_mean", 0.0))),

@@ -29,8 +29,8 @@ from phalanx.sim import (
     simulate,
 )
 from phalanx.sim.autoscale import fixed_equivalent
-from phalanx.sim.report import summary_table, teams_table
 from phalanx.sim.policy import Policy
+from phalanx.sim.report import summary_table, teams_table
 from phalanx.spec import Node, QueueConfig, load_config_yaml
 from phalanx.spec.quantity import parse_duration
 

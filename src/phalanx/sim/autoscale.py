@@ -97,10 +97,14 @@ class Autoscaler:
         self.meter = meter
         self.provider = SimulatedProvider(seed)
         self.pools: dict[str, _Pool] = {}
+        self.totals: dict[str, tuple[int, int, float]] = {}  # flavor ("": all) -> in pools
         self.owned: dict[str, str] = {}  # job -> its pool
         self.attempts: dict[str, int] = {}  # job -> provisioning attempts so far
         self.held_since: dict[str, float] = {}
-        self.waiting: dict[str, ProvisioningNeed] = {}  # over a limit, in arrival order
+        # Over a limit, in arrival order: the need and the request it makes.
+        self.waiting: dict[str, tuple[ProvisioningNeed, PoolRequest]] = {}
+        self.idle: set[str] = set()  # pools whose owner ended, kept until deleted
+        self._hashes: dict[str, str] = {}  # pool name -> its configuration hash
         self.events: list[tuple[float, int, int, str, int]] = []  # (at, kind, seq, pool, gen)
         self.seq = 0
         self.gpus = 0  # GPUs on pool nodes (booting included)
@@ -160,6 +164,7 @@ class Autoscaler:
         if pool is None:
             return
         pool.busy = False
+        self.idle.add(pool.request.name)
         pool.generation += 1
         spec = self._spec(pool.request.flavor)
         pool.idle_until = now + spec.idle_ttl
@@ -171,9 +176,10 @@ class Autoscaler:
             self._delete(pool, now)
 
     # ------------------------------------------------------------------ serving a need
-    def _serve(self, need: ProvisioningNeed, now: float) -> bool:
-        request = self._request(need)
-        pool = self._reusable(need.job, request.config_hash, now)
+    def _serve(self, need: ProvisioningNeed, now: float,
+               request: PoolRequest | None = None) -> bool:
+        request = request or self._request(need)
+        pool = self._reusable(need.job, self._hash(request), now)
         if pool is not None:
             self.stats.pools_reused += 1
             self.stats.pool_nodes_reused += pool.request.node_count
@@ -185,7 +191,7 @@ class Autoscaler:
         if over:
             if need.job not in self.waiting:
                 self.stats.waited_for_limits += 1
-            self.waiting[need.job] = need
+            self.waiting[need.job] = (need, request)
             self.scheduler.set_provisioning_message(
                 need.job, f"waiting for a node pool of {request.node_count} "
                           f"{request.flavor} node(s): {over}")
@@ -202,6 +208,7 @@ class Autoscaler:
         self.stats.pool_nodes_created += request.node_count
         pool = _Pool(request, need.job, self._nodes(request, status.nodes), created=now)
         self.pools[request.name] = pool
+        self._count(request, 1)
         self.owned[need.job] = request.name
         for node in pool.nodes:
             self.meter.add(node.name, now, request.price_per_node_hour)
@@ -219,20 +226,22 @@ class Autoscaler:
     def _serve_waiting(self, now: float) -> bool:
         holds = self.scheduler.provisioning_holds()
         again = False
-        for job, need in list(self.waiting.items()):
+        for job, (need, request) in list(self.waiting.items()):
             if job not in holds:
                 del self.waiting[job]
                 continue
-            again = self._serve(need, now) or again
+            if not self.idle and self._over_limit(request):
+                continue  # no pool to take over or give back: it still waits
+            again = self._serve(need, now, request) or again
         return again
 
     def _reusable(self, job: str, config_hash: str, now: float) -> _Pool | None:
         """The job's own pool (it restarts), else a pool of its shape kept by an idle TTL."""
         mine = self.pools.get(self.owned.get(job, ""))
-        if mine is not None and mine.request.config_hash == config_hash:
+        if mine is not None and self._hash(mine.request) == config_hash:
             return mine
-        idle = [p for p in self.pools.values() if not p.busy and p.ready
-                and now < p.idle_until and p.request.config_hash == config_hash]
+        idle = [p for p in (self.pools[n] for n in self.idle) if p.ready
+                and now < p.idle_until and self._hash(p.request) == config_hash]
         return min(idle, key=lambda p: p.request.name) if idle else None
 
     def _hand_over(self, pool: _Pool, job: str, now: float) -> None:
@@ -243,6 +252,7 @@ class Autoscaler:
             pool.owner = job
             pool.nodes = [self._reserved(n, job) for n in pool.nodes]
         pool.busy = True
+        self.idle.discard(pool.request.name)
         pool.generation += 1
         self.owned[job] = pool.request.name
         if pool.ready:
@@ -276,6 +286,9 @@ class Autoscaler:
         self.provider.delete(name)
         assert self.provider.status(name) is None  # deletion confirmed before the record goes
         del self.pools[name]
+        self.idle.discard(name)
+        self._hashes.pop(name, None)
+        self._count(pool.request, -1)
         if self.owned.get(pool.owner) == name:
             del self.owned[pool.owner]
         for node in pool.nodes:
@@ -285,18 +298,30 @@ class Autoscaler:
         self.gpus -= self._gpus(pool.request) * pool.request.node_count
 
     # ------------------------------------------------------------------ limits
+    def _hash(self, request: PoolRequest) -> str:
+        """The request's configuration hash, computed once per pool name."""
+        found = self._hashes.get(request.name)
+        if found is None:
+            found = self._hashes[request.name] = request.config_hash
+        return found
+
+    def _count(self, request: PoolRequest, sign: int) -> None:
+        """Keep the pools, nodes and spend per hour of each flavor ("": all) up to date."""
+        for key in (request.flavor, ""):
+            pools, nodes, spend = self.totals.get(key, (0, 0, 0.0))
+            self.totals[key] = (pools + sign, nodes + sign * request.node_count,
+                                spend + sign * request.cost_per_hour)
+
     def _over_limit(self, request: PoolRequest) -> str:
+        """Why ``request`` must wait (a limit it would pass), or ""."""
         spec = self._spec(request.flavor)
-        mine = [p for p in self.pools.values() if p.request.flavor == request.flavor]
-        everyone = list(self.pools.values())
-        for scope, pools, max_pools, max_nodes, max_spend in (
-                (f"flavor {request.flavor}", mine, spec.max_pools, spec.max_nodes,
+        for scope, key, max_pools, max_nodes, max_spend in (
+                (f"flavor {request.flavor}", request.flavor, spec.max_pools, spec.max_nodes,
                  spec.max_spend_per_hour),
-                ("ProvisioningPolicy", everyone, self.policy.max_pools, self.policy.max_nodes,
+                ("ProvisioningPolicy", "", self.policy.max_pools, self.policy.max_nodes,
                  self.policy.max_spend_per_hour)):
-            nodes = sum(p.request.node_count for p in pools)
-            spend = sum(p.request.cost_per_hour for p in pools)
-            if max_pools is not None and len(pools) + 1 > max_pools:
+            pools, nodes, spend = self.totals.get(key, (0, 0, 0.0))
+            if max_pools is not None and pools + 1 > max_pools:
                 return f"{scope} maxPools ({max_pools}) reached"
             if max_nodes is not None and nodes + request.node_count > max_nodes:
                 return f"{scope} maxNodes ({max_nodes}) reached: {nodes} in pools"
@@ -307,7 +332,7 @@ class Autoscaler:
     def _free_idle(self, request: PoolRequest, now: float) -> bool:
         """Delete idle pools (kept by an idle TTL), oldest first, until ``request`` fits the
         limits; whether any was deleted."""
-        idle = sorted((p for p in self.pools.values() if not p.busy),
+        idle = sorted((self.pools[n] for n in self.idle),
                       key=lambda p: (p.created, p.request.name))
         freed = False
         for pool in idle:
@@ -361,7 +386,7 @@ class Autoscaler:
         return request.node.get(GPU, 0) // 1000
 
     def _nodes_in_use(self) -> int:
-        return sum(p.request.node_count for p in self.pools.values())
+        return self.totals.get("", (0, 0, 0.0))[1]
 
 def check_timeouts(config: QueueConfig) -> None:
     """Refuse a flavor whose pools boot no sooner than they time out: every attempt would

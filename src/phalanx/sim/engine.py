@@ -507,6 +507,7 @@ class Simulator:
             "nodes": len(self.nodes),
             "makespan": end,
             "gpu_utilisation": area["busy"] / cap,
+            "gpu_hours_paid": area["capacity"] / 3600,  # GPUs up, or paid while booting
             "utilisation_while_waiting": (area["wait_busy"] / area["wait_capacity"]
                                           if area["wait_capacity"] else 0.0),
             "time_with_waiting_jobs": area["wait_time"] / end if end else 0.0,

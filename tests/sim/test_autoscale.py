@@ -1,8 +1,9 @@
 """Autoscaling in the replay: node pools bought for held gangs in virtual time.
 
 The scenarios' expected numbers are worked out by hand in their docstrings (8-GPU pool
-nodes, pools Ready ``delay`` after they are asked for, deleted ``max(idleTTL, 30 s)`` after
-their job ends); the random traces check invariants that must hold for any trace.
+nodes, pools Ready ``delay`` after they are asked for, deleted 30 s (the deletion check)
+plus their idle TTL after their job ends, a request over a limit asking again 30 s later);
+the random traces check invariants that must hold for any trace.
 """
 
 from __future__ import annotations
@@ -17,11 +18,14 @@ import pytest
 
 from phalanx.errors import SpecError
 from phalanx.sim import SimResult, TraceJob, simulate
-from phalanx.sim.autoscale import DELETE_CHECK, STOCKOUT_BLOCK, fixed_equivalent
+from phalanx.sim.autoscale import LIMIT_RETRY, fixed_equivalent
 from phalanx.spec import QueueConfig
+from phalanx.spec.provisioning import ProvisioningPolicy
 from tests.sim.conftest import FOUR_JOBS, config, trace
 
 REPO = Path(__file__).resolve().parents[2]
+DELETE_CHECK = ProvisioningPolicy().deletion_check_delay  # 30 s
+STOCKOUT_BLOCK = ProvisioningPolicy().stockout_block  # 5 min
 
 
 def flavor(name: str = "burst", *, max_nodes: int | None = 2, delay: str = "60s",
@@ -54,40 +58,42 @@ def test_pools_bought_per_gang_and_deleted_after_it() -> None:
     """Four jobs, one queue of 16 GPUs, pools of 8-GPU nodes up to maxNodes 2, Ready 60 s
     after they are asked for. j1 (8 GPUs, at 0) gets pool j1-1, placed at 60, runs until 160.
     j2 (16, at 10) does not fit the quota beside j1 and waits. j3 (4, at 20) gets j3-1,
-    placed at 80, ends at 110. j4 (8, at 30) fits the quota at 110: j3-1 is idle (no idle
-    TTL) but counts against maxNodes until its deletion, so it is deleted at once and j4-1
-    bought: placed at 170, ends at 210. j2 fits the quota when j4 ends: j1-1 went at 190
-    (160 + 30 s), j4-1 is idle, so it goes and j2-1 (2 nodes) is bought at 210, placed at
-    270, ends at 320 and is deleted at 350."""
+    placed at 80, ends at 110. j4 (8, at 30) fits the quota at 110, but j3-1 counts against
+    maxNodes until it is deleted at 140 (110 + 30 s): j4 gives its quota back and asks again
+    at 140, when j3-1 is gone: j4-1, placed at 200, ends at 240. j2 fits the quota then, but
+    j4-1 is there until 270: j2-1 (2 nodes) is bought at 270, placed at 330, ends at 380
+    and is deleted at 410."""
+    assert LIMIT_RETRY == DELETE_CHECK == 30
     result = simulate(autoscaled(flavor()), [], trace(FOUR_JOBS), "config")
-    assert times(result) == {"j1": (60, 160), "j2": (270, 320), "j3": (80, 110),
-                             "j4": (170, 210)}
+    assert times(result) == {"j1": (60, 160), "j2": (330, 380), "j3": (80, 110),
+                             "j4": (200, 240)}
     s = result.summary
-    # Paid node-seconds: j1-1 0-190, j3-1 20-110, j4-1 110-210, j2-1 2 x 210-350.
-    assert s["node_hours"] == pytest.approx((190 + 90 + 100 + 280) / 3600)
-    # Idle: j1-1 boots 60 and waits 30; j3-1 and j4-1 boot 60 each; j2-1 2 x (60 + 30).
-    assert s["idle_node_hours"] == pytest.approx((90 + 60 + 60 + 180) / 3600)
-    assert s["spend"] == pytest.approx(660 / 3600 * 10)
-    assert s["makespan"] == 350
-    assert s["autoscaling"]["pools_created"] == 4
-    assert s["autoscaling"]["pools_reused"] == 0
-    assert s["autoscaling"]["peak_pool_nodes"] == 2
+    # Paid node-seconds: j1-1 0-190, j3-1 20-140, j4-1 140-270, j2-1 2 x 270-410.
+    assert s["node_hours"] == pytest.approx((190 + 120 + 130 + 280) / 3600)
+    # Idle: every node boots 60 s and waits 30 s after its job.
+    assert s["idle_node_hours"] == pytest.approx(5 * 90 / 3600)
+    assert s["spend"] == pytest.approx(720 / 3600 * 10)
+    assert s["makespan"] == 410
+    pools = s["autoscaling"]
+    assert (pools["pools_created"], pools["pools_reused"]) == (4, 0)
+    assert (pools["peak_pool_nodes"], pools["waited_for_limits"]) == (2, 2)
     # GPU utilisation is of the GPUs paid for: busy 8x100 + 4x30 + 8x40 + 16x50 = 2040.
-    assert s["gpu_utilisation"] == pytest.approx(2040 / (660 * 8))
+    assert s["gpu_utilisation"] == pytest.approx(2040 / (720 * 8))
     assert result.series.capacity[-1] == 0  # every pool is gone at the end
 
 
 def test_idle_ttl_keeps_a_pool_for_the_next_job_of_its_shape() -> None:
     """With idleTTL 300 s, j4 (8 GPUs) takes over j3's idle one-node pool when j3 ends at
-    110 and runs at once (110-150), instead of waiting 60 s for a pool of its own. j2 (2
-    nodes) fits the quota when j1 ends at 160; no idle pool has its shape, and the two idle
-    ones fill maxNodes, so they go and j2-1 is bought: 220-270."""
+    110 and runs at once (110-150), instead of waiting for a pool of its own. But idle pools
+    count against maxNodes until deleted (30 s + 300 s after their job): j2 (2 nodes, no idle
+    pool of its shape) fits the quota at 160 and asks every 30 s until j1-1 goes at 490;
+    j2-1 is Ready at 550, j2 runs until 600, and j2-1 is kept until 930."""
     result = simulate(autoscaled(flavor(idle_ttl="300s")), [], trace(FOUR_JOBS), "config")
-    assert times(result) == {"j1": (60, 160), "j2": (220, 270), "j3": (80, 110),
+    assert times(result) == {"j1": (60, 160), "j2": (550, 600), "j3": (80, 110),
                              "j4": (110, 150)}
     pools = result.summary["autoscaling"]
     assert (pools["pools_created"], pools["pools_reused"]) == (3, 1)
-    assert result.summary["makespan"] == 270 + 300  # j2-1 kept for its idle TTL
+    assert result.summary["makespan"] == 600 + 30 + 300
 
 
 ONE_JOB = "submit,duration,gpus,team,name\n0,100,8,team-a,j1\n"
@@ -141,8 +147,8 @@ def random_trace(jobs: int, seed: int, gap: float = 120.0) -> list[TraceJob]:
 @pytest.mark.parametrize("idle_ttl", [0.0, 300.0])
 def test_pools_stay_within_max_nodes_and_go_after_their_jobs(idle_ttl: float) -> None:
     """Any trace: the pools never have more than maxNodes nodes together; every node's
-    idle time is its boot plus at most max(idleTTL, 30 s) after each job it served; and no
-    pool outlives the last job by more than that."""
+    idle time is its boot plus at most 30 s + idleTTL after each job it served; and no pool
+    outlives the last job by more than that."""
     jobs = random_trace(150, seed=3)
     result = simulate(autoscaled(flavor(max_nodes=3, idle_ttl=f"{idle_ttl:g}s"),
                                  nominal=64), [], jobs, "config")
@@ -151,7 +157,7 @@ def test_pools_stay_within_max_nodes_and_go_after_their_jobs(idle_ttl: float) ->
     assert s["completed"] == 150
     assert pools["peak_pool_nodes"] <= 3 and max(result.series.capacity) <= 3 * 8
     assert pools["waited_for_limits"] > 0  # the limit did bind
-    keep = max(idle_ttl, DELETE_CHECK)
+    keep = DELETE_CHECK + idle_ttl
     bound = (pools["pool_nodes_created"] * 60
              + (pools["pool_nodes_created"] + pools["pool_nodes_reused"]) * keep)
     assert 0 < s["idle_node_hours"] * 3600 <= bound
@@ -241,3 +247,15 @@ def test_cli_compares_autoscaled_with_fixed(tmp_path: Path) -> None:
         capture_output=True, text=True, timeout=60, cwd=REPO)
     assert bad.returncode != 0
     assert "--against-fixed" in bad.stderr and "add provisioning" in bad.stderr
+
+
+def test_a_request_no_limit_will_ever_allow_waits_without_looping() -> None:
+    """maxSpendPerHour 15 with nodes at 10 an hour: j1's one-node pool fits, j2's two-node
+    pool (20 an hour) never will; j2 waits and stays unfinished."""
+    jobs = "submit,duration,gpus,team,name\n0,100,8,team-a,j1\n0,100,16,team-a,j2\n"
+    cfg = autoscaled(flavor(max_nodes=4).replace("  pricePerNodeHour: 10.0\n",
+                                                 "  pricePerNodeHour: 10.0\n"
+                                                 "  maxSpendPerHour: 15\n"), nominal=32)
+    result = simulate(cfg, [], trace(jobs), "config")
+    assert times(result) == {"j1": (60, 160), "j2": (None, None)}
+    assert result.summary["autoscaling"]["waited_for_limits"] == 1

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from phalanx.compute.base import ComputePlane
 from phalanx.control.loop import ControlLoop
 from phalanx.control.metrics import Metrics
+from phalanx.control.provisioning import ProvisioningController
 from phalanx.control.retention import DEFAULT_BATCH, FinishedJobCollector
 from phalanx.control.service import JobService
 from phalanx.control.state import ControlState
@@ -52,8 +53,10 @@ class Controller:
         self.service = JobService(self.state, plane, logs)
         self.collector = FinishedJobCollector(store, self.service.delete_finished, finished_ttl,
                                               clock, batch=collect_batch)
+        self.provisioning = ProvisioningController(self.state, plane)
         self.loop = ControlLoop(self.state, plane, grace_seconds=grace_seconds,
-                                tick_seconds=tick_seconds, batch_seconds=batch_seconds)
+                                tick_seconds=tick_seconds, batch_seconds=batch_seconds,
+                                provisioning=self.provisioning)
         self.loop.recover()
 
     @property
@@ -67,6 +70,7 @@ class Controller:
     def stop(self) -> None:
         self.collector.stop()
         self.loop.stop()
+        self.provisioning.close()
 
     def collect_finished(self) -> list[str]:
         """Delete finished jobs older than the TTL now (the background does it every while)."""

@@ -20,6 +20,7 @@ from collections import defaultdict
 
 from phalanx.compute.base import ComputePlane, PodState
 from phalanx.control.lifecycle import deadline_passed
+from phalanx.control.provisioning import ProvisioningController
 from phalanx.control.state import (
     ACTIVE,
     DEADLINE,
@@ -46,9 +47,11 @@ class ControlLoop:
     def __init__(
         self, state: ControlState, plane: ComputePlane, *, grace_seconds: float = 10.0,
         tick_seconds: float = 0.2, batch_seconds: float = 0.02,
+        provisioning: ProvisioningController | None = None,
     ) -> None:
         self.state = state
         self.plane = plane
+        self.provisioning = provisioning  # node pools for held gangs, after each step
         self.grace_seconds = grace_seconds
         self.tick_seconds = tick_seconds
         self.batch_seconds = batch_seconds
@@ -111,6 +114,8 @@ class ControlLoop:
             self._apply(result, now)
         state.persist()  # the admissions are stored before any pod starts
         self.send()
+        if self.provisioning is not None:  # provider calls, outside the lock
+            self.provisioning.reconcile()
         return result
 
     def health(self, stale_after: float = 60.0) -> tuple[bool, str]:

@@ -15,11 +15,13 @@ A provider raises them from ``create``, or reports them later in ``PoolStatus.er
 
 from __future__ import annotations
 
+import builtins
 import hashlib
 import json
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
 
 from phalanx.spec.provisioning import POOL_LABEL as POOL_LABEL
 from phalanx.spec.provisioning import RESERVED_FOR as RESERVED_FOR
@@ -123,6 +125,36 @@ class PoolRequest:
     def cost_per_hour(self) -> float:
         return self.node_count * self.price_per_node_hour
 
+    def to_dict(self) -> dict[str, Any]:
+        """The request as JSON (the store and the local provider keep it so)."""
+        return {
+            "name": self.name, "job": self.job, "attempt": self.attempt,
+            "flavor": self.flavor, "provider": self.provider,
+            "nodeCount": self.node_count, "node": self.node,
+            "nodeLabels": self.node_labels, "nodeTaints": [list(t) for t in self.node_taints],
+            "podSets": [{"name": p.name, "count": p.count, "requests": p.requests,
+                         "nodeSelector": p.node_selector} for p in self.pod_sets],
+            "sliceSize": self.slice_size, "pricePerNodeHour": self.price_per_node_hour,
+            "options": self.options,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> PoolRequest:
+        return cls(
+            name=data["name"], job=data["job"], attempt=int(data["attempt"]),
+            flavor=data["flavor"], provider=data["provider"],
+            node_count=int(data["nodeCount"]), node={k: int(v) for k, v in data["node"].items()},
+            node_labels=dict(data["nodeLabels"]),
+            node_taints=tuple((str(k), str(v), str(e)) for k, v, e in data["nodeTaints"]),
+            pod_sets=tuple(PodSetShape(p["name"], int(p["count"]),
+                                       {k: int(v) for k, v in p["requests"].items()},
+                                       dict(p.get("nodeSelector", {})))
+                           for p in data["podSets"]),
+            slice_size=data.get("sliceSize"),
+            price_per_node_hour=float(data["pricePerNodeHour"]),
+            options=dict(data.get("options", {})),
+        )
+
 
 def pool_name(job: str, attempt: int) -> str:
     """The pool of a job's ``attempt``-th provisioning attempt (1-based)."""
@@ -163,7 +195,7 @@ class Provider(ABC):
         """The pool's state and nodes, or None when the provider has no such pool."""
 
     @abstractmethod
-    def list(self) -> list[PoolStatus]:
+    def list(self) -> builtins.list[PoolStatus]:
         """Every pool this provider made for Phalanx (GC reads this, not the nodes)."""
 
     @abstractmethod

@@ -235,14 +235,11 @@ class Scheduler:
         st = self._state
         st.now = now
         st.preemptor.protection.now = now
-        protection_ended = st.preemptor.protection.expired(now)
-        blocks_ended = st.provisioning.expire(now)
-        if blocks_ended:
-            # A job blocked only by a provisioning block fits its quota but no node: it is
-            # looked at again when the nodes change, so a block's end counts as such a change.
-            st.node_free_version += 1
-        if blocks_ended or protection_ended:
+        if st.preemptor.protection.expired(now):
             st.expire_protection()
+        if st.provisioning.expire(now):  # a flavor may be provisioned again: look again
+            st.expire_protection()
+            st.node_free_version += 1
         # A cycle allocates many short-lived objects next to a large, long-lived state (every
         # pending job); the collector's full passes over that state would cost about a third
         # of a busy cycle. Nothing a cycle builds needs collecting before it ends, so the

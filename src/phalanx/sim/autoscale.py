@@ -10,21 +10,23 @@ does with the ``simulated`` provider (``phalanx.sim.provider``):
   taint) and ``phalanx.dev/pool``; they are paid from creation, booting included;
 * when the pool is Ready (after ``options.delay``) its nodes join the scheduler's inventory
   and ``Scheduler.provisioning_ready`` lets the next cycle place the gang on them;
-* a stockout gives the quota back and blocks the flavor for every job for
-  ``STOCKOUT_BLOCK`` seconds, so the next flavor in the queue's order is tried; the replay
-  wakes when the block ends, unless the flavor is always out of stock (``stockout: true``
-  or ``stockoutRate: 1``: then only another event tries again, and a job nothing else
-  can run stays unfinished instead of retrying for ever);
+* a stockout gives the quota back and blocks the flavor for every job for the
+  ProvisioningPolicy's ``stockoutBlock``, so the next flavor in the queue's order is tried;
+  the replay wakes when the block ends, unless the flavor is always out of stock
+  (``stockout: true`` or ``stockoutRate: 1``: then only another event tries again, and a
+  job nothing else can run stays unfinished instead of retrying for ever);
 * a pool's boot time is ``options.delay``, known in advance, so a flavor whose delay is
   not below its ``timeout`` (every attempt would time out) is refused before the replay;
-* operator limits (maxPools, maxNodes, maxSpendPerHour per flavor and in the
-  ``ProvisioningPolicy``) make a request wait, holding its quota, with that reason; idle
-  pools kept by an idle TTL are given back first to make room;
-* when the owner ends (succeeds or fails) its pool is deleted ``max(idleTTL,
-  DELETE_CHECK)`` later: the deletion check passes twice ``DELETE_CHECK`` seconds apart,
-  and meanwhile a job of the same shape (same configuration hash) takes the pool over
-  instead of buying another. A preempted owner keeps its pool: it is reserved across the
-  gang's restarts.
+* a request over an operator's limit (maxPools, maxNodes, maxSpendPerHour of the flavor
+  or of the ProvisioningPolicy) gives its quota back and asks again ``LIMIT_RETRY``
+  seconds later, as the controller does;
+* when the owner ends (succeeds or fails) its pool is deleted once the deletion check has
+  passed twice, ``deletionCheckDelay`` apart, and then after its idle TTL if it has one;
+  during the TTL a job whose pool would have the same configuration hash takes it over
+  (relabelled and retainted for it) instead of buying another. A preempted owner keeps its
+  pool: it is reserved across the gang's restarts, and the gang returns to it.
+
+Pools are counted against the limits until they are deleted, idle ones included.
 """
 
 from __future__ import annotations
@@ -38,13 +40,14 @@ from phalanx.provisioning.base import PodSetShape, PoolRequest, Stockout, pool_n
 from phalanx.scheduler import Scheduler
 from phalanx.scheduler.provisioning import ProvisioningNeed
 from phalanx.sim.meter import NodeMeter
-from phalanx.sim.provider import SimulatedProvider, pool_delay
+from phalanx.sim.provider import SimulatedProvider, always_out_of_stock, pool_delay
 from phalanx.spec import GPU, Node, QueueConfig
 from phalanx.spec.provisioning import POOL_LABEL, RESERVED_FOR, FlavorProvisioning
 from phalanx.spec.resources import ResourceFlavor, Taint
 
-STOCKOUT_BLOCK = 600.0  # seconds a flavor is skipped after a stockout or a timeout there
-DELETE_CHECK = 30.0  # the deletion check passes twice this many seconds apart
+# A request over an operator's limit gives its quota back and asks again this much later
+# (the control plane's ProvisioningSettings.limit_retry).
+LIMIT_RETRY = 30.0
 _READY, _DELETE, _WAKE = 0, 1, 2
 
 
@@ -93,6 +96,8 @@ class Autoscaler:
         self.flavors: dict[str, ResourceFlavor] = config.provisionable_flavors()
         check_timeouts(config)
         self.policy = config.provisioning_policy
+        self.stockout_block = self.policy.stockout_block
+        self.deletion_check = self.policy.deletion_check_delay
         self.scheduler = scheduler
         self.meter = meter
         self.provider = SimulatedProvider(seed)
@@ -101,8 +106,7 @@ class Autoscaler:
         self.owned: dict[str, str] = {}  # job -> its pool
         self.attempts: dict[str, int] = {}  # job -> provisioning attempts so far
         self.held_since: dict[str, float] = {}
-        # Over a limit, in arrival order: the need and the request it makes.
-        self.waiting: dict[str, tuple[ProvisioningNeed, PoolRequest]] = {}
+        self.limited: set[str] = set()  # jobs that waited for an operator's limit
         self.idle: set[str] = set()  # pools whose owner ended, kept until deleted
         self._hashes: dict[str, str] = {}  # pool name -> its configuration hash
         self.events: list[tuple[float, int, int, str, int]] = []  # (at, kind, seq, pool, gen)
@@ -120,7 +124,8 @@ class Autoscaler:
         heapq.heappush(self.events, (at, kind, self.seq, pool, generation))
 
     def busy(self) -> bool:
-        return bool(self.events or self.waiting)
+        """Whether a pool event (or the end of a block) is to come."""
+        return bool(self.events)
 
     def advance(self, now: float) -> bool:
         """Apply the pool events due at ``now``; whether the scheduler should run a cycle."""
@@ -138,7 +143,7 @@ class Autoscaler:
                 changed = True
             elif kind == _DELETE and not pool.busy:
                 self._delete(pool, now)
-                changed = self._serve_waiting(now) or changed
+                changed = True
         return changed
 
     def needs(self, needs: list[ProvisioningNeed], now: float) -> bool:
@@ -156,8 +161,8 @@ class Autoscaler:
         self.held_since.pop(job, None)
 
     def ended(self, job: str, now: float) -> None:
-        """``job`` succeeded or failed for good: its pool goes after the idle TTL."""
-        self.waiting.pop(job, None)
+        """``job`` succeeded or failed for good: its pool goes once the deletion check has
+        passed twice, and after its idle TTL when it has one."""
         self.held_since.pop(job, None)
         name = self.owned.pop(job, None)
         pool = self.pools.get(name) if name is not None else None
@@ -166,9 +171,10 @@ class Autoscaler:
         pool.busy = False
         self.idle.add(pool.request.name)
         pool.generation += 1
-        spec = self._spec(pool.request.flavor)
-        pool.idle_until = now + spec.idle_ttl
-        self._push(now + max(spec.idle_ttl, DELETE_CHECK), _DELETE, pool.request.name,
+        ttl = self._spec(pool.request.flavor).idle_ttl
+        # Idle (kept for a job of its shape) once the check passed, until the TTL ends.
+        pool.idle_until = now + self.deletion_check + ttl if ttl > 0 and pool.ready else now
+        self._push(max(pool.idle_until, now + self.deletion_check), _DELETE, pool.request.name,
                    pool.generation)
 
     def close(self, now: float) -> None:
@@ -176,9 +182,8 @@ class Autoscaler:
             self._delete(pool, now)
 
     # ------------------------------------------------------------------ serving a need
-    def _serve(self, need: ProvisioningNeed, now: float,
-               request: PoolRequest | None = None) -> bool:
-        request = request or self._request(need)
+    def _serve(self, need: ProvisioningNeed, now: float) -> bool:
+        request = self._request(need)
         pool = self._reusable(need.job, self._hash(request), now)
         if pool is not None:
             self.stats.pools_reused += 1
@@ -186,23 +191,22 @@ class Autoscaler:
             self._hand_over(pool, need.job, now)
             return True
         over = self._over_limit(request)
-        if over and self._free_idle(request, now):
-            over = self._over_limit(request)
         if over:
-            if need.job not in self.waiting:
-                self.stats.waited_for_limits += 1
-            self.waiting[need.job] = (need, request)
-            self.scheduler.set_provisioning_message(
-                need.job, f"waiting for a node pool of {request.node_count} "
-                          f"{request.flavor} node(s): {over}")
-            return False
-        self.waiting.pop(need.job, None)
+            # As the controller does: the quota goes back, and the job asks again later.
+            self.limited.add(need.job)
+            self.stats.waited_for_limits = len(self.limited)
+            self._release(need.job, request.flavor, now, until=now + LIMIT_RETRY,
+                          reason=over, every_job=False, failed=False,
+                          retry=self._over_limit(request, alone=True) == "")
+            return True
         try:
             status = self.provider.create(request)
         except Stockout as exc:
             self.stats.stockouts += 1
-            self._release(need.job, request.flavor, now, every_job=True,
-                          reason=f"pool {request.name}: stockout: {exc.message}")
+            self._release(need.job, request.flavor, now, until=now + self.stockout_block,
+                          reason=f"pool {request.name}: stockout: {exc.message}",
+                          every_job=True, failed=True,
+                          retry=not always_out_of_stock(request.options))
             return True
         self.stats.pools_created += 1
         self.stats.pool_nodes_created += request.node_count
@@ -222,18 +226,6 @@ class Autoscaler:
         if ready_at <= now:
             return self.advance(now)
         return False
-
-    def _serve_waiting(self, now: float) -> bool:
-        holds = self.scheduler.provisioning_holds()
-        again = False
-        for job, (need, request) in list(self.waiting.items()):
-            if job not in holds:
-                del self.waiting[job]
-                continue
-            if not self.idle and self._over_limit(request):
-                continue  # no pool to take over or give back: it still waits
-            again = self._serve(need, now, request) or again
-        return again
 
     def _reusable(self, job: str, config_hash: str, now: float) -> _Pool | None:
         """The job's own pool (it restarts), else a pool of its shape kept by an idle TTL."""
@@ -270,16 +262,19 @@ class Autoscaler:
             self.stats.provisioning_waits.append(now - since)
         self.scheduler.provisioning_ready(pool.owner, [n.name for n in pool.nodes])
 
-    def _release(self, job: str, flavor: str, now: float, *, every_job: bool,
-                 reason: str) -> None:
-        self.attempts[job] = self.attempts.get(job, 0) + 1
+    def _release(self, job: str, flavor: str, now: float, *, until: float, reason: str,
+                 every_job: bool, failed: bool, retry: bool) -> None:
+        """Give the held quota back and block ``flavor`` (for ``job``, or every job) until
+        ``until``. ``failed``: a pool was asked for, so the next one is another attempt.
+        ``retry``: wake the replay then (not when asking again can never succeed, so that
+        a job nothing else can run ends the replay unfinished instead of looping)."""
+        if failed:
+            self.attempts[job] = self.attempts.get(job, 0) + 1
         self.owned.pop(job, None)
-        until = now + STOCKOUT_BLOCK
         self.scheduler.release_provisioning(job, flavor=flavor, until=until, reason=reason,
                                             every_job=every_job)
-        options = self._spec(flavor).options
-        if options.get("stockout") is not True and options.get("stockoutRate", 0) < 1:
-            self._push(until, _WAKE, "", 0)  # the flavor may have capacity then
+        if retry:
+            self._push(until, _WAKE, "", 0)
 
     def _delete(self, pool: _Pool, now: float) -> None:
         name = pool.request.name
@@ -312,15 +307,16 @@ class Autoscaler:
             self.totals[key] = (pools + sign, nodes + sign * request.node_count,
                                 spend + sign * request.cost_per_hour)
 
-    def _over_limit(self, request: PoolRequest) -> str:
-        """Why ``request`` must wait (a limit it would pass), or ""."""
+    def _over_limit(self, request: PoolRequest, alone: bool = False) -> str:
+        """Why ``request`` must wait (a limit it would pass), or "". ``alone``: even with
+        no other pool."""
         spec = self._spec(request.flavor)
         for scope, key, max_pools, max_nodes, max_spend in (
                 (f"flavor {request.flavor}", request.flavor, spec.max_pools, spec.max_nodes,
                  spec.max_spend_per_hour),
                 ("ProvisioningPolicy", "", self.policy.max_pools, self.policy.max_nodes,
                  self.policy.max_spend_per_hour)):
-            pools, nodes, spend = self.totals.get(key, (0, 0, 0.0))
+            pools, nodes, spend = (0, 0, 0.0) if alone else self.totals.get(key, (0, 0, 0.0))
             if max_pools is not None and pools + 1 > max_pools:
                 return f"{scope} maxPools ({max_pools}) reached"
             if max_nodes is not None and nodes + request.node_count > max_nodes:
@@ -328,19 +324,6 @@ class Autoscaler:
             if max_spend is not None and spend + request.cost_per_hour > max_spend:
                 return f"{scope} maxSpendPerHour ({max_spend:g}) reached: {spend:g} per hour"
         return ""
-
-    def _free_idle(self, request: PoolRequest, now: float) -> bool:
-        """Delete idle pools (kept by an idle TTL), oldest first, until ``request`` fits the
-        limits; whether any was deleted."""
-        idle = sorted((self.pools[n] for n in self.idle),
-                      key=lambda p: (p.created, p.request.name))
-        freed = False
-        for pool in idle:
-            if not self._over_limit(request):
-                break
-            self._delete(pool, now)
-            freed = True
-        return freed
 
     # ------------------------------------------------------------------ building requests
     def _spec(self, flavor: str) -> FlavorProvisioning:

@@ -38,6 +38,12 @@ def pool_delay(options: dict[str, object]) -> float:
     return 0.0 if value is None else parse_duration(value)
 
 
+def always_out_of_stock(options: dict[str, object]) -> bool:
+    """Whether no request can ever find capacity (asking again is pointless)."""
+    rate = options.get("stockoutRate")
+    return options.get("stockout") is True or (isinstance(rate, int | float) and rate >= 1)
+
+
 class SimulatedProvider(Provider):
     """Pools in virtual time: ``now`` is set by the simulator before each call."""
 

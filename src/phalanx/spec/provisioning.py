@@ -14,6 +14,9 @@ that fits its queue's quota but no existing node of the flavor (see docs/provisi
       timeout: 15m
       options: {delay: 3s}     # provider-specific
 """
+# The local provider's options: delay (until the nodes are Ready), stockout (injected:
+# true, a count of pools, or attempt numbers), error (transient | configuration, injected
+# at the attempts errorAttempts lists, every attempt without it).
 
 from __future__ import annotations
 
@@ -61,6 +64,18 @@ def _check_rate(value: object) -> None:
                          "finds no capacity, from 0 to 1, e.g. 0.05")
 
 
+def _check_error(value: object) -> None:
+    if value not in ("transient", "configuration"):
+        raise ValueError(f"options.error is {value!r}; write transient (retried with backoff) "
+                         "or configuration (fails the job at once)")
+
+
+def _check_attempts(value: object) -> None:
+    if not (isinstance(value, list) and all(isinstance(v, int) and v >= 1 for v in value)):
+        raise ValueError(f"options.errorAttempts is {value!r}; write a list of attempt "
+                         "numbers such as [1, 2]")
+
+
 def _check_string(key: str) -> Any:
     def check(value: object) -> None:
         if not isinstance(value, str) or not value:
@@ -80,7 +95,8 @@ def _check_mapping(key: str) -> Any:
 # Each provider's options and how each is checked. A provider adds its keys here, so that
 # `phalanx apply` refuses a misspelt option instead of ignoring it.
 PROVIDER_OPTIONS: dict[str, dict[str, Any]] = {
-    "local": {"delay": _check_delay, "stockout": _check_stockout},
+    "local": {"delay": _check_delay, "stockout": _check_stockout, "error": _check_error,
+              "errorAttempts": _check_attempts},
     "simulated": {"delay": _check_delay, "stockout": _check_stockout,
                   "stockoutRate": _check_rate},
     "kubernetes-provisioningrequest": {
@@ -197,6 +213,17 @@ class ProvisioningPolicy(Model):
     max_spend_per_hour: float | None = Field(
         default=None, ge=0, allow_inf_nan=False,
         description="The most all pools may cost per hour, together")
+    stockout_block: Duration = Field(
+        default=300.0, description="How long a flavor that was out of stock is not asked again")
+    retries: int = Field(default=3, ge=1, le=100, description="Transient failures at one "
+                         "flavor before the next is tried (Kueue's default: 3)")
+    retry_backoff: Duration = Field(default=60.0, description="The wait before the first "
+                                    "retry after a transient failure; it doubles each time")
+    retry_backoff_max: Duration = Field(default=1800.0, description="The longest wait before "
+                                        "a retry")
+    deletion_check_delay: Duration = Field(
+        default=30.0, description="A pool whose job ended is deleted when it is still unused "
+        "this long after (two checks, so a restarting gang keeps its pool)")
 
     @field_validator("name")
     @classmethod

@@ -147,3 +147,32 @@ audit_log = Table(
     Index("ix_audit_log_time", "time"),
     Index("ix_audit_log_user_time", "user_name", "time"),
 )
+
+# Node pools bought for pending gangs (control/provisioning.py). A row is written before its
+# provider is asked to create the pool, so a restarted control plane adopts or deletes what
+# it asked for; it stays, in state Deleted, as the history of the job's attempts once the
+# provider confirms the pool is gone.
+node_pools = Table(
+    "node_pools",
+    metadata,
+    Column("name", String(255), primary_key=True),  # <job>-<attempt>
+    Column("job", String(255), nullable=False),
+    Column("attempt", Integer, nullable=False),
+    Column("flavor", String(63), nullable=False),
+    Column("provider", String(64), nullable=False),
+    Column("config_hash", String(64), nullable=False),
+    Column("state", String(16), nullable=False),
+    Column("node_count", Integer, nullable=False),
+    Column("price_per_node_hour", Double, nullable=False),
+    Column("tries", Integer, nullable=False),  # failed deletions, for a cleanup that keeps failing
+    Column("blocked_until", Double, nullable=True),  # a backoff or block this pool's end set
+    Column("created_at", Double, nullable=False),
+    Column("updated_at", Double, nullable=False),
+    Column("released_at", Double, nullable=True),  # its owner no longer needed it
+    Column("checks", Integer, nullable=False),  # deletion checks passed in a row
+    Column("error_kind", String(32), nullable=False),
+    Column("message", Text, nullable=False),
+    Column("request", JSON, nullable=False),
+    Index("ix_node_pools_job", "job", "attempt"),
+    Index("ix_node_pools_state", "state"),
+)

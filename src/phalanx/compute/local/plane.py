@@ -237,6 +237,18 @@ class LocalPlane(ComputePlane):
     def cordon(self, name: str, unschedulable: bool) -> None:
         self._node.cordon(name, unschedulable)
 
+    def add_virtual_node(self, node: Node) -> None:
+        """Add (or change) a node whose pods run on this machine too (``provisioning/local``:
+        a rehearsal of bought nodes); its resources are advertised, not reserved here."""
+        if node.name == self.node_name:
+            raise SpecError(f"{node.name!r} is this machine's own node", field="node.name",
+                            fix="give the virtual node another name")
+        self._node.upsert(node)
+
+    def remove_virtual_node(self, name: str) -> None:
+        if name != self.node_name:
+            self._node.remove(name)
+
     def set_gpus(self, gpus: Sequence[GPUInfo]) -> None:
         """The GPUs this machine now has (a GPU that fell off the bus is no longer offered)."""
         with self._lock:
@@ -434,7 +446,8 @@ class LocalPlane(ComputePlane):
         for plan in plans:
             ref, node = plan.ref, plan.node
             i, pod_set = pod_sets[ref.pod_set]
-            if node != self.node_name:
+            virtual = node != self.node_name
+            if virtual and node not in self._node.names():
                 raise SpecError(
                     f"pod {ref.name} is placed on node {node!r}, but this machine is "
                     f"{self.node_name!r}", field="admission.podSets.nodes",
@@ -451,8 +464,10 @@ class LocalPlane(ComputePlane):
                     f"{gpus / MILLI:g} GPUs requested; pods get whole GPUs on this machine",
                     field=f"podSets[{i}].resources.{GPU}", fix="request a whole number of GPUs",
                 )
-            wanted.append(gpus // MILLI)
-            exclusive = pod_set.cpu_pinning == "exclusive"
+            # A virtual node's pods run here too, but its GPUs and CPUs are only advertised:
+            # they get none of this machine's devices or pinned CPUs.
+            wanted.append(0 if virtual else gpus // MILLI)
+            exclusive = pod_set.cpu_pinning == "exclusive" and not virtual
             wanted_cpus.append(pod_set.resources.get("cpu", 0) // MILLI if exclusive else 0)
         assigned = assign_gpus(wanted, [g.index for g in self.gpus], self._held_gpus())
         pinned = pinning.assign_cpus(wanted_cpus, self.cpu_topology, self._held_cpus())

@@ -1,0 +1,459 @@
+"""The provisioning controller: buys a node pool for each gang that holds quota for one,
+hands the gang its nodes when they are all Ready, fails over when a pool cannot be had, and
+gives pools back when their jobs end.
+
+It runs after each step of the control loop, and calls providers outside the state's lock.
+Every intent is stored before the provider hears of it (``store/pools.py``), pool names are
+``<job>-<attempt>``, and each stored pool carries the hash of its configuration, so a
+restarted control plane adopts the pool it asked for, or replaces one made for another
+configuration, and never makes two for one attempt.
+
+Failures, by class (``provisioning/base.py``):
+- Stockout: the hold is released and the flavor blocked for every job for
+  ``stockout_block``; the next flavor in the queue's order is tried.
+- ConfigurationError: the job fails with the provider's message; no retry.
+- TransientError: the same place again after 60 s, doubling to 30 min, with jitter, three
+  tries (Kueue's defaults); the quota is released meanwhile. Then the next flavor.
+- Timeout (the flavor's ``timeout``, 15 min by default): that flavor is blocked for the job.
+A pool whose deletion keeps failing stops failover for its job, which says so.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from phalanx.compute.base import ComputePlane
+from phalanx.control.state import ControlState
+from phalanx.provisioning.base import (
+    POOL_LABEL,
+    RESERVED_FOR,
+    ConfigurationError,
+    PodSetShape,
+    PoolRequest,
+    PoolState,
+    PoolStatus,
+    Provider,
+    ProvisioningError,
+    ProvisioningTimeout,
+    Stockout,
+    TransientError,
+    pool_name,
+)
+from phalanx.provisioning.registry import make_provider
+from phalanx.scheduler.provisioning import ProvisioningNeed
+from phalanx.spec.config import QueueConfig
+from phalanx.spec.provisioning import FlavorProvisioning, ProvisioningPolicy
+from phalanx.spec.status import JobStatus
+from phalanx.store.pools import OWNED_PHASES, PoolPhase, PoolRecord, PoolStore
+
+log = logging.getLogger("phalanx.provisioning")
+
+
+@dataclass(slots=True)
+class ProvisioningSettings:
+    """How long things wait. The operator sets most in the ProvisioningPolicy (defaults:
+    Kueue's, the cluster autoscaler's and the TPU provisioner's); the rest are fixed."""
+
+    stockout_block: float = 300.0  # a flavor out of stock is not asked again for this long
+    backoff_base: float = 60.0  # a transient error's first retry, doubling...
+    backoff_max: float = 1800.0  # ...up to this
+    max_tries: int = 3  # transient failures at one flavor before the next is tried
+    deletion_check_gap: float = 30.0  # the deletion check passes twice, this far apart
+    jitter: float = 0.1  # +/- this fraction of each backoff
+    list_grace: float = 60.0  # a created pool may be missing from the provider's list so long
+    limit_retry: float = 30.0  # a request over an operator's limit is looked at again after
+    delete_tries: int = 3  # failed deletions before cleanup "keeps failing"
+
+    @classmethod
+    def of(cls, policy: ProvisioningPolicy) -> ProvisioningSettings:
+        return cls(stockout_block=policy.stockout_block, backoff_base=policy.retry_backoff,
+                   backoff_max=policy.retry_backoff_max, max_tries=policy.retries,
+                   deletion_check_gap=policy.deletion_check_delay)
+
+
+class ProvisioningController:
+    def __init__(self, state: ControlState, plane: ComputePlane, *,
+                 providers: dict[str, Provider] | None = None,
+                 rng: random.Random | None = None) -> None:
+        self.state = state
+        self.plane = plane
+        self.settings = ProvisioningSettings.of(state.config.provisioning_policy)
+        self.pools = PoolStore(state.store)
+        self._providers: dict[str, Provider] = dict(providers or {})
+        self._rng = rng or random.Random()
+        # Scheduler calls decided outside the lock, made under it at the end of a reconcile.
+        self._actions: list[Callable[[], None]] = []
+
+    def close(self) -> None:
+        for provider in self._providers.values():
+            provider.close()
+
+    def provider(self, name: str) -> Provider:
+        found = self._providers.get(name)
+        if found is None:
+            found = self._providers[name] = make_provider(name, self.plane)
+        return found
+
+    # ------------------------------------------------------------------ the reconcile
+    def reconcile(self) -> None:
+        """One pass over holds and pools; nothing to do costs one store read."""
+        state = self.state
+        with state.lock:
+            now = state.clock()
+            holds = state.scheduler.provisioning_holds()
+            config = state.config
+            owners = {n for n, r in state.jobs.items() if not r.status.terminal}
+            known_nodes = {n.name for n in state.nodes}
+        rows = self.pools.live()
+        if not holds and not rows:
+            return
+        self.settings = ProvisioningSettings.of(config.provisioning_policy)
+        owned = {r.job: r for r in rows if r.state in OWNED_PHASES}
+        for row in rows:
+            try:
+                self._follow(row, now, holds, owners, known_nodes, config)
+            except Exception:  # one pool's trouble must not stop the others'
+                log.exception("could not follow node pool %s", row.name)
+        for job, need in sorted(holds.items()):
+            mine = owned.get(job)
+            if mine is not None and mine.state is not PoolPhase.INTENT:
+                continue  # followed above
+            try:
+                self._provision(need, mine, now, config, rows)
+            except Exception:
+                log.exception("could not provision a node pool for %s", job)
+        self._collect_garbage(now, rows, config)
+        self._flush()
+
+    def _flush(self) -> None:
+        actions, self._actions = self._actions, []
+        if not actions:
+            return
+        with self.state.lock:
+            for action in actions:
+                action()
+        self.state.persist()
+        self.state.wake.set()
+
+    # ------------------------------------------------------------------ one pool
+    def _follow(self, row: PoolRecord, now: float, holds: dict[str, ProvisioningNeed],
+                owners: set[str], known_nodes: set[str], config: QueueConfig) -> None:
+        s = self.settings
+        if row.state is PoolPhase.DELETING:
+            self._delete(row, now)
+            return
+        if row.state is PoolPhase.IDLE:
+            spec = _flavor_spec(config, row.flavor)
+            ttl = spec.idle_ttl if spec is not None else 0.0
+            if row.released_at is None or now - row.released_at >= ttl:
+                self._start_deleting(row, now, "its idle TTL passed")
+            return
+        if row.state is PoolPhase.INTENT:
+            return  # its job's hold decides (``_provision``); an orphan is collected below
+        # Creating or Ready: does its owner still need it? Two checks, some seconds apart,
+        # so that a gang that restarts keeps its pool.
+        if row.job not in owners:
+            if row.released_at is None:
+                row.released_at, row.checks = now, 1
+                self._save(row, now)
+            elif now - row.released_at >= s.deletion_check_gap:
+                spec = _flavor_spec(config, row.flavor)
+                if row.state is PoolPhase.READY and spec is not None and spec.idle_ttl > 0:
+                    row.state, row.released_at, row.checks = PoolPhase.IDLE, now, 2
+                    row.message = f"its job {row.job} ended; kept for {spec.idle_ttl:g}s"
+                    self._save(row, now)
+                else:
+                    row.checks = 2
+                    self._start_deleting(row, now, f"its job {row.job} ended")
+            return
+        if row.released_at is not None:
+            row.released_at, row.checks = None, 0
+            self._save(row, now)
+        need = holds.get(row.job)
+        status = self.provider(row.provider).status(row.name)
+        if status is None:
+            if now - row.created_at > s.list_grace:
+                self._failed(row, TransientError("the provider no longer has the pool"), now)
+            return
+        if status.state is PoolState.FAILED:
+            self._failed(row, status.error or TransientError(status.message), now)
+            return
+        if row.state is PoolPhase.CREATING:
+            spec = _flavor_spec(config, row.flavor)
+            timeout = spec.timeout if spec is not None else math.inf
+            if not status.ready and now - row.created_at > timeout:
+                self._failed(row, ProvisioningTimeout(
+                    f"{status.ready_nodes} of {status.node_count} node(s) Ready after "
+                    f"{timeout:g}s"), now)
+                return
+            if status.ready:
+                row.state, row.message = PoolPhase.READY, status.message
+                self._save(row, now)
+        if need is not None:
+            if self._request(need, row.attempt, config).config_hash != row.config_hash:
+                # The gang or the flavor changed since: this pool is no longer the right one.
+                self._start_deleting(row, now, "it was made for another configuration")
+                return
+            if status.ready and set(status.nodes) <= known_nodes:
+                job, nodes = row.job, status.nodes
+                self._act(lambda: self._ready(job, nodes))
+            self._tell(row.job, _progress(row, status), now)
+
+    def _provision(self, need: ProvisioningNeed, row: PoolRecord | None, now: float,
+                   config: QueueConfig, rows: list[PoolRecord]) -> None:
+        """Ask for the pool of a held job that has none (or only an intent)."""
+        flavor = config.flavors.get(need.flavor)
+        if flavor is None or flavor.provisioning is None:
+            self._release(need.job, need.flavor, now + self.settings.limit_retry,
+                          f"flavor {need.flavor} buys no node pools any more")
+            return
+        spec = flavor.provisioning
+        if row is not None:  # an intent stored before a restart: adopt, replace or ask again
+            request = self._request(need, row.attempt, config)
+            status = self.provider(row.provider).status(row.name)
+            if status is not None and status.config_hash != request.config_hash:
+                self._start_deleting(row, now, "it was made for another configuration")
+            else:
+                self._create(row, request, now)
+                return
+        if not config.provisioning_policy.create_pools:
+            self._release(need.job, need.flavor, now + self.settings.limit_retry,
+                          "no new node pool is created now (ProvisioningPolicy createPools: "
+                          "false)")
+            return
+        stuck = [r for r in self.pools.of_job(need.job)
+                 if r.state is PoolPhase.DELETING and r.tries >= self.settings.delete_tries]
+        if stuck:
+            self._stop_failover(need, stuck[0], config)
+            return
+        attempt = self.pools.last_attempt(need.job) + 1
+        request = self._request(need, attempt, config)
+        over = _over_limit(request, config, rows)
+        if over:
+            self._release(need.job, need.flavor, now + self.settings.limit_retry, over)
+            return
+        record = PoolRecord(
+            name=request.name, job=need.job, attempt=attempt, flavor=need.flavor,
+            provider=spec.provider, config_hash=request.config_hash, state=PoolPhase.INTENT,
+            node_count=request.node_count, price_per_node_hour=spec.price_per_node_hour,
+            created_at=now, updated_at=now, request=request.to_dict(),
+        )
+        self.pools.insert(record)  # the intent first: a crash now leaves a record to follow
+        rows.append(record)
+        self._create(record, request, now)
+
+    def _create(self, row: PoolRecord, request: PoolRequest, now: float) -> None:
+        try:
+            status = self.provider(row.provider).create(request)
+        except ProvisioningError as exc:
+            self._failed(row, exc, now)
+            return
+        row.state = PoolPhase.READY if status.ready else PoolPhase.CREATING
+        row.message = status.message
+        self._save(row, now)
+        self._tell(row.job, _progress(row, status), now)
+
+    def _request(self, need: ProvisioningNeed, attempt: int, config: QueueConfig
+                 ) -> PoolRequest:
+        flavor = config.flavors[need.flavor]
+        spec = flavor.provisioning
+        assert spec is not None
+        name = pool_name(need.job, attempt)
+        slice_size = spec.nodes_per_pool if isinstance(spec.nodes_per_pool, int) else None
+        taints = tuple((t.key, t.value, t.effect) for t in flavor.node_taints)
+        return PoolRequest(
+            name=name, job=need.job, attempt=attempt, flavor=need.flavor,
+            provider=spec.provider, node_count=need.nodes, node=dict(spec.node),
+            node_labels={**flavor.node_labels, RESERVED_FOR: need.job, POOL_LABEL: name},
+            node_taints=(*taints, (RESERVED_FOR, need.job, "NoSchedule")),
+            pod_sets=tuple(PodSetShape(p.name, p.count, dict(p.requests),
+                                       dict(flavor.node_labels)) for p in need.pod_sets),
+            slice_size=slice_size, price_per_node_hour=spec.price_per_node_hour,
+            options=dict(spec.options),
+        )
+
+    # ------------------------------------------------------------------ failures
+    def _failed(self, row: PoolRecord, error: ProvisioningError, now: float) -> None:
+        """The pool will not serve: give it back, and decide what its job does next."""
+        s = self.settings
+        row.error_kind, row.message = error.kind, error.message
+        self._start_deleting(row, now, f"{error.kind}: {error.message}")
+        job, flavor = row.job, row.flavor
+        what = f"node pool {row.name} ({flavor}) failed: {error.kind}: {error.message}"
+        self._event(job, "ProvisioningFailed", what)
+        if isinstance(error, ConfigurationError):
+            self._act(lambda: self._fail_job(job, f"{what}; the provider refused the request, "
+                                                  "which is not retried"))
+        elif isinstance(error, Stockout):
+            self._release(job, flavor, now + s.stockout_block, what, every_job=True)
+        elif isinstance(error, TransientError):
+            tries = sum(1 for r in self.pools.of_job(job)
+                        if r.flavor == flavor and r.error_kind == TransientError.kind)
+            if tries >= s.max_tries:
+                self._release(job, flavor, now + s.stockout_block,
+                              f"{what} ({tries} tries; trying the next flavor)")
+                return
+            delay = min(s.backoff_base * 2 ** (tries - 1), s.backoff_max)
+            delay *= 1 + self._rng.uniform(-s.jitter, s.jitter)
+            until = now + delay
+            row.blocked_until = until
+            self._save(row, now)
+            # The same place again after the backoff (not the next flavor meanwhile).
+            self._release(job, flavor, until, f"{what}; retrying in {delay:.0f}s "
+                          f"(try {tries + 1} of {s.max_tries})", every_flavor=True)
+        else:  # a timeout, or an error the provider did not classify
+            self._release(job, flavor, now + s.stockout_block, what)
+
+    def _stop_failover(self, need: ProvisioningNeed, stuck: PoolRecord,
+                       config: QueueConfig) -> None:
+        why = (f"the cleanup of node pool {stuck.name} keeps failing ({stuck.message}); no "
+               "further node pool is bought for this job until it is deleted")
+        self._release(need.job, need.flavor, math.inf, why, every_flavor=True)
+
+    def _release(self, job: str, flavor: str, until: float, reason: str, *,
+                 every_job: bool = False, every_flavor: bool = False) -> None:
+        def release() -> None:
+            scheduler = self.state.scheduler
+            if every_flavor:
+                for name in self.state.config.provisionable_flavors():
+                    scheduler.block_provisioning(name, until=until, reason=reason, job=job)
+            scheduler.release_provisioning(job, flavor=flavor, until=until, reason=reason,
+                                           every_job=every_job)
+        self._act(release)
+
+    def _fail_job(self, job: str, message: str) -> None:  # lock held
+        state = self.state
+        record = state.jobs.get(job)
+        if record is None or record.status.terminal:
+            return
+        state.scheduler.remove(job)
+        state.backoff.pop(job, None)
+        state.finish(record, JobStatus.FAILED, message)
+
+    # ------------------------------------------------------------------ cleanup
+    def _start_deleting(self, row: PoolRecord, now: float, why: str) -> None:
+        row.state = PoolPhase.DELETING
+        if not row.error_kind:
+            row.message = f"deleting: {why}"
+        self._save(row, now)
+        self._delete(row, now)
+
+    def _delete(self, row: PoolRecord, now: float) -> None:
+        """Ask again, and drop the record only once the provider confirms it is gone."""
+        provider = self.provider(row.provider)
+        try:
+            provider.delete(row.name)
+            gone = provider.status(row.name) is None
+        except Exception as exc:  # counted: a cleanup that keeps failing stops failover
+            row.tries += 1
+            row.message = f"deletion failed ({row.tries}x): {exc}"
+            self._save(row, now)
+            if row.tries == self.settings.delete_tries:
+                self._event(row.job, "PoolCleanupFailing", f"node pool {row.name}: "
+                            f"{row.message}; no further node pool is bought for this job")
+            return
+        if gone:
+            row.state = PoolPhase.DELETED
+            self._save(row, now)
+
+    def _collect_garbage(self, now: float, rows: list[PoolRecord], config: QueueConfig) -> None:
+        """Pools a provider has that no live record accounts for (listed from the provider:
+        a failed pool with no nodes shows in no node list); intents with no hold left."""
+        with self.state.lock:
+            holding = set(self.state.scheduler.provisioning_holds())
+        for row in rows:
+            if row.state is PoolPhase.INTENT and row.job not in holding:
+                self._start_deleting(row, now, "its job no longer waits for it")
+        names = {f.provisioning.provider for f in config.flavors.values()
+                 if f.provisioning is not None} | {r.provider for r in rows}
+        known = {r.name for r in rows if r.state is not PoolPhase.DELETED}
+        for provider_name in sorted(names):
+            try:
+                listed = self.provider(provider_name).list()
+            except Exception:
+                log.exception("could not list the pools of provider %s", provider_name)
+                continue
+            for status in listed:
+                if status.name in known:
+                    continue
+                stored = self.pools.get(status.name)
+                if stored is not None and stored.state is not PoolPhase.DELETED:
+                    continue  # recorded since this pass began
+                log.warning("deleting node pool %s: no record accounts for it", status.name)
+                self.provider(provider_name).delete(status.name)
+
+    # ------------------------------------------------------------------ helpers
+    def _save(self, row: PoolRecord, now: float) -> None:
+        row.updated_at = now
+        self.pools.save(row)
+
+    def _act(self, action: Callable[[], None]) -> None:
+        self._actions.append(action)
+
+    def _ready(self, job: str, nodes: tuple[str, ...]) -> None:  # lock held
+        self.state.scheduler.provisioning_ready(job, nodes)
+
+    def _tell(self, job: str, message: str, now: float) -> None:
+        history = _history(self.pools.of_job(job), exclude_live=True)
+        text = message + (f"; tried before: {history}" if history else "")
+        self._act(lambda: self.state.scheduler.set_provisioning_message(job, text))
+
+    def _event(self, job: str, reason: str, message: str) -> None:
+        def add() -> None:
+            record = self.state.jobs.get(job)
+            if record is not None:
+                self.state.event(record, reason, message, warning=True)
+        self._act(add)
+
+    def tried(self, job: str) -> list[PoolRecord]:
+        """The job's pools, every attempt (why-pending and describe show them)."""
+        return self.pools.of_job(job)
+
+
+def _progress(row: PoolRecord, status: PoolStatus) -> str:
+    what = (f"node pool {row.name} ({row.flavor}, {row.provider}): {status.state.value}, "
+            f"{status.ready_nodes}/{status.node_count or row.node_count} node(s) Ready")
+    return what + (f" ({status.message})" if status.message else "")
+
+
+def _history(rows: list[PoolRecord], exclude_live: bool = False) -> str:
+    done = [r for r in rows if r.error_kind and not (
+        exclude_live and r.state in OWNED_PHASES)]
+    return "; ".join(f"{r.name} ({r.flavor}): {r.error_kind}: {r.message}" for r in done)
+
+
+def _flavor_spec(config: QueueConfig, flavor: str) -> FlavorProvisioning | None:
+    found = config.flavors.get(flavor)
+    return None if found is None else found.provisioning
+
+
+def _over_limit(request: PoolRequest, config: QueueConfig, rows: list[PoolRecord]) -> str:
+    """Why ``request`` would exceed an operator's limit ("" when it fits them all)."""
+    live = [r for r in rows if r.state is not PoolPhase.DELETED]
+    mine = [r for r in live if r.flavor == request.flavor]
+    flavor = config.flavors[request.flavor].provisioning
+    assert flavor is not None
+    policy = config.provisioning_policy
+    checks = (
+        (f"flavor {request.flavor}", flavor.max_pools, flavor.max_nodes,
+         flavor.max_spend_per_hour, mine),
+        ("all flavors (ProvisioningPolicy)", policy.max_pools, policy.max_nodes,
+         policy.max_spend_per_hour, live),
+    )
+    for where, max_pools, max_nodes, max_spend, pools in checks:
+        if max_pools is not None and len(pools) + 1 > max_pools:
+            return (f"waits: {len(pools)} node pool(s) exist for {where}, whose maxPools is "
+                    f"{max_pools}")
+        nodes = sum(r.node_count for r in pools)
+        if max_nodes is not None and nodes + request.node_count > max_nodes:
+            return (f"waits: {request.node_count} more node(s) would take {where} over its "
+                    f"maxNodes ({nodes} of {max_nodes} in use)")
+        spend = sum(r.cost_per_hour for r in pools)
+        if max_spend is not None and spend + request.cost_per_hour > max_spend:
+            return (f"waits: {request.cost_per_hour:g}/h more would take {where} over its "
+                    f"maxSpendPerHour ({spend:g} of {max_spend:g} spent per hour)")
+    return ""

@@ -32,6 +32,7 @@ Pools are counted against the limits until they are deleted, idle ones included.
 from __future__ import annotations
 
 import heapq
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -107,6 +108,11 @@ class Autoscaler:
         self.attempts: dict[str, int] = {}  # job -> provisioning attempts so far
         self.held_since: dict[str, float] = {}
         self.limited: set[str] = set()  # jobs that waited for an operator's limit
+        # Jobs turned away by a limit, and when: they ask again every LIMIT_RETRY seconds
+        # from then, which can only succeed once a pool has gone (see ``_wake_retrying``).
+        self.retrying: dict[str, float] = {}
+        self.phases: dict[float, int] = {}  # (turned away at) % LIMIT_RETRY -> jobs
+        self.wake_times: set[float] = set()
         self.idle: set[str] = set()  # pools whose owner ended, kept until deleted
         self._hashes: dict[str, str] = {}  # pool name -> its configuration hash
         self.events: list[tuple[float, int, int, str, int]] = []  # (at, kind, seq, pool, gen)
@@ -120,6 +126,10 @@ class Autoscaler:
         return self.events[0][0] if self.events else None
 
     def _push(self, at: float, kind: int, pool: str, generation: int) -> None:
+        if kind == _WAKE:
+            if at in self.wake_times:
+                return
+            self.wake_times.add(at)
         self.seq += 1
         heapq.heappush(self.events, (at, kind, self.seq, pool, generation))
 
@@ -132,9 +142,10 @@ class Autoscaler:
         self.provider.now = now
         changed = False
         while self.events and self.events[0][0] <= now:
-            _, kind, _, name, generation = heapq.heappop(self.events)
+            at, kind, _, name, generation = heapq.heappop(self.events)
             pool = self.pools.get(name)
             if kind == _WAKE:
+                self.wake_times.discard(at)
                 changed = True
             elif pool is None or pool.generation != generation:
                 continue  # deleted or changed hands since
@@ -143,6 +154,7 @@ class Autoscaler:
                 changed = True
             elif kind == _DELETE and not pool.busy:
                 self._delete(pool, now)
+                self._wake_retrying(now)
                 changed = True
         return changed
 
@@ -164,6 +176,7 @@ class Autoscaler:
         """``job`` succeeded or failed for good: its pool goes once the deletion check has
         passed twice, and after its idle TTL when it has one."""
         self.held_since.pop(job, None)
+        self._stop_retrying(job)
         name = self.owned.pop(job, None)
         pool = self.pools.get(name) if name is not None else None
         if pool is None:
@@ -186,6 +199,7 @@ class Autoscaler:
         request = self._request(need)
         pool = self._reusable(need.job, self._hash(request), now)
         if pool is not None:
+            self._stop_retrying(need.job)
             self.stats.pools_reused += 1
             self.stats.pool_nodes_reused += pool.request.node_count
             self._hand_over(pool, need.job, now)
@@ -195,10 +209,17 @@ class Autoscaler:
             # As the controller does: the quota goes back, and the job asks again later.
             self.limited.add(need.job)
             self.stats.waited_for_limits = len(self.limited)
-            self._release(need.job, request.flavor, now, until=now + LIMIT_RETRY,
-                          reason=over, every_job=False, failed=False,
-                          retry=self._over_limit(request, alone=True) == "")
+            # Its tries stay on the grid of its first: every LIMIT_RETRY seconds from then.
+            since = self.retrying.get(need.job, now)
+            until = since + LIMIT_RETRY * (math.floor((now - since) / LIMIT_RETRY) + 1)
+            self._release(need.job, request.flavor, now, until=until, reason=over,
+                          every_job=False, failed=False, retry=False)
+            if need.job not in self.retrying and not self._over_limit(request, alone=True):
+                self.retrying[need.job] = now  # (else no pool's end would ever let it in)
+                phase = now % LIMIT_RETRY
+                self.phases[phase] = self.phases.get(phase, 0) + 1
             return True
+        self._stop_retrying(need.job)
         try:
             status = self.provider.create(request)
         except Stockout as exc:
@@ -275,6 +296,25 @@ class Autoscaler:
                                             every_job=every_job)
         if retry:
             self._push(until, _WAKE, "", 0)
+
+    def _stop_retrying(self, job: str) -> None:
+        since = self.retrying.pop(job, None)
+        if since is not None:
+            phase = since % LIMIT_RETRY
+            left = self.phases[phase] - 1
+            if left:
+                self.phases[phase] = left
+            else:
+                del self.phases[phase]
+
+    def _wake_retrying(self, now: float) -> None:
+        """A pool went, so a job turned away by a limit may fit at its next try: wake the
+        replay then. Tries before a pool goes would meet the same limit and change nothing,
+        so they are not played."""
+        for phase in self.phases:
+            at = now + (phase - now) % LIMIT_RETRY
+            if at > now:
+                self._push(at, _WAKE, "", 0)
 
     def _delete(self, pool: _Pool, now: float) -> None:
         name = pool.request.name

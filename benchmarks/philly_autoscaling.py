@@ -19,11 +19,12 @@ waits ``--idle-ttl`` for the next job of its shape); ``1-GPU pools`` (nodes of o
 maxNodes 512: a 1-GPU job does not pay for 8). Node-hours are in each variant's own node
 size; GPU-hours paid compare across sizes.
 
-By default it replays two weeks of the trace from day 70 (the trace's quieter second half:
-about 300 GPUs asked for on average against 512), a few minutes in all; ``--days 0`` replays
-from ``--from-day`` to the end.
+By default it replays a week of the trace from day 70 (the trace's quieter second half:
+about 300 GPUs asked for on average against 512), a few minutes in all (most of it in the
+variants where thousands of jobs wait for ``maxNodes``, each asking again every 30 s as the
+controller has them do); ``--days 0`` replays from ``--from-day`` to the end.
 
-    python -m benchmarks.philly_autoscaling                  # days 70-84, four variants
+    python -m benchmarks.philly_autoscaling                  # days 70-77, four variants
     python -m benchmarks.philly_autoscaling --from-day 21    # the busiest weeks instead
     python -m benchmarks.philly_autoscaling --workers 2      # variants in parallel
 
@@ -205,8 +206,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--trace", type=Path, default=philly.TRACE)
     parser.add_argument("--from-day", type=float, default=70.0,
                         help="first day of the trace to replay (default 70)")
-    parser.add_argument("--days", type=float, default=14.0,
-                        help="days to replay (default 14; 0: to the end)")
+    parser.add_argument("--days", type=float, default=7.0,
+                        help="days to replay (default 7; 0: to the end)")
     parser.add_argument("--limit", type=int, default=0, help="replay only the first N jobs")
     parser.add_argument("--gpus", type=int, default=philly.GPUS,
                         help="peak size in GPUs, fixed and autoscaled alike")

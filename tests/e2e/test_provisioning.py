@@ -102,9 +102,10 @@ def test_a_gang_that_fits_no_node_gets_a_pool_runs_and_the_pool_goes(plane: Cont
     apply(plane, cloud_config())
     plane.submit(gang("train"))
     provisioning = wait_until(
-        lambda: (j := plane.job("train"))["status"] == "Queued"
-        and j.get("pendingCode") == "Provisioning" and j, what="a Provisioning job")
-    assert "node pool train-1 (burst, local)" in provisioning["pendingMessage"]
+        lambda: (j := plane.job("train")).get("pendingCode") == "Provisioning"
+        and "node pool train-1" in j["pendingMessage"] and j, what="a Provisioning job")
+    assert provisioning["status"] == "Queued"
+    assert "node pool train-1 (burst, local): " in provisioning["pendingMessage"]
     job = plane.wait_for("train", "Succeeded", timeout=60)
     assert admitted_nodes(job) == {f"train-1-{i}" for i in range(4)}
     # Given back once the job ended and the deletion check passed twice.
@@ -123,6 +124,10 @@ def test_a_stockout_fails_over_to_the_next_flavor(plane: ControlPlane) -> None:
     failed = [e for e in job["events"] if e["reason"] == "ProvisioningFailed"]
     assert len(failed) == 1 and "train-1 (burst) failed: Stockout" in failed[0]["message"]
     wait_until(lambda: not pool_files(plane.home), what="the pools' deletion")
+    tried = plane.api.get("/v1/pools", params={"job": "train"}).json()["items"]
+    assert [(p["name"], p["flavor"], p["error"], p["state"]) for p in tried] == [
+        ("train-1", "burst", "Stockout", "Deleted"), ("train-2", "spare", "", "Deleted")]
+    assert plane.api.get("/v1/pools").json()["items"] == []  # none live
 
 
 def test_a_kill_9_while_provisioning_leaks_and_duplicates_no_pool(plane: ControlPlane) -> None:
@@ -210,3 +215,76 @@ def test_a_request_over_the_operators_limit_waits_with_that_reason(plane: Contro
     job = plane.wait_for("second", "Succeeded", timeout=60)
     assert admitted_nodes(job) <= {f"second-{a}-{i}" for a in range(1, 9) for i in range(2)}
     wait_until(lambda: not pool_files(plane.home), what="the pools' deletion")
+
+
+def test_a_pool_no_record_accounts_for_is_found_from_the_provider_and_deleted(
+    plane: ControlPlane,
+) -> None:
+    apply(plane, cloud_config())
+    plane.stop()
+    # A pool the provider has (Ready, with nodes) that the store never heard of.
+    request = {"name": "ghost-1", "job": "ghost", "attempt": 1, "flavor": "burst",
+               "provider": "local", "nodeCount": 2, "node": {"cpu": 1000},
+               "nodeLabels": {"pool": "burst"}, "nodeTaints": [], "podSets": [],
+               "sliceSize": None, "pricePerNodeHour": 1.0, "options": {}}
+    (plane.home / "pools").mkdir(exist_ok=True)
+    (plane.home / "pools" / "ghost-1.json").write_text(json.dumps(
+        {"request": request, "hash": "x", "createdAt": 0, "state": "Ready"}))
+    plane.start()
+    wait_until(lambda: not pool_files(plane.home), what="the leaked pool's deletion")
+    assert not any(n.startswith("ghost-") for n in node_names(plane))
+
+
+def pools_api(plane: ControlPlane) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = plane.api.get("/v1/pools").json()["items"]
+    return items
+
+
+def test_an_idle_pool_waits_its_ttl_for_the_next_job_of_the_same_shape(plane: ControlPlane
+                                                                       ) -> None:
+    apply(plane, one_flavor("{delay: 0s}", flavor_extra="  idleTTL: 3s"))
+    plane.submit(gang("first"))
+    plane.wait_for("first", "Succeeded", timeout=60)
+    wait_until(lambda: [p["state"] for p in pools_api(plane)] == ["Idle"], timeout=30,
+               what="the pool to wait, idle")
+    plane.submit(gang("second"))
+    job = plane.wait_for("second", "Succeeded", timeout=60)
+    assert admitted_nodes(job) == {"first-1-0", "first-1-1"}  # the same pool, reused
+    assert "PoolReused" in [e["reason"] for e in job["events"]]
+    wait_until(lambda: not pool_files(plane.home), timeout=30, what="deletion after the TTL")
+    assert [p["job"] for p in plane.api.get("/v1/pools", params={"job": "second"}).json()[
+        "items"]] == ["second"]
+
+
+def test_a_cleanup_that_keeps_failing_stops_failover_and_says_so(plane: ControlPlane) -> None:
+    text = cloud_config().replace(
+        "  options: {delay: 1s, stockout: false}",
+        "  timeout: 1s\n  options: {delay: 10m, failDeletion: true}")
+    apply(plane, text)
+    plane.submit(gang("train"))
+    job = wait_until(
+        lambda: "keeps failing" in ((j := plane.job("train")).get("pendingMessage") or "") and j,
+        timeout=60, what="the job to say its cleanup keeps failing")
+    assert job["status"] == "Queued"
+    assert "no further node pool is bought for this job" in job["pendingMessage"]
+    assert pool_files(plane.home) == ["train-1"]  # the one that cannot go; no second pool
+    reasons = [e["reason"] for e in job["events"]]
+    assert "PoolCleanupFailing" in reasons and "ProvisioningFailed" in reasons
+    time.sleep(2)
+    assert pool_files(plane.home) == ["train-1"]
+    tried = plane.api.get("/v1/pools", params={"job": "train"}).json()["items"]
+    assert [(p["name"], p["error"], p["state"]) for p in tried] == [
+        ("train-1", "Timeout", "Deleting")]
+
+
+def test_a_provider_this_plane_cannot_drive_fails_the_job_with_that_reason(
+    plane: ControlPlane,
+) -> None:
+    text = one_flavor("{}").replace("provider: local", "provider: kubernetes-provisioningrequest")
+    apply(plane, text)
+    plane.submit(gang("train"))
+    job = plane.wait_for("train", "Failed", timeout=30)
+    assert "train-1 (burst) failed: ConfigurationError" in job["message"]
+    wait_until(lambda: [p["state"] for p in plane.api.get(
+        "/v1/pools", params={"job": "train"}).json()["items"]] == ["Deleted"],
+        what="the record to be settled")

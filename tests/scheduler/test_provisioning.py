@@ -243,3 +243,25 @@ def test_quota_is_never_exceeded_and_no_job_holds_twice(events: list[tuple[str, 
         held_usage = sum(p.count * p.requests.get("cpu", 0)
                          for n in s.provisioning_holds().values() for p in n.pod_sets)
         assert held_usage <= sum(u.used for u in status.usage)
+
+
+def test_a_job_that_holds_quota_for_a_pool_is_no_preemption_victim() -> None:
+    """A deliberate difference from Kueue (docs/kueue-differences.md): a higher priority in
+    the same queue, with withinClusterQueue LowerPriority, does not take a held job's quota."""
+    text = CONFIG.replace("name: team\nresourceGroups:",
+                          "name: team\npreemption: {withinClusterQueue: LowerPriority}\n"
+                          "resourceGroups:")
+    text = text.replace('{name: burst, resources: [{name: cpu, nominalQuota: "8"}]}',
+                        '{name: burst, resources: [{name: cpu, nominalQuota: "4"}]}')
+    text = text.replace('{name: spare, resources: [{name: cpu, nominalQuota: "8"}]}',
+                        '{name: spare, resources: [{name: cpu, nominalQuota: "0"}]}')
+    s = Scheduler(config(text), [onprem_node(cpu="1")])
+    s.submit(job("low"), priority=0, submitted_at=1)
+    s.cycle(now=10)
+    assert set(s.provisioning_holds()) == {"low"}
+    s.submit(job("high"), priority=100, submitted_at=2)
+    result = s.cycle(now=11)
+    assert result.preemptions == [] and result.provisioning == []
+    assert set(s.provisioning_holds()) == {"low"}
+    reason = s.pending_reason("high")
+    assert reason is not None and reason.code is not PendingCode.PROVISIONING

@@ -125,6 +125,7 @@ TABLE: dict[tuple[str, str], tuple[str, Any, dict[str, int]]] = {
     ("get", "/v1/jobs/{name}/logs"): ("/v1/jobs/job-a/logs", None, SEES_JOB_A),
     ("get", "/v1/queues"): ("/v1/queues", None, READ),
     ("get", "/v1/nodes"): ("/v1/nodes", None, READ),
+    ("get", "/v1/pools"): ("/v1/pools", None, READ),
     ("get", "/v1/nodes/{name}"): ("/v1/nodes/sim-b", None, READ),
     ("post", "/v1/nodes/{name}:cordon"): ("/v1/nodes/sim-b:cordon", None, ADMIN),
     ("post", "/v1/nodes/{name}:uncordon"): ("/v1/nodes/sim-b:uncordon", None, ADMIN),

@@ -14,6 +14,7 @@ from phalanx.errors import NotFound
 from phalanx.spec import JobSpec, Node
 from phalanx.spec.status import JobStatus
 from phalanx.store import LogStore, Store
+from phalanx.store.pools import PoolPhase, PoolRecord, PoolStore
 
 NODES = [Node(name="n0", allocatable={"cpu": 64, "memory": 2 ** 36})]
 
@@ -58,8 +59,15 @@ def test_old_finished_jobs_and_their_logs_are_collected_in_batches(tmp_path: Pat
         while not controller.get("recent").status.terminal:
             controller.step()
         controller.submit(job("live"))  # queued or running: never collected
+        pools = PoolStore(store)  # old-0's node pool history, and live's
+        for name, owner in (("old-0-1", "old-0"), ("live-1", "live")):
+            pools.insert(PoolRecord(name=name, job=owner, attempt=1, flavor="f",
+                                    provider="local", config_hash="h",
+                                    state=PoolPhase.DELETED, node_count=1,
+                                    price_per_node_hour=0.0, created_at=0.0, updated_at=0.0))
 
         deleted = controller.collect_finished()
+        assert pools.of_job("old-0") == [] and len(pools.of_job("live")) == 1
 
         assert sorted(deleted) == [f"old-{i}" for i in range(5)]
         for i in range(5):

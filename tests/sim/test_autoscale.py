@@ -83,17 +83,19 @@ def test_pools_bought_per_gang_and_deleted_after_it() -> None:
 
 
 def test_idle_ttl_keeps_a_pool_for_the_next_job_of_its_shape() -> None:
-    """With idleTTL 300 s, j4 (8 GPUs) takes over j3's idle one-node pool when j3 ends at
-    110 and runs at once (110-150), instead of waiting for a pool of its own. But idle pools
-    count against maxNodes until deleted (30 s + 300 s after their job): j2 (2 nodes, no idle
-    pool of its shape) fits the quota at 160 and asks every 30 s until j1-1 goes at 490;
-    j2-1 is Ready at 550, j2 runs until 600, and j2-1 is kept until 930."""
+    """With idleTTL 300 s, j3's one-node pool is idle from 140 (110 + the 30 s check) to
+    440. j4 (8 GPUs) fits the quota at 110, is over maxNodes then, asks again at 140 and
+    takes j3-1 over: it runs at once (140-180) instead of waiting for a pool of its own. But
+    idle pools count against maxNodes until deleted (30 s + 300 s after their job): j2 (2
+    nodes, no idle pool of its shape) fits the quota at 180 and asks every 30 s; j1-1 goes at
+    490 and j3-1 at 510, when j2-1 is bought: Ready at 570, j2 runs until 620, and j2-1 is
+    kept until 950."""
     result = simulate(autoscaled(flavor(idle_ttl="300s")), [], trace(FOUR_JOBS), "config")
-    assert times(result) == {"j1": (60, 160), "j2": (550, 600), "j3": (80, 110),
-                             "j4": (110, 150)}
+    assert times(result) == {"j1": (60, 160), "j2": (570, 620), "j3": (80, 110),
+                             "j4": (140, 180)}
     pools = result.summary["autoscaling"]
     assert (pools["pools_created"], pools["pools_reused"]) == (3, 1)
-    assert result.summary["makespan"] == 600 + 30 + 300
+    assert result.summary["makespan"] == 620 + 30 + 300
 
 
 ONE_JOB = "submit,duration,gpus,team,name\n0,100,8,team-a,j1\n"

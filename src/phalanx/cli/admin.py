@@ -112,6 +112,21 @@ def nodes(
 
 
 @reports_errors
+def pools(
+    ctx: typer.Context,
+    job: Annotated[str | None, typer.Option("--job", help="Every attempt of this job")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON")] = False,
+) -> None:
+    """Node pools bought for pending gangs (with --job: every attempt, and why each failed)."""
+    with settings_of(ctx).client() as client:
+        items = client.pools(job)
+    if as_json:
+        print_json([p.to_dict() for p in items])
+    else:
+        out().print(render.pools_table(items))
+
+
+@reports_errors
 def node(
     ctx: typer.Context,
     name: Annotated[str, typer.Argument(help="Node name")],
@@ -160,5 +175,6 @@ def drain(
 
 
 def register(app: typer.Typer) -> None:
-    for verb in (status, version, apply, config, queues, nodes, node, cordon, uncordon, drain):
+    for verb in (status, version, apply, config, queues, nodes, pools, node, cordon, uncordon,
+                 drain):
         app.command()(verb)

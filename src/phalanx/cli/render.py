@@ -11,7 +11,7 @@ from rich.text import Text
 
 from phalanx.errors import SpecError
 from phalanx.spec import format_duration, format_quantity, parse_quantity
-from phalanx.spec.api import AppliedObject, NodeView, QueuesOverview, ServerStatus
+from phalanx.spec.api import AppliedObject, NodeView, PoolView, QueuesOverview, ServerStatus
 from phalanx.spec.status import JobAdmission, JobDetail, JobEvent, JobRecord, JobStatus
 
 STATUS_STYLES = {
@@ -269,6 +269,16 @@ def queues_view(data: QueuesOverview) -> Group:
     for lq in data.local_queues:
         lqs.add_row(lq.name, lq.cluster_queue, str(lq.pending), str(lq.admitted))
     return Group(cqs, Text(""), lqs)
+
+
+def pools_table(pools: Iterable[PoolView]) -> Table:
+    table = _table("POOL", "JOB", "FLAVOR", "PROVIDER", "STATE", "NODES", "PER HOUR", "MESSAGE")
+    for pool in pools:
+        state = pool.state + (f" ({pool.error})" if pool.error else "")
+        table.add_row(pool.name, pool.job, pool.flavor, pool.provider, state,
+                      str(pool.node_count), f"{pool.node_count * pool.price_per_node_hour:g}",
+                      pool.message)
+    return table
 
 
 def nodes_table(nodes: Iterable[NodeView]) -> Table:

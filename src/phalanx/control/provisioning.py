@@ -51,6 +51,9 @@ from phalanx.spec.status import JobStatus
 from phalanx.store.pools import OWNED_PHASES, PoolPhase, PoolRecord, PoolStore
 
 log = logging.getLogger("phalanx.provisioning")
+# Providers are listed for pools no record accounts for at least this often (and at every
+# reconcile that follows a pool).
+GC_INTERVAL = 60.0
 
 
 @dataclass(slots=True)
@@ -87,6 +90,10 @@ class ProvisioningController:
         self._rng = rng or random.Random()
         # Scheduler calls decided outside the lock, made under it at the end of a reconcile.
         self._actions: list[Callable[[], None]] = []
+        # Whether the store may hold live pools: a control plane that buys none reads no
+        # table at every step (the first reconcile looks once).
+        self._maybe_pools = True
+        self._collected_at = -math.inf  # when providers were last listed for leaked pools
 
     def close(self) -> None:
         for provider in self._providers.values():
@@ -108,8 +115,12 @@ class ProvisioningController:
             config = state.config
             owners = {n for n, r in state.jobs.items() if not r.status.terminal}
             known_nodes = {n.name for n in state.nodes}
+        if not holds and not self._maybe_pools and not config.provisionable_flavors():
+            return
         rows = self.pools.live()
-        if not holds and not rows:
+        self._maybe_pools = bool(rows)
+        gc_due = now - self._collected_at >= GC_INTERVAL
+        if not holds and not rows and not gc_due:
             return
         self.settings = ProvisioningSettings.of(config.provisioning_policy)
         owned = {r.job: r for r in rows if r.state in OWNED_PHASES}
@@ -126,7 +137,9 @@ class ProvisioningController:
                 self._provision(need, mine, now, config, rows)
             except Exception:
                 log.exception("could not provision a node pool for %s", job)
-        self._collect_garbage(now, rows, config)
+        if rows or gc_due:
+            self._collected_at = now
+            self._collect_garbage(now, rows, config)
         self._flush()
 
     def _flush(self) -> None:
@@ -153,7 +166,17 @@ class ProvisioningController:
                 self._start_deleting(row, now, "its idle TTL passed")
             return
         if row.state is PoolPhase.INTENT:
-            return  # its job's hold decides (``_provision``); an orphan is collected below
+            if row.job in holds or row.job not in owners:
+                return  # its job's hold decides (``_provision``); an orphan is collected below
+            # Its job runs without a hold: a restarted control plane found the pool's nodes
+            # Ready before it adopted the pool, and placed the gang on them. Adopt the pool
+            # the provider made (deleting it would take the nodes from under the gang).
+            found = self.provider(row.provider).status(row.name)
+            if found is None:
+                return
+            row.state = PoolPhase.READY if found.ready else PoolPhase.CREATING
+            row.message = found.message
+            self._save(row, now)
         # Creating or Ready: does its owner still need it? Two checks, some seconds apart,
         # so that a gang that restarts keeps its pool.
         if row.job not in owners:
@@ -225,13 +248,19 @@ class ProvisioningController:
                           "no new node pool is created now (ProvisioningPolicy createPools: "
                           "false)")
             return
-        stuck = [r for r in self.pools.of_job(need.job)
-                 if r.state is PoolPhase.DELETING and r.tries >= self.settings.delete_tries]
+        deleting = [r for r in self.pools.of_job(need.job) if r.state is PoolPhase.DELETING]
+        stuck = [r for r in deleting if r.tries >= self.settings.delete_tries]
         if stuck:
             self._stop_failover(need, stuck[0], config)
             return
+        if deleting:  # one pool of a job at a time: none leaks while the next is bought
+            self._tell(need.job, f"waiting for node pool {deleting[0].name} to be deleted "
+                       "before another is bought", now)
+            return
         attempt = self.pools.last_attempt(need.job) + 1
         request = self._request(need, attempt, config)
+        if self._reuse_idle(need, request, rows, now):
+            return
         over = _over_limit(request, config, rows)
         if over:
             self._release(need.job, need.flavor, now + self.settings.limit_retry, over)
@@ -245,6 +274,24 @@ class ProvisioningController:
         self.pools.insert(record)  # the intent first: a crash now leaves a record to follow
         rows.append(record)
         self._create(record, request, now)
+
+    def _reuse_idle(self, need: ProvisioningNeed, request: PoolRequest,
+                    rows: list[PoolRecord], now: float) -> bool:
+        """Give the job an idle pool of the same configuration (a flavor's idleTTL)."""
+        for row in rows:
+            if (row.state is not PoolPhase.IDLE or row.config_hash != request.config_hash
+                    or row.provider != request.provider):
+                continue
+            if not self.provider(row.provider).reassign(row.name, need.job):
+                continue
+            previous = row.job
+            row.job, row.state, row.released_at, row.checks = need.job, PoolPhase.READY, None, 0
+            row.message = f"reused after its job {previous} ended (idleTTL)"
+            self._save(row, now)
+            self._event(need.job, "PoolReused", f"node pool {row.name} ({row.flavor}), idle "
+                        f"since {previous} ended, is reserved for this job")
+            return True
+        return False
 
     def _create(self, row: PoolRecord, request: PoolRequest, now: float) -> None:
         try:
@@ -344,7 +391,12 @@ class ProvisioningController:
 
     def _delete(self, row: PoolRecord, now: float) -> None:
         """Ask again, and drop the record only once the provider confirms it is gone."""
-        provider = self.provider(row.provider)
+        try:
+            provider = self.provider(row.provider)
+        except ConfigurationError:  # no such provider here: it cannot have made the pool
+            row.state = PoolPhase.DELETED
+            self._save(row, now)
+            return
         try:
             provider.delete(row.name)
             gone = provider.status(row.name) is None
@@ -384,7 +436,16 @@ class ProvisioningController:
                 if stored is not None and stored.state is not PoolPhase.DELETED:
                     continue  # recorded since this pass began
                 log.warning("deleting node pool %s: no record accounts for it", status.name)
-                self.provider(provider_name).delete(status.name)
+                leaked = PoolRecord(
+                    name=status.name, job="", attempt=0, flavor="", provider=provider_name,
+                    config_hash=status.config_hash, state=PoolPhase.DELETING,
+                    node_count=status.node_count, price_per_node_hour=0.0, created_at=now,
+                    updated_at=now, message="deleting: no record accounted for it")
+                if stored is None:
+                    self.pools.insert(leaked)  # followed until the provider confirms
+                else:
+                    self.pools.save(leaked)
+                self._delete(leaked, now)
 
     # ------------------------------------------------------------------ helpers
     def _save(self, row: PoolRecord, now: float) -> None:

@@ -24,6 +24,7 @@ from phalanx.spec.config import QueueConfig
 from phalanx.spec.resources import ConfigObject, JobSpec, Node
 from phalanx.spec.status import JobEvent, JobRecord, JobStatus
 from phalanx.store import IdempotentRequest, JobFilter, JobPage, LogStore
+from phalanx.store.pools import PoolStore
 
 IDEMPOTENCY_KEY = "Idempotency-Key"
 UNKNOWN_USER = "unknown"
@@ -287,7 +288,11 @@ class JobService:
         if self.logs is not None:
             for name in names:
                 self.logs.delete(name)
-        return self.store.delete_finished_jobs(names)
+        deleted = self.store.delete_finished_jobs(names)
+        pools = PoolStore(self.store)
+        for name in deleted:  # the history of their node pools (live ones stay followed)
+            pools.forget_job(name)
+        return deleted
 
     def apply_config(self, objects: list[ConfigObject]) -> list[dict[str, str]]:
         state = self.state

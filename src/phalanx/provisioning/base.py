@@ -203,5 +203,11 @@ class Provider(ABC):
         """Start deleting the pool and its nodes; nothing when it does not exist. Deletion
         is confirmed by ``status`` answering None."""
 
+    def reassign(self, name: str, job: str) -> bool:
+        """Reserve an idle pool's nodes for ``job`` instead (label and taint
+        ``phalanx.dev/reserved-for``), for a flavor's ``idleTTL``; False when the provider
+        cannot, and the pool is then left to be deleted."""
+        return False
+
     def close(self) -> None:  # noqa: B027 - most providers run no thread
         """Stop any thread the provider runs."""

@@ -5,7 +5,8 @@ asked for (its processes still run on this machine), and go when it is deleted, 
 read after the deletion was asked, so that deletion is confirmed as a cloud's would be.
 ``options.stockout`` injects stockouts: ``true`` (every pool), a count N (the first N pools
 of the flavor) or a list of attempt numbers; ``options.error`` injects a transient or a
-configuration error (at the attempts ``options.errorAttempts`` lists, or at every one).
+configuration error (at the attempts ``options.errorAttempts`` lists, or at every one);
+``options.failDeletion`` makes every deletion fail.
 Pools are files in the state directory (``<home>/pools``), so they survive a restart of the
 control plane, and a restarted provider puts the nodes of its Ready pools back. Opting out
 of node upgrades does not apply: virtual nodes are never upgraded.
@@ -25,6 +26,7 @@ from typing import Any
 from phalanx.compute.local.inventory import DEFAULT_MAX_PODS
 from phalanx.compute.local.plane import LocalPlane
 from phalanx.provisioning.base import (
+    RESERVED_FOR,
     ConfigurationError,
     PoolRequest,
     PoolState,
@@ -83,9 +85,26 @@ class LocalProvider(Provider):
     def delete(self, name: str) -> None:
         with self._lock:
             data = self._load(name)
+            if data is not None and data["request"]["options"].get("failDeletion"):
+                raise TransientError(f"pool {name} could not be deleted "
+                                     "(options.failDeletion)")
             if data is not None and data["state"] != _DELETING:
                 data["state"] = _DELETING
                 self._save(name, data)
+
+    def reassign(self, name: str, job: str) -> bool:
+        with self._lock:
+            data = self._load(name)
+            if data is None or data["state"] != _READY:
+                return False
+            request = data["request"]
+            request["job"] = job
+            request["nodeLabels"][RESERVED_FOR] = job
+            request["nodeTaints"] = [[k, job if k == RESERVED_FOR else v, e]
+                                     for k, v, e in request["nodeTaints"]]
+            self._save(name, data)
+            self._add_nodes(data)  # the same nodes, reserved for their new job
+            return True
 
     # ------------------------------------------------------------------ pools
     def _advance(self, name: str, data: dict[str, Any]) -> PoolStatus | None:

@@ -48,6 +48,8 @@ from phalanx.spec.api import (
     NodeDrained,
     NodeList,
     NodeView,
+    PoolList,
+    PoolView,
     QueuesOverview,
     ServerStatus,
     VersionInfo,
@@ -435,6 +437,11 @@ class Client(IdentityCalls):
     def nodes(self) -> builtins.list[NodeView]:
         """Nodes with allocatable and used resources, labels, taints and health."""
         return self._request(NodeList, "GET", "/v1/nodes").items
+
+    def pools(self, job: str | None = None) -> builtins.list[PoolView]:
+        """Node pools not yet deleted, or every attempt of ``job`` (why each failed)."""
+        params = {"job": job} if job is not None else {}
+        return self._request(PoolList, "GET", "/v1/pools", params=params).items
 
     def node(self, name: str) -> NodeView:
         """One node, with the last answer of each of its health checks."""

@@ -25,11 +25,14 @@ from phalanx.spec.api import (
     NodeDrained,
     NodeList,
     NodeView,
+    PoolList,
+    PoolView,
     QueuesOverview,
     ResourceUsageView,
 )
 from phalanx.spec.config import config_kind
 from phalanx.store import IdentityStore
+from phalanx.store.pools import PoolStore
 
 _USAGE = ("nominal", "used", "borrowed", "lendable", "withheld")
 
@@ -85,6 +88,19 @@ def add_cluster_routes(
     def node(name: str) -> NodeView:
         """One node, with the last answer of each of its health checks."""
         return node_view(service.node(name))
+
+    @app.get("/v1/pools", dependencies=needs(Access.READ), responses=errors(401))
+    def pools(job: str | None = None) -> PoolList:
+        """Node pools bought for pending gangs: those not yet deleted, or every attempt of
+        ``job`` (with why each failed)."""
+        store = PoolStore(service.store)
+        rows = store.of_job(job) if job is not None else store.live()
+        return PoolList(items=[PoolView(
+            name=r.name, job=r.job, attempt=r.attempt, flavor=r.flavor, provider=r.provider,
+            state=r.state.value, node_count=r.node_count,
+            price_per_node_hour=r.price_per_node_hour, created_at=r.created_at,
+            updated_at=r.updated_at, error=r.error_kind, message=r.message,
+        ) for r in rows])
 
     @app.post("/v1/nodes/{name}:cordon", dependencies=needs(Access.ADMIN),
               responses=errors(400, 401, 403, 404))

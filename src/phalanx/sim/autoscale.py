@@ -49,7 +49,7 @@ from phalanx.spec.resources import ResourceFlavor, Taint
 # A request over an operator's limit gives its quota back and asks again this much later
 # (the control plane's ProvisioningSettings.limit_retry).
 LIMIT_RETRY = 30.0
-_READY, _DELETE, _WAKE = 0, 1, 2
+_READY, _IDLE, _DELETE, _WAKE = 0, 1, 2, 3
 
 
 @dataclass(slots=True)
@@ -61,7 +61,8 @@ class _Pool:
     busy: bool = True  # its owner lives (idle: kept by the idle TTL for a job of its shape)
     generation: int = 0  # bumped when it changes hands, so an older deletion is ignored
     created: float = 0.0
-    idle_until: float = 0.0  # another job of its shape may take it over before then
+    idle_from: float = 0.0  # another job of its shape may take it over from then...
+    idle_until: float = 0.0  # ...until then (the idle TTL)
 
 
 @dataclass(slots=True)
@@ -152,6 +153,8 @@ class Autoscaler:
             elif kind == _READY:
                 self._ready(pool, now)
                 changed = True
+            elif kind == _IDLE and not pool.busy:
+                self._wake_retrying(now)  # a job of its shape may take it over
             elif kind == _DELETE and not pool.busy:
                 self._delete(pool, now)
                 self._wake_retrying(now)
@@ -186,7 +189,10 @@ class Autoscaler:
         pool.generation += 1
         ttl = self._spec(pool.request.flavor).idle_ttl
         # Idle (kept for a job of its shape) once the check passed, until the TTL ends.
-        pool.idle_until = now + self.deletion_check + ttl if ttl > 0 and pool.ready else now
+        pool.idle_from = now + self.deletion_check
+        pool.idle_until = pool.idle_from + ttl if ttl > 0 and pool.ready else now
+        if pool.idle_until > pool.idle_from:
+            self._push(pool.idle_from, _IDLE, pool.request.name, pool.generation)
         self._push(max(pool.idle_until, now + self.deletion_check), _DELETE, pool.request.name,
                    pool.generation)
 
@@ -254,13 +260,15 @@ class Autoscaler:
         if mine is not None and self._hash(mine.request) == config_hash:
             return mine
         idle = [p for p in (self.pools[n] for n in self.idle) if p.ready
-                and now < p.idle_until and self._hash(p.request) == config_hash]
+                and p.idle_from <= now < p.idle_until and self._hash(p.request) == config_hash]
         return min(idle, key=lambda p: p.request.name) if idle else None
 
     def _hand_over(self, pool: _Pool, job: str, now: float) -> None:
         """``pool`` is reserved for ``job`` from now: its nodes are labelled and tainted
         for it, and placed on at the next cycle if it is Ready."""
         if pool.owner != job:
+            taken = self.provider.reassign(pool.request.name, job)
+            assert taken  # the simulated provider always can
             self.owned.pop(pool.owner, None)
             pool.owner = job
             pool.nodes = [self._reserved(n, job) for n in pool.nodes]
@@ -308,8 +316,8 @@ class Autoscaler:
                 del self.phases[phase]
 
     def _wake_retrying(self, now: float) -> None:
-        """A pool went, so a job turned away by a limit may fit at its next try: wake the
-        replay then. Tries before a pool goes would meet the same limit and change nothing,
+        """A pool went (or became idle, to be taken over), so a job turned away by a limit
+        may fit at its next try: wake the replay then. Tries before a pool goes would meet the same limit and change nothing,
         so they are not played."""
         for phase in self.phases:
             at = now + (phase - now) % LIMIT_RETRY

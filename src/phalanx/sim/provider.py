@@ -13,9 +13,10 @@ generator, so a replay is reproducible).
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from phalanx.provisioning.base import (
+    RESERVED_FOR,
     PoolRequest,
     PoolState,
     PoolStatus,
@@ -99,6 +100,17 @@ class SimulatedProvider(Provider):
 
     def ready_at(self, name: str) -> float:
         return self._pools[name].ready_at
+
+    def reassign(self, name: str, job: str) -> bool:
+        pool = self._pools.get(name)
+        if pool is None:
+            return False
+        request = pool.request
+        pool.request = replace(request, job=job, node_labels={**request.node_labels,
+                                                              RESERVED_FOR: job},
+                               node_taints=tuple((k, job if k == RESERVED_FOR else v, e)
+                                                 for k, v, e in request.node_taints))
+        return True
 
     def list(self) -> list[PoolStatus]:
         return [self._status(p) for _, p in sorted(self._pools.items())]

@@ -211,6 +211,28 @@ class NodeList(Model):
     items: list[NodeView]
 
 
+class PoolView(Model):
+    """A node pool bought for a pending gang (docs/provisioning.md)."""
+
+    name: str = Field(description="<job>-<attempt>")
+    job: str
+    attempt: int
+    flavor: str
+    provider: str
+    state: Literal["Intent", "Creating", "Ready", "Idle", "Deleting", "Deleted"]
+    node_count: int
+    price_per_node_hour: float
+    created_at: float
+    updated_at: float
+    error: str = Field(default="", description="The failure's class, when the pool failed: "
+                       "Stockout, ConfigurationError, TransientError, Timeout")
+    message: str = ""
+
+
+class PoolList(Model):
+    items: list[PoolView]
+
+
 class DrainRequest(Model):
     grace_seconds: float | None = Field(
         default=None, ge=0, description="Time the gangs on the node get to stop "

@@ -16,7 +16,8 @@ that fits its queue's quota but no existing node of the flavor (see docs/provisi
 """
 # The local provider's options: delay (until the nodes are Ready), stockout (injected:
 # true, a count of pools, or attempt numbers), error (transient | configuration, injected
-# at the attempts errorAttempts lists, every attempt without it).
+# at the attempts errorAttempts lists, every attempt without it), failDeletion (every
+# deletion fails: a cleanup that keeps failing).
 
 from __future__ import annotations
 
@@ -76,6 +77,13 @@ def _check_attempts(value: object) -> None:
                          "numbers such as [1, 2]")
 
 
+def _check_bool(key: str) -> Any:
+    def check(value: object) -> None:
+        if not isinstance(value, bool):
+            raise ValueError(f"options.{key} is {value!r}; write true or false")
+    return check
+
+
 def _check_string(key: str) -> Any:
     def check(value: object) -> None:
         if not isinstance(value, str) or not value:
@@ -96,7 +104,7 @@ def _check_mapping(key: str) -> Any:
 # `phalanx apply` refuses a misspelt option instead of ignoring it.
 PROVIDER_OPTIONS: dict[str, dict[str, Any]] = {
     "local": {"delay": _check_delay, "stockout": _check_stockout, "error": _check_error,
-              "errorAttempts": _check_attempts},
+              "errorAttempts": _check_attempts, "failDeletion": _check_bool("failDeletion")},
     "simulated": {"delay": _check_delay, "stockout": _check_stockout,
                   "stockoutRate": _check_rate},
     "kubernetes-provisioningrequest": {

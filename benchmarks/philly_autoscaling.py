@@ -222,8 +222,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="replay this many variants at once, in processes")
     parser.add_argument("--json", type=Path, default=None,
                         help="output JSON (default: benchmarks/results/philly_autoscaling.json)")
-    parser.add_argument("--plots", type=Path, default=RESULTS / "philly_autoscaling",
-                        help="directory for PNG plots")
+    parser.add_argument("--plots", type=lambda v: Path(v) if v else None,
+                        default=RESULTS / "philly_autoscaling",
+                        help="directory for PNG plots (none: no plots)")
     args = parser.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)
     if args.gpus < philly.GPUS_PER_NODE or args.gpus % philly.GPUS_PER_NODE:

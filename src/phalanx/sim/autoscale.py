@@ -317,8 +317,8 @@ class Autoscaler:
 
     def _wake_retrying(self, now: float) -> None:
         """A pool went (or became idle, to be taken over), so a job turned away by a limit
-        may fit at its next try: wake the replay then. Tries before a pool goes would meet the same limit and change nothing,
-        so they are not played."""
+        may fit at its next try: wake the replay then. Tries before that would meet the same
+        limit and change nothing, so they are not played."""
         for phase in self.phases:
             at = now + (phase - now) % LIMIT_RETRY
             if at > now:

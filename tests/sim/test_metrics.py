@@ -42,5 +42,6 @@ def test_percentiles_nearest_rank() -> None:
     values = [float(v) for v in range(1, 101)]
     assert (percentile(values, 50), percentile(values, 99), percentile(values, 100)) == (
         50, 99, 100)
-    assert stats([3.0, 1.0, 2.0]) == {"mean": 2.0, "p50": 2.0, "p99": 3.0, "max": 3.0}
-    assert stats([]) == {"mean": 0.0, "p50": 0.0, "p99": 0.0, "max": 0.0}
+    assert stats([3.0, 1.0, 2.0]) == {"mean": 2.0, "p50": 2.0, "p95": 3.0, "p99": 3.0,
+                                     "max": 3.0}
+    assert stats([]) == {"mean": 0.0, "p50": 0.0, "p95": 0.0, "p99": 0.0, "max": 0.0}

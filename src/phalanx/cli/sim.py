@@ -8,6 +8,7 @@ JSON (``--json``) and PNG plots (``--plots``).
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
@@ -27,8 +28,10 @@ from phalanx.sim import (
     read_trace,
     simulate,
 )
+from phalanx.sim.autoscale import fixed_equivalent
+from phalanx.sim.policy import Policy
 from phalanx.sim.report import summary_table, teams_table
-from phalanx.spec import QueueConfig, load_config_yaml
+from phalanx.spec import Node, QueueConfig, load_config_yaml
 from phalanx.spec.quantity import parse_duration
 
 
@@ -75,7 +78,10 @@ def load_failure_schedule(path: Path) -> list[NodeFailure]:
 def sim(
     trace: Annotated[Path, typer.Option(help="Trace CSV: Philly's, or submit,duration,gpus,team")],
     queues: Annotated[Path, typer.Option(help="YAML queue config (as for phalanx apply)")],
-    nodes: Annotated[Path, typer.Option(help="YAML list of nodes (entries may have count)")],
+    nodes: Annotated[
+        Path | None, typer.Option(help="YAML list of nodes (entries may have count); may be "
+                                       "left out when flavors buy node pools (provisioning)")
+    ] = None,
     policy: Annotated[
         list[str] | None,
         typer.Option(help="config (the file as written), phalanx (defaults: borrowing, reclaim, "
@@ -97,7 +103,8 @@ def sim(
     failure_schedule: Annotated[
         Path | None, typer.Option(help="YAML list of {at, node, downFor} failures")
     ] = None,
-    seed: Annotated[int, typer.Option(help="Seed for random node failures")] = 0,
+    seed: Annotated[int, typer.Option(help="Seed for random node failures and stockouts "
+                                           "drawn at a rate")] = 0,
     checkpoint_every: Annotated[
         str | None, typer.Option(help="Jobs checkpoint this often (e.g. 30m): a stopped run "
                                       "keeps its last checkpoint (a trace's checkpoint_every "
@@ -115,6 +122,12 @@ def sim(
         int | None, typer.Option(help="Replay only the first N jobs (by submission time)",
                                  min=1)
     ] = None,
+    against_fixed: Annotated[
+        bool, typer.Option(help="With flavors that buy node pools (provisioning): replay "
+                                "each policy again on a fixed cluster of the same peak size "
+                                "(every such flavor's maxNodes bought up front), to compare "
+                                "node-hours, idle node-hours, spend and delays")
+    ] = False,
     json_out: Annotated[Path | None, typer.Option("--json", help="Write results as JSON")] = None,
     plots: Annotated[Path | None, typer.Option(help="Directory for PNG plots")] = None,
 ) -> None:
@@ -125,20 +138,41 @@ def sim(
     protect = parse_duration(min_runtime, field="--min-runtime") \
         if min_runtime is not None else None
     config = load_queues(queues)
-    node_list = load_nodes(nodes)
+    node_list = load_nodes(nodes) if nodes is not None else []
+    if nodes is None and not config.provisionable_flavors():
+        raise SpecError("no nodes, and no flavor buys node pools", field="--nodes",
+                        fix="give a YAML list of nodes, or add provisioning to a flavor")
     jobs = read_trace(trace, trace_format)
     if limit is not None:
         jobs = jobs[:limit]
     schedule = load_failure_schedule(failure_schedule) if failure_schedule else []
     failures = FailureModel(rate_per_day=failure_rate, repair_seconds=repair_seconds,
                             schedule=schedule, seed=seed)
+    # (label, queues, nodes, node prices, policy) of each replay
+    runs: list[tuple[str, QueueConfig, list[Node], dict[str, float] | None, Policy]] = [
+        (each.name, config, node_list, None, each) for each in chosen]
+    pooled = sorted(config.provisionable_flavors())
+    if pooled:
+        note(f"flavors {', '.join(pooled)} buy node pools in virtual time (the simulated "
+             "provider, whichever provider they name)")
+    if against_fixed:
+        if not pooled:
+            raise SpecError("no ResourceFlavor has provisioning, so there is nothing to "
+                            "compare a fixed cluster with", field="--against-fixed",
+                            fix="add provisioning to a flavor of the queues file, or leave "
+                                "out --against-fixed")
+        fixed = fixed_equivalent(config, node_list)
+        runs = [run for each in chosen for run in (
+            (f"{each.name} autoscaled", config, node_list, None, each),
+            (f"{each.name} fixed", fixed.config, fixed.nodes, fixed.prices, each))]
     results = []
-    for each in chosen:
-        note(f"replaying {len(jobs):,} jobs on {len(node_list):,} nodes, policy {each.name} "
-             f"({each.description})")
-        results.append(simulate(config, node_list, jobs, each, restart=restart.value,
-                                failures=failures, tick=tick, checkpoint_every=every,
-                                min_runtime=protect))
+    for label, run_config, run_nodes, prices, each in runs:
+        note(f"replaying {len(jobs):,} jobs on {len(run_nodes):,} nodes, policy {each.name} "
+             f"({each.description}){'' if label == each.name else f', {label}'}")
+        result = simulate(run_config, run_nodes, jobs, each, restart=restart.value,
+                          failures=failures, tick=tick, checkpoint_every=every,
+                          min_runtime=protect, seed=seed, node_prices=prices)
+        results.append(replace(result, policy=label))
     console = out()
     console.print(summary_table(results, f"Simulation of {trace.name}"))
     console.print(teams_table(results))
@@ -146,11 +180,13 @@ def sim(
         note(f"rejected {example}", style="yellow")
     if json_out is not None:
         payload: dict[str, Any] = {
-            "inputs": {"trace": str(trace), "queues": str(queues), "nodes": str(nodes),
+            "inputs": {"trace": str(trace), "queues": str(queues),
+                       "nodes": str(nodes) if nodes else None,
                        "policies": [p.name for p in chosen], "restart": restart.value,
                        "failureRate": failure_rate, "repairSeconds": repair_seconds,
                        "seed": seed, "limit": limit, "tick": tick,
-                       "checkpointEvery": every, "minRuntime": protect},
+                       "checkpointEvery": every, "minRuntime": protect,
+                       "againstFixed": against_fixed},
             "runs": [r.to_dict() for r in results],
         }
         json_out.parent.mkdir(parents=True, exist_ok=True)

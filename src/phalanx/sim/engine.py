@@ -53,7 +53,9 @@ from typing import Literal
 from phalanx.control.lifecycle import deadline_at, restart_decision
 from phalanx.errors import SpecError
 from phalanx.scheduler import Scheduler
+from phalanx.sim.autoscale import Autoscaler, node_price, pool_gpus
 from phalanx.sim.failures import FailureModel
+from phalanx.sim.meter import NodeMeter
 from phalanx.sim.metrics import JobOutcome, Series, SimResult, TeamShare, stats
 from phalanx.sim.policy import Policy, policy_named
 from phalanx.sim.trace import TraceJob
@@ -87,7 +89,11 @@ class Simulator:
                  max_runtime: float | None = None, restart_policy: RestartPolicy | None = None,
                  progress: Callable[[int, int, float], None] | None = None,
                  checkpoint_every: float | None = None,
-                 min_runtime: float | None = None) -> None:
+                 min_runtime: float | None = None, seed: int = 0,
+                 node_prices: dict[str, float] | None = None) -> None:
+        self.seed = seed  # for stockouts drawn at a rate (options.stockoutRate)
+        # Per node-hour by node name; otherwise that of the provisionable flavor it belongs to.
+        self.node_prices = node_prices or {}
         for value, what in ((checkpoint_every, "checkpointEvery"), (min_runtime, "minRuntime")):
             if value is not None and not (math.isfinite(value) and value >= 0):
                 raise SpecError(f"{what} {value:g} s is out of range", field=what,
@@ -119,11 +125,14 @@ class Simulator:
         self.failures = failures if failures is not None and failures.enabled else None
         # Called as (jobs arrived, jobs in the trace, simulated seconds) every PROGRESS_EVERY.
         self.progress = progress
+        # Pool nodes count as much as nodes that exist: a gang is split to fit either.
         self.max_gpus_per_node = max((n.allocatable.get(GPU, 0) // 1000 for n in nodes),
                                      default=0)
+        self.max_gpus_per_node = max(self.max_gpus_per_node, pool_gpus(self.config))
         if self.max_gpus_per_node < 1:
             raise SpecError("no node has a GPU", field="nodes",
-                            fix=f"give the nodes allocatable {GPU}")
+                            fix=f"give the nodes allocatable {GPU}, or a flavor's "
+                                f"provisioning.node {GPU}")
 
     # ------------------------------------------------------------------ jobs
     def pods_for(self, gpus: int) -> tuple[int, int]:
@@ -180,6 +189,13 @@ class Simulator:
         started = time.perf_counter()
         scheduler = Scheduler(self.config, self.nodes.values())
         scheduler.set_fair_sharing(self.policy.fair_sharing)
+        meter = NodeMeter()
+        for fixed in self.nodes.values():
+            price = self.node_prices.get(fixed.name)
+            meter.add(fixed.name, 0.0,
+                      price if price is not None else node_price(self.config, fixed))
+        autoscaler = (Autoscaler(self.config, scheduler, meter, self.seed)
+                      if self.config.provisionable_flavors() else None)
         templates, cq_of = self._templates(scheduler)
         gpus_of = {name: n.allocatable.get(GPU, 0) // 1000 for name, n in self.nodes.items()}
         outcomes = [
@@ -231,6 +247,7 @@ class Simulator:
             if failure:
                 lost_to_failures += (ran - kept) * o.gpus
             remaining[name] = run.remaining - kept
+            meter.free(run.nodes, now)
             for node in run.nodes if track_nodes else ():
                 node_jobs[node].discard(name)
             if requeue:
@@ -256,15 +273,24 @@ class Simulator:
             else:
                 o.failed = decision.message
                 failed += 1
+                if autoscaler is not None:
+                    autoscaler.ended(name, now)
+
+        def paid() -> int:
+            """GPUs paid for: the nodes that are up, and pool nodes from their creation."""
+            return capacity + (autoscaler.gpus if autoscaler is not None else 0)
 
         tick = self.tick
         due: float | None = None  # when the next cycle runs (with tick > 0), once one is owed
         index, total = 0, len(arrivals)
         while True:
+            pools_busy = autoscaler is not None and autoscaler.busy()
             if due is None:
-                if not (index < total or running or pending or releases or wakes):
+                if not (index < total or running or pending or releases or wakes
+                        or pools_busy):
                     break
-                if index >= total and not running and not down and not releases:
+                if index >= total and not running and not down and not releases \
+                        and not pools_busy:
                     break  # pending jobs that nothing will ever let in: never admitted
             now = float("inf") if due is None else due
             if index < total and arrivals[index][0].submit < now:
@@ -279,6 +305,9 @@ class Simulator:
                 now = releases[0][0]
             if wakes and wakes[0] < now:
                 now = wakes[0]
+            pool_event = autoscaler.next_at() if autoscaler is not None else None
+            if pool_event is not None and pool_event < now:
+                now = pool_event
             while wakes and wakes[0] <= now:
                 heapq.heappop(wakes)
             instants += 1
@@ -296,6 +325,9 @@ class Simulator:
                 goodput += (now - run.start) * o.gpus
                 o.finish = now
                 scheduler.remove(name)
+                meter.free(run.nodes, now)
+                if autoscaler is not None:
+                    autoscaler.ended(name, now)
                 for node in run.nodes if track_nodes else ():
                     node_jobs[node].discard(name)
 
@@ -307,6 +339,8 @@ class Simulator:
                 stop(name, now, requeue=False)
                 run.outcome.failed = f"ran longer than maxRuntime ({self.max_runtime:g}s)"
                 failed += 1
+                if autoscaler is not None:
+                    autoscaler.ended(name, now)
 
             while node_events and node_events[0][0] == now:
                 _, kind, _, node, down_for = heapq.heappop(node_events)
@@ -337,6 +371,9 @@ class Simulator:
                 seq += 1
                 heapq.heappush(node_events, (now + down_for, _REPAIR, seq, node, 0.0))
 
+            if autoscaler is not None:
+                autoscaler.advance(now)  # pools Ready, timed out or deleted
+
             while releases and releases[0][0] == now:
                 _, _, run = heapq.heappop(releases)
                 scheduler.submit(run.spec, priority=run.priority,
@@ -363,7 +400,7 @@ class Simulator:
                 # Every event calls for a cycle: now, or at the next multiple of the period.
                 due = max(now, math.ceil(now / tick) * tick) if tick else now
             if due is None or now < due:
-                series.record(now, busy, capacity, pending, len(running))
+                series.record(now, busy, paid(), pending, len(running))
                 continue
             due = None
             while saves and saves[0][0] <= now:  # the runs' checkpoints up to now
@@ -390,6 +427,9 @@ class Simulator:
                     placed = tuple(n for ps in adm.pod_sets for n in ps.nodes)
                     spec, priority = specs[name]
                     running[name] = _Run(o, now, left, attempt, placed, spec, priority)
+                    meter.place(placed, now)
+                    if autoscaler is not None:
+                        autoscaler.placed(name)
                     busy += o.gpus
                     pending -= 1
                     seq += 1
@@ -409,20 +449,28 @@ class Simulator:
                         by_name[p.victim].preemptions += 1
                         preemptions += 1
                         stop(p.victim, now, requeue=True)
-                if not result.preemptions:
+                # New pools asked for; a pool taken over or a stockout calls for a cycle now.
+                again = (autoscaler is not None and bool(result.provisioning)
+                         and autoscaler.needs(result.provisioning, now))
+                if not result.preemptions and not again:
                     break
             ends = scheduler.protection_ends()
             if pending and ends is not None and ends > now and (not wakes or wakes[0] != ends):
                 heapq.heappush(wakes, ends)  # the protected may then make room
-            series.record(now, busy, capacity, pending, len(running))
+            series.record(now, busy, paid(), pending, len(running))
 
+        end = max(series.t[-1] if series.t else 0.0,
+                  max((o.finish for o in outcomes if o.finish is not None), default=0.0))
+        if autoscaler is not None:
+            autoscaler.close(end)
+        meter.close(end)
         wall = time.perf_counter() - started
         return self._result(outcomes, series, team_seconds, {
             "cycles": cycles, "instants": instants, "preemptions": preemptions,
             "evictions": evictions, "node_failures": node_failures, "wasted": wasted,
             "failed": failed, "lost_to_failures": lost_to_failures,
             "goodput": goodput, "wall": wall,
-        })
+        }, meter, autoscaler)
 
     # ------------------------------------------------------------------ results
     def _nominal_gpus(self) -> dict[str, float]:
@@ -433,7 +481,8 @@ class Simulator:
         return out
 
     def _result(self, outcomes: list[JobOutcome], series: Series,
-                team_seconds: dict[str, float], counts: dict[str, float]) -> SimResult:
+                team_seconds: dict[str, float], counts: dict[str, float], meter: NodeMeter,
+                autoscaler: Autoscaler | None) -> SimResult:
         finished = [o for o in outcomes if o.finish is not None]
         makespan = max((o.finish for o in finished if o.finish is not None), default=0.0)
         end = max(makespan, series.t[-1] if series.t else 0.0)
@@ -458,6 +507,7 @@ class Simulator:
             "nodes": len(self.nodes),
             "makespan": end,
             "gpu_utilisation": area["busy"] / cap,
+            "gpu_hours_paid": area["capacity"] / 3600,  # GPUs up, or paid while booting
             "utilisation_while_waiting": (area["wait_busy"] / area["wait_capacity"]
                                           if area["wait_capacity"] else 0.0),
             "time_with_waiting_jobs": area["wait_time"] / end if end else 0.0,
@@ -477,6 +527,8 @@ class Simulator:
             "wall_seconds": wall,
             "jobs_per_wall_second": len(outcomes) / wall if wall > 0 else 0.0,
             "rejected_examples": [f"{o.name}: {o.rejected}" for o in rejected[:5]],
+            **meter.figures(),
+            "autoscaling": autoscaler.stats.to_dict() if autoscaler is not None else None,
         }
         nominal = self._nominal_gpus()
         all_nominal = sum(nominal.values()) or 1.0
@@ -525,10 +577,11 @@ def simulate(config: QueueConfig, nodes: Sequence[Node], trace: Sequence[TraceJo
              max_runtime: float | None = None, restart_policy: RestartPolicy | None = None,
              progress: Callable[[int, int, float], None] | None = None,
              checkpoint_every: float | None = None,
-             min_runtime: float | None = None) -> SimResult:
+             min_runtime: float | None = None, seed: int = 0,
+             node_prices: dict[str, float] | None = None) -> SimResult:
     """Run one simulation (see ``Simulator``)."""
     return Simulator(config, nodes, trace, policy, restart=restart, failures=failures,
                      tick=tick, max_runtime=max_runtime, restart_policy=restart_policy,
                      progress=progress, checkpoint_every=checkpoint_every,
-                     min_runtime=min_runtime).run()
+                     min_runtime=min_runtime, seed=seed, node_prices=node_prices).run()
 

@@ -125,11 +125,12 @@ def percentile(values: list[float], q: float) -> float:
 
 def stats(values: list[float]) -> dict[str, float]:
     if not values:
-        return {"mean": 0.0, "p50": 0.0, "p99": 0.0, "max": 0.0}
+        return {"mean": 0.0, "p50": 0.0, "p95": 0.0, "p99": 0.0, "max": 0.0}
     ordered = sorted(values)
     return {
         "mean": sum(ordered) / len(ordered),
         "p50": percentile(ordered, 50),
+        "p95": percentile(ordered, 95),
         "p99": percentile(ordered, 99),
         "max": ordered[-1],
     }

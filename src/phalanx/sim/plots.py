@@ -2,7 +2,8 @@
 
 Three figures, each able to overlay several runs (one per policy):
 queue length over time, GPU utilisation over time, and per-team share of the
-GPUs used against entitlement.
+GPUs used against entitlement. When a run bought node pools (autoscaling), a
+fourth: GPUs paid for and GPUs busy over time.
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ def _time_axis(end: float) -> tuple[float, str]:
 
 def write_plots(runs: Sequence[SimResult], directory: str | Path,
                 prefix: str = "") -> list[Path]:
-    """Write queue_length.png, utilisation.png and team_share.png; return their paths."""
+    """Write queue_length.png, utilisation.png and team_share.png (and capacity.png when a
+    run autoscaled); return their paths."""
     if not runs:
         return []
     plt = _pyplot()
@@ -65,6 +67,19 @@ def write_plots(runs: Sequence[SimResult], directory: str | Path,
     ax.legend()
     ax.grid(alpha=0.3)
     paths.append(_save(plt, fig, out / f"{prefix}utilisation.png"))
+
+    if any(r.summary.get("autoscaling") for r in runs):
+        fig, ax = plt.subplots(figsize=(10, 4))
+        for label, s in series:
+            times = [t / scale for t in s["t"]]
+            line = ax.plot(times, s["capacity"], label=f"{label} paid", linewidth=1)[0]
+            ax.plot(times, s["busy"], label=f"{label} busy", linewidth=1, linestyle="--",
+                    color=line.get_color())
+        ax.set(xlabel=f"time ({unit})", ylabel="GPUs (mean per slice)",
+               title="GPUs paid for and busy over time")
+        ax.legend()
+        ax.grid(alpha=0.3)
+        paths.append(_save(plt, fig, out / f"{prefix}capacity.png"))
 
     teams = [t.cluster_queue for t in runs[0].teams]
     fig, ax = plt.subplots(figsize=(max(8, len(teams) * 0.7), 4.5))

@@ -35,15 +35,34 @@ ROWS: list[Row] = [
     ("goodput (work kept)", lambda s: pct(s["goodput"])),
     ("queueing delay mean", lambda s: span(s["queueing_delay"]["mean"])),
     ("queueing delay p50", lambda s: span(s["queueing_delay"]["p50"])),
+    ("queueing delay p95", lambda s: span(s["queueing_delay"].get("p95", 0.0))),
     ("queueing delay p99", lambda s: span(s["queueing_delay"]["p99"])),
     ("JCT mean", lambda s: span(s["jct"]["mean"])),
     ("makespan", lambda s: span(s["makespan"])),
     ("preemptions", lambda s: f"{s['preemptions']:,}"),
     ("GPU-hours lost to restarts", lambda s: f"{s['wasted_gpu_hours']:,.0f}"),
     ("node failures / evictions", lambda s: f"{s['node_failures']:,} / {s['evictions']:,}"),
+    ("node-hours paid (idle)", lambda s: f"{s.get('node_hours', 0.0):,.0f} "
+                                         f"({s.get('idle_node_hours', 0.0):,.0f})"),
+    ("spend (pricePerNodeHour x node-hours)", lambda s: f"{s.get('spend', 0.0):,.0f}"),
     ("scheduling cycles", lambda s: f"{s['cycles']:,}"),
     ("simulator speed", lambda s: f"{s['jobs_per_wall_second']:,.0f} jobs/s "
                                   f"({s['wall_seconds']:.1f} s wall)"),
+]
+
+
+def _pools(s: dict[str, Any]) -> dict[str, Any]:
+    return s.get("autoscaling") or {}
+
+
+# Shown when some run bought node pools (a flavor with provisioning).
+AUTOSCALING_ROWS: list[Row] = [
+    ("pools created / reused", lambda s: f"{_pools(s).get('pools_created', 0):,} / "
+                                         f"{_pools(s).get('pools_reused', 0):,}"),
+    ("stockouts", lambda s: f"{_pools(s).get('stockouts', 0):,}"),
+    ("peak pool nodes", lambda s: f"{_pools(s).get('peak_pool_nodes', 0):,}"),
+    ("jobs that waited for a limit", lambda s: f"{_pools(s).get('waited_for_limits', 0):,}"),
+    ("wait for a pool (mean)", lambda s: span(_pools(s).get("provisioning_wait_mean", 0.0))),
 ]
 
 
@@ -52,7 +71,8 @@ def summary_table(runs: Sequence[SimResult], title: str = "Simulation") -> Table
     table.add_column("metric")
     for r in runs:
         table.add_column(r.policy, justify="right")
-    for label, cell in ROWS:
+    rows = ROWS + (AUTOSCALING_ROWS if any(r.summary.get("autoscaling") for r in runs) else [])
+    for label, cell in rows:
         table.add_row(label, *(cell(r.summary) for r in runs))
     return table
 

@@ -60,6 +60,12 @@ def _check_stockout(value: object) -> None:
         )
 
 
+def _check_rate(value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
+        raise ValueError(f"options.stockoutRate is {value!r}; write the chance that a request "
+                         "finds no capacity, from 0 to 1, e.g. 0.05")
+
+
 def _check_error(value: object) -> None:
     if value not in ("transient", "configuration"):
         raise ValueError(f"options.error is {value!r}; write transient (retried with backoff) "
@@ -130,7 +136,8 @@ def _check_parameters(value: object) -> None:
 PROVIDER_OPTIONS: dict[str, dict[str, Any]] = {
     "local": {"delay": _check_delay, "stockout": _check_stockout, "error": _check_error,
               "errorAttempts": _check_attempts, "failDeletion": _check_bool("failDeletion")},
-    "simulated": {"delay": _check_delay, "stockout": _check_stockout},
+    "simulated": {"delay": _check_delay, "stockout": _check_stockout,
+                  "stockoutRate": _check_rate},
     "kubernetes-provisioningrequest": {
         "className": _check_class_name,
         "parameters": _check_parameters,

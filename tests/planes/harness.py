@@ -243,8 +243,13 @@ class Federation:
             return dict(api.get(f"/v1/jobs/{name}").json())
 
     def wait_status(self, name: str, *statuses: str, timeout: float = 60.0) -> dict[str, Any]:
-        return dict(wait_until(lambda: (j := self.job(name))["status"] in statuses and j,
-                               timeout, what=f"{name} to be {'/'.join(statuses)}"))
+        try:
+            return dict(wait_until(lambda: (j := self.job(name))["status"] in statuses and j,
+                                   timeout, what=f"{name} to be {'/'.join(statuses)}"))
+        except AssertionError as exc:
+            job = self.job(name)
+            raise AssertionError(f"{exc}: it is {job['status']} "
+                                 f"({job.get('pendingMessage') or job.get('message')})") from None
 
 
 def job_spec(name: str, code: str, *, replicas: int = 1, cpu: str = "100m",

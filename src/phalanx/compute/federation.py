@@ -231,9 +231,12 @@ class PlaneSet(ComputePlane):
 
     def exec(self, job: str, pod: str | None, argv: list[str], *, tty: bool = False,
              cols: int = 80, rows: int = 24) -> ExecSession:
-        for _, member in self._snapshot():
+        members = self._snapshot()
+        for _, member in members:
             if any(p.ref.job == job for p in member.plane.observe()):
                 return member.plane.exec(job, pod, argv, tty=tty, cols=cols, rows=rows)
+        if len(members) == 1:  # the one plane says why (no such pod, or no exec at all)
+            return members[0][1].plane.exec(job, pod, argv, tty=tty, cols=cols, rows=rows)
         raise NotFound(f"no pod of {job} runs", field="job",
                        fix="wait until the job runs (`phalanx describe`)")
 

@@ -208,7 +208,7 @@ class RemotePlane(ComputePlane):
         silent = self.silent_for()
         if self._state is PlaneState.CONNECTED:
             return "connected"
-        if self._state is PlaneState.WAITING:
+        if self._state is PlaneState.WAITING or self.last_seen is None:
             return "waiting for its worker"
         if self._state is PlaneState.SILENT:
             return f"disconnected (silent for {silent:.0f}s)"

@@ -76,13 +76,13 @@ class PlaneClient:
                 self._token = None  # revoked or expired early: exchange the key again
                 continue
             if answer.status_code >= 400:
-                error = _error_of(answer)
+                error, fix = _error_of(answer)
                 cls: type[PhalanxError] = ServerError
                 if answer.status_code in (401, 403):
                     cls = AuthError
                 elif answer.status_code == 400:
                     cls = SpecError  # refused for good: the worker stops and says why
-                raise cls(f"{method} {path}: {error}", fix="see the control plane's log")
+                raise cls(f"{method} {path}: {error}", fix=fix or "see the control plane's log")
             return answer
         raise AssertionError("unreachable")
 
@@ -100,9 +100,10 @@ class PlaneClient:
         return DesiredState.model_validate(answer.json())
 
 
-def _error_of(answer: httpx.Response) -> str:
+def _error_of(answer: httpx.Response) -> tuple[str, str | None]:
+    """The answer's error message and fix, from the API's error envelope."""
     try:
         error = answer.json().get("error", {})
-        return f"{answer.status_code} {error.get('message', answer.text)}"
-    except ValueError:
-        return f"{answer.status_code} {answer.text[:200]}"
+        return f"{answer.status_code} {error.get('message', answer.text)}", error.get("fix")
+    except (ValueError, AttributeError):
+        return f"{answer.status_code} {answer.text[:200]}", None

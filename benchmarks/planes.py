@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+import yaml
 from rich.console import Console
 from rich.table import Table
 
@@ -102,7 +103,7 @@ def _control_plane(root: Path, remote: bool) -> Iterator[tuple[ServerProcess, Cl
         workers = [_worker(server, root, "edge")] if remote else []
         try:
             with server.client() as client:
-                client.apply(QUEUES)
+                client.apply(list(yaml.safe_load_all(QUEUES)))
                 if remote:
                     _wait(lambda: any(p.state == "connected" and p.nodes
                                       for p in client.planes()), 60, 0.1)
@@ -166,7 +167,7 @@ def scale(workers: int, nodes: int, jobs: int, window: float) -> dict[str, Any]:
             assert server.proc is not None
             cp = psutil.Process(server.proc.pid)
             with server.client() as client:
-                client.apply(QUEUES)
+                client.apply(list(yaml.safe_load_all(QUEUES)))
             started = time.perf_counter()
             procs = [_worker(server, root, f"sim-{i}", "--compute", "simulated", "--nodes",
                              str(nodes_file)) for i in range(workers)]

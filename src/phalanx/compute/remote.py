@@ -69,6 +69,18 @@ def pod_state(report: PodReport) -> PodState:
     )
 
 
+def _pending(wanted: DesiredAttempt) -> list[PodState]:
+    """The pods of an attempt sent to the worker that it has not reported yet."""
+    pods, rank = [], 0
+    for pod_set in wanted.admission.pod_sets:
+        for index in range(pod_set.count):
+            node = pod_set.nodes[index] if index < len(pod_set.nodes) else ""
+            pods.append(PodState(ref=PodRef(wanted.job, wanted.attempt, pod_set.name, index,
+                                            rank), node=node, phase=PodPhase.PENDING))
+            rank += 1
+    return pods
+
+
 class RemotePlane(ComputePlane):
     """What one worker last reported, and what it must run."""
 
@@ -239,6 +251,9 @@ class RemotePlane(ComputePlane):
             self._nodes_changed()
         with self._changed:
             pods = [p for group in self._pods.values() for p in group]
+            # Launched but not reported yet: pending, not gone.
+            pods += [p for key, wanted in self._launches.items() if key not in self._pods
+                     for p in _pending(wanted)]
             lost = self._state is PlaneState.LOST
             reason = self._lost_reason(self.silent_for()) if lost else ""
         if not lost:

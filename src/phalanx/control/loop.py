@@ -100,8 +100,8 @@ class ControlLoop:
         observed = self.plane.observe()
         with state.lock:
             now = state.clock()
+            self._take_refusals(now)  # before: a refused attempt shows no pods, not lost
             self._reconcile(observed, now)
-            self._take_refusals(now)
             self._report_checkpoints(now)
             self._stop_on_unhealthy_nodes()
             self._enforce_deadlines(now)

@@ -99,3 +99,14 @@ def test_wrong_and_foreign_and_revoked_keys_are_refused(two: Federation,
     assert answer.status_code == 401
     assert two.plane("spare")["nodes"] == 0
     assert httpx.post(f"{url}/v1/auth/token", json={"key": spare}).status_code == 401
+
+
+def test_metrics_and_node_list_show_each_nodes_plane(two: Federation) -> None:
+    metrics = httpx.get(f"{two.server.url}/metrics").text
+    assert 'phalanx_node_plane{node="east.' in metrics
+    assert 'plane="west"' in metrics
+    with two.api() as api:
+        nodes = api.get("/v1/nodes").json()
+    items = nodes["items"] if isinstance(nodes, dict) else nodes
+    planes = {n["labels"]["phalanx.dev/plane"] for n in items}
+    assert planes == {"east", "west"}

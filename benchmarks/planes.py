@@ -85,6 +85,13 @@ def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
             proc.kill()
 
 
+def _gone(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
 def _wait(check: Any, timeout: float, every: float = 0.01) -> Any:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -131,8 +138,7 @@ def latency(rounds: int) -> dict[str, Any]:
                 starts.append(float(started) - admitted)
                 cancelled = time.perf_counter()
                 client.cancel(name)
-                _wait(lambda p=int(pid): not psutil.pid_exists(p) or
-                      psutil.Process(p).status() == psutil.STATUS_ZOMBIE, 60, 0.01)
+                _wait(lambda p=int(pid): _gone(p), 60, 0.01)
                 gones.append(time.perf_counter() - cancelled)
                 _wait(lambda n=name: client.get(n).status.terminal, 60, 0.05)
         key = "worker" if remote else "in_process"

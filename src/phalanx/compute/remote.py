@@ -136,6 +136,10 @@ class RemotePlane(ComputePlane):
             for pod in report.pods:
                 pods.setdefault((pod.job, pod.attempt), []).append(pod_state(pod))
             self._pods = pods
+            # Started: the worker's plane keeps the attempt from here (a restarted worker
+            # re-lists it), so the desired state it polls stays small.
+            for key in pods.keys() & self._launches.keys():
+                del self._launches[key]
             # A terminal state the worker no longer reports was dropped: the ack is done.
             self._forget &= pods.keys()
             for refusal in report.refusals:

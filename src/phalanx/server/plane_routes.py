@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import anyio
 from anyio import to_thread
 from fastapi import FastAPI, Query, Request
 
@@ -42,6 +43,7 @@ from phalanx.store import StoredKey
 
 _WORKER_PATHS = ("hello", "report", "desired")
 MAX_WAIT = 60.0
+MAX_POLLS = 1000  # workers waiting at once
 
 
 def check_plane_key(principal: Principal, path: str) -> None:
@@ -59,6 +61,9 @@ def add_plane_routes(
     control_plane_id: str, errors: Callable[..., dict[int | str, dict[str, Any]]],
 ) -> None:
     timers = registry.timers
+    # Long polls wait in threads of their own: with the shared pool (40 threads), 40
+    # waiting workers would hold up every other request of the API.
+    polls = anyio.CapacityLimiter(MAX_POLLS)
 
     # ------------------------------------------------------------------ the worker's
     @app.post("/v1/planes/{name}/hello", dependencies=needs(Access.PLANE),
@@ -95,7 +100,7 @@ def add_plane_routes(
                       wait: float = Query(default=25.0, ge=0, le=MAX_WAIT)) -> DesiredState:
         """The desired state once its version passes ``after`` (a long poll of ``wait`` s)."""
         remote = registry.remote(name)
-        return await to_thread.run_sync(remote.desired, after, wait)
+        return await to_thread.run_sync(remote.desired, after, wait, limiter=polls)
 
     # ------------------------------------------------------------------ the registry
     def view(overview: Any) -> PlaneView:

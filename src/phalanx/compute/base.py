@@ -158,6 +158,11 @@ class ComputePlane(abc.ABC):
         has not reported since the control plane started (no pod there counts as gone)."""
         return True
 
+    @property
+    def kind(self) -> str:
+        """What computes, for ``phalanx status``: the plane's name by default."""
+        return self.name
+
     def where(self, node: str) -> str:
         """Where a pod on ``node`` runs, for events: "the local compute plane"."""
         return f"the {self.name} compute plane"

@@ -159,6 +159,12 @@ class PlaneSet(ComputePlane):
         plane = self.member(name) if name is not None else None
         return plane is None or plane.sees(self._local_name(name, node) if name else node)
 
+    @property
+    def kind(self) -> str:
+        """"simulated" for the embedded plane alone; "local, gcp-a (worker)" with workers."""
+        return ", ".join(m.plane.kind if not m.qualify else f"{name} (worker)"
+                         for name, m in self._snapshot()) or "workers only (none yet)"
+
     def where(self, node: str) -> str:
         name = self.plane_of_node(node)
         with self._lock:

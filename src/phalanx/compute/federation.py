@@ -241,8 +241,9 @@ class PlaneSet(ComputePlane):
         for _, member in members:
             if any(p.ref.job == job for p in member.plane.observe()):
                 return member.plane.exec(job, pod, argv, tty=tty, cols=cols, rows=rows)
-        if len(members) == 1:  # the one plane says why (no such pod, or no exec at all)
-            return members[0][1].plane.exec(job, pod, argv, tty=tty, cols=cols, rows=rows)
+        embedded = [m.plane for _, m in members if not m.qualify]
+        if len(embedded) == 1:  # the in-process plane says why (no such pod, or no exec)
+            return embedded[0].exec(job, pod, argv, tty=tty, cols=cols, rows=rows)
         raise NotFound(f"no pod of {job} runs", field="job",
                        fix="wait until the job runs (`phalanx describe`)")
 

@@ -73,7 +73,8 @@ def _checker(access: Access) -> Any:
         if access is Access.PLANE:
             plane = request.path_params.get("name", "")
             if principal.scope != f"{PLANE_SCOPE_PREFIX}{plane}":
-                raise Forbidden(f"only the key of compute plane {plane} may speak for it",
+                raise Forbidden(f"this needs the key of compute plane {plane}; "
+                                f"{principal.name}'s is not",
                                 field="Authorization",
                                 fix=f"use the key `phalanx plane add {plane}` wrote")
             return

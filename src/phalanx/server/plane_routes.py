@@ -67,7 +67,7 @@ def add_plane_routes(
 
     # ------------------------------------------------------------------ the worker's
     @app.post("/v1/planes/{name}/hello", dependencies=needs(Access.PLANE),
-              responses=errors(401, 403, 404))
+              responses=errors(400, 401, 403, 404))
     def hello(name: str, body: PlaneHello) -> PlaneWelcome:
         """A worker registers (again) for its plane; refused when its fence is not shorter
         than ``--worker-lost-after`` (its pods must be stopped before their jobs run
@@ -95,7 +95,7 @@ def add_plane_routes(
         return ReportAck(nodes_wanted=wanted)
 
     @app.get("/v1/planes/{name}/desired", dependencies=needs(Access.PLANE),
-             responses=errors(401, 403, 404))
+             responses=errors(400, 401, 403, 404))
     async def desired(name: str, after: int = -1,
                       wait: float = Query(default=25.0, ge=0, le=MAX_WAIT)) -> DesiredState:
         """The desired state once its version passes ``after`` (a long poll of ``wait`` s)."""
@@ -141,14 +141,14 @@ def add_plane_routes(
         return mint_key(body.name, request, body.description)
 
     @app.post("/v1/planes/{name}/keys", dependencies=needs(Access.ADMIN), status_code=201,
-              responses=errors(401, 403, 404))
+              responses=errors(400, 401, 403, 404))
     def rotate_key(name: str, request: Request) -> PlaneKey:
         """Another key for the plane (both work until the old one is revoked)."""
         registry.remote(name)
         return mint_key(name, request, f"compute plane {name} (rotated)")
 
     @app.post("/v1/planes/{name}/cordon", dependencies=needs(Access.ADMIN),
-              responses=errors(401, 403, 404))
+              responses=errors(400, 401, 403, 404))
     def cordon_plane(name: str, body: PlaneFlags, request: Request) -> PlaneView:
         """Take no new placements on the plane (or take them again)."""
         registry.set_flags(name, audit_entry(request, "plane-cordon", name,
@@ -158,7 +158,7 @@ def add_plane_routes(
         return get_plane(name)
 
     @app.post("/v1/planes/{name}/drain", dependencies=needs(Access.ADMIN),
-              responses=errors(401, 403, 404))
+              responses=errors(400, 401, 403, 404))
     def drain_plane(name: str, body: PlaneDrain, request: Request) -> PlaneDrained:
         """Stop new work on the plane; ``move``: stop its jobs now, to run elsewhere."""
         registry.set_flags(name, audit_entry(request, "plane-drain", name, move=body.move),
@@ -168,7 +168,7 @@ def add_plane_routes(
         return PlaneDrained(name=name, stopped=stopped, running=by_plane().get(name, []))
 
     @app.delete("/v1/planes/{name}", dependencies=needs(Access.ADMIN),
-                responses=errors(401, 403, 404, 409))
+                responses=errors(400, 401, 403, 404, 409))
     def remove_plane(name: str, request: Request,
                      force: bool = Query(default=False)) -> PlaneView:
         """Unregister the plane; refused while jobs run there unless ``force``."""

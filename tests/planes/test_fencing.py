@@ -84,7 +84,7 @@ def test_kill9_worker_fences_pods_and_the_gang_succeeds_on_the_other_plane(
         assert max(by_epoch[1]) - killed_at < 3.0 + 2.0  # stopped by the fence, not later
         # The worker comes back: it reports attempt 1's pods (fenced) and runs nothing.
         fed.start_worker("east", "--fence-after", "3s")
-        wait_until(lambda: not list((east.state_dir / "pods").glob("train*")), timeout=20,
+        wait_until(lambda: not list((east.state_dir / "pods").glob("train*")), timeout=60,
                    what="the old attempt to be forgotten")
         assert running_ranks(str(out)) == 0
         final = fed.job("train")

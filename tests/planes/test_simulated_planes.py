@@ -50,8 +50,8 @@ def test_gangs_land_on_both_and_quota_spans_the_clusters(sims: Federation) -> No
     # 192 of 200 CPUs are used across the two clusters: the quota, not the nodes, stops
     # a 2-node job although each plane still has 4 free nodes.
     sims.submit(sim_job("small", 2))
-    small = wait_until(lambda: (j := sims.job("small"))["pendingMessage"] and j,
-                       what="small's reason")
+    small = wait_until(lambda: "free of" in ((j := sims.job("small"))["pendingMessage"]
+                                             or "") and j, what="small's reason")
     assert small["status"] == "Queued" and "8 free of 200 cpu" in small["pendingMessage"]
     for name in ("big-0", "big-1", "big-2", "small"):
         sims.api().post(f"/v1/jobs/{name}/cancel")
@@ -61,8 +61,8 @@ def test_gangs_land_on_both_and_quota_spans_the_clusters(sims: Federation) -> No
 
 def test_gang_larger_than_any_cluster_names_the_clusters(sims: Federation) -> None:
     sims.submit(sim_job("huge", 20))  # 20 nodes: both clusters together have 32
-    job = wait_until(lambda: (j := sims.job("huge"))["pendingMessage"] and j,
-                     what="huge's reason")
+    job = wait_until(lambda: "compute plane" in ((j := sims.job("huge"))["pendingMessage"]
+                                                 or "") and j, what="huge's reason")
     assert "within one compute plane" in job["pendingMessage"]
     assert "cluster gcp-a" in job["pendingMessage"] or "cluster onprem" in \
         job["pendingMessage"]

@@ -52,8 +52,8 @@ def test_gangs_land_on_both_planes_and_quota_counts_across(two: Federation) -> N
 def test_gang_too_big_for_either_plane_stays_pending_with_the_reason(two: Federation) -> None:
     # 3 CPUs in all: fits both planes together (4 CPUs), never one (2 CPUs).
     two.submit(job_spec("wide", "print(1)", replicas=3, cpu="1"))
-    job = wait_until(lambda: (j := two.job("wide"))["pendingMessage"] and j,
-                     what="wide's pending reason")
+    job = wait_until(lambda: "compute plane" in ((j := two.job("wide"))["pendingMessage"]
+                                                 or "") and j, what="wide's pending reason")
     assert job["status"] == "Queued"
     assert "within one compute plane" in job["pendingMessage"]
     assert "cluster" in job["pendingMessage"]

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from pathlib import Path
 from typing import Protocol
@@ -66,7 +67,7 @@ class FileLease:
 
 
 def write_lease(path: Path, holder: str, expires_at: float) -> None:
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with open(fd, "w", encoding="utf-8") as out:
         json.dump({"holder": holder, "expiresAt": expires_at, "renewedAt": time.time()}, out)

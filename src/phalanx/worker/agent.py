@@ -163,11 +163,12 @@ class Worker:
                 field="--state-dir", fix="give each plane and control plane its own --state-dir")
 
     def _contacted(self) -> None:
+        # One renewal at a time: the reporter and the poller both hear the control plane.
         with self.contact.lock:
             self.contact.last = time.monotonic()
             self.contact.fenced = False
-        if self.lease is not None:
-            self.lease.renew(time.time() + self.options.fence_after)
+            if self.lease is not None:
+                self.lease.renew(time.time() + self.options.fence_after)
 
     def _check_fence(self) -> None:
         """Without the control plane for ``fence_after``: stop every pod of this plane."""

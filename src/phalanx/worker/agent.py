@@ -168,7 +168,10 @@ class Worker:
             self.contact.last = time.monotonic()
             self.contact.fenced = False
             if self.lease is not None:
-                self.lease.renew(time.time() + self.options.fence_after)
+                try:
+                    self.lease.renew(time.time() + self.options.fence_after)
+                except OSError as exc:  # the fence will stop the pods: say why, go on
+                    log.error("cannot renew the lease at %s: %s", self.lease.where, exc)
 
     def _check_fence(self) -> None:
         """Without the control plane for ``fence_after``: stop every pod of this plane."""

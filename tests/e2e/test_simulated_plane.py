@@ -69,7 +69,8 @@ def test_nodes_come_from_the_file(sim: SimulatedControlPlane) -> None:
     assert status["compute"] == "simulated" and status["nodes"] == 2
     nodes = {n["name"]: n for n in sim.api.get("/v1/nodes").json()["items"]}
     assert set(nodes) == {"sim-a", "sim-b"}
-    assert nodes["sim-b"]["labels"] == {"rack": "r2"}
+    # Every node carries its compute plane (the embedded one is "local").
+    assert nodes["sim-b"]["labels"] == {"rack": "r2", "phalanx.dev/plane": "local"}
 
 
 def test_job_succeeds_after_its_duration(sim: SimulatedControlPlane) -> None:

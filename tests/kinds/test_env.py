@@ -66,7 +66,7 @@ def test_torchrun_and_training_operator_variables() -> None:
         "WORLD_SIZE": "4", "RANK": "2", "NODE_RANK": "2", "PET_NODE_RANK": "2",
         "LOCAL_RANK": "0", "NNODES": "4", "PET_NNODES": "4",
         "NPROC_PER_NODE": "1", "PET_NPROC_PER_NODE": "1",
-        "PHALANX_JOB": "mixed", "PHALANX_ATTEMPT": "2", "PHALANX_POD_SET": "worker",
+        "PHALANX_JOB": "mixed", "PHALANX_ATTEMPT": "2", "PHALANX_EPOCH": "2", "PHALANX_POD_SET": "worker",
         "PHALANX_POD_INDEX": "1", "PHALANX_POD_NAME": "mixed-worker-1", "PHALANX_RANK": "2",
         "PHALANX_WORLD_SIZE": "4", "PHALANX_NODE_IPS": ",".join(ADDRESSES),
         "PHALANX_MASTER_ADDR": "10.0.0.1", "PHALANX_MASTER_PORT": "29500",

@@ -121,6 +121,10 @@ WRITES_JOB_A = {"anonymous": 401, "admin": OK, "alice": OK, "bob": 404, "vera": 
                 "alice-read": 403}
 
 
+PLANE_ONLY = {"anonymous": 401, "admin": 403, "alice": 403, "bob": 403, "vera": 403,
+              "alice-read": 403}
+
+
 def _submit(role: str) -> dict[str, Any]:
     return job(f"table-{role}", "qa")
 
@@ -174,6 +178,26 @@ TABLE: dict[tuple[str, str], tuple[str, Any, dict[str, int]]] = {
     ("put", "/v1/teams/{name}"): ("/v1/teams/team-table", {"queues": ["qa"]}, ADMIN),
     ("delete", "/v1/teams/{name}"): ("/v1/teams/no-such-team", None, _with(ADMIN, admin=404)),
     ("get", "/v1/audit"): ("/v1/audit", None, ADMIN),
+    ("get", "/v1/planes"): ("/v1/planes", None, READ),
+    ("post", "/v1/planes"): ("/v1/planes", {"name": "table-plane"},
+                             _with(ADMIN, admin=CREATED)),
+    ("get", "/v1/planes/{name}"): ("/v1/planes/no-such-plane", None, _with(
+        READ, admin=404, alice=404, bob=404, vera=404, alice_read=404)),
+    ("delete", "/v1/planes/{name}"): ("/v1/planes/no-such-plane", None,
+                                      _with(ADMIN, admin=404)),
+    ("post", "/v1/planes/{name}/cordon"): ("/v1/planes/no-such-plane/cordon",
+                                           {"cordoned": True}, _with(ADMIN, admin=404)),
+    ("post", "/v1/planes/{name}/drain"): ("/v1/planes/no-such-plane/drain", {},
+                                          _with(ADMIN, admin=404)),
+    ("post", "/v1/planes/{name}/keys"): ("/v1/planes/no-such-plane/keys", None,
+                                         _with(ADMIN, admin=404)),
+    # Only a key of the plane's own scope speaks for a plane: no user's key does.
+    ("post", "/v1/planes/{name}/hello"): ("/v1/planes/table-plane/hello", {
+        "worker": "w", "compute": "local", "fenceAfter": 60}, PLANE_ONLY),
+    ("post", "/v1/planes/{name}/report"): ("/v1/planes/table-plane/report",
+                                           {"worker": "w"}, PLANE_ONLY),
+    ("get", "/v1/planes/{name}/desired"): ("/v1/planes/table-plane/desired?wait=0", None,
+                                           PLANE_ONLY),
 }
 # A job's credential is its owner, alice, minus what admins may do and keys (403).
 TABLE = {route: (path, body, {**expected, "alice-job": 403 if "/v1/keys" in route[1]
@@ -208,7 +232,8 @@ def test_every_route_answers_every_role_as_the_table_says(
         assert fix, message
     if response.status_code == 403:
         said = ("needs role admin", "needs role member or admin", "read-only key",
-                "needs a team that may use it", "on jobs and queues only")
+                "needs a team that may use it", "on jobs and queues only",
+                "needs the key of compute plane")
         assert any(what in message for what in said), message
 
 

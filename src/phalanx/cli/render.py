@@ -12,6 +12,7 @@ from rich.text import Text
 from phalanx.errors import SpecError
 from phalanx.spec import format_duration, format_quantity, parse_quantity
 from phalanx.spec.api import AppliedObject, NodeView, PoolView, QueuesOverview, ServerStatus
+from phalanx.spec.planes import PLANE_LABEL
 from phalanx.spec.status import JobAdmission, JobDetail, JobEvent, JobRecord, JobStatus
 
 STATUS_STYLES = {
@@ -288,7 +289,12 @@ def nodes_table(nodes: Iterable[NodeView]) -> Table:
         for res in node.allocatable:
             if res not in resources:
                 resources.append(res)
-    table = _table("NODE", "HEALTH", *(f"{r.upper()} USED/ALLOC" for r in resources), "LABELS")
+    # The compute plane is a column of its own once there are two (the label is not
+    # repeated among the labels).
+    planes = {n.labels.get(PLANE_LABEL) for n in nodes}
+    several = len(planes) > 1
+    table = _table("NODE", *(["PLANE"] if several else []), "HEALTH",
+                   *(f"{r.upper()} USED/ALLOC" for r in resources), "LABELS")
     for node in nodes:
         health = node.health.value
         if node.unschedulable:
@@ -305,8 +311,10 @@ def nodes_table(nodes: Iterable[NodeView]) -> Table:
             else NONE
             for r in resources
         ]
-        labels = ", ".join(f"{k}={v}" for k, v in node.labels.items()) or NONE
-        table.add_row(node.name, Text(health, style=style), *cells, labels)
+        labels = ", ".join(f"{k}={v}" for k, v in node.labels.items()
+                           if k != PLANE_LABEL) or NONE
+        plane = [node.labels.get(PLANE_LABEL) or NONE] if several else []
+        table.add_row(node.name, *plane, Text(health, style=style), *cells, labels)
     return table
 
 

@@ -112,6 +112,7 @@ class ControlLoop:
         observed = self.plane.observe()
         with state.lock:
             now = state.clock()
+            self._take_refusals(now)  # before: a refused attempt shows no pods, not lost
             self._reconcile(observed, now)
             self._report_checkpoints(now)
             self._stop_on_unhealthy_nodes()
@@ -319,7 +320,7 @@ class ControlLoop:
                 state.finish_stop(record, now)
             return
         if not pods:
-            if record.status is not JobStatus.ADMITTED:
+            if record.status is not JobStatus.ADMITTED and self._seen(record):
                 state.begin_stop(record, LOST, "the job's processes are gone", "system")
                 state.finish_stop(record, now)
             return
@@ -339,6 +340,31 @@ class ControlLoop:
         elif status.phase is GangPhase.STOPPED:  # pods stopped without our asking
             state.begin_stop(record, LOST, "the job's pods were stopped", "system")
             state.finish_stop(record, now)
+
+    def _seen(self, record: JobRecord) -> bool:
+        """Whether the plane sees every node of the job now: a job on a plane whose worker
+        has not reported since this control plane started is not lost for showing no pods."""
+        if record.admission is None:
+            return True
+        return all(self.plane.sees(n) for ps in record.admission.pod_sets for n in ps.nodes)
+
+    def _take_refusals(self, now: float) -> None:
+        """A placement the plane refused goes back to pending (not a failure); a launch the
+        worker could not make fails the attempt as a local launch failure would."""
+        state = self.state
+        for refusal in self.plane.refusals():
+            record = state.jobs.get(refusal.job)
+            if record is None or record.attempt != refusal.attempt or record.stop_reason or (
+                    record.status not in (JobStatus.ADMITTED, JobStatus.STARTING)):
+                continue
+            where = f"compute plane {refusal.plane}" if refusal.plane else "the compute plane"
+            if refusal.error:
+                state.begin_stop(record, FAILED, f"could not start pods on {where}: "
+                                 f"{refusal.reason}", refusal.failure)
+                continue
+            state.commands.append(PlaneCommand("forget", record.name, record.attempt))
+            state.scheduler.remove(record.name)
+            state.requeue(record, now, f"{where} refused the placement: {refusal.reason}")
 
     def _report_checkpoints(self, now: float) -> None:
         """Tell the scheduler when running jobs last saved their work (read from their
@@ -462,8 +488,10 @@ class ControlLoop:
                 elif record.status is JobStatus.ADMITTED:
                     record.endpoints = endpoints.get(i, {})
                     record.status = JobStatus.STARTING
+                    nodes = [n for ps in launch.admission.pod_sets for n in ps.nodes]
+                    where = self.plane.where(nodes[0]) if nodes else self.plane.where("")
                     state.event(record, "Starting", f"launched {_expected_pods(record)} pod(s) "
-                                f"on the {self.plane.name} compute plane")
+                                f"on {where}")
 
 
 def _placement_view(node: Node) -> Node:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from phalanx.scheduler.types import ClusterQueueStatus
+from phalanx.spec.planes import PLANE_LABEL
 from phalanx.spec.resources import Node
 
 
@@ -30,6 +31,10 @@ class Metrics:
         self.node_health = Gauge(
             "phalanx_node_healthy", "1 when the node is healthy, 0.5 degraded, 0 unhealthy",
             ["node"], registry=self.registry,
+        )
+        self.node_plane = Gauge(
+            "phalanx_node_plane", "1 for the compute plane (cluster) each node belongs to",
+            ["node", "plane"], registry=self.registry,
         )
         self.node_check = Gauge(
             "phalanx_node_check", "The last answer of a node's health check: 0 PASS, 1 WARN, "
@@ -71,6 +76,9 @@ class Metrics:
         answer = {"PASS": 0, "WARN": 1, "ERR": 2}
         for node in nodes:
             self.node_health.labels(node.name).set(score[node.health.value])
+            plane = node.labels.get(PLANE_LABEL)
+            if plane is not None:
+                self.node_plane.labels(node.name, plane).set(1)
             for check in node.checks:
                 if check.status.value in answer:
                     self.node_check.labels(node.name, check.name).set(answer[check.status.value])

@@ -534,7 +534,7 @@ class JobService:
             nodes = len(self.state.nodes)
         return {
             "startedAt": started_at,
-            "compute": self.plane.name,
+            "compute": self.plane.kind,
             "jobs": self.store.count_jobs_by_status(),
             "nodes": nodes,
         }

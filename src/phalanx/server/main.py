@@ -12,13 +12,18 @@ import signal
 import socket
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from types import FrameType
 from typing import ParamSpec
 
 import uvicorn
 
-from phalanx.compute.base import ComputePlane, PodCredential
+from phalanx.compute.base import PodCredential
+from phalanx.compute.factory import make_plane
+from phalanx.compute.federation import PlaneSet
+from phalanx.compute.remote import PlaneTimers
 from phalanx.control import Controller
 from phalanx.control.loop import CredentialSource
+from phalanx.control.planes import PlaneRegistry, check_timers
 from phalanx.defaults import (
     DEFAULT_HOST,
     DEFAULT_PORT,
@@ -31,80 +36,33 @@ from phalanx.defaults import (
     redact_url,
     tighten_state_dir,
 )
-from phalanx.errors import Conflict, SpecError
+from phalanx.errors import Conflict
 from phalanx.server.app import MAX_BODY_BYTES, create_app
 from phalanx.server.auth import TOKEN_TTL, Authenticator
 from phalanx.server.jobkeys import JobKeys
+from phalanx.server.keys import control_plane_id
 from phalanx.server.logstream import LogLimits
 from phalanx.server.redaction import SecretEnvRule
+from phalanx.spec.planes import LOCAL_PLANE
 from phalanx.store import IdentityStore, LogStore, Store
+from phalanx.store.planes import PlaneStore
 
 P = ParamSpec("P")
 
-def make_plane(
-    compute: str,
-    home: Path,
-    nodes_file: Path | None = None,
-    kubeconfig: Path | None = None,
-    namespace: str | None = None,
-    default_image: str | None = None,
-    run_as_user: str | None = None,
-    health_interval: float = 0.0,
-    site_checks: Path | None = None,
-    node_lost_grace: float | None = None,
-    max_pods: int | None = None,
-) -> ComputePlane:
-    """Build the compute plane ``serve`` drives; each branch imports only what it needs.
+GRACEFUL_SECONDS = 5  # open requests (a worker's long poll) get this long at shutdown
 
-    ``health_interval`` (seconds, 0: never) is how often the local plane runs the node
-    doctor; on Kubernetes each node's own doctor reports instead.
-    """
-    if default_image is not None and compute != "kubernetes":
-        raise SpecError(
-            f"the {compute} compute plane runs commands, not images", field="--default-image",
-            fix="use --default-image with --compute kubernetes only",
-        )
-    if run_as_user is not None and compute != "local":
-        raise SpecError(
-            f"the {compute} compute plane starts no processes on this machine",
-            field="--run-as-user",
-            fix="use --run-as-user with --compute local only (on Kubernetes the image "
-            "and the pod's securityContext decide)",
-        )
-    if max_pods is not None and compute != "local":
-        raise SpecError(
-            f"the {compute} compute plane's nodes say how many pods they take",
-            field="--max-pods", fix="use --max-pods with --compute local only",
-        )
-    if compute == "local":
-        from phalanx.compute.local import LocalPlane
-        from phalanx.compute.local.inventory import DEFAULT_MAX_PODS
-        from phalanx.compute.local.users import pod_user_for
 
-        local = LocalPlane(home, run_as=pod_user_for(run_as_user),
-                           max_pods=DEFAULT_MAX_PODS if max_pods is None else max_pods)
-        if health_interval > 0:
-            local.start_doctor(health_interval, site_dir=site_checks)
-        return local
-    if compute == "simulated":
-        from phalanx.compute.simulated import SimulatedPlane
+class _Server(uvicorn.Server):
+    """uvicorn's server, telling the planes first when asked to stop: while it drains its
+    connections, a worker that can no longer reach it must not count as silent."""
 
-        if nodes_file is None:
-            raise SpecError(
-                "the simulated compute plane needs its nodes", field="--nodes",
-                fix="pass --nodes FILE (a YAML list of nodes)",
-            )
-        return SimulatedPlane.from_file(nodes_file, logs_root=LogStore.for_home(home).root)
-    if compute == "kubernetes":
-        from phalanx.compute.kubernetes import KubernetesPlane
+    def __init__(self, config: uvicorn.Config, on_exit: Callable[[], None]) -> None:
+        super().__init__(config)
+        self._on_exit = on_exit
 
-        return KubernetesPlane.connect(home=home, kubeconfig=kubeconfig, namespace=namespace,
-                                       default_image=default_image,
-                                       node_lost_grace=node_lost_grace)
-    raise SpecError(
-        f"unknown compute plane {compute!r}", field="--compute",
-        fix="use 'local', 'simulated' or 'kubernetes'",
-    )
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        self._on_exit()
+        super().handle_exit(sig, frame)
 
 
 def pods_url(host: str, port: int) -> str:
@@ -157,6 +115,9 @@ def serve(
     token_ttl: float = TOKEN_TTL,
     interactive: bool = True,
     pod_api_url: str | None = None,
+    local_plane: bool = True,
+    worker_grace: float = 60.0,
+    worker_lost_after: float = 900.0,
 ) -> None:
     """Run the control plane in the foreground until SIGINT or SIGTERM.
 
@@ -167,7 +128,10 @@ def serve(
     0: kept for ever); ``token_ttl``: seconds a token exchanged for an API key lives;
     ``interactive``: whether ``phalanx exec`` may run commands in pods; ``pod_api_url``:
     the API's URL as job pods reach it (default: the address this server listens on, the
-    loopback one when it listens on every address).
+    loopback one when it listens on every address); ``local_plane``: whether it runs the
+    in-process compute plane ``local`` (False: it only waits for workers, ``phalanx
+    worker``); ``worker_grace``/``worker_lost_after``: the timers of planes that dial in
+    (``compute/remote.py``).
 
     Everything it creates in the state directory is owner-only (umask 077 while it
     runs); an existing state directory with looser modes is tightened, and said so.
@@ -194,9 +158,16 @@ def serve(
         )
     store = Store.for_home(home, db)
     auth = Authenticator(home, IdentityStore(store), token_ttl=token_ttl)
-    plane = make_plane(compute, home, nodes_file, kubeconfig, namespace, default_image,
-                       run_as_user, health_interval, site_checks, node_lost_grace, max_pods)
+    timers = PlaneTimers(worker_grace=worker_grace, worker_lost_after=worker_lost_after)
+    check_timers(timers)
+    plane = PlaneSet()
+    if local_plane:
+        plane.add(LOCAL_PLANE, make_plane(
+            compute, home, nodes_file, kubeconfig, namespace, default_image, run_as_user,
+            health_interval, site_checks, node_lost_grace, max_pods), qualify=False)
     logs = LogStore.for_home(home)
+    planes = PlaneRegistry(plane, PlaneStore(store), timers=timers, logs=logs)
+    db_label = redact_url(db) if db else "sqlite"
 
     sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -207,8 +178,9 @@ def serve(
     real_port = sock.getsockname()[1]
     url_host = f"[{host}]" if ":" in host else host
     info = {
-        "url": f"http://{url_host}:{real_port}", "pid": os.getpid(), "compute": compute,
-        "db": redact_url(db) if db else "sqlite",
+        "url": f"http://{url_host}:{real_port}", "pid": os.getpid(),
+        "compute": compute if local_plane else "workers only",
+        "db": db_label,
     }
     if compute == "kubernetes" and pod_api_url is None:
         logging.getLogger("phalanx").warning(
@@ -220,7 +192,8 @@ def serve(
     auth.attempts = controller.service.running_attempt
     app = create_app(controller, auth, logs, db_label=str(info["db"]),
                      secrets=SecretEnvRule(extra=tuple(secret_env)), max_body_bytes=max_body_bytes,
-                     log_limits=LogLimits.from_env(), interactive=interactive)
+                     log_limits=LogLimits.from_env(), interactive=interactive,
+                     planes=planes, control_plane_id=control_plane_id(home))
     server_file = home / SERVER_FILE
     # Written whole and then renamed: clients poll for this file and must never read half of it.
     partial = server_file.with_suffix(".json.tmp")
@@ -228,7 +201,9 @@ def serve(
         handle.write(json.dumps(info) + "\n")
     os.replace(partial, server_file)
     controller.start()
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
+    server = _Server(uvicorn.Config(app, log_level="warning", access_log=False,
+                                    timeout_graceful_shutdown=GRACEFUL_SECONDS),
+                     on_exit=planes.stopping)
     logging.getLogger("phalanx").info("control plane listening on %s", info["url"])
     # uvicorn handles SIGINT/SIGTERM itself and re-raises the signal once it has shut down;
     # a no-op handler underneath lets that re-raise fall through to the cleanup below

@@ -14,6 +14,7 @@ from types import SimpleNamespace
 from typing import Any, cast
 
 from phalanx.control import Controller
+from phalanx.control.planes import PlaneRegistry
 from phalanx.server.app import create_app
 from phalanx.server.auth import Authenticator
 from phalanx.store import LogStore
@@ -32,7 +33,9 @@ def document() -> dict[str, Any]:
     no_controller = cast(Controller, SimpleNamespace(service=None))
     no_auth = cast(Authenticator, SimpleNamespace(identity=None,
                                                   hasher=SimpleNamespace(pepper=b"")))
-    app = create_app(no_controller, no_auth, cast(LogStore, None), db_label="", dashboard=False)
+    no_planes = cast(PlaneRegistry, SimpleNamespace(timers=None))
+    app = create_app(no_controller, no_auth, cast(LogStore, None), db_label="", dashboard=False,
+                     planes=no_planes)
     return without_version(app.openapi())
 
 

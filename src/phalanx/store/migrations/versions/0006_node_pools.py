@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0006"
-down_revision: str | None = "0004"
+down_revision: str | None = "0005"
 branch_labels = None
 depends_on = None
 

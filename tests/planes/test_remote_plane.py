@@ -1,0 +1,102 @@
+"""The control plane's side of a worker, on an injected clock: timers and desired state."""
+
+from __future__ import annotations
+
+from phalanx.compute.base import PodPhase
+from phalanx.compute.remote import PLANE_LOST, PlaneState, PlaneTimers, RemotePlane
+from phalanx.scheduler.types import Admission, PodSetAssignment
+from phalanx.spec.planes import PlaneReport, PodReport
+from phalanx.spec.resources import JobSpec, Node
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def spec(name: str) -> JobSpec:
+    return JobSpec.model_validate({"name": name, "podSets": [{
+        "name": "main", "replicas": 2, "resources": {"cpu": "1"}, "command": ["true"]}]})
+
+
+def admission(name: str) -> Admission:
+    return Admission(job=name, cluster_queue="default", borrowing=False, pod_sets=(
+        PodSetAssignment(name="main", count=2, flavors={"cpu": "default"},
+                         nodes=("n1", "n1")),))
+
+
+def report(*pods: PodReport, nodes: bool = True) -> PlaneReport:
+    return PlaneReport(worker="w", nodes=[Node(name="n1", allocatable={"cpu": "4"})]
+                       if nodes else None, pods=list(pods))
+
+
+def pod(job: str, index: int, phase: str = "Running") -> PodReport:
+    return PodReport(job=job, attempt=1, pod_set="main", index=index, rank=index, node="n1",
+                     phase=phase)
+
+
+def test_timers_move_strictly_one_after_the_other_from_the_control_planes_start() -> None:
+    clock = Clock()
+    plane = RemotePlane("east", timers=PlaneTimers(worker_grace=60, worker_lost_after=900),
+                        clock=clock)
+    assert plane.state is PlaneState.WAITING and not plane.sees("n1")
+    clock.now += 30
+    plane.report(report(pod("a", 0), pod("a", 1)))
+    assert plane.state is PlaneState.CONNECTED and plane.sees("n1")
+    assert not any(n.unschedulable for n in plane.inventory())
+    clock.now += 61
+    plane.observe()
+    assert plane.state is PlaneState.SILENT
+    assert all(n.unschedulable for n in plane.inventory())  # no new placements
+    assert all(p.phase is PodPhase.RUNNING for p in plane.observe())  # its jobs run on
+    clock.now += 900
+    pods = plane.observe()
+    assert plane.state is PlaneState.LOST
+    assert {(p.phase, p.reason, p.failure) for p in pods} == {
+        (PodPhase.FAILED, PLANE_LOST, "system")}
+
+
+def test_a_restarted_control_plane_starts_every_silence_clock_at_its_own_start() -> None:
+    clock = Clock()
+    plane = RemotePlane("east", timers=PlaneTimers(worker_grace=60, worker_lost_after=900),
+                        clock=clock)
+    plane.last_seen = clock.now - 20 * 60  # as stored before a 20-minute outage
+    plane.observe()
+    assert plane.state is not PlaneState.LOST
+    assert plane.silent_for() == 0.0
+
+
+def test_launched_attempts_are_pending_until_reported_then_leave_the_desired_state() -> None:
+    clock = Clock()
+    plane = RemotePlane("east", clock=clock)
+    plane.report(report())
+    plane.launch(spec("a"), 1, admission("a"))
+    desired = plane.desired(-1, 0)
+    assert [(a.job, a.attempt, a.epoch) for a in desired.attempts] == [("a", 1, 1)]
+    assert {p.phase for p in plane.observe()} == {PodPhase.PENDING}  # not gone
+    plane.report(report(pod("a", 0), pod("a", 1), nodes=False))
+    assert plane.desired(-1, 0).attempts == []
+    plane.terminate("a", 1, 5.0)
+    stops = plane.desired(-1, 0).stops
+    assert [(s.job, s.attempt, s.grace) for s in stops] == [("a", 1, 5.0)]
+    plane.forget("a", 1)
+    assert [(k.job, k.attempt) for k in plane.desired(-1, 0).forget] == [("a", 1)]
+    plane.report(report(nodes=False))  # the worker dropped it: the acknowledgement is done
+    assert plane.desired(-1, 0).forget == []
+
+
+def test_a_lost_plane_refuses_what_it_never_started_back_to_pending() -> None:
+    clock = Clock()
+    plane = RemotePlane("east", timers=PlaneTimers(worker_grace=1, worker_lost_after=5),
+                        clock=clock)
+    plane.report(report())
+    plane.launch(spec("b"), 1, admission("b"))
+    clock.now += 6
+    plane.observe()
+    refused = plane.refusals()
+    assert [(r.job, r.error) for r in refused] == [("b", False)]
+    assert "lost" in refused[0].reason
+    assert plane.desired(-1, 0).attempts == []

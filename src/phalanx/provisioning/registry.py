@@ -42,7 +42,24 @@ PROVIDERS: dict[str, ProviderFactory] = {"local": _local,
                                          "kubernetes-provisioningrequest": _kubernetes}
 
 
+def in_process(plane: ComputePlane) -> ComputePlane:
+    """The plane pools are bought for: the control plane's own (``phalanx up``'s in-process
+    plane). Planes behind workers buy no pools yet: their nodes are the worker's to change."""
+    from phalanx.compute.federation import PlaneSet
+    from phalanx.spec.planes import LOCAL_PLANE
+
+    if isinstance(plane, PlaneSet):
+        member = plane.member(LOCAL_PLANE)
+        if member is None:
+            raise ConfigurationError(
+                "node pools are bought for the control plane's own compute plane, and this one "
+                "runs with --no-local-plane; planes behind workers buy no pools")
+        return member
+    return plane
+
+
 def make_provider(name: str, plane: ComputePlane) -> Provider:
+    plane = in_process(plane)
     factory = PROVIDERS.get(name)
     if factory is None:
         raise ConfigurationError(

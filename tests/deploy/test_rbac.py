@@ -56,8 +56,11 @@ def _grant(scope: str, group: str, resources: tuple[str, ...], verbs: tuple[str,
     return {(scope, group, r, v) for r in resources for v in verbs}
 
 
-def expected_worker(reads: bool, writes: bool, interactive: bool) -> set[Permission]:
+def expected_worker(reads: bool, writes: bool, interactive: bool, cluster: bool = False
+                    ) -> set[Permission]:
     perms = _grant(RUNS, "", ("pods", "configmaps", "secrets", "services"), ALL)
+    if cluster:  # the worker of a cluster-only install renews its plane's Lease
+        perms |= _grant(RUNS, "coordination.k8s.io", ("leases",), ALL)
     perms |= _grant(RUNS, "scheduling.sigs.k8s.io", ("podgroups",), ALL)
     perms |= _grant(RUNS, "scheduling.x-k8s.io", ("podgroups",), ALL)
     perms |= _grant(RUNS, "", ("events",), READ)
@@ -87,15 +90,18 @@ def expected_doctor() -> set[Permission]:
             | _grant(CLUSTER, "", ("nodes/status",), ("patch",)))
 
 
-SWITCHES = list(itertools.product([False, True], repeat=6))
+SWITCHES = list(itertools.product([False, True], repeat=7))
+CLUSTER_MODE = {"mode": "cluster", "controlPlane": {"url": "https://cp.example.com"},
+                "plane": {"name": "gcp-a"}}
 
 
 @pytest.mark.parametrize(
-    ("reads", "writes", "interactive", "logging", "worker_create", "runs_create"), SWITCHES
+    ("reads", "writes", "interactive", "logging", "worker_create", "runs_create", "cluster"),
+    SWITCHES,
 )
 def test_worker_and_runs_permissions(
     reads: bool, writes: bool, interactive: bool, logging: bool, worker_create: bool,
-    runs_create: bool,
+    runs_create: bool, cluster: bool,
 ) -> None:
     worker_rbac: dict[str, Any] = {"allowNodeReads": reads, "allowNodeWrites": writes,
                                    "create": worker_create}
@@ -105,6 +111,7 @@ def test_worker_and_runs_permissions(
     if not runs_create:
         runs_rbac["serviceAccountName"] = "own-runs"
     manifests = rendered({
+        **(CLUSTER_MODE if cluster else {}),
         "worker": {"rbac": worker_rbac, "enableRunInteractivity": interactive,
                    "enableRunLogging": logging},
         "runs": {"rbac": runs_rbac},
@@ -115,7 +122,7 @@ def test_worker_and_runs_permissions(
 
     expected: dict[tuple[str, str], set[Permission]] = {}
     if worker_create:
-        expected[(MAIN, worker_sa)] = expected_worker(reads, writes, interactive)
+        expected[(MAIN, worker_sa)] = expected_worker(reads, writes, interactive, cluster)
     if runs_create and expected_runs(interactive, logging):
         expected[(RUNS, runs_sa)] = expected_runs(interactive, logging)
     assert grants == expected

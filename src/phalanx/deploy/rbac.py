@@ -10,6 +10,10 @@ with logging only, nothing otherwise. NodeDoctor gets and patches its Node
 advertises) and patches ``nodes/status`` (its ``PhalanxHealthy`` condition): exactly
 what ``phalanx doctor --report kubernetes`` does, and nothing in any namespace.
 
+With ``mode: cluster`` the worker is ``phalanx worker``, and it also gets every verb on
+``coordination.k8s.io`` leases in the runs namespace: it renews its plane's Lease
+there, the fence that stops the cluster's pods when the worker is gone.
+
 Three additions the worker cannot do without, each tied to the switch it serves:
 ``pods/exec`` with ``worker.enableRunInteractivity`` (``phalanx exec`` into a run's pod),
 ``pods/log get`` in the runs namespace (logs are a subresource, and the control
@@ -66,6 +70,8 @@ def worker_namespace_rules(values: Values) -> list[Rule]:
     ]
     if values.worker.enable_run_interactivity:
         rules.insert(2, _rule([""], ["pods/exec"], ["get", "create"]))
+    if values.mode == "cluster":
+        rules.insert(-1, _rule(["coordination.k8s.io"], ["leases"], ALL_VERBS))
     return rules
 
 
@@ -144,6 +150,11 @@ def _binding(
     }
 
 
+def worker_component(values: Values) -> str:
+    """The component label of the worker's objects: what the Deployment runs."""
+    return "worker" if values.mode == "cluster" else "control-plane"
+
+
 def cluster_name(values: Values, component: str) -> str:
     # Cluster-scoped names carry the main namespace so two installations never collide.
     return f"{values.namespace}-{component}"
@@ -153,17 +164,17 @@ def worker_rbac(values: Values) -> list[Manifest]:
     if not values.worker.rbac.create:
         return []
     ns, runs_ns, account = values.namespace, values.runs.namespace, worker_account(values)
-    name = "phalanx-worker"
+    name, component = "phalanx-worker", worker_component(values)
     objects = [
-        _account(account, ns, "control-plane", automount=True),
-        _role(name, runs_ns, "control-plane", worker_namespace_rules(values)),
-        _binding("RoleBinding", name, runs_ns, "control-plane", account, ns),
+        _account(account, ns, component, automount=True),
+        _role(name, runs_ns, component, worker_namespace_rules(values)),
+        _binding("RoleBinding", name, runs_ns, component, account, ns),
     ]
     cluster_rules = worker_cluster_rules(values)
     if cluster_rules:
         cname = cluster_name(values, "worker")
-        objects.append(_cluster_role(cname, "control-plane", cluster_rules))
-        objects.append(_binding("ClusterRoleBinding", cname, None, "control-plane", account, ns))
+        objects.append(_cluster_role(cname, component, cluster_rules))
+        objects.append(_binding("ClusterRoleBinding", cname, None, component, account, ns))
     return objects
 
 

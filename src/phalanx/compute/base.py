@@ -22,6 +22,9 @@ plane overrides only what it can do better:
 - ``endpoints``: addresses the job's kind recorded at launch (a Ray dashboard's URL).
 - ``cordon``: mark a node (un)schedulable where the plane keeps its nodes, so an
   operator's cordon reaches the scheduler like any node change.
+- ``sees`` and ``refusals``: a plane that reaches its pods through a worker
+  (``compute/remote.py``) says when it cannot see a node's pods right now (a job there
+  that reports no pods is not lost), and which placements its worker refused.
 - ``exec``: run a command inside a running pod (``phalanx exec``), its input,
   output and exit relayed as ``phalanx.kinds.relay`` frames.
 """
@@ -31,6 +34,7 @@ from __future__ import annotations
 import abc
 import threading
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from types import TracebackType
 from typing import ClassVar, Protocol, Self
 
@@ -45,10 +49,25 @@ CHECKPOINT_DIR_ENV = "PHALANX_CHECKPOINT_DIR"
 
 __all__ = [
     "ComputePlane", "FailureKind", "Listener", "NodeTable", "PodPhase", "PodRef", "PodState",
+    "Refusal",
 ]
 
 
 Listener = Callable[[], None]
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """A plane would not start an attempt: ``error`` None means where it was placed is no
+    longer there (the job goes back to pending, not a failure); otherwise the launch failed
+    (``failure``: "user" for the job's own input, else "system")."""
+
+    job: str
+    attempt: int
+    reason: str
+    plane: str = ""
+    error: bool = False
+    failure: FailureKind = "system"
 
 
 class ExecSession(Protocol):
@@ -133,6 +152,15 @@ class ComputePlane(abc.ABC):
     def endpoints(self, job: str, attempt: int) -> dict[str, str]:
         """What the job's kind said is worth recording about a launched attempt; none by default."""
         return {}
+
+    def sees(self, node: str) -> bool:
+        """Whether ``observe`` shows every pod on ``node`` now; False while a plane's worker
+        has not reported since the control plane started (no pod there counts as gone)."""
+        return True
+
+    def refusals(self) -> list[Refusal]:
+        """Placements the plane refused since the last call (taken: each is returned once)."""
+        return []
 
     def cordon(self, name: str, unschedulable: bool) -> None:
         """Mark node ``name`` unschedulable (or schedulable again); NotFound if there is none."""

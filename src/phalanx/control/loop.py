@@ -101,6 +101,7 @@ class ControlLoop:
         with state.lock:
             now = state.clock()
             self._reconcile(observed, now)
+            self._take_refusals(now)
             self._report_checkpoints(now)
             self._stop_on_unhealthy_nodes()
             self._enforce_deadlines(now)
@@ -301,7 +302,7 @@ class ControlLoop:
                 state.finish_stop(record, now)
             return
         if not pods:
-            if record.status is not JobStatus.ADMITTED:
+            if record.status is not JobStatus.ADMITTED and self._seen(record):
                 state.begin_stop(record, LOST, "the job's processes are gone", "system")
                 state.finish_stop(record, now)
             return
@@ -321,6 +322,31 @@ class ControlLoop:
         elif status.phase is GangPhase.STOPPED:  # pods stopped without our asking
             state.begin_stop(record, LOST, "the job's pods were stopped", "system")
             state.finish_stop(record, now)
+
+    def _seen(self, record: JobRecord) -> bool:
+        """Whether the plane sees every node of the job now: a job on a plane whose worker
+        has not reported since this control plane started is not lost for showing no pods."""
+        if record.admission is None:
+            return True
+        return all(self.plane.sees(n) for ps in record.admission.pod_sets for n in ps.nodes)
+
+    def _take_refusals(self, now: float) -> None:
+        """A placement the plane refused goes back to pending (not a failure); a launch the
+        worker could not make fails the attempt as a local launch failure would."""
+        state = self.state
+        for refusal in self.plane.refusals():
+            record = state.jobs.get(refusal.job)
+            if record is None or record.attempt != refusal.attempt or record.stop_reason or (
+                    record.status not in (JobStatus.ADMITTED, JobStatus.STARTING)):
+                continue
+            where = f"compute plane {refusal.plane}" if refusal.plane else "the compute plane"
+            if refusal.error:
+                state.begin_stop(record, FAILED, f"could not start pods on {where}: "
+                                 f"{refusal.reason}", refusal.failure)
+                continue
+            state.commands.append(PlaneCommand("forget", record.name, record.attempt))
+            state.scheduler.remove(record.name)
+            state.requeue(record, now, f"{where} refused the placement: {refusal.reason}")
 
     def _report_checkpoints(self, now: float) -> None:
         """Tell the scheduler when running jobs last saved their work (read from their

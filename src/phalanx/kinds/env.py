@@ -1,7 +1,7 @@
 """Where an attempt's pods go, in rank order, and the environment every kind gives them.
 
 Every pod of every kind sees Phalanx's own names, which never collide with a
-framework's: ``PHALANX_JOB``, ``PHALANX_ATTEMPT``, ``PHALANX_RANK``,
+framework's: ``PHALANX_JOB``, ``PHALANX_ATTEMPT``, ``PHALANX_EPOCH``, ``PHALANX_RANK``,
 ``PHALANX_WORLD_SIZE`` (pods), ``PHALANX_NODE_IPS`` (one address per pod, rank
 order), ``PHALANX_MASTER_ADDR``/``PHALANX_MASTER_PORT`` (rank 0's address and a
 port reserved for the gang's rendezvous), ``PHALANX_POD_SET``,
@@ -60,6 +60,9 @@ def phalanx_environment(
         "WORLD_SIZE": str(total),
         "PHALANX_JOB": ref.job,
         "PHALANX_ATTEMPT": str(ref.attempt),
+        # The attempt's fencing token: a later attempt of the job always has a larger one,
+        # so a checkpoint writer can refuse writes from a stale attempt on shared storage.
+        "PHALANX_EPOCH": str(ref.attempt),
         "PHALANX_WORLD_SIZE": str(total),
         "PHALANX_NODE_IPS": ",".join(pod_addresses),
         "PHALANX_MASTER_ADDR": master_addr,

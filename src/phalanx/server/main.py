@@ -16,7 +16,7 @@ from typing import ParamSpec
 
 import uvicorn
 
-from phalanx.compute.base import ComputePlane
+from phalanx.compute.factory import make_plane
 from phalanx.control import Controller
 from phalanx.defaults import (
     DEFAULT_HOST,
@@ -30,7 +30,7 @@ from phalanx.defaults import (
     redact_url,
     tighten_state_dir,
 )
-from phalanx.errors import Conflict, SpecError
+from phalanx.errors import Conflict
 from phalanx.server.app import MAX_BODY_BYTES, create_app
 from phalanx.server.auth import TOKEN_TTL, Authenticator
 from phalanx.server.logstream import LogLimits
@@ -38,72 +38,6 @@ from phalanx.server.redaction import SecretEnvRule
 from phalanx.store import IdentityStore, LogStore, Store
 
 P = ParamSpec("P")
-
-def make_plane(
-    compute: str,
-    home: Path,
-    nodes_file: Path | None = None,
-    kubeconfig: Path | None = None,
-    namespace: str | None = None,
-    default_image: str | None = None,
-    run_as_user: str | None = None,
-    health_interval: float = 0.0,
-    site_checks: Path | None = None,
-    node_lost_grace: float | None = None,
-    max_pods: int | None = None,
-) -> ComputePlane:
-    """Build the compute plane ``serve`` drives; each branch imports only what it needs.
-
-    ``health_interval`` (seconds, 0: never) is how often the local plane runs the node
-    doctor; on Kubernetes each node's own doctor reports instead.
-    """
-    if default_image is not None and compute != "kubernetes":
-        raise SpecError(
-            f"the {compute} compute plane runs commands, not images", field="--default-image",
-            fix="use --default-image with --compute kubernetes only",
-        )
-    if run_as_user is not None and compute != "local":
-        raise SpecError(
-            f"the {compute} compute plane starts no processes on this machine",
-            field="--run-as-user",
-            fix="use --run-as-user with --compute local only (on Kubernetes the image "
-            "and the pod's securityContext decide)",
-        )
-    if max_pods is not None and compute != "local":
-        raise SpecError(
-            f"the {compute} compute plane's nodes say how many pods they take",
-            field="--max-pods", fix="use --max-pods with --compute local only",
-        )
-    if compute == "local":
-        from phalanx.compute.local import LocalPlane
-        from phalanx.compute.local.inventory import DEFAULT_MAX_PODS
-        from phalanx.compute.local.users import pod_user_for
-
-        local = LocalPlane(home, run_as=pod_user_for(run_as_user),
-                           max_pods=DEFAULT_MAX_PODS if max_pods is None else max_pods)
-        if health_interval > 0:
-            local.start_doctor(health_interval, site_dir=site_checks)
-        return local
-    if compute == "simulated":
-        from phalanx.compute.simulated import SimulatedPlane
-
-        if nodes_file is None:
-            raise SpecError(
-                "the simulated compute plane needs its nodes", field="--nodes",
-                fix="pass --nodes FILE (a YAML list of nodes)",
-            )
-        return SimulatedPlane.from_file(nodes_file, logs_root=LogStore.for_home(home).root)
-    if compute == "kubernetes":
-        from phalanx.compute.kubernetes import KubernetesPlane
-
-        return KubernetesPlane.connect(home=home, kubeconfig=kubeconfig, namespace=namespace,
-                                       default_image=default_image,
-                                       node_lost_grace=node_lost_grace)
-    raise SpecError(
-        f"unknown compute plane {compute!r}", field="--compute",
-        fix="use 'local', 'simulated' or 'kubernetes'",
-    )
-
 
 def _owner_only_files(run: Callable[P, None]) -> Callable[P, None]:
     """``run`` with umask 077: everything it creates in the state directory is owner-only."""

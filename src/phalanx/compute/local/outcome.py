@@ -6,6 +6,7 @@
 - any other signal nobody asked for (SIGKILL, SIGTERM from someone else): "Signaled",
   system; "OOMKilled" when a SIGKILL coincides with an OOM kill in the pod's memory cgroup.
 - stopped after ``terminate()`` was asked for: "Terminated", no failure (it was wanted).
+- stopped by the lease fence (its worker gone or cut off): "Fenced", system.
 - the supervisor gone without an exit record: "Lost", system.
 """
 
@@ -20,6 +21,7 @@ from phalanx.compute.base import FailureKind, PodPhase
 # Signals a program brings on itself (faults, abort(), resource limits, a write to a
 # closed pipe): its own failure, not the system's.
 LOST = "Lost"
+FENCED = "Fenced"
 
 SELF_INFLICTED = frozenset({
     signal.SIGSEGV, signal.SIGBUS, signal.SIGFPE, signal.SIGILL, signal.SIGABRT,
@@ -59,6 +61,8 @@ def outcome_of(
     sig: int | None = record.get("signal")
     if terminate_requested_at is not None and finished >= terminate_requested_at:
         return Outcome(PodPhase.FAILED, "Terminated", None, code, sig, finished)
+    if record.get("fenced"):
+        return Outcome(PodPhase.FAILED, FENCED, "system", code, sig, finished)
     if record.get("errorKind") == "system":
         return Outcome(PodPhase.FAILED, "StartError", "system", code, sig, finished)
     if sig is not None:

@@ -167,6 +167,7 @@ class LocalPlane(ComputePlane):
         gpus: Sequence[GPUInfo] | None = None,
         run_as: PodUser | None = None,
         max_pods: int = DEFAULT_MAX_PODS,
+        lease: Path | None = None,
     ) -> None:
         """Pods' output goes to ``logs`` (default: the state directory's).
 
@@ -174,6 +175,8 @@ class LocalPlane(ComputePlane):
         ``run_as`` is the user pods run as (None: this process's user); switching
         users needs root, which ``users.pod_user_for`` checks at ``phalanx up``.
         ``max_pods`` is how many pods this machine runs at once (``phalanx up --max-pods``).
+        ``lease``: the lease file of a worker (``compute/lease.py``); each pod's supervisor
+        stops the pod once the lease has lapsed, even if the worker was killed.
         """
         if max_pods < 1:
             raise SpecError(f"{max_pods} is not a number of pods", field="--max-pods",
@@ -192,6 +195,7 @@ class LocalPlane(ComputePlane):
         self._doctor: Doctor | None = None
         self._doctor_watch = DoctorWatch()  # a doctor that stops reporting
         self.max_pods = max_pods
+        self.lease = lease
         self._node = NodeTable([machine_node(self.node_name, self.gpus, max_pods)],
                                self._nodes_changed)
         self._state = StateDir(self.home / "pods")
@@ -501,6 +505,7 @@ class LocalPlane(ComputePlane):
             "user": launch.user.to_json() if launch.user is not None else None,
             "logMaxBytes": self.logs.rotation.max_bytes, "logKeep": self.logs.rotation.keep,
             "cpus": list(launch.cpus),
+            "lease": str(self.lease) if self.lease is not None else None,
         }
         try:
             with open(stdin, "wb") as pipe:

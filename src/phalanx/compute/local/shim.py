@@ -19,6 +19,11 @@ command exits, any
 process it left in the group is killed, as Kubernetes does when a container's
 main process ends. While the command runs, the supervisor also serves the pod's
 exec channel (``ExecChannel``: ``phalanx exec``), when the plane names its socket.
+When the plane names a lease file (a compute-plane worker's, ``compute/lease.py``), the
+supervisor reads it every LEASE_POLL seconds and stops the command (SIGTERM to its
+group, SIGKILL after FENCE_GRACE) once the lease has lapsed: the fence that keeps a rank
+from running on two clusters when the worker was killed or cut off. The exit record then
+says ``fenced``.
 Group-wide SIGTERM/SIGINT/SIGHUP do not stop the supervisor
 (it stays to record how the command ended); SIGKILL does, which the plane
 accounts for.
@@ -54,6 +59,9 @@ PIPE_READ = 64 * 1024
 # How long the output of a finished command may take to drain once its group is gone
 # (a process that left the group may still hold the pipe; it is not waited for).
 DRAIN_SECONDS = 5.0
+# The lease fence: how often the lease file is read, and SIGTERM-to-SIGKILL once it lapsed.
+LEASE_POLL = 0.5
+FENCE_GRACE = 5.0
 # Not running a command that cannot be started is reported like a shell does.
 EXIT_NOT_FOUND, EXIT_NOT_EXECUTABLE = 127, 126
 
@@ -151,6 +159,40 @@ def copy_output(pipe: int, log: Any) -> None:
         os.close(pipe)
 
 
+def lease_expiry(path: str) -> float | None:
+    """The lease's ``expiresAt`` (as ``compute/lease.py`` writes it); None: unreadable."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            value = json.load(f).get("expiresAt")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return float(value) if isinstance(value, int | float) else None
+
+
+class LeaseFence:
+    """Stops the command's group once the lease lapses (a thread of the supervisor)."""
+
+    def __init__(self, path: str, child: subprocess.Popen[bytes]) -> None:
+        self.path = path
+        self.child = child
+        self.fenced_at: float | None = None
+        self.done = threading.Event()
+        threading.Thread(target=self._watch, name="fence", daemon=True).start()
+
+    def _watch(self) -> None:
+        while not self.done.wait(LEASE_POLL):
+            expiry = lease_expiry(self.path)
+            if expiry is not None and expiry > time.time():
+                continue
+            self.fenced_at = time.time()
+            # The command shares this supervisor's group; the supervisor ignores SIGTERM.
+            with contextlib.suppress(OSError):
+                os.killpg(os.getpgid(0), signal.SIGTERM)
+            if not self.done.wait(FENCE_GRACE):
+                kill_group_leftovers()
+            return
+
+
 def run_pod(pod: dict[str, Any]) -> dict[str, Any]:
     """Run the pod's command to its end; the exit record to write."""
     started = time.time()
@@ -192,8 +234,11 @@ def run_pod(pod: dict[str, Any]) -> dict[str, Any]:
         copier = threading.Thread(target=copy_output, args=(read_end, log), name="copier",
                                   daemon=True)
         copier.start()
+        fence = LeaseFence(pod["lease"], child) if pod.get("lease") else None
         code = child.wait()
         finished = time.time()
+        if fence is not None:
+            fence.done.set()
         if channel is not None:
             channel.close()
         # What the command left in its group goes now, as it would after the record; then
@@ -206,6 +251,14 @@ def run_pod(pod: dict[str, Any]) -> dict[str, Any]:
         if not any(t.name == "copier" and t.is_alive() for t in threading.enumerate()):
             log.close()
     ooms_after = oom_kills()
+    if fence is not None and fence.fenced_at is not None:
+        log_fenced = f"phalanx: stopped: the compute plane's lease lapsed ({pod['lease']})\n"
+        with contextlib.suppress(OSError, ValueError):
+            log.write(log_fenced.encode())
+        return {"error": "fenced: the compute plane's lease lapsed (its worker is gone or "
+                         "cut off from the control plane)", "errorKind": "system",
+                "fenced": True, "childPid": child.pid, "startedAt": started,
+                "finishedAt": finished}
     return {
         "exitCode": code if code >= 0 else None,
         "signal": -code if code < 0 else None,

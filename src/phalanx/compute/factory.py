@@ -1,0 +1,78 @@
+"""Building the compute plane ``phalanx up`` and ``phalanx worker`` drive, from their options."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from phalanx.compute.base import ComputePlane
+from phalanx.errors import SpecError
+from phalanx.store.logs import LogStore
+
+
+def make_plane(
+    compute: str,
+    home: Path,
+    nodes_file: Path | None = None,
+    kubeconfig: Path | None = None,
+    namespace: str | None = None,
+    default_image: str | None = None,
+    run_as_user: str | None = None,
+    health_interval: float = 0.0,
+    site_checks: Path | None = None,
+    node_lost_grace: float | None = None,
+    max_pods: int | None = None,
+    lease: Path | None = None,
+) -> ComputePlane:
+    """Build the compute plane ``serve`` drives; each branch imports only what it needs.
+
+    ``health_interval`` (seconds, 0: never) is how often the local plane runs the node
+    doctor; on Kubernetes each node's own doctor reports instead. ``lease``: the lease file
+    whose lapse stops the local plane's pods (a worker's, ``compute/lease.py``).
+    """
+    if default_image is not None and compute != "kubernetes":
+        raise SpecError(
+            f"the {compute} compute plane runs commands, not images", field="--default-image",
+            fix="use --default-image with --compute kubernetes only",
+        )
+    if run_as_user is not None and compute != "local":
+        raise SpecError(
+            f"the {compute} compute plane starts no processes on this machine",
+            field="--run-as-user",
+            fix="use --run-as-user with --compute local only (on Kubernetes the image "
+            "and the pod's securityContext decide)",
+        )
+    if max_pods is not None and compute != "local":
+        raise SpecError(
+            f"the {compute} compute plane's nodes say how many pods they take",
+            field="--max-pods", fix="use --max-pods with --compute local only",
+        )
+    if compute == "local":
+        from phalanx.compute.local import LocalPlane
+        from phalanx.compute.local.inventory import DEFAULT_MAX_PODS
+        from phalanx.compute.local.users import pod_user_for
+
+        local = LocalPlane(home, run_as=pod_user_for(run_as_user),
+                           max_pods=DEFAULT_MAX_PODS if max_pods is None else max_pods,
+                           lease=lease)
+        if health_interval > 0:
+            local.start_doctor(health_interval, site_dir=site_checks)
+        return local
+    if compute == "simulated":
+        from phalanx.compute.simulated import SimulatedPlane
+
+        if nodes_file is None:
+            raise SpecError(
+                "the simulated compute plane needs its nodes", field="--nodes",
+                fix="pass --nodes FILE (a YAML list of nodes)",
+            )
+        return SimulatedPlane.from_file(nodes_file, logs_root=LogStore.for_home(home).root)
+    if compute == "kubernetes":
+        from phalanx.compute.kubernetes import KubernetesPlane
+
+        return KubernetesPlane.connect(home=home, kubeconfig=kubeconfig, namespace=namespace,
+                                       default_image=default_image,
+                                       node_lost_grace=node_lost_grace)
+    raise SpecError(
+        f"unknown compute plane {compute!r}", field="--compute",
+        fix="use 'local', 'simulated' or 'kubernetes'",
+    )

@@ -1,0 +1,87 @@
+"""The lease a compute-plane worker renews, and the fence inside the cluster that reads it.
+
+A worker (``phalanx.worker``) renews its plane's lease each time it reaches the control
+plane, to ``now + fence_after``. Something inside the cluster that outlives the worker
+(the pod's supervisor on the local plane, ``compute/local/shim.py``; the node doctor or an
+entrypoint wrapper on Kubernetes) stops the plane's pods once the lease has lapsed, so a
+worker killed with ``kill -9`` or cut off from the control plane cannot leave ranks
+running while the control plane requeues their job elsewhere.
+
+``PlaneLease`` is what every kind of lease provides; ``FileLease`` is the local plane's:
+a small JSON file ``{"holder": ..., "expiresAt": <epoch seconds>}`` written atomically.
+A Kubernetes implementation keeps a ``coordination.k8s.io`` Lease with the same meaning
+(``renewTime + leaseDurationSeconds`` = ``expiresAt``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Protocol
+
+LEASE_FILE = "lease.json"
+# The pod's supervisor reads its lease file this often (seconds): the fence acts at most
+# this long after the lease lapses.
+LEASE_POLL = 0.5
+
+
+class PlaneLease(Protocol):
+    """The lease that keeps a plane's pods alive; renewed only while the control plane answers."""
+
+    def renew(self, expires_at: float) -> None:
+        """Hold the lease until ``expires_at`` (epoch seconds); raises if it cannot be written."""
+
+    def expires_at(self) -> float | None:
+        """When the lease lapses as last written (None: never written, which reads as lapsed)."""
+
+    def release(self) -> None:
+        """Let the lease lapse now: the fence stops the plane's pods."""
+
+    @property
+    def where(self) -> str:
+        """Where the lease is kept, for pods' supervisors and for messages."""
+
+
+class FileLease:
+    """A lease kept in a file on this machine: the local plane's."""
+
+    def __init__(self, path: Path, holder: str) -> None:
+        self.path = Path(path)
+        self.holder = holder
+
+    @property
+    def where(self) -> str:
+        return str(self.path)
+
+    def renew(self, expires_at: float) -> None:
+        write_lease(self.path, self.holder, expires_at)
+
+    def expires_at(self) -> float | None:
+        return read_expiry(self.path)
+
+    def release(self) -> None:
+        write_lease(self.path, self.holder, 0.0)
+
+
+def write_lease(path: Path, holder: str, expires_at: float) -> None:
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with open(fd, "w", encoding="utf-8") as out:
+        json.dump({"holder": holder, "expiresAt": expires_at, "renewedAt": time.time()}, out)
+    os.replace(tmp, path)
+
+
+def read_expiry(path: Path | str) -> float | None:
+    """The lease's expiry; None when the file is missing or unreadable (a lapsed lease).
+
+    The shim has a copy of this reading (it imports nothing from the package); both read
+    the same ``expiresAt`` key.
+    """
+    try:
+        with open(path, encoding="utf-8") as f:
+            value = json.load(f).get("expiresAt")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return float(value) if isinstance(value, int | float) else None

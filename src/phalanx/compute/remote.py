@@ -1,0 +1,308 @@
+"""The control plane's side of a compute plane reached through a worker: ``RemotePlane``.
+
+The worker (``phalanx.worker``) dials out and reports what its plane has; this object
+holds what it last reported (nodes, every pod it knows, placements it refused) and the
+desired state it must converge to (attempts to start, attempts to stop, terminal states
+the control plane has kept and the worker may drop). The control loop drives it like
+any plane: ``launch``/``terminate``/``forget`` change the desired state and wake the
+worker's long poll; ``observe`` returns the pods as last reported.
+
+Timers (each strictly later than the one before; every silence clock starts no earlier
+than this object, i.e. the control plane's start, so a control plane that was down for
+20 minutes finds no cluster lost):
+
+- silent for ``worker_grace``: the plane takes no new placements, its nodes show
+  NotReady (unschedulable, with the reason); its jobs run on and keep their quota;
+- silent for ``worker_lost_after`` (longer than the worker's ``--fence-after``, by which
+  time the worker or the lease's fence has stopped the pods): the plane is lost, its
+  pods read as failed by the system (their jobs are requeued and may run elsewhere) and
+  attempts it never started are refused back to pending. A worker that comes back is
+  told to stop whatever it still runs of them (the control loop sees old attempts).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
+
+from phalanx.compute.base import ComputePlane, PodPhase, PodRef, PodState, Refusal
+from phalanx.scheduler.types import Admission
+from phalanx.spec.planes import (
+    AttemptKey,
+    DesiredAttempt,
+    DesiredState,
+    PlaneHello,
+    PlaneReport,
+    PodReport,
+)
+from phalanx.spec.resources import JobSpec, Node
+from phalanx.spec.status import JobAdmission
+from phalanx.store.logs import LogStore
+
+PLANE_LOST = "PlaneLost"
+Key = tuple[str, int]
+
+
+class PlaneState(StrEnum):
+    WAITING = "Waiting"  # no worker has reported since the control plane started
+    CONNECTED = "Connected"
+    SILENT = "Silent"  # past the grace: no new placements
+    LOST = "Lost"  # past worker-lost-after: its jobs were requeued
+
+
+@dataclass(frozen=True, slots=True)
+class PlaneTimers:
+    worker_grace: float = 60.0
+    worker_lost_after: float = 900.0
+    poll_seconds: float = 25.0
+
+
+def pod_state(report: PodReport) -> PodState:
+    return PodState(
+        ref=PodRef(report.job, report.attempt, report.pod_set, report.index, report.rank),
+        node=report.node, phase=PodPhase(report.phase), exit_code=report.exit_code,
+        signal=report.signal, reason=report.reason, failure=report.failure,
+        started_at=report.started_at, finished_at=report.finished_at,
+    )
+
+
+class RemotePlane(ComputePlane):
+    """What one worker last reported, and what it must run."""
+
+    name = "remote"
+
+    def __init__(self, plane: str, *, timers: PlaneTimers | None = None,
+                 logs: LogStore | None = None, clock: Callable[[], float] = time.time) -> None:
+        super().__init__()
+        self.plane = plane
+        self.timers = timers or PlaneTimers()
+        self.logs = logs
+        self.clock = clock
+        self.started = clock()
+        self._changed = threading.Condition()
+        self.last_seen: float | None = None
+        self.worker: str | None = None
+        self.fence_after: float | None = None
+        self.compute: str | None = None
+        self.cordoned = False  # the whole plane: `phalanx plane cordon/drain`
+        self._state = PlaneState.WAITING
+        self._nodes: dict[str, Node] = {}
+        self._node_cordons: set[str] = set()
+        self._pods: dict[Key, list[PodState]] = {}
+        self._launches: dict[Key, DesiredAttempt] = {}
+        self._stops: dict[Key, float] = {}
+        self._forget: set[Key] = set()
+        self._refused: list[Refusal] = []
+        self._version = 0
+
+    # ------------------------------------------------------------------ the worker's side
+    def hello(self, hello: PlaneHello) -> None:
+        with self._changed:
+            self.worker = hello.worker
+            self.fence_after = hello.fence_after
+            self.compute = hello.compute
+            self.last_seen = self.clock()
+        self._update_state()
+
+    def report(self, report: PlaneReport) -> bool:
+        """Take what the worker has now; terminal states it held are kept from here.
+        True when the worker should send its nodes (none known since this start)."""
+        nodes_changed = False
+        with self._changed:
+            self.worker = report.worker
+            self.last_seen = self.clock()
+            if report.nodes is not None:
+                fresh = {n.name: n for n in report.nodes}
+                nodes_changed = fresh != self._nodes
+                self._nodes = fresh
+            pods: dict[Key, list[PodState]] = {}
+            for pod in report.pods:
+                pods.setdefault((pod.job, pod.attempt), []).append(pod_state(pod))
+            self._pods = pods
+            # A terminal state the worker no longer reports was dropped: the ack is done.
+            self._forget &= pods.keys()
+            for refusal in report.refusals:
+                key = (refusal.job, refusal.attempt)
+                if self._launches.pop(key, None) is not None:
+                    self._refused.append(Refusal(refusal.job, refusal.attempt, refusal.reason,
+                                                 self.plane, refusal.error, refusal.failure))
+                    self._version += 1
+                    self._changed.notify_all()
+        if self.logs is not None:
+            for chunk in report.logs:
+                self.logs.append(chunk.job, chunk.pod, chunk.data.encode())
+        state_changed = self._update_state()
+        if nodes_changed or state_changed:
+            self._nodes_changed()
+        else:
+            self._notify()
+        return report.nodes is None and not self._nodes
+
+    def desired(self, after: int, timeout: float) -> DesiredState:
+        """The desired state once its version passes ``after``, or as it is at ``timeout``."""
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while self._version <= after:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._changed.wait(left)
+            return DesiredState(
+                version=self._version, attempts=list(self._launches.values()),
+                stops=[AttemptKey(job=j, attempt=a, grace=g) for (j, a), g in
+                       self._stops.items()],
+                forget=[AttemptKey(job=j, attempt=a) for j, a in sorted(self._forget)],
+            )
+
+    # ------------------------------------------------------------------ state and timers
+    @property
+    def state(self) -> PlaneState:
+        return self._state
+
+    def silent_for(self, now: float | None = None) -> float:
+        """Seconds since the worker was last heard, counted from the control plane's start."""
+        now = self.clock() if now is None else now
+        return now - max(self.started, self.last_seen or 0.0)
+
+    def _update_state(self) -> bool:
+        """Move between the states the timers say; True when that changed the state."""
+        now = self.clock()
+        lost_now: list[Refusal] = []
+        with self._changed:
+            silent = self.silent_for(now)
+            if self.last_seen is not None and self.last_seen >= self.started and (
+                    silent < self.timers.worker_grace):
+                state = PlaneState.CONNECTED
+            elif silent >= self.timers.worker_lost_after:
+                state = PlaneState.LOST
+            elif silent >= self.timers.worker_grace:
+                state = PlaneState.SILENT
+            else:
+                state = PlaneState.WAITING
+            if state is self._state:
+                return False
+            self._state = state
+            if state is PlaneState.LOST:
+                # Attempts it never started go back to pending; what it runs reads as failed.
+                for (job, attempt) in list(self._launches):
+                    if (job, attempt) not in self._pods:
+                        del self._launches[(job, attempt)]
+                        lost_now.append(Refusal(job, attempt, self._lost_reason(silent),
+                                                self.plane))
+                self._refused.extend(lost_now)
+        return True
+
+    def _lost_reason(self, silent: float) -> str:
+        return f"compute plane {self.plane} is lost: its worker has been silent for {silent:.0f}s"
+
+    def describe_state(self) -> str:
+        silent = self.silent_for()
+        if self._state is PlaneState.CONNECTED:
+            return "connected"
+        if self._state is PlaneState.WAITING:
+            return "waiting for its worker"
+        if self._state is PlaneState.SILENT:
+            return f"disconnected (silent for {silent:.0f}s)"
+        return f"lost (silent for {silent:.0f}s)"
+
+    # ------------------------------------------------------------------ ComputePlane
+    def inventory(self) -> list[Node]:
+        with self._changed:
+            nodes = [n.model_copy(deep=True) for n in self._nodes.values()]
+            state, cordoned, cordons = self._state, self.cordoned, set(self._node_cordons)
+        not_ready = state in (PlaneState.SILENT, PlaneState.LOST, PlaneState.WAITING)
+        for node in nodes:
+            if not_ready:
+                node.unschedulable = True
+                node.health_reasons = [*node.health_reasons,
+                                       f"NotReady: compute plane {self.plane} is "
+                                       f"{self.describe_state()}"]
+            if cordoned:
+                node.unschedulable = True
+                node.health_reasons = [*node.health_reasons,
+                                       f"compute plane {self.plane} is cordoned"]
+            if node.name in cordons:
+                node.unschedulable = True
+        return nodes
+
+    def observe(self) -> list[PodState]:
+        if self._update_state():
+            self._nodes_changed()
+        with self._changed:
+            pods = [p for group in self._pods.values() for p in group]
+            lost = self._state is PlaneState.LOST
+            reason = self._lost_reason(self.silent_for()) if lost else ""
+        if not lost:
+            return pods
+        return [p if p.phase.done else PodState(
+            ref=p.ref, node=p.node, phase=PodPhase.FAILED, reason=PLANE_LOST,
+            failure="system", started_at=p.started_at, finished_at=self.clock())
+            for p in pods] if reason else pods
+
+    def sees(self, node: str) -> bool:
+        return self._state is not PlaneState.WAITING
+
+    def refusals(self) -> list[Refusal]:
+        with self._changed:
+            taken, self._refused = self._refused, []
+        return taken
+
+    def launch(self, job: JobSpec, attempt: int, admission: Admission) -> None:
+        key = (job.name, attempt)
+        with self._changed:
+            if key in self._launches or key in self._stops:
+                return
+            self._launches[key] = DesiredAttempt(
+                job=job.name, attempt=attempt, epoch=attempt, spec=job.to_dict(),
+                admission=JobAdmission.model_validate(admission.to_dict()))
+            self._version += 1
+            self._changed.notify_all()
+
+    def terminate(self, job: str, attempt: int, grace_seconds: float = 10.0) -> None:
+        key = (job, attempt)
+        with self._changed:
+            self._launches.pop(key, None)
+            if self._stops.get(key) == grace_seconds:
+                return
+            self._stops[key] = grace_seconds
+            self._version += 1
+            self._changed.notify_all()
+
+    def forget(self, job: str, attempt: int) -> None:
+        key = (job, attempt)
+        with self._changed:
+            self._launches.pop(key, None)
+            self._stops.pop(key, None)
+            self._pods.pop(key, None)
+            if key not in self._forget:
+                self._forget.add(key)
+                self._version += 1
+                self._changed.notify_all()
+
+    def cordon(self, name: str, unschedulable: bool) -> None:
+        with self._changed:
+            if unschedulable:
+                self._node_cordons.add(name)
+            else:
+                self._node_cordons.discard(name)
+        self._nodes_changed()
+
+    def set_cordoned(self, cordoned: bool) -> None:
+        with self._changed:
+            changed, self.cordoned = self.cordoned != cordoned, cordoned
+        if changed:
+            self._nodes_changed()
+
+    def holds(self) -> list[str]:
+        """The jobs whose pods it reports, still running or pending."""
+        with self._changed:
+            return sorted({j for (j, _), pods in self._pods.items()
+                           if any(not p.phase.done for p in pods)})
+
+    def close(self) -> None:
+        with self._changed:
+            self._version += 1
+            self._changed.notify_all()

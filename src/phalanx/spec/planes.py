@@ -1,0 +1,143 @@
+"""What a compute-plane worker and the control plane say to each other (``/v1/planes/...``).
+
+The worker dials out; nothing connects into it. It registers, then loops: report what
+its plane has (nodes, every pod it still knows, placements it refuses, new log output)
+and long-poll for the desired state. The desired state is level-triggered: the whole
+set of attempts the control plane wants started or stopped and the attempts whose
+terminal states it has kept (``forget``: the worker may drop them), with a version the
+worker sends back so the next poll waits for a change.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from pydantic import Field, field_validator
+
+from phalanx.spec.base import Model
+from phalanx.spec.resources import Node
+from phalanx.spec.status import JobAdmission
+
+# Every node carries its compute plane as the topmost topology level.
+PLANE_LABEL = "phalanx.dev/plane"
+# The in-process plane of `phalanx up`.
+LOCAL_PLANE = "local"
+# The scope of an API key that speaks for one compute plane: "plane:<name>".
+PLANE_SCOPE_PREFIX = "plane:"
+PLANE_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?")
+
+PodPhaseName = Literal["Pending", "Running", "Succeeded", "Failed"]
+
+
+def plane_scope(name: str) -> str:
+    return PLANE_SCOPE_PREFIX + name
+
+
+def check_plane_name(name: str, field: str = "name") -> str:
+    from phalanx.errors import SpecError
+
+    if not PLANE_NAME.fullmatch(name):
+        raise SpecError(f"{name!r} is not a compute plane name", field=field,
+                        fix="use 1-40 lowercase letters, digits and '-', starting and ending "
+                            "with a letter or digit (e.g. gcp-a)")
+    return name
+
+
+class PlaneHello(Model):
+    """A worker registering (again): who it is and how it fences."""
+
+    worker: str = Field(description="Random id of this worker process, new at each start")
+    compute: str = Field(description="local, simulated or kubernetes")
+    fence_after: float = Field(gt=0, description="Seconds without the control plane after "
+                               "which the worker stops its own pods")
+    version: str = ""
+
+
+class PlaneWelcome(Model):
+    """The control plane's answer to a registration."""
+
+    control_plane: str = Field(description="The control plane's identity; pods carry it")
+    plane: str
+    worker_grace: float
+    worker_lost_after: float
+    poll_seconds: float = Field(description="How long a poll for the desired state may wait")
+
+
+class PodReport(Model):
+    job: str
+    attempt: int
+    pod_set: str
+    index: int
+    rank: int
+    node: str = Field(description="The node's name within the plane")
+    phase: PodPhaseName
+    exit_code: int | None = None
+    signal: int | None = None
+    reason: str = ""
+    failure: Literal["user", "system"] | None = None
+    started_at: float | None = None
+    finished_at: float | None = None
+
+
+class PlacementRefusal(Model):
+    """The worker will not start an attempt where it was placed (its nodes changed)."""
+
+    job: str
+    attempt: int
+    reason: str
+    error: bool = Field(default=False, description="True: the launch failed (a failure of the "
+                        "attempt); False: the placement is stale (back to pending)")
+    failure: Literal["user", "system"] = "system"
+
+
+class ReportAck(Model):
+    nodes_wanted: bool = Field(description="The control plane has no nodes of this worker "
+                               "(it restarted): send them with the next report")
+
+
+class LogChunk(Model):
+    job: str
+    pod: str
+    data: str = Field(description="New output of the pod's log, UTF-8 (invalid bytes replaced)")
+
+
+class PlaneReport(Model):
+    """What the worker's plane has now. ``nodes`` None: unchanged since the last report."""
+
+    worker: str
+    nodes: list[Node] | None = None
+    pods: list[PodReport] = Field(default_factory=list)
+    refusals: list[PlacementRefusal] = Field(default_factory=list)
+    logs: list[LogChunk] = Field(default_factory=list)
+
+    @field_validator("nodes")
+    @classmethod
+    def _unique_nodes(cls, nodes: list[Node] | None) -> list[Node] | None:
+        if nodes is not None and len({n.name for n in nodes}) != len(nodes):
+            raise ValueError("two nodes have the same name; name each node once")
+        return nodes
+
+
+class AttemptKey(Model):
+    job: str
+    attempt: int
+    grace: float | None = Field(default=None, description="In ``stops``: seconds between "
+                                "SIGTERM and SIGKILL")
+
+
+class DesiredAttempt(Model):
+    """An attempt the control plane wants started."""
+
+    job: str
+    attempt: int
+    epoch: int = Field(description="The attempt's fencing epoch (PHALANX_EPOCH in its pods)")
+    spec: dict[str, Any] = Field(description="The job's spec, as submitted")
+    admission: JobAdmission = Field(description="Where its pods go, node names within the plane")
+
+
+class DesiredState(Model):
+    version: int
+    attempts: list[DesiredAttempt] = Field(default_factory=list)
+    stops: list[AttemptKey] = Field(default_factory=list)
+    forget: list[AttemptKey] = Field(default_factory=list)

@@ -1,0 +1,323 @@
+"""The worker loop: report the plane, take the desired state, converge, fence.
+
+Two threads: the reporter sends what the plane has (pods, nodes when they changed or
+the control plane asks, new log output) every ``report_interval`` seconds and as soon
+as the plane says its pods changed; the poller long-polls the desired state and
+converges the plane to it (start the attempts it lists and does not run, refuse those
+placed on nodes it no longer has, stop and forget what it is told). It never stops a pod
+the control plane did not name, except at the fence:
+
+- every answer from the control plane renews the lease to ``now + fence_after``; the
+  fence inside the cluster (the local pods' supervisors) stops the pods once it lapses,
+  even if this process was killed;
+- this process stops its own pods after ``fence_after`` without an answer.
+
+Reconnecting backs off exponentially, capped at a tenth of ``fence_after`` (5 s at most),
+well below the fence, so a short blip neither fences pods nor lets the plane look silent.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from phalanx.compute.base import ComputePlane, PodState
+from phalanx.compute.lease import PlaneLease
+from phalanx.errors import Conflict, PhalanxError, SpecError
+from phalanx.scheduler.types import Admission
+from phalanx.spec.base import validate
+from phalanx.spec.planes import (
+    DesiredState,
+    LogChunk,
+    PlacementRefusal,
+    PlaneHello,
+    PlaneReport,
+    PlaneWelcome,
+    PodReport,
+)
+from phalanx.spec.resources import JobSpec
+from phalanx.store.logs import LogStore
+from phalanx.version import __version__
+from phalanx.worker.client import PlaneClient
+
+log = logging.getLogger("phalanx.worker")
+
+IDENTITY_FILE = "worker.json"
+OFFSETS_FILE = "log-offsets.json"
+LOG_CHUNK = 256 * 1024  # most output of one pod sent in one report
+FENCE_STOP_GRACE = 5.0
+
+
+@dataclass(slots=True)
+class WorkerOptions:
+    fence_after: float = 600.0
+    report_interval: float = 1.0
+    poll_seconds: float = 25.0
+    compute: str = "local"
+
+    @property
+    def backoff_cap(self) -> float:
+        return min(5.0, self.fence_after / 10)
+
+
+@dataclass(slots=True)
+class _Contact:
+    """When the control plane last answered (monotonic), and whether the fence acted."""
+
+    last: float = field(default_factory=time.monotonic)
+    fenced: bool = False
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+def pod_report(pod: PodState) -> PodReport:
+    ref = pod.ref
+    return PodReport(job=ref.job, attempt=ref.attempt, pod_set=ref.pod_set, index=ref.index,
+                     rank=ref.rank, node=pod.node, phase=pod.phase.value,
+                     exit_code=pod.exit_code, signal=pod.signal, reason=pod.reason,
+                     failure=pod.failure, started_at=pod.started_at,
+                     finished_at=pod.finished_at)
+
+
+class Worker:
+    def __init__(self, plane: ComputePlane, client: PlaneClient, state_dir: Path,
+                 options: WorkerOptions, *, lease: PlaneLease | None = None,
+                 logs: LogStore | None = None) -> None:
+        self.plane = plane
+        self.client = client
+        self.state_dir = Path(state_dir)
+        self.options = options
+        self.lease = lease
+        self.logs = logs
+        self.id = uuid.uuid4().hex[:12]
+        self.contact = _Contact()
+        self.stop = threading.Event()
+        self._changed = threading.Event()
+        self._handled: set[tuple[str, int]] = set()  # launches done or refused
+        self._refusals: list[PlacementRefusal] = []
+        self._refusals_lock = threading.Lock()
+        self._sent_generation = -1
+        self._nodes_wanted = True
+        self._offsets: dict[str, int] = self._load_offsets()
+        plane.subscribe(self._changed.set)
+
+    # ------------------------------------------------------------------ running
+    def run(self) -> None:
+        """Until ``stop`` is set: register, then report and poll on two threads."""
+        self._register()
+        poller = threading.Thread(target=self._poll_loop, name="phalanx-worker-poll",
+                                  daemon=True)
+        poller.start()
+        self._report_loop()
+        poller.join(timeout=self.options.poll_seconds + 15)
+
+    def _register(self) -> PlaneWelcome:
+        delay = 0.2
+        while not self.stop.is_set():
+            try:
+                welcome = self.client.hello(PlaneHello(
+                    worker=self.id, compute=self.options.compute,
+                    fence_after=self.options.fence_after, version=__version__))
+            except PhalanxError as exc:
+                log.warning("cannot register with the control plane: %s", exc)
+                self._check_fence()
+                self.stop.wait(delay)
+                delay = min(delay * 2, self.options.backoff_cap)
+                continue
+            self._check_identity(welcome)
+            self._contacted()
+            if welcome.worker_lost_after <= self.options.fence_after:
+                log.warning("the control plane requeues this plane's jobs after %gs, not later "
+                            "than this worker's fence (%gs)", welcome.worker_lost_after,
+                            self.options.fence_after)
+            self.options.poll_seconds = min(self.options.poll_seconds, welcome.poll_seconds)
+            log.info("registered compute plane %s with control plane %s", welcome.plane,
+                     welcome.control_plane)
+            return welcome
+        raise Conflict("stopped before registering", fix="start the worker again")
+
+    def _check_identity(self, welcome: PlaneWelcome) -> None:
+        """A state directory serves one plane of one control plane: a worker acts only on
+        its own pods, never on a same-named pod of someone else's."""
+        path = self.state_dir / IDENTITY_FILE
+        mine = {"controlPlane": welcome.control_plane, "plane": welcome.plane}
+        try:
+            known = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            known = None
+        if known is None:
+            path.write_text(json.dumps(mine) + "\n", encoding="utf-8")
+            return
+        if known != mine:
+            self.stop.set()
+            raise Conflict(
+                f"the state directory {self.state_dir} belongs to compute plane "
+                f"{known.get('plane')} of control plane {known.get('controlPlane')}",
+                field="--state-dir", fix="give each plane and control plane its own --state-dir")
+
+    def _contacted(self) -> None:
+        with self.contact.lock:
+            self.contact.last = time.monotonic()
+            self.contact.fenced = False
+        if self.lease is not None:
+            self.lease.renew(time.time() + self.options.fence_after)
+
+    def _check_fence(self) -> None:
+        """Without the control plane for ``fence_after``: stop every pod of this plane."""
+        with self.contact.lock:
+            silent = time.monotonic() - self.contact.last
+            if silent < self.options.fence_after or self.contact.fenced:
+                return
+            self.contact.fenced = True
+        running = {(p.ref.job, p.ref.attempt) for p in self.plane.observe() if not p.phase.done}
+        log.warning("no answer from the control plane for %.0fs: stopping %d attempt(s) at "
+                    "the fence", silent, len(running))
+        for job, attempt in sorted(running):
+            self.plane.terminate(job, attempt, FENCE_STOP_GRACE)
+
+    # ------------------------------------------------------------------ reporting
+    def _report_loop(self) -> None:
+        delay = 0.2
+        while not self.stop.is_set():
+            self._changed.clear()
+            try:
+                self._report()
+            except PhalanxError as exc:
+                log.warning("cannot report to the control plane: %s", exc)
+                self._check_fence()
+                self.stop.wait(delay)
+                delay = min(delay * 2, self.options.backoff_cap)
+                continue
+            delay = 0.2
+            self._check_fence()
+            if self._changed.wait(self.options.report_interval):
+                self.stop.wait(0.02)  # let a burst of pod changes land in one report
+
+    def _report(self) -> None:
+        generation = self.plane.inventory_generation
+        send_nodes = self._nodes_wanted or generation != self._sent_generation
+        nodes = self.plane.inventory() if send_nodes else None
+        pods = self.plane.observe()
+        chunks, offsets = self._new_output(pods)
+        with self._refusals_lock:
+            refusals, self._refusals = self._refusals, []
+        report = PlaneReport(worker=self.id, nodes=nodes, pods=[pod_report(p) for p in pods],
+                             refusals=refusals, logs=chunks)
+        try:
+            ack = self.client.report(report)
+        except PhalanxError:
+            with self._refusals_lock:
+                self._refusals = refusals + self._refusals  # sent again with the next one
+            raise
+        self._contacted()
+        if send_nodes:
+            self._sent_generation = generation
+        self._nodes_wanted = ack.nodes_wanted
+        if offsets != self._offsets:
+            self._offsets = offsets
+            self._save_offsets()
+
+    def _new_output(self, pods: list[PodState]) -> tuple[list[LogChunk], dict[str, int]]:
+        """Output written to the pods' logs since the last report, and the offsets after it."""
+        offsets = dict(self._offsets)
+        if self.logs is None:
+            return [], offsets
+        chunks = []
+        for pod in pods:
+            key = f"{pod.ref.job}/{pod.ref.name}"
+            path = self.logs.path(pod.ref.job, pod.ref.name)
+            try:
+                size = path.stat().st_size
+            except OSError:
+                continue
+            start = offsets.get(key, 0)
+            if size < start:  # rotated: its start went into a kept segment
+                start = 0
+            if size == start:
+                continue
+            with path.open("rb") as handle:
+                handle.seek(start)
+                data = handle.read(LOG_CHUNK)
+            offsets[key] = start + len(data)
+            chunks.append(LogChunk(job=pod.ref.job, pod=pod.ref.name,
+                                   data=data.decode("utf-8", errors="replace")))
+        known = {f"{p.ref.job}/{p.ref.name}" for p in pods}
+        return chunks, {k: v for k, v in offsets.items() if k in known}
+
+    def _load_offsets(self) -> dict[str, int]:
+        try:
+            data = json.loads((self.state_dir / OFFSETS_FILE).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        return {str(k): int(v) for k, v in data.items()} if isinstance(data, dict) else {}
+
+    def _save_offsets(self) -> None:
+        path = self.state_dir / OFFSETS_FILE
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self._offsets), encoding="utf-8")
+        os.replace(tmp, path)
+
+    # ------------------------------------------------------------------ converging
+    def _poll_loop(self) -> None:
+        version, delay = -1, 0.2
+        while not self.stop.is_set():
+            try:
+                desired = self.client.desired(version, self.options.poll_seconds)
+            except PhalanxError as exc:
+                log.warning("cannot read the desired state: %s", exc)
+                self.stop.wait(delay)
+                delay = min(delay * 2, self.options.backoff_cap)
+                version = -1  # the control plane may have restarted: take it whole again
+                continue
+            delay = 0.2
+            self._contacted()
+            if desired.version < version:
+                self._handled.clear()  # a restarted control plane: its launches are new
+            version = desired.version
+            self.converge(desired)
+
+    def converge(self, desired: DesiredState) -> None:
+        pods = self.plane.observe()
+        known = {(p.ref.job, p.ref.attempt) for p in pods}
+        names = {n.name for n in self.plane.inventory()}
+        for attempt in desired.attempts:
+            key = (attempt.job, attempt.attempt)
+            if key in known or key in self._handled:
+                continue
+            self._handled.add(key)
+            nodes = {n for ps in attempt.admission.pod_sets for n in ps.nodes}
+            missing = sorted(nodes - names)
+            if missing:
+                self._refuse(attempt.job, attempt.attempt,
+                             f"node(s) {', '.join(missing[:3])} are no longer in this plane")
+                continue
+            try:
+                spec = validate(JobSpec, attempt.spec)
+                admission = Admission.from_dict(
+                    attempt.admission.model_dump(by_alias=True) | {"job": attempt.job})
+                self.plane.launch(spec, attempt.attempt, admission)
+            except SpecError as exc:
+                self._refuse(attempt.job, attempt.attempt, str(exc), error=True, user=True)
+            except Exception as exc:  # the cluster's fault: a system failure of the attempt
+                log.exception("launch of %s failed", attempt.job)
+                self._refuse(attempt.job, attempt.attempt, str(exc), error=True)
+        for stop in desired.stops:
+            self.plane.terminate(stop.job, stop.attempt,
+                                 10.0 if stop.grace is None else stop.grace)
+        for gone in desired.forget:
+            self.plane.forget(gone.job, gone.attempt)
+            self._handled.discard((gone.job, gone.attempt))
+        self._changed.set()
+
+    def _refuse(self, job: str, attempt: int, reason: str, *, error: bool = False,
+                user: bool = False) -> None:
+        with self._refusals_lock:
+            self._refusals.append(PlacementRefusal(job=job, attempt=attempt, reason=reason,
+                                                   error=error,
+                                                   failure="user" if user else "system"))
+        self._changed.set()

@@ -1,8 +1,8 @@
 """A small Kubernetes API server over real HTTP on loopback, for the plane's tests.
 
 It keeps objects in memory and speaks the API's wire protocol for what the
-plane uses: namespaced pods, services, configmaps, events and scheduler-plugins
-podgroups; cluster-scoped nodes and namespaces; list with label and field
+plane uses: namespaced pods, services, configmaps, events, scheduler-plugins
+podgroups and coordination.k8s.io leases; cluster-scoped nodes and namespaces; list with label and field
 selectors; watch (chunked JSON lines from a resourceVersion, objects entering or
 leaving a selector as ADDED/DELETED, an ERROR 410 event when the version was
 compacted away); create (409 when it exists), get, merge patch, delete (with
@@ -30,9 +30,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 Object = dict[str, Any]
-NAMESPACED = ("pods", "services", "configmaps", "events", "podgroups")
+NAMESPACED = ("pods", "services", "configmaps", "events", "podgroups", "leases")
 KINDS = {"pods": "Pod", "services": "Service", "configmaps": "ConfigMap", "events": "Event",
-         "podgroups": "PodGroup", "nodes": "Node", "namespaces": "Namespace"}
+         "podgroups": "PodGroup", "nodes": "Node", "namespaces": "Namespace",
+         "leases": "Lease"}
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 
 

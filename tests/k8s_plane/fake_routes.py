@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
 Object = dict[str, Any]
 PG = "/apis/scheduling.x-k8s.io/v1alpha1"
+COORDINATION = "/apis/coordination.k8s.io/v1"
 _ROUTES = [
     (re.compile(r"^/api/v1/(nodes|namespaces|pods)$"), "cluster"),
     (re.compile(r"^/api/v1/(nodes|namespaces)/([^/]+)$"), "cluster-item"),
@@ -29,6 +30,8 @@ _ROUTES = [
     (re.compile(r"^/api/v1/nodes/([^/]+)/status$"), "node-status"),
     (re.compile(rf"^{PG}/namespaces/([^/]+)/(podgroups)$"), "ns"),
     (re.compile(rf"^{PG}/namespaces/([^/]+)/(podgroups)/([^/]+)$"), "ns-item"),
+    (re.compile(rf"^{COORDINATION}/namespaces/([^/]+)/(leases)$"), "ns"),
+    (re.compile(rf"^{COORDINATION}/namespaces/([^/]+)/(leases)/([^/]+)$"), "ns-item"),
 ]
 
 

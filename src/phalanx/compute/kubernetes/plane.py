@@ -29,7 +29,7 @@ from typing import Any
 from urllib.parse import quote
 
 from phalanx.compute.base import ComputePlane, ExecSession, PodPhase, PodRef, PodState
-from phalanx.compute.kubernetes import checkpoints, objects
+from phalanx.compute.kubernetes import checkpoints, fencing, objects
 from phalanx.compute.kubernetes.client import KubeClient, KubeError, Object, configure
 from phalanx.compute.kubernetes.events import pod_events
 from phalanx.compute.kubernetes.logs import LogCopier
@@ -122,6 +122,7 @@ class KubernetesPlane(ComputePlane):
                                               lost_grace=self.settings.node_lost_grace,
                                               stale_after=self.settings.doctor_stale_after)
         self.tainter = HealthTainter(client, allowed=self.settings.node_writes)
+        self.fence, self.plane_lease = fencing.from_settings(client, self.settings)
         self.pod_informer = Informer(
             client, f"{self._base}/pods", label_selector=objects.SELECTOR,
             on_list=self._list_pods, on_event=self._pod_event, name="pods",
@@ -146,6 +147,7 @@ class KubernetesPlane(ComputePlane):
         settings: Settings | None = None,
         default_image: str | None = None,
         node_lost_grace: float | None = None,
+        plane: str | None = None,
     ) -> KubernetesPlane:
         """Connect (kubeconfig, in-cluster, or explicit server + token), adopt, start watching."""
         configuration, _ = configure(kubeconfig=kubeconfig, context=context, server=server,
@@ -156,13 +158,14 @@ class KubernetesPlane(ComputePlane):
             settings.default_image = default_image
         if node_lost_grace is not None:
             settings.node_lost_grace = node_lost_grace
-        plane = cls(KubeClient(configuration), home, settings)
+        settings.plane = plane or settings.plane  # driven by the worker of this plane
+        made = cls(KubeClient(configuration), home, settings)
         try:
-            plane.start()
+            made.start()
         except BaseException:
-            plane.close()
+            made.close()
             raise
-        return plane
+        return made
 
     def start(self) -> None:
         """Check the namespace, detect PodGroups, adopt attempts, start the watches."""
@@ -378,12 +381,16 @@ class KubernetesPlane(ComputePlane):
         self, plan: objects.AttemptPlan, planned: objects.PlannedPod, job: JobSpec, owner: Object
     ) -> Object:
         priority = self.settings.priority_classes.get(str(job.priority))
-        return objects.pod(
+        pod = objects.pod(
             plan, planned, job, owner, service_account=self.settings.service_account,
             priority_class=priority, node_taints=self.inventory_source.node_taints(planned.node),
             with_pod_group=self.pod_groups, default_image=self.settings.default_image,
             checkpoint_volume=self.settings.checkpoint_volume,
         )
+        if self.fence is not None:
+            index = [p.name for p in job.pod_sets].index(planned.ref.pod_set)
+            fencing.wrap(pod, self.fence, f"podSets[{index}]")
+        return pod
 
     def release_checkpoints(self, job: str) -> None:
         self.checkpoints.release(job)

@@ -23,6 +23,7 @@ CHECKPOINT_VOLUME_ENV = "PHALANX_K8S_CHECKPOINT_VOLUME"  # JSON: a volume source
 CHECKPOINT_CLEANUP_IMAGE_ENV = "PHALANX_K8S_CHECKPOINT_CLEANUP_IMAGE"
 PRIORITY_CLASSES_ENV = "PHALANX_K8S_PRIORITY_CLASSES"
 NODE_WRITES_ENV = "PHALANX_K8S_NODE_WRITES"  # "true": worker.rbac.allowNodeWrites
+FENCE_IMAGE_ENV = "PHALANX_K8S_FENCE_IMAGE"  # the image the pods' fence is copied from
 
 
 @dataclass(slots=True)
@@ -47,6 +48,10 @@ class Settings:
     # Whether the control plane may patch nodes (the health taint); without it nothing
     # is written to nodes by the plane itself.
     node_writes: bool = False
+    # The compute plane's name when a worker drives it: its pods then run under the fence,
+    # watching the Lease the worker renews (fencing.py). None: driven in-process.
+    plane: str | None = None
+    fence_image: str | None = None
 
 
 def settings_from_env() -> Settings:
@@ -64,6 +69,7 @@ def settings_from_env() -> Settings:
     if os.environ.get(CHECKPOINT_VOLUME_ENV):
         settings.checkpoint_volume = checkpoints.volume_source(os.environ[CHECKPOINT_VOLUME_ENV],
                                                                CHECKPOINT_VOLUME_ENV)
+    settings.fence_image = os.environ.get(FENCE_IMAGE_ENV) or None
     if os.environ.get(CHECKPOINT_CLEANUP_IMAGE_ENV):
         settings.checkpoint_cleanup_image = os.environ[CHECKPOINT_CLEANUP_IMAGE_ENV]
     writes = os.environ.get(NODE_WRITES_ENV, "").strip().lower()

@@ -177,3 +177,16 @@ def test_render_command_with_cluster_values(tmp_path: Path) -> None:
     refused = phalanx("k8s", "render", "-f", str(path))
     assert refused.returncode == 2 and refused.stdout == ""
     assert "controlPlane.url" in refused.stderr and "fix:" in refused.stderr
+
+
+def test_the_worker_tells_its_plane_where_the_fence_comes_from() -> None:
+    manifests = rendered(_cluster(image={"repository": "registry.example/phalanx",
+                                         "tag": "1.2.3"}))
+    env = {e["name"]: e.get("value") for e in _pod(manifests)["containers"][0]["env"]}
+    assert env["PHALANX_K8S_FENCE_IMAGE"] == "registry.example/phalanx:1.2.3"
+    # The runs may read their plane's Lease, by name, and nothing else of coordination.
+    role = one(manifests, "Role", "phalanx-run")
+    lease_rules = [r for r in role["rules"] if r["apiGroups"] == ["coordination.k8s.io"]]
+    assert lease_rules == [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+                            "verbs": ["get"], "resourceNames": ["phalanx-plane-gcp-a"]}]
+    assert "PHALANX_K8S_FENCE_IMAGE" not in str(rendered({}))

@@ -43,9 +43,13 @@ def effective(manifests: list[Manifest]) -> dict[tuple[str, str], set[Permission
             assert subject["kind"] == "ServiceAccount"
             perms = grants.setdefault((subject["namespace"], subject["name"]), set())
             for rule in roles[key]:
-                assert "resourceNames" not in rule and "nonResourceURLs" not in rule
+                assert "nonResourceURLs" not in rule
+                # A rule limited to named objects grants "resource/name" only.
+                resources = [f"{r}/{n}" for r in rule["resources"]
+                             for n in rule["resourceNames"]] if "resourceNames" in rule \
+                    else rule["resources"]
                 for group, resource, verb in itertools.product(
-                    rule["apiGroups"], rule["resources"], rule["verbs"]
+                    rule["apiGroups"], resources, rule["verbs"]
                 ):
                     perms.add((scope, group, resource, verb))
     return grants
@@ -76,12 +80,15 @@ def expected_worker(reads: bool, writes: bool, interactive: bool, cluster: bool 
     return perms
 
 
-def expected_runs(interactive: bool, logging: bool) -> set[Permission]:
+def expected_runs(interactive: bool, logging: bool, cluster: bool = False) -> set[Permission]:
+    perms: set[Permission] = set()
     if interactive:
-        return {(RUNS, "", "pods", "get"), (RUNS, "", "pods/exec", "create")}
-    if logging:
-        return {(RUNS, "", "pods", "get")}
-    return set()
+        perms = {(RUNS, "", "pods", "get"), (RUNS, "", "pods/exec", "create")}
+    elif logging:
+        perms = {(RUNS, "", "pods", "get")}
+    if cluster:  # the fence around each rank reads its plane's Lease, and only that one
+        perms.add((RUNS, "coordination.k8s.io", "leases/phalanx-plane-gcp-a", "get"))
+    return perms
 
 
 def expected_doctor() -> set[Permission]:
@@ -123,8 +130,8 @@ def test_worker_and_runs_permissions(
     expected: dict[tuple[str, str], set[Permission]] = {}
     if worker_create:
         expected[(MAIN, worker_sa)] = expected_worker(reads, writes, interactive, cluster)
-    if runs_create and expected_runs(interactive, logging):
-        expected[(RUNS, runs_sa)] = expected_runs(interactive, logging)
+    if runs_create and expected_runs(interactive, logging, cluster):
+        expected[(RUNS, runs_sa)] = expected_runs(interactive, logging, cluster)
     assert grants == expected
 
     # Nothing cluster-scoped exists unless a switch asks for it.
@@ -143,7 +150,7 @@ def test_worker_and_runs_permissions(
     if runs_create:
         # A run with no permissions gets no API token mounted either.
         automount = accounts[(RUNS, runs_sa)]["automountServiceAccountToken"]
-        assert automount == bool(expected_runs(interactive, logging))
+        assert automount == bool(expected_runs(interactive, logging, cluster))
 
 
 @pytest.mark.parametrize(("enabled", "create"), list(itertools.product([False, True], repeat=2)))

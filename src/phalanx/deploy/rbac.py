@@ -5,7 +5,8 @@ configmaps, secrets, services and PodGroups of both scheduler-plugins API
 groups, and read-only events; cluster-wide node and CRD reads only with
 ``worker.rbac.allowNodeReads``; node patch only with ``allowNodeWrites``.
 Runs get ``pods get`` + ``pods/exec create`` with interactivity, ``pods get``
-with logging only, nothing otherwise. NodeDoctor gets and patches its Node
+with logging only, nothing otherwise; with ``mode: cluster`` also ``get`` on their
+plane's Lease (by name), which the fence around each rank reads. NodeDoctor gets and patches its Node
 (the ``phalanx.dev/health`` label and checks annotation; the GPUs the node
 advertises) and patches ``nodes/status`` (its ``PhalanxHealthy`` condition): exactly
 what ``phalanx doctor --report kubernetes`` does, and nothing in any namespace.
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from phalanx.defaults import plane_lease_name
 from phalanx.deploy.values import DOCTOR_ACCOUNT, RUNS_ACCOUNT, WORKER_ACCOUNT, Values
 
 Manifest = dict[str, Any]
@@ -37,8 +39,12 @@ PODGROUP_GROUPS = ["scheduling.x-k8s.io", "scheduling.sigs.k8s.io"]
 RBAC_API = "rbac.authorization.k8s.io/v1"
 
 
-def _rule(groups: list[str], resources: list[str], verbs: list[str]) -> Rule:
-    return {"apiGroups": list(groups), "resources": list(resources), "verbs": list(verbs)}
+def _rule(groups: list[str], resources: list[str], verbs: list[str],
+          names: list[str] | None = None) -> Rule:
+    rule = {"apiGroups": list(groups), "resources": list(resources), "verbs": list(verbs)}
+    if names:
+        rule["resourceNames"] = list(names)
+    return rule
 
 
 def labels(component: str) -> dict[str, str]:
@@ -89,12 +95,19 @@ def worker_cluster_rules(values: Values) -> list[Rule]:
 
 
 def runs_rules(values: Values) -> list[Rule]:
-    """What the runs' own ServiceAccount may do in the runs namespace."""
+    """What the runs' own ServiceAccount may do in the runs namespace.
+
+    With ``mode: cluster`` every rank runs under the fence, which reads its plane's
+    Lease: ``get`` on that one Lease, by name."""
+    rules: list[Rule] = []
     if values.worker.enable_run_interactivity:
-        return [_rule([""], ["pods"], ["get"]), _rule([""], ["pods/exec"], ["create"])]
-    if values.worker.enable_run_logging:
-        return [_rule([""], ["pods"], ["get"])]
-    return []
+        rules = [_rule([""], ["pods"], ["get"]), _rule([""], ["pods/exec"], ["create"])]
+    elif values.worker.enable_run_logging:
+        rules = [_rule([""], ["pods"], ["get"])]
+    if values.mode == "cluster" and values.plane.name is not None:
+        rules.append(_rule(["coordination.k8s.io"], ["leases"], ["get"],
+                           names=[plane_lease_name(values.plane.name)]))
+    return rules
 
 
 def doctor_cluster_rules() -> list[Rule]:

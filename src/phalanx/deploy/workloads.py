@@ -240,13 +240,16 @@ def worker_args(values: Values) -> list[str]:
 
 
 def _worker_container(values: Values) -> dict[str, Any]:
+    # Every rank runs under the fence, which an init container copies from this image.
+    env = [*plane_env(values), {"name": "PHALANX_K8S_FENCE_IMAGE",
+                                "value": values.image.reference}]
     return {
         "name": "worker",
         "image": values.image.reference,
         "imagePullPolicy": values.image.pull_policy,
         "command": ["phalanx"],
         "args": worker_args(values),
-        "env": plane_env(values),
+        "env": env,
         # No ports and no HTTP probes: nothing connects into the worker.
         "resources": _resources(values.worker.resources),
         "securityContext": _container_security(),

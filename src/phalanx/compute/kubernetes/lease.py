@@ -14,14 +14,11 @@ from datetime import UTC, datetime
 from urllib.parse import quote
 
 from phalanx.compute.kubernetes.client import KubeClient, KubeError, Object
+from phalanx.defaults import plane_lease_name as lease_name
 
 LEASE_API = "/apis/coordination.k8s.io/v1"
-# Lease names of compute planes: one per plane, so planes sharing a namespace never meet.
-LEASE_PREFIX = "phalanx-plane-"
 
-
-def lease_name(plane: str) -> str:
-    return f"{LEASE_PREFIX}{plane}"
+__all__ = ["KubeLease", "expiry_of", "lease_name", "micro_time", "parse_micro_time"]
 
 
 def micro_time(epoch: float) -> str:

@@ -6,7 +6,8 @@ groups, and read-only events; cluster-wide node and CRD reads only with
 ``worker.rbac.allowNodeReads``; node patch only with ``allowNodeWrites``.
 Runs get ``pods get`` + ``pods/exec create`` with interactivity, ``pods get``
 with logging only, nothing otherwise; with ``mode: cluster`` also ``get`` on their
-plane's Lease (by name), which the fence around each rank reads. NodeDoctor gets and patches its Node
+plane's Lease (by name), which the fence around each rank reads. NodeDoctor gets and
+patches its Node
 (the ``phalanx.dev/health`` label and checks annotation; the GPUs the node
 advertises) and patches ``nodes/status`` (its ``PhalanxHealthy`` condition): exactly
 what ``phalanx doctor --report kubernetes`` does, and nothing in any namespace.

@@ -25,10 +25,12 @@ from phalanx.cli import (
     identity,
     k8s,
     login,
+    planes,
     podexec,
     render,
     sim,
     ui,
+    worker,
 )
 from phalanx.cli.output import (
     EXIT_FAILED,
@@ -189,6 +191,13 @@ def up(
     interactive: Annotated[
         bool, typer.Option(help="Let phalanx exec run commands in running pods")
     ] = True,
+    local_plane: Annotated[bool, typer.Option(help="Run the in-process compute plane 'local'; "
+                                              "--no-local-plane: only workers")] = True,
+    worker_grace: Annotated[str, typer.Option(help="A plane whose worker is silent this long "
+                                              "takes no new placements")] = "60s",
+    worker_lost_after: Annotated[str, typer.Option(help="After this long silent, a plane's "
+                                                   "jobs are requeued elsewhere; longer than "
+                                                   "its workers' --fence-after")] = "15m",
 ) -> None:
     """Start the embedded control plane (foreground, or in the background with -d)."""
     home = _settings(ctx).state_dir
@@ -210,6 +219,9 @@ def up(
             health_interval=interval, site_checks=site_checks, node_lost_grace=lost_grace,
             max_pods=max_pods, max_body_bytes=max_body_bytes,
             finished_ttl=ttl, token_ttl=token_life, interactive=interactive,
+            local_plane=local_plane,
+            worker_grace=parse_duration(worker_grace, field="--worker-grace"),
+            worker_lost_after=parse_duration(worker_lost_after, field="--worker-lost-after"),
         )
         return
     running = daemon.server_info(home)
@@ -242,6 +254,9 @@ def up(
     args += ["--finished-ttl", finished_ttl, "--token-ttl", token_ttl]
     if not interactive:
         args += ["--no-interactive"]
+    if not local_plane:
+        args += ["--no-local-plane"]
+    args += ["--worker-grace", worker_grace, "--worker-lost-after", worker_lost_after]
     try:
         with err.status("Starting the Phalanx control plane...") as spinner:
             info = daemon.start_detached(
@@ -634,6 +649,8 @@ app.command("exec")(podexec.exec_command)
 app.command("attach")(podexec.attach)
 app.add_typer(k8s.app, name="k8s")
 app.add_typer(cluster.app, name="cluster")
+app.add_typer(planes.app, name="plane")
+app.command("worker")(worker.worker)
 
 if __name__ == "__main__":
     app()

@@ -158,6 +158,10 @@ class ComputePlane(abc.ABC):
         has not reported since the control plane started (no pod there counts as gone)."""
         return True
 
+    def where(self, node: str) -> str:
+        """Where a pod on ``node`` runs, for events: "the local compute plane"."""
+        return f"the {self.name} compute plane"
+
     def refusals(self) -> list[Refusal]:
         """Placements the plane refused since the last call (taken: each is returned once)."""
         return []

@@ -159,6 +159,14 @@ class PlaneSet(ComputePlane):
         plane = self.member(name) if name is not None else None
         return plane is None or plane.sees(self._local_name(name, node) if name else node)
 
+    def where(self, node: str) -> str:
+        name = self.plane_of_node(node)
+        with self._lock:
+            member = self._members.get(name) if name is not None else None
+        if member is None or name is None:
+            return "an unknown compute plane"
+        return f"compute plane {name}" if member.qualify else member.plane.where(node)
+
     def refusals(self) -> list[Refusal]:
         return [replace(r, plane=name) for name, m in self._snapshot()
                 for r in m.plane.refusals()]

@@ -465,8 +465,10 @@ class ControlLoop:
                 elif record.status is JobStatus.ADMITTED:
                     record.endpoints = endpoints.get(i, {})
                     record.status = JobStatus.STARTING
+                    nodes = [n for ps in launch.admission.pod_sets for n in ps.nodes]
+                    where = self.plane.where(nodes[0]) if nodes else self.plane.where("")
                     state.event(record, "Starting", f"launched {_expected_pods(record)} pod(s) "
-                                f"on the {self.plane.name} compute plane")
+                                f"on {where}")
 
 
 def _placement_view(node: Node) -> Node:

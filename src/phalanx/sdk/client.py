@@ -35,6 +35,7 @@ from phalanx.sdk.auth import KeyAuth, looks_like_jwt
 from phalanx.sdk.config import Endpoint, resolve_endpoint
 from phalanx.sdk.documents import to_config_documents, to_job_spec
 from phalanx.sdk.identity import IdentityCalls
+from phalanx.sdk.planes import PlaneCalls
 from phalanx.spec.api import (
     USER_HEADER,
     AppliedObject,
@@ -155,7 +156,7 @@ def _status_params(status: JobStatus | str | Iterable[JobStatus | str] | None) -
     return out
 
 
-class Client(IdentityCalls):
+class Client(IdentityCalls, PlaneCalls):
     """A connection to one Phalanx control plane.
 
     ``url`` and ``token`` default to ``$PHALANX_URL`` / ``$PHALANX_TOKEN``, then to the

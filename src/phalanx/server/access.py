@@ -15,10 +15,11 @@ from fastapi import Depends, Request
 from fastapi.params import Depends as DependsParam
 from fastapi.routing import APIRoute
 
-from phalanx.errors import AuthError, InternalError
+from phalanx.errors import AuthError, Forbidden, InternalError
 from phalanx.server.principal import BOOTSTRAP_KEY, Principal
 from phalanx.spec.api import USER_HEADER
 from phalanx.spec.auth import USER_NAME
+from phalanx.spec.planes import PLANE_SCOPE_PREFIX
 from phalanx.store import AuditEntry
 
 PRINCIPAL = "phalanx.principal"
@@ -31,6 +32,7 @@ class Access(StrEnum):
     WRITE = "write"  # member or admin, scope all; the route checks teams
     ADMIN_READ = "admin-read"
     ADMIN = "admin"  # admin, scope all
+    PLANE = "plane"  # a plane key of the plane the path names (a compute-plane worker)
 
 
 def principal_of(request: Request) -> Principal:
@@ -68,6 +70,13 @@ def _checker(access: Access) -> Any:
         if access is Access.PUBLIC:
             return
         principal = principal_of(request)
+        if access is Access.PLANE:
+            plane = request.path_params.get("name", "")
+            if principal.scope != f"{PLANE_SCOPE_PREFIX}{plane}":
+                raise Forbidden(f"only the key of compute plane {plane} may speak for it",
+                                field="Authorization",
+                                fix=f"use the key `phalanx plane add {plane}` wrote")
+            return
         if access in (Access.ADMIN_READ, Access.ADMIN):
             principal.check_admin()
         # SELF: a read-only key must not mint a key that may write.

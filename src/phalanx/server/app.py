@@ -23,6 +23,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from phalanx.control import Controller
+from phalanx.control.planes import PlaneRegistry
 from phalanx.errors import (
     AuthError,
     Conflict,
@@ -55,6 +56,7 @@ from phalanx.server.logstream import (
     parse_since,
     stream_logs,
 )
+from phalanx.server.plane_routes import add_plane_routes, check_plane_key
 from phalanx.server.podexec import add_exec_route, deny
 from phalanx.server.principal import Principal
 from phalanx.server.redaction import Occupancy, SecretEnvRule, job_as_seen_by, jobs_as_seen_by
@@ -154,6 +156,7 @@ class _Guard:
             header = next((v for k, v in scope["headers"] if k == b"authorization"), None)
             try:
                 principal = self.auth.verify(_bearer(header))
+                check_plane_key(principal, scope["path"])
                 if scope["type"] == "websocket":
                     # Running commands in pods changes things: never a viewer or a read-only
                     # key. Which jobs' pods, the exec route checks per job.
@@ -238,6 +241,7 @@ def create_app(
     controller: Controller, auth: Authenticator, logs: LogStore, *, db_label: str,
     secrets: SecretEnvRule | None = None, max_body_bytes: int = MAX_BODY_BYTES,
     log_limits: LogLimits | None = None, dashboard: bool = True, interactive: bool = True,
+    planes: PlaneRegistry | None = None, control_plane_id: str = "",
 ) -> FastAPI:
     """``secrets`` says which env values job specs in answers redact (default: the built-in
     rule); see ``server/redaction.py``. ``dashboard`` serves the web dashboard at ``/ui``.
@@ -516,6 +520,8 @@ def create_app(
         return FollowedResponse(body, release=lambda: slots.give_back(name, client))
 
     add_cluster_routes(app, service, identity, parsers, _errors)
+    if planes is not None:
+        add_plane_routes(app, controller, planes, auth, control_plane_id, _errors)
     add_identity_routes(app, auth, _ROLE_ERRORS, _errors)
     check_every_route(app.routes)
     if dashboard:

@@ -82,3 +82,12 @@ def ensure_bootstrap_key(home: Path) -> str:
             handle.write(from_env + "\n")
         return from_env
     return _read_or_create(path, new_key()[0])
+
+
+CONTROL_PLANE_ID_FILE = "control-plane-id"
+
+
+def control_plane_id(home: Path) -> str:
+    """This control plane's identity (made once, kept in the state directory): workers
+    record it and refuse to act for another control plane with the same state directory."""
+    return _read_or_create(home / CONTROL_PLANE_ID_FILE, f"cp-{secrets.token_hex(6)}")

@@ -17,7 +17,10 @@ from typing import ParamSpec
 import uvicorn
 
 from phalanx.compute.factory import make_plane
+from phalanx.compute.federation import PlaneSet
+from phalanx.compute.remote import PlaneTimers
 from phalanx.control import Controller
+from phalanx.control.planes import PlaneRegistry, check_timers
 from phalanx.defaults import (
     DEFAULT_HOST,
     DEFAULT_PORT,
@@ -33,9 +36,12 @@ from phalanx.defaults import (
 from phalanx.errors import Conflict
 from phalanx.server.app import MAX_BODY_BYTES, create_app
 from phalanx.server.auth import TOKEN_TTL, Authenticator
+from phalanx.server.keys import control_plane_id
 from phalanx.server.logstream import LogLimits
 from phalanx.server.redaction import SecretEnvRule
+from phalanx.spec.planes import LOCAL_PLANE
 from phalanx.store import IdentityStore, LogStore, Store
+from phalanx.store.planes import PlaneStore
 
 P = ParamSpec("P")
 
@@ -75,6 +81,9 @@ def serve(
     finished_ttl: float | None = None,
     token_ttl: float = TOKEN_TTL,
     interactive: bool = True,
+    local_plane: bool = True,
+    worker_grace: float = 60.0,
+    worker_lost_after: float = 900.0,
 ) -> None:
     """Run the control plane in the foreground until SIGINT or SIGTERM.
 
@@ -83,7 +92,10 @@ def serve(
     variables whose values API answers redact (see ``server/redaction.py``);
     ``finished_ttl``: seconds after which finished jobs and their logs are deleted (None or
     0: kept for ever); ``token_ttl``: seconds a token exchanged for an API key lives;
-    ``interactive``: whether ``phalanx exec`` may run commands in pods.
+    ``interactive``: whether ``phalanx exec`` may run commands in pods; ``local_plane``:
+    whether it runs the in-process compute plane ``local`` (False: it only waits for
+    workers, ``phalanx worker``); ``worker_grace``/``worker_lost_after``: the timers of
+    planes that dial in (``compute/remote.py``).
 
     Everything it creates in the state directory is owner-only (umask 077 while it
     runs); an existing state directory with looser modes is tightened, and said so.
@@ -110,15 +122,22 @@ def serve(
         )
     store = Store.for_home(home, db)
     auth = Authenticator(home, IdentityStore(store), token_ttl=token_ttl)
-    plane = make_plane(compute, home, nodes_file, kubeconfig, namespace, default_image,
-                       run_as_user, health_interval, site_checks, node_lost_grace, max_pods)
+    timers = PlaneTimers(worker_grace=worker_grace, worker_lost_after=worker_lost_after)
+    check_timers(timers)
+    plane = PlaneSet()
+    if local_plane:
+        plane.add(LOCAL_PLANE, make_plane(
+            compute, home, nodes_file, kubeconfig, namespace, default_image, run_as_user,
+            health_interval, site_checks, node_lost_grace, max_pods), qualify=False)
     logs = LogStore.for_home(home)
+    planes = PlaneRegistry(plane, PlaneStore(store), timers=timers, logs=logs)
     controller = Controller(store, plane, grace_seconds=grace_seconds, logs=logs,
                             finished_ttl=finished_ttl)
     db_label = redact_url(db) if db else "sqlite"
     app = create_app(controller, auth, logs, db_label=db_label,
                      secrets=SecretEnvRule(extra=tuple(secret_env)), max_body_bytes=max_body_bytes,
-                     log_limits=LogLimits.from_env(), interactive=interactive)
+                     log_limits=LogLimits.from_env(), interactive=interactive,
+                     planes=planes, control_plane_id=control_plane_id(home))
 
     sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -129,7 +148,8 @@ def serve(
     real_port = sock.getsockname()[1]
     url_host = f"[{host}]" if ":" in host else host
     info = {
-        "url": f"http://{url_host}:{real_port}", "pid": os.getpid(), "compute": compute,
+        "url": f"http://{url_host}:{real_port}", "pid": os.getpid(),
+        "compute": compute if local_plane else "workers only",
         "db": db_label,
     }
     server_file = home / SERVER_FILE

@@ -72,7 +72,7 @@ class KeyRequest(Model):
 class KeyView(Model):
     id: str = Field(description="The key's visible prefix; it names the key, it is not it")
     user: str
-    scope: Scope
+    scope: str = Field(description="all, read, or plane:<name> (a compute plane's key)")
     description: str = ""
     created_at: float
     expires_at: float | None = None

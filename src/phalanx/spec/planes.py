@@ -141,3 +141,51 @@ class DesiredState(Model):
     attempts: list[DesiredAttempt] = Field(default_factory=list)
     stops: list[AttemptKey] = Field(default_factory=list)
     forget: list[AttemptKey] = Field(default_factory=list)
+
+
+# --------------------------------------------------------------------------- admin views
+class PlaneView(Model):
+    name: str
+    state: str = Field(description="in-process, connected, waiting for its worker, "
+                       "disconnected (silent for Ns) or lost")
+    remote: bool
+    cordoned: bool = False
+    draining: bool = False
+    nodes: int = 0
+    jobs: list[str] = Field(default_factory=list, description="Jobs whose pods it holds; a "
+                            "silent plane's keep their quota until it is lost")
+    last_seen: float | None = None
+    worker: str | None = None
+    fence_after: float | None = None
+
+
+class PlaneList(Model):
+    planes: list[PlaneView]
+
+
+class PlaneCreate(Model):
+    name: str
+    description: str = ""
+
+
+class PlaneKey(Model):
+    """A plane's new API key: shown once."""
+
+    name: str
+    key: str
+    key_id: str
+
+
+class PlaneFlags(Model):
+    cordoned: bool
+
+
+class PlaneDrain(Model):
+    move: bool = Field(default=False, description="Stop the plane's jobs now (requeued as "
+                       "system failures, to run elsewhere); false: let them finish")
+
+
+class PlaneDrained(Model):
+    name: str
+    stopped: list[str] = Field(default_factory=list)
+    running: list[str] = Field(default_factory=list)

@@ -125,7 +125,7 @@ api_keys = Table(
     Column("id", String(32), primary_key=True),
     Column("user_name", String(253), ForeignKey("users.name"), nullable=False),
     Column("hash", String(64), nullable=False),  # HMAC-SHA256 of the key, hex
-    Column("scope", String(16), nullable=False),  # all | read
+    Column("scope", String(64), nullable=False),  # all | read | plane:<name>
     Column("description", String(255), nullable=False, server_default=""),
     Column("created_at", Double, nullable=False),
     Column("expires_at", Double, nullable=True),
@@ -146,4 +146,17 @@ audit_log = Table(
     Column("detail", JSON, nullable=False),
     Index("ix_audit_log_time", "time"),
     Index("ix_audit_log_user_time", "user_name", "time"),
+)
+
+# Compute planes that dial in (``phalanx plane add``); their keys are the API keys of scope
+# ``plane:<name>``. ``last_seen`` is for display only: silence clocks restart with the
+# control plane.
+planes = Table(
+    "planes",
+    metadata,
+    Column("name", String(63), primary_key=True),
+    Column("cordoned", Boolean, nullable=False, server_default=false()),
+    Column("draining", Boolean, nullable=False, server_default=false()),
+    Column("created_at", Double, nullable=False),
+    Column("last_seen", Double, nullable=True),
 )

@@ -1,0 +1,108 @@
+"""``phalanx worker``: run next to a compute plane and dial out to the control plane.
+
+It builds the plane exactly as ``phalanx up`` does (``compute/factory.py``: ``--compute``,
+``--nodes``, ``--kubeconfig``, ``--namespace``, ...), keeps its bookkeeping in
+``--state-dir`` (one per plane and control plane), and runs ``phalanx.worker.agent``.
+On the local plane the lease is a file in the state directory that each pod's supervisor
+reads: the pods stop at the fence even if this process is killed with ``kill -9``.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from phalanx.cli.output import reports_errors
+from phalanx.cli.settings import settings_of
+from phalanx.compute.factory import make_plane
+from phalanx.compute.lease import LEASE_FILE, FileLease, PlaneLease
+from phalanx.defaults import make_private_dir
+from phalanx.errors import SpecError
+from phalanx.spec import parse_duration
+from phalanx.spec.planes import check_plane_name
+from phalanx.store.logs import LogStore
+from phalanx.worker.agent import Worker, WorkerOptions
+from phalanx.worker.client import PlaneClient, read_key
+
+
+class WorkerCompute(StrEnum):
+    LOCAL = "local"
+    SIMULATED = "simulated"
+    KUBERNETES = "kubernetes"
+
+
+def check_fence(fence_after: float, report_interval: float) -> None:
+    if fence_after <= 0:
+        raise SpecError("must be more than 0", field="--fence-after", fix="write e.g. 10m")
+    if report_interval <= 0 or report_interval * 4 > fence_after:
+        raise SpecError(
+            f"--report-interval ({report_interval:g}s) must be more than 0 and at most a "
+            f"quarter of --fence-after ({fence_after:g}s)", field="--report-interval",
+            fix="report more often, or fence later")
+
+
+@reports_errors
+def worker(
+    ctx: typer.Context,
+    control_plane: Annotated[str, typer.Option(help="The control plane's URL")],
+    plane: Annotated[str, typer.Option(help="This compute plane's name (phalanx plane add)")],
+    api_key_file: Annotated[Path, typer.Option(help="File holding the plane's API key; "
+                                               "read again at every token refresh")],
+    compute: Annotated[WorkerCompute, typer.Option(help="Compute plane")] = WorkerCompute.LOCAL,
+    nodes: Annotated[Path | None, typer.Option(help="Nodes YAML (for --compute simulated)")]
+    = None,
+    kubeconfig: Annotated[Path | None, typer.Option(help="Kubeconfig (for --compute "
+                                                    "kubernetes)")] = None,
+    namespace: Annotated[str | None, typer.Option(help="Namespace of the job pods (for "
+                                                  "--compute kubernetes)")] = None,
+    default_image: Annotated[str | None, typer.Option(help="Image of pod sets that name none "
+                                                      "(for --compute kubernetes)")] = None,
+    max_pods: Annotated[int | None, typer.Option(help="Pods this machine runs at once (for "
+                                                 "--compute local)", min=1)] = None,
+    state_dir: Annotated[Path | None, typer.Option(help="The worker's own state (default: "
+                                                   "$PHALANX_HOME/worker-PLANE)")] = None,
+    fence_after: Annotated[str, typer.Option(help="Stop this plane's pods after this long "
+                                             "without the control plane")] = "10m",
+    report_interval: Annotated[str, typer.Option(help="How often to report the plane")] = "1s",
+) -> None:
+    """Run a compute plane for a remote control plane: it dials out, nothing dials in."""
+    check_plane_name(plane, "--plane")
+    fence = parse_duration(fence_after, field="--fence-after")
+    interval = parse_duration(report_interval, field="--report-interval")
+    check_fence(fence, interval)
+    read_key(api_key_file)  # a missing or empty key file is refused before anything starts
+    home = make_private_dir(state_dir or settings_of(ctx).state_dir / f"worker-{plane}")
+    logging.basicConfig(level=logging.INFO,
+                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # not a line per report
+    lease: PlaneLease | None = None
+    lease_path = None
+    if compute is WorkerCompute.LOCAL:
+        lease = FileLease(home / LEASE_FILE, holder=plane)
+        lease_path = home / LEASE_FILE
+    compute_plane = make_plane(compute.value, home, nodes, kubeconfig, namespace, default_image,
+                               max_pods=max_pods, lease=lease_path)
+    client = PlaneClient(control_plane, plane, api_key_file)
+    agent = Worker(compute_plane, client, home,
+                   WorkerOptions(fence_after=fence, report_interval=interval,
+                                 compute=compute.value),
+                   lease=lease, logs=LogStore.for_home(home))
+    stop = threading.Event()
+
+    def stopping(*_: object) -> None:
+        agent.stop.set()
+        stop.set()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, stopping)
+    try:
+        agent.run()
+    finally:
+        client.close()
+        compute_plane.close()

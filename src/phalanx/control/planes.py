@@ -1,0 +1,166 @@
+"""The compute planes behind this control plane: the registry ``phalanx plane`` manages.
+
+Each registered plane is a ``RemotePlane`` member of the control loop's ``PlaneSet``,
+created at start for every plane in the store (its silence clock starting then) and when
+``phalanx plane add`` registers one. Its key is an API key of scope ``plane:<name>``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+
+from phalanx.compute.federation import PlaneSet
+from phalanx.compute.remote import PlaneTimers, RemotePlane
+from phalanx.control.state import DRAINED, ControlState
+from phalanx.errors import Conflict, NotFound, SpecError
+from phalanx.spec.planes import LOCAL_PLANE, check_plane_name
+from phalanx.spec.status import JobRecord
+from phalanx.store.identity import AuditEntry
+from phalanx.store.logs import LogStore
+from phalanx.store.planes import PlaneStore, RegisteredPlane
+
+SEEN_WRITE_EVERY = 30.0  # seconds between two writes of a plane's last-seen time
+
+
+@dataclass(frozen=True, slots=True)
+class PlaneOverview:
+    name: str
+    state: str
+    remote: bool
+    cordoned: bool
+    draining: bool
+    nodes: int
+    jobs: list[str]
+    last_seen: float | None
+    worker: str | None
+    fence_after: float | None
+
+
+def check_timers(timers: PlaneTimers) -> None:
+    """Each step strictly later than the one before."""
+    if timers.worker_grace <= 0:
+        raise SpecError("must be more than 0", field="--worker-grace", fix="write e.g. 60s")
+    if timers.worker_lost_after <= timers.worker_grace:
+        raise SpecError(
+            f"--worker-lost-after ({timers.worker_lost_after:g}s) must be longer than "
+            f"--worker-grace ({timers.worker_grace:g}s)", field="--worker-lost-after",
+            fix="give a longer --worker-lost-after (the default is 15m)")
+
+
+class PlaneRegistry:
+    def __init__(self, planes: PlaneSet, store: PlaneStore, *, timers: PlaneTimers,
+                 logs: LogStore | None = None) -> None:
+        check_timers(timers)
+        self.planes = planes
+        self.store = store
+        self.timers = timers
+        self.logs = logs
+        self._lock = threading.Lock()
+        self._seen_written: dict[str, float] = {}
+        for registered in store.list():
+            self._join(registered)
+
+    def _join(self, registered: RegisteredPlane) -> RemotePlane:
+        remote = RemotePlane(registered.name, timers=self.timers, logs=self.logs)
+        remote.set_cordoned(registered.cordoned or registered.draining)
+        self.planes.add(registered.name, remote)
+        return remote
+
+    def remote(self, name: str) -> RemotePlane:
+        plane = self.planes.member(name)
+        if not isinstance(plane, RemotePlane):
+            raise NotFound(f"no compute plane {name!r} dials in", field="name",
+                           fix="register it with `phalanx plane add NAME --key-file FILE`")
+        return plane
+
+    def heard(self, name: str) -> None:
+        """Keep the store's last-seen time roughly current (for display)."""
+        now = time.time()
+        with self._lock:
+            if now - self._seen_written.get(name, 0.0) < SEEN_WRITE_EVERY:
+                return
+            self._seen_written[name] = now
+        self.store.seen(name, now)
+
+    # ------------------------------------------------------------------ admin
+    def add(self, name: str, audit: AuditEntry) -> RemotePlane:
+        check_plane_name(name)
+        if name == LOCAL_PLANE or self.planes.member(name) is not None:
+            raise Conflict(f"compute plane {name!r} exists", field="name",
+                           fix="choose another name")
+        return self._join(self.store.add(name, audit))
+
+    def set_flags(self, name: str, audit: AuditEntry, *, cordoned: bool | None = None,
+                  draining: bool | None = None) -> RegisteredPlane:
+        remote = self.remote(name)
+        registered = self.store.set_flags(name, audit, cordoned=cordoned, draining=draining)
+        remote.set_cordoned(registered.cordoned or registered.draining)
+        return registered
+
+    def remove(self, name: str, audit: AuditEntry, *, running: list[str],
+               force: bool) -> None:
+        self.remote(name)
+        if running and not force:
+            raise Conflict(f"jobs run on compute plane {name}: {', '.join(running[:5])}",
+                           field="name", fix="drain it first (`phalanx plane drain NAME "
+                                             "--move`), or pass --force")
+        self.store.remove(name, audit)
+        removed = self.planes.remove(name)
+        if removed is not None:
+            removed.close()
+
+    def overview(self, jobs_by_plane: dict[str, list[str]]) -> list[PlaneOverview]:
+        stored = {p.name: p for p in self.store.list()}
+        views = []
+        for name in self.planes.names():
+            plane = self.planes.member(name)
+            assert plane is not None
+            jobs = sorted(jobs_by_plane.get(name, []))
+            if isinstance(plane, RemotePlane):
+                registered = stored.get(name) or RegisteredPlane(name)
+                views.append(PlaneOverview(
+                    name, plane.describe_state(), True, registered.cordoned,
+                    registered.draining, len(plane.inventory()), jobs,
+                    plane.last_seen or registered.last_seen, plane.worker, plane.fence_after))
+            else:
+                views.append(PlaneOverview(name, "in-process", False, False, False,
+                                           len(plane.inventory()), jobs, None, None, None))
+        return views
+
+
+def plane_of_job(record: JobRecord, planes: PlaneSet) -> str | None:
+    """The compute plane a job's current attempt was placed on."""
+    if record.admission is None:
+        return None
+    for pod_set in record.admission.pod_sets:
+        for node in pod_set.nodes:
+            return planes.plane_of_node(node)
+    return None
+
+
+def jobs_by_plane(state: ControlState, planes: PlaneSet) -> dict[str, list[str]]:
+    with state.lock:
+        records = list(state.active.values())
+    found: dict[str, list[str]] = {}
+    for record in records:
+        name = plane_of_job(record, planes)
+        if name is not None:
+            found.setdefault(name, []).append(record.name)
+    return found
+
+
+def stop_jobs_on(state: ControlState, planes: PlaneSet, name: str) -> list[str]:
+    """Stop the plane's jobs now, requeued as system failures (to run elsewhere)."""
+    stopped = []
+    with state.lock:
+        for record in list(state.active.values()):
+            if record.stop_reason or plane_of_job(record, planes) != name:
+                continue
+            state.begin_stop(record, DRAINED, f"compute plane {name} is being drained",
+                             "system")
+            stopped.append(record.name)
+    state.persist()
+    state.wake.set()
+    return stopped

@@ -1,0 +1,60 @@
+"""The client's calls about compute planes (``phalanx plane``)."""
+
+from __future__ import annotations
+
+import builtins
+from typing import Any, TypeVar
+from urllib.parse import quote
+
+from pydantic import BaseModel
+
+from phalanx.spec.planes import (
+    PlaneCreate,
+    PlaneDrain,
+    PlaneDrained,
+    PlaneFlags,
+    PlaneKey,
+    PlaneList,
+    PlaneView,
+)
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def _path(name: str, tail: str = "") -> str:
+    return f"/v1/planes/{quote(name, safe='')}" + (f"/{tail}" if tail else "")
+
+
+class PlaneCalls:
+    """Mixed into ``Client``, which provides ``_request``."""
+
+    def _request(self, model: type[M], method: str, path: str, **kwargs: Any) -> M:
+        raise NotImplementedError
+
+    def planes(self) -> builtins.list[PlaneView]:
+        """Every compute plane: its state, nodes and the jobs it holds."""
+        return self._request(PlaneList, "GET", "/v1/planes").planes
+
+    def plane(self, name: str) -> PlaneView:
+        return self._request(PlaneView, "GET", _path(name))
+
+    def add_plane(self, name: str, description: str = "") -> PlaneKey:
+        """Register a compute plane; the answer holds its key, shown this once."""
+        return self._request(PlaneKey, "POST", "/v1/planes",
+                             json=PlaneCreate(name=name, description=description).to_dict())
+
+    def rotate_plane_key(self, name: str) -> PlaneKey:
+        """Another key for the plane; the old one works until revoked (`phalanx keys revoke`)."""
+        return self._request(PlaneKey, "POST", _path(name, "keys"))
+
+    def cordon_plane(self, name: str, cordoned: bool = True) -> PlaneView:
+        return self._request(PlaneView, "POST", _path(name, "cordon"),
+                             json=PlaneFlags(cordoned=cordoned).to_dict())
+
+    def drain_plane(self, name: str, move: bool = False) -> PlaneDrained:
+        return self._request(PlaneDrained, "POST", _path(name, "drain"),
+                             json=PlaneDrain(move=move).to_dict())
+
+    def remove_plane(self, name: str, force: bool = False) -> PlaneView:
+        return self._request(PlaneView, "DELETE", _path(name),
+                             params={"force": "true" if force else "false"})

@@ -1,0 +1,172 @@
+"""The routes of compute planes: the worker's (``hello``, ``report``, ``desired``: only a
+key of scope ``plane:<name>`` for that plane) and the admins' registry (``phalanx plane``).
+
+A plane key reaches nothing else: ``check_plane_key`` refuses it on every other path, so
+a key for cluster A can neither report for B nor read a job.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from anyio import to_thread
+from fastapi import FastAPI, Query, Request
+
+from phalanx.control import Controller
+from phalanx.control.planes import PlaneRegistry, jobs_by_plane, stop_jobs_on
+from phalanx.errors import Forbidden
+from phalanx.server.access import Access, audit_entry, needs, principal_of
+from phalanx.server.auth import Authenticator
+from phalanx.server.keys import new_key
+from phalanx.server.principal import Principal
+from phalanx.spec.planes import (
+    PLANE_SCOPE_PREFIX,
+    DesiredState,
+    PlaneCreate,
+    PlaneDrain,
+    PlaneDrained,
+    PlaneFlags,
+    PlaneHello,
+    PlaneKey,
+    PlaneList,
+    PlaneReport,
+    PlaneView,
+    PlaneWelcome,
+    ReportAck,
+    check_plane_name,
+    plane_scope,
+)
+from phalanx.store import StoredKey
+
+_WORKER_PATHS = ("hello", "report", "desired")
+MAX_WAIT = 60.0
+
+
+def check_plane_key(principal: Principal, path: str) -> None:
+    """Forbidden unless a plane key is used on its own plane's worker routes."""
+    if not principal.scope.startswith(PLANE_SCOPE_PREFIX):
+        return
+    plane = principal.scope[len(PLANE_SCOPE_PREFIX):]
+    if path not in {f"/v1/planes/{plane}/{tail}" for tail in _WORKER_PATHS}:
+        raise Forbidden(f"a key of compute plane {plane} only reports for that plane",
+                        field="Authorization", fix="use a user's key for anything else")
+
+
+def add_plane_routes(
+    app: FastAPI, controller: Controller, registry: PlaneRegistry, auth: Authenticator,
+    control_plane_id: str, errors: Callable[..., dict[int | str, dict[str, Any]]],
+) -> None:
+    timers = registry.timers
+
+    # ------------------------------------------------------------------ the worker's
+    @app.post("/v1/planes/{name}/hello", dependencies=needs(Access.PLANE),
+              responses=errors(401, 403, 404))
+    def hello(name: str, body: PlaneHello) -> PlaneWelcome:
+        """A worker registers (again) for its plane."""
+        registry.remote(name).hello(body)
+        registry.heard(name)
+        return PlaneWelcome(control_plane=control_plane_id, plane=name,
+                            worker_grace=timers.worker_grace,
+                            worker_lost_after=timers.worker_lost_after,
+                            poll_seconds=timers.poll_seconds)
+
+    @app.post("/v1/planes/{name}/report", dependencies=needs(Access.PLANE),
+              responses=errors(400, 401, 403, 404))
+    def report(name: str, body: PlaneReport) -> ReportAck:
+        """What the worker's plane has now: nodes (when changed), pods, refusals, logs."""
+        wanted = registry.remote(name).report(body)
+        registry.heard(name)
+        return ReportAck(nodes_wanted=wanted)
+
+    @app.get("/v1/planes/{name}/desired", dependencies=needs(Access.PLANE),
+             responses=errors(401, 403, 404))
+    async def desired(name: str, after: int = -1,
+                      wait: float = Query(default=25.0, ge=0, le=MAX_WAIT)) -> DesiredState:
+        """The desired state once its version passes ``after`` (a long poll of ``wait`` s)."""
+        remote = registry.remote(name)
+        return await to_thread.run_sync(remote.desired, after, wait)
+
+    # ------------------------------------------------------------------ the registry
+    def view(overview: Any) -> PlaneView:
+        return PlaneView(name=overview.name, state=overview.state, remote=overview.remote,
+                         cordoned=overview.cordoned, draining=overview.draining,
+                         nodes=overview.nodes, jobs=overview.jobs,
+                         last_seen=overview.last_seen, worker=overview.worker,
+                         fence_after=overview.fence_after)
+
+    def by_plane() -> dict[str, list[str]]:
+        return jobs_by_plane(controller.state, registry.planes)
+
+    @app.get("/v1/planes", dependencies=needs(Access.READ), responses=errors(401))
+    def list_planes() -> PlaneList:
+        """Every compute plane, its state and the jobs it holds."""
+        return PlaneList(planes=[view(o) for o in registry.overview(by_plane())])
+
+    @app.get("/v1/planes/{name}", dependencies=needs(Access.READ), responses=errors(401, 404))
+    def get_plane(name: str) -> PlaneView:
+        registry.remote(name)
+        return next(view(o) for o in registry.overview(by_plane()) if o.name == name)
+
+    def mint_key(name: str, request: Request, description: str) -> PlaneKey:
+        key, key_id = new_key()
+        owner = principal_of(request).name
+        stored = StoredKey(key_id, owner, auth.hasher.hash(key), plane_scope(name),
+                           description or f"compute plane {name}", time.time())
+        auth.identity.create_key(stored, audit_entry(request, "key-create", key_id,
+                                                     scope=stored.scope))
+        return PlaneKey(name=name, key=key, key_id=key_id)
+
+    @app.post("/v1/planes", dependencies=needs(Access.ADMIN), status_code=201,
+              responses=errors(400, 401, 403, 409))
+    def add_plane(body: PlaneCreate, request: Request) -> PlaneKey:
+        """Register a compute plane; its key is in the answer, shown once."""
+        check_plane_name(body.name)
+        registry.add(body.name, audit_entry(request, "plane-add", body.name))
+        return mint_key(body.name, request, body.description)
+
+    @app.post("/v1/planes/{name}/keys", dependencies=needs(Access.ADMIN), status_code=201,
+              responses=errors(401, 403, 404))
+    def rotate_key(name: str, request: Request) -> PlaneKey:
+        """Another key for the plane (both work until the old one is revoked)."""
+        registry.remote(name)
+        return mint_key(name, request, f"compute plane {name} (rotated)")
+
+    @app.post("/v1/planes/{name}/cordon", dependencies=needs(Access.ADMIN),
+              responses=errors(401, 403, 404))
+    def cordon_plane(name: str, body: PlaneFlags, request: Request) -> PlaneView:
+        """Take no new placements on the plane (or take them again)."""
+        registry.set_flags(name, audit_entry(request, "plane-cordon", name,
+                                             cordoned=body.cordoned),
+                           cordoned=body.cordoned, draining=False if not body.cordoned else None)
+        controller.state.wake.set()
+        return get_plane(name)
+
+    @app.post("/v1/planes/{name}/drain", dependencies=needs(Access.ADMIN),
+              responses=errors(401, 403, 404))
+    def drain_plane(name: str, body: PlaneDrain, request: Request) -> PlaneDrained:
+        """Stop new work on the plane; ``move``: stop its jobs now, to run elsewhere."""
+        registry.set_flags(name, audit_entry(request, "plane-drain", name, move=body.move),
+                           draining=True)
+        stopped = stop_jobs_on(controller.state, registry.planes, name) if body.move else []
+        controller.state.wake.set()
+        return PlaneDrained(name=name, stopped=stopped, running=by_plane().get(name, []))
+
+    @app.delete("/v1/planes/{name}", dependencies=needs(Access.ADMIN),
+                responses=errors(401, 403, 404, 409))
+    def remove_plane(name: str, request: Request,
+                     force: bool = Query(default=False)) -> PlaneView:
+        """Unregister the plane; refused while jobs run there unless ``force``."""
+        shown = get_plane(name)
+        registry.remove(name, audit_entry(request, "plane-remove", name, force=force),
+                        running=by_plane().get(name, []), force=force)
+        for key in auth.identity.list_keys():
+            if key.scope == plane_scope(name) and key.revoked_at is None:
+                auth.identity.revoke_key(key.id, audit_entry(request, "key-revoke", key.id))
+                auth.revoked(key.id)
+        controller.state.wake.set()
+        return shown
+
+
+__all__ = ["add_plane_routes", "check_plane_key", "check_plane_name"]

@@ -6,8 +6,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import typer
 import yaml
 
+from phalanx.cli.main import app
 from phalanx.deploy import commented_values, load_values, load_values_yaml, render, write_kustomize
 from phalanx.deploy.values import KEY_FILE
 from phalanx.deploy.workloads import GPU_NODE_LABELS
@@ -101,12 +103,13 @@ def test_options_reach_the_worker() -> None:
     manifests = rendered(_cluster(
         runs={"namespace": "ml-runs", "defaultImage": "registry.example/ml/train:1",
               "checkpoints": {"claimName": "ckpt"}},
-        worker={"rbac": {"allowNodeWrites": True}, "replicas": 0},
+        worker={"rbac": {"allowNodeWrites": True}, "replicas": 0, "fenceAfter": "5m"},
     ))
     pod = _pod(manifests)
     args = pod["containers"][0]["args"]
     assert args[args.index("--namespace") + 1] == "ml-runs"
     assert args[args.index("--default-image") + 1] == "registry.example/ml/train:1"
+    assert args[args.index("--fence-after") + 1] == "5m"
     env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
     assert env["PHALANX_K8S_NODE_WRITES"] == "true"
     assert env["PHALANX_RUNS_SERVICE_ACCOUNT"] == "phalanx-run"
@@ -127,6 +130,9 @@ BAD: list[tuple[dict[str, Any], str, str]] = [
     (_cluster(worker={"service": {"type": "LoadBalancer"}}), "worker.service", "no Service"),
     ({"controlPlane": {"url": "https://cp"}}, "controlPlane.url", "cluster-only"),
     ({"plane": {"name": "a"}}, "plane.name", "cluster-only"),
+    ({"worker": {"fenceAfter": "5m"}}, "worker.fenceAfter", "cluster-only"),
+    (_cluster(worker={"fenceAfter": "soon"}), "worker.fenceAfter", "duration"),
+    (_cluster(worker={"fenceAfter": "0s"}), "worker.fenceAfter", "not more than 0"),
     ({"mode": "edge"}, "mode", "Input should be"),
     (_cluster(worker={"replicas": 2}), "worker.replicas", "2 replicas"),
 ]
@@ -190,3 +196,17 @@ def test_the_worker_tells_its_plane_where_the_fence_comes_from() -> None:
     assert lease_rules == [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
                             "verbs": ["get"], "resourceNames": ["phalanx-plane-gcp-a"]}]
     assert "PHALANX_K8S_FENCE_IMAGE" not in str(rendered({}))
+
+
+def test_worker_args_are_options_of_phalanx_worker() -> None:
+    """The container runs the real CLI: every flag it passes must exist on `phalanx worker`."""
+    command = typer.main.get_command(app).commands["worker"]  # type: ignore[attr-defined]
+    known = {opt for param in command.params for opt in (*param.opts, *param.secondary_opts)}
+    data = _cluster(runs={"defaultImage": "registry.example/ml/train:1"},
+                    worker={"fenceAfter": "5m"})
+    args = _pod(rendered(data))["containers"][0]["args"]
+    assert args[0] == "worker"
+    flags = {a for a in args[1:] if a.startswith("--")}
+    assert flags == {"--control-plane", "--plane", "--api-key-file", "--compute", "--namespace",
+                     "--default-image", "--fence-after"}
+    assert flags <= known, flags - known

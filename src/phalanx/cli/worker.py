@@ -4,6 +4,7 @@ It builds the plane exactly as ``phalanx up`` does (``compute/factory.py``: ``--
 ``--nodes``, ``--kubeconfig``, ``--namespace``, ...), keeps its bookkeeping in
 ``--state-dir`` (one per plane and control plane), and runs ``phalanx.worker.agent``.
 On the local plane the lease is a file in the state directory that each pod's supervisor
+reads; on Kubernetes it is a Lease in the runs namespace that the fence around each rank
 reads: the pods stop at the fence even if this process is killed with ``kill -9``.
 """
 
@@ -20,8 +21,8 @@ import typer
 
 from phalanx.cli.output import reports_errors
 from phalanx.cli.settings import settings_of
-from phalanx.compute.factory import make_plane
-from phalanx.compute.lease import LEASE_FILE, FileLease, PlaneLease
+from phalanx.compute.factory import make_plane, plane_lease
+from phalanx.compute.lease import LEASE_FILE, PlaneLease
 from phalanx.defaults import make_private_dir
 from phalanx.errors import SpecError
 from phalanx.spec import parse_duration
@@ -81,13 +82,14 @@ def worker(
     logging.basicConfig(level=logging.INFO,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # not a line per report
-    lease: PlaneLease | None = None
-    lease_path = None
-    if compute is WorkerCompute.LOCAL:
-        lease = FileLease(home / LEASE_FILE, holder=plane)
-        lease_path = home / LEASE_FILE
+    lease_path = home / LEASE_FILE if compute is WorkerCompute.LOCAL else None
+    # On Kubernetes the plane fences its pods with a Lease named after the plane.
+    plane_name = plane if compute is WorkerCompute.KUBERNETES else None
     compute_plane = make_plane(compute.value, home, nodes, kubeconfig, namespace, default_image,
-                               max_pods=max_pods, lease=lease_path)
+                               max_pods=max_pods, lease=lease_path, plane_name=plane_name)
+    lease: PlaneLease | None = None
+    if compute is not WorkerCompute.SIMULATED:
+        lease = plane_lease(compute_plane, home / LEASE_FILE, holder=plane)
     client = PlaneClient(control_plane, plane, api_key_file)
     agent = Worker(compute_plane, client, home,
                    WorkerOptions(fence_after=fence, report_interval=interval,

@@ -29,7 +29,7 @@ from pydantic import BeforeValidator, Field, model_validator
 from phalanx.defaults import DEFAULT_PORT
 from phalanx.errors import SpecError
 from phalanx.spec.base import ImageReference, Model, Name, validate
-from phalanx.spec.quantity import parse_quantity
+from phalanx.spec.quantity import parse_duration, parse_quantity
 from phalanx.version import __version__
 
 API_PORT = DEFAULT_PORT
@@ -92,6 +92,19 @@ def _quantity_text(value: object) -> object:
     return str(value)
 
 
+def _duration_text(value: object) -> object:
+    """Check a duration (90s, 10m, 1h30m) but keep the text the user wrote."""
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise ValueError(f"expected a duration, got {value!r}; write e.g. \"10m\"")
+    try:
+        seconds = parse_duration(value)
+    except SpecError as exc:
+        raise ValueError(f"{exc.message}; {exc.fix}") from None
+    if seconds <= 0:
+        raise ValueError(f"{value!r} is not more than 0; write e.g. \"10m\"")
+    return str(value)
+
+
 def _resource_names(value: object) -> object:
     if isinstance(value, dict):
         for key in value:
@@ -104,6 +117,7 @@ def _resource_names(value: object) -> object:
 
 ObjectName = Annotated[str, BeforeValidator(_subdomain)]
 QuantityText = Annotated[str, BeforeValidator(_quantity_text)]
+DurationText = Annotated[str, BeforeValidator(_duration_text)]
 LabelMap = Annotated[dict[str, str], BeforeValidator(_labels)]
 ResourceMap = Annotated[dict[str, QuantityText], BeforeValidator(_resource_names)]
 
@@ -198,6 +212,12 @@ class Worker(Model):
     )
     enable_run_logging: bool = Field(
         default=True, description="Runs' ServiceAccount may get pods (ignored with interactivity)"
+    )
+    fence_after: DurationText | None = Field(
+        default=None,
+        description="With mode: cluster: the worker stops this plane's pods after this long "
+        "without the control plane (`phalanx worker --fence-after`; unset: its default, 10m). "
+        "Keep it below the control plane's --worker-lost-after",
     )
     rbac: WorkerRbac = Field(default_factory=WorkerRbac, description="The control plane's RBAC")
     service: ApiService = Field(default_factory=ApiService, description="The API's Service")
@@ -458,7 +478,8 @@ def _check_mode(values: Values) -> None:
     """Each mode's values mean something; the other mode's are refused, not ignored."""
     if values.mode == "full":
         for field, value in (("controlPlane.url", values.control_plane.url),
-                             ("plane.name", values.plane.name)):
+                             ("plane.name", values.plane.name),
+                             ("worker.fenceAfter", values.worker.fence_after)):
             if value is not None:
                 raise SpecError("applies to a cluster-only install", field=field,
                                 fix="set mode: cluster, or remove it")

@@ -236,6 +236,8 @@ def worker_args(values: Values) -> list[str]:
             "--compute", "kubernetes", "--namespace", values.runs.namespace]
     if values.runs.default_image:
         args += ["--default-image", values.runs.default_image]
+    if values.worker.fence_after is not None:
+        args += ["--fence-after", values.worker.fence_after]
     return args
 
 

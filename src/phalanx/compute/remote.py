@@ -105,7 +105,8 @@ class RemotePlane(ComputePlane):
             self.fence_after = hello.fence_after
             self.compute = hello.compute
             self.last_seen = self.clock()
-        self._update_state()
+        if self._update_state():
+            self._nodes_changed()
 
     def report(self, report: PlaneReport) -> bool:
         """Take what the worker has now; terminal states it held are kept from here.

@@ -20,6 +20,7 @@ from phalanx.scheduler.node_classes import (
 )
 from phalanx.scheduler.packing import Entry, Overlay, Signature
 from phalanx.scheduler.pod_groups import PodGroup, toleration_key
+from phalanx.spec.planes import PLANE_LABEL
 from phalanx.spec.resources import Node
 
 
@@ -35,6 +36,13 @@ class NodeIndex:
         self.shape_members: dict[ClassKey, set[ClassKey]] = {}
         self.signatures: dict[tuple[object, ...], Signature] = {}
         self.members = 0  # bumped whenever the node set or a node's class changes
+        # Nodes per compute plane (label phalanx.dev/plane): with two or more planes every
+        # gang must stay within one (placement.py).
+        self.plane_nodes: dict[str, int] = {}
+
+    @property
+    def multi_plane(self) -> bool:
+        return len(self.plane_nodes) > 1
 
     # ------------------------------------------------------------------ nodes
     def upsert(self, node: Node, used: dict[str, int] | None) -> None:
@@ -56,6 +64,9 @@ class NodeIndex:
         cls.add(node.name, free)
         shape.add(node.name, free)
         self.nodes[node.name] = node
+        plane = node.labels.get(PLANE_LABEL)
+        if plane is not None:
+            self.plane_nodes[plane] = self.plane_nodes.get(plane, 0) + 1
         self.class_of[node.name] = cls
         self.shape_of[node.name] = shape
         self.free[node.name] = free
@@ -71,7 +82,13 @@ class NodeIndex:
         free = self.free.pop(name)
         cls.discard(name, free)
         shape.discard(name, free)
-        del self.nodes[name]
+        plane = self.nodes.pop(name).labels.get(PLANE_LABEL)
+        if plane is not None:
+            left = self.plane_nodes[plane] - 1
+            if left:
+                self.plane_nodes[plane] = left
+            else:
+                del self.plane_nodes[plane]
         if not cls.size:
             del self.classes[cls.key]
             self.shape_members[shape.key].discard(cls.key)

@@ -30,6 +30,7 @@ from phalanx.scheduler.packing import NO_DOMAIN, Entry, Overlay, Signature, fill
 from phalanx.scheduler.placement_failure import PlacementExplainer
 from phalanx.scheduler.pod_groups import Placement, PlacementFailure, PodGroup, group_key
 from phalanx.scheduler.topology import TopologyDomains
+from phalanx.spec.planes import PLANE_LABEL
 from phalanx.spec.resources import Node, TopologyConstraint
 
 # The pool's questions and answers are defined with it (``pod_groups``) and used by its callers.
@@ -114,6 +115,7 @@ class NodePool:
         """Whether ``placement`` (found earlier) could be reserved as it stands now: every
         node still takes the groups (labels, taints, health, cordon) and has room for all
         the pods it was given, and a required topology still holds one domain."""
+        topology = self._within_one_plane(topology)
         need: dict[str, dict[int, int]] = {}
         for group, names in zip(groups, placement.nodes, strict=True):
             flat = self.index.signature(group).flat_index()
@@ -172,6 +174,7 @@ class NodePool:
         """
         if not groups:
             return Placement((), ())
+        topology = self._within_one_plane(topology)
         if freed:
             return self._place(groups, topology, freed)
         version = self.log.version
@@ -188,6 +191,16 @@ class NodePool:
         if isinstance(result, PlacementFailure):
             self._failed[key] = result
         return result
+
+    def _within_one_plane(self, topology: TopologyConstraint | None
+                          ) -> TopologyConstraint | None:
+        """With nodes of two or more compute planes a gang never spans two: the plane is a
+        required topology level of every gang. A gang's own required level stays (its
+        values are named per plane, e.g. racks by cluster); a preferred one gives way to
+        the plane. One plane: unchanged."""
+        if not self.index.multi_plane or (topology is not None and topology.required):
+            return topology
+        return _ONE_PLANE
 
     def _place(self, groups: Sequence[PodGroup], topology: TopologyConstraint | None,
                freed: Mapping[str, Mapping[str, int]] | None) -> Placement | PlacementFailure:
@@ -284,6 +297,9 @@ class NodePool:
             if placed >= need:
                 break
         return placed
+
+_ONE_PLANE = TopologyConstraint(required=PLANE_LABEL)
+
 
 def _placement(nodes: list[list[str]]) -> Placement:
     return Placement(tuple(len(n) for n in nodes), tuple(tuple(n) for n in nodes))

@@ -14,6 +14,7 @@ from phalanx.scheduler.packing import Entry, Overlay, Signature
 from phalanx.scheduler.pod_groups import PlacementFailure, PodGroup
 from phalanx.scheduler.topology import TopologyDomains
 from phalanx.scheduler.types import PendingCode
+from phalanx.spec.planes import PLANE_LABEL
 from phalanx.spec.quantity import format_amount
 
 
@@ -84,8 +85,10 @@ class PlacementExplainer:
         pods = ", ".join(
             needs(g, s, False)[len("needs "):] for g, s in zip(groups, sigs, strict=True)
         )
-        text = f"needs {pods} within one {key} (required topology)"
         domains = self.domains
+        if key == PLANE_LABEL:
+            return self._across_planes(groups, sigs, overlay, anywhere, pods, wanted)
+        text = f"needs {pods} within one {key} (required topology)"
         ranked = domains.rank(groups, sigs, key, overlay, domains.freed(overlay, key),
                               prune=False)
         if not ranked:
@@ -95,6 +98,21 @@ class PlacementExplainer:
             text += (f"; the roomiest {key}, {best}, has room for {room} of the "
                      f"{wanted} pods, while the cluster as a whole fits "
                      f"{sum(len(n) for n in anywhere)}")
+        return PlacementFailure(PendingCode.TOPOLOGY_UNSATISFIABLE, text)
+
+
+    def _across_planes(self, groups: Sequence[PodGroup], sigs: list[Signature],
+                       overlay: Overlay, anywhere: list[list[str]], pods: str,
+                       wanted: int) -> PlacementFailure:
+        """The gang fits the compute planes together but no single one (it never spans two)."""
+        domains = self.domains
+        ranked = domains.rank(groups, sigs, PLANE_LABEL, overlay,
+                              domains.freed(overlay, PLANE_LABEL), prune=False)
+        text = f"needs {pods} within one compute plane (a gang never spans two clusters)"
+        if ranked:
+            best, room = min(ranked, key=lambda dr: (-dr[1], dr[0]))
+            text += (f"; the roomiest, cluster {best}, has room for {room} of the {wanted} "
+                     f"pods, while all clusters together fit {sum(len(n) for n in anywhere)}")
         return PlacementFailure(PendingCode.TOPOLOGY_UNSATISFIABLE, text)
 
 

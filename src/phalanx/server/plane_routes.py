@@ -16,7 +16,7 @@ from fastapi import FastAPI, Query, Request
 
 from phalanx.control import Controller
 from phalanx.control.planes import PlaneRegistry, jobs_by_plane, stop_jobs_on
-from phalanx.errors import Forbidden
+from phalanx.errors import Forbidden, SpecError
 from phalanx.server.access import Access, audit_entry, needs, principal_of
 from phalanx.server.auth import Authenticator
 from phalanx.server.keys import new_key
@@ -64,8 +64,17 @@ def add_plane_routes(
     @app.post("/v1/planes/{name}/hello", dependencies=needs(Access.PLANE),
               responses=errors(401, 403, 404))
     def hello(name: str, body: PlaneHello) -> PlaneWelcome:
-        """A worker registers (again) for its plane."""
-        registry.remote(name).hello(body)
+        """A worker registers (again) for its plane; refused when its fence is not shorter
+        than ``--worker-lost-after`` (its pods must be stopped before their jobs run
+        elsewhere)."""
+        remote = registry.remote(name)
+        if body.fence_after >= timers.worker_lost_after:
+            raise SpecError(
+                f"the worker's --fence-after ({body.fence_after:g}s) is not shorter than the "
+                f"control plane's --worker-lost-after ({timers.worker_lost_after:g}s)",
+                field="fenceAfter", fix="start the worker with a shorter --fence-after, or "
+                                        "the control plane with a longer --worker-lost-after")
+        remote.hello(body)
         registry.heard(name)
         return PlaneWelcome(control_plane=control_plane_id, plane=name,
                             worker_grace=timers.worker_grace,

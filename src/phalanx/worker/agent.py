@@ -123,6 +123,8 @@ class Worker:
                 welcome = self.client.hello(PlaneHello(
                     worker=self.id, compute=self.options.compute,
                     fence_after=self.options.fence_after, version=__version__))
+            except SpecError:
+                raise  # refused for good (a fence the control plane does not accept)
             except PhalanxError as exc:
                 log.warning("cannot register with the control plane: %s", exc)
                 self._check_fence()

@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 
-from phalanx.errors import AuthError, ConnectionFailed, ServerError, SpecError
+from phalanx.errors import AuthError, ConnectionFailed, PhalanxError, ServerError, SpecError
 from phalanx.spec.planes import DesiredState, PlaneHello, PlaneReport, PlaneWelcome, ReportAck
 
 REFRESH_MARGIN = 0.2  # exchange again once this share of the token's life is left
@@ -77,7 +77,11 @@ class PlaneClient:
                 continue
             if answer.status_code >= 400:
                 error = _error_of(answer)
-                cls = AuthError if answer.status_code in (401, 403) else ServerError
+                cls: type[PhalanxError] = ServerError
+                if answer.status_code in (401, 403):
+                    cls = AuthError
+                elif answer.status_code == 400:
+                    cls = SpecError  # refused for good: the worker stops and says why
                 raise cls(f"{method} {path}: {error}", fix="see the control plane's log")
             return answer
         raise AssertionError("unreachable")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+import time
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
@@ -24,10 +25,11 @@ from phalanx.cli.settings import settings_of
 from phalanx.compute.factory import make_plane, plane_lease
 from phalanx.compute.lease import LEASE_FILE, PlaneLease
 from phalanx.defaults import make_private_dir
-from phalanx.errors import SpecError
+from phalanx.errors import ConnectionFailed, ServerError, SpecError
 from phalanx.spec import parse_duration
-from phalanx.spec.planes import check_plane_name
+from phalanx.spec.planes import PlaneHello, check_plane_name
 from phalanx.store.logs import LogStore
+from phalanx.version import __version__
 from phalanx.worker.agent import Worker, WorkerOptions
 from phalanx.worker.client import PlaneClient, read_key
 
@@ -36,6 +38,22 @@ class WorkerCompute(StrEnum):
     LOCAL = "local"
     SIMULATED = "simulated"
     KUBERNETES = "kubernetes"
+
+
+def control_plane_identity(client: PlaneClient, compute: str, fence_after: float) -> str:
+    """The control plane's identity, asked for before a Kubernetes plane is built: it labels
+    every object with it and acts on no other. Retries while the control plane cannot be
+    reached; a refused key or fence stops the worker as the agent would."""
+    delay = 0.2
+    while True:
+        try:
+            welcome = client.hello(PlaneHello(worker="starting", compute=compute,
+                                              fence_after=fence_after, version=__version__))
+            return welcome.control_plane
+        except (ConnectionFailed, ServerError) as exc:
+            logging.getLogger(__name__).warning("%s; retrying in %.1fs", exc, delay)
+            time.sleep(delay)
+            delay = min(delay * 2, 5.0, fence_after / 10)
 
 
 def check_fence(fence_after: float, report_interval: float) -> None:
@@ -82,15 +100,18 @@ def worker(
     logging.basicConfig(level=logging.INFO,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # not a line per report
+    client = PlaneClient(control_plane, plane, api_key_file)
     lease_path = home / LEASE_FILE if compute is WorkerCompute.LOCAL else None
-    # On Kubernetes the plane fences its pods with a Lease named after the plane.
-    plane_name = plane if compute is WorkerCompute.KUBERNETES else None
-    compute_plane = make_plane(compute.value, home, nodes, kubeconfig, namespace, default_image,
-                               max_pods=max_pods, lease=lease_path, plane_name=plane_name)
+    # On Kubernetes the plane fences its pods with a Lease named after the plane, and labels
+    # its objects with the plane's and the control plane's identity.
+    kube = compute is WorkerCompute.KUBERNETES
+    compute_plane = make_plane(
+        compute.value, home, nodes, kubeconfig, namespace, default_image, max_pods=max_pods,
+        lease=lease_path, plane_name=plane if kube else None,
+        control_plane=control_plane_identity(client, compute.value, fence) if kube else None)
     lease: PlaneLease | None = None
     if compute is not WorkerCompute.SIMULATED:
         lease = plane_lease(compute_plane, home / LEASE_FILE, holder=plane)
-    client = PlaneClient(control_plane, plane, api_key_file)
     agent = Worker(compute_plane, client, home,
                    WorkerOptions(fence_after=fence, report_interval=interval,
                                  compute=compute.value),

@@ -24,6 +24,7 @@ def make_plane(
     max_pods: int | None = None,
     lease: Path | None = None,
     plane_name: str | None = None,
+    control_plane: str | None = None,
 ) -> ComputePlane:
     """Build the compute plane ``serve`` drives; each branch imports only what it needs.
 
@@ -31,7 +32,8 @@ def make_plane(
     doctor; on Kubernetes each node's own doctor reports instead. ``lease``: the lease file
     whose lapse stops the local plane's pods (a worker's, ``compute/lease.py``).
     ``plane_name``: the name of the plane a worker drives; on Kubernetes its pods then run
-    under the fence of the Lease ``plane_lease`` returns.
+    under the fence of the Lease ``plane_lease`` returns, and its objects carry the plane's
+    and ``control_plane``'s identity (the plane acts on no one else's).
     """
     if default_image is not None and compute != "kubernetes":
         raise SpecError(
@@ -75,7 +77,8 @@ def make_plane(
 
         return KubernetesPlane.connect(home=home, kubeconfig=kubeconfig, namespace=namespace,
                                        default_image=default_image,
-                                       node_lost_grace=node_lost_grace, plane=plane_name)
+                                       node_lost_grace=node_lost_grace, plane=plane_name,
+                                       control_plane=control_plane)
     raise SpecError(
         f"unknown compute plane {compute!r}", field="--compute",
         fix="use 'local', 'simulated' or 'kubernetes'",

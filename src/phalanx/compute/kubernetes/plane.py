@@ -123,8 +123,9 @@ class KubernetesPlane(ComputePlane):
                                               stale_after=self.settings.doctor_stale_after)
         self.tainter = HealthTainter(client, allowed=self.settings.node_writes)
         self.fence, self.plane_lease = fencing.from_settings(client, self.settings)
+        self.identity = objects.identity_labels(self.settings.plane, self.settings.control_plane)
         self.pod_informer = Informer(
-            client, f"{self._base}/pods", label_selector=objects.SELECTOR,
+            client, f"{self._base}/pods", label_selector=objects.selector(self.identity),
             on_list=self._list_pods, on_event=self._pod_event, name="pods",
             read_timeout=self.settings.read_timeout,
         )
@@ -148,6 +149,7 @@ class KubernetesPlane(ComputePlane):
         default_image: str | None = None,
         node_lost_grace: float | None = None,
         plane: str | None = None,
+        control_plane: str | None = None,
     ) -> KubernetesPlane:
         """Connect (kubeconfig, in-cluster, or explicit server + token), adopt, start watching."""
         configuration, _ = configure(kubeconfig=kubeconfig, context=context, server=server,
@@ -159,6 +161,7 @@ class KubernetesPlane(ComputePlane):
         if node_lost_grace is not None:
             settings.node_lost_grace = node_lost_grace
         settings.plane = plane or settings.plane  # driven by the worker of this plane
+        settings.control_plane = control_plane or settings.control_plane
         made = cls(KubeClient(configuration), home, settings)
         try:
             made.start()
@@ -209,7 +212,8 @@ class KubernetesPlane(ComputePlane):
 
     def _adopt(self) -> None:
         answer = self.client.get(f"{self._base}/configmaps",
-                                 labelSelector=f"{objects.SELECTOR},{objects.COMPONENT}=anchor")
+                                 labelSelector=f"{objects.selector(self.identity)},"
+                                 f"{objects.COMPONENT}=anchor")
         for item in answer.get("items") or []:
             try:
                 current = _attempt_from_anchor(item)
@@ -264,7 +268,7 @@ class KubernetesPlane(ComputePlane):
         with self._lock:
             if (job.name, attempt) in self._attempts:
                 return
-        plan = objects.plan_attempt(job, attempt, admission, self.namespace)
+        plan = objects.plan_attempt(job, attempt, admission, self.namespace, self.identity)
         placeholder = {"metadata": {"name": plan.name, "uid": "-"}}
         for planned in plan.pods:  # everything is checked before anything is created
             self._pod_object(plan, planned, job, objects.owner_reference(placeholder))
@@ -402,7 +406,7 @@ class KubernetesPlane(ComputePlane):
             return
         with self._launching:
             plan = objects.plan_attempt(current.spec, current.attempt, current.admission,
-                                        self.namespace)
+                                        self.namespace, self.identity)
             owner = objects.owner_reference({"metadata": {"name": plan.name, "uid": current.uid}})
             if self.pod_groups:
                 group, version = objects.POD_GROUP_API.split("/")

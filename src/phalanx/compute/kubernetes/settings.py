@@ -52,6 +52,8 @@ class Settings:
     # watching the Lease the worker renews (fencing.py). None: driven in-process.
     plane: str | None = None
     fence_image: str | None = None
+    # The control plane's identity when a worker drives the plane: labels its objects.
+    control_plane: str | None = None
 
 
 def settings_from_env() -> Settings:

@@ -93,6 +93,10 @@ class RemotePlane(ComputePlane):
         self._node_cordons: set[str] = set()
         self._pods: dict[Key, list[PodState]] = {}
         self._launches: dict[Key, DesiredAttempt] = {}
+        # Pending stand-ins for launched attempts the worker has not reported yet: until it
+        # does, "not seen" is "not started yet", never "gone" (a Kubernetes worker takes a
+        # few requests to create an attempt's objects).
+        self._unreported: dict[Key, list[PodState]] = {}
         self._stops: dict[Key, float] = {}
         self._forget: set[Key] = set()
         self._refused: list[Refusal] = []
@@ -123,10 +127,13 @@ class RemotePlane(ComputePlane):
             for pod in report.pods:
                 pods.setdefault((pod.job, pod.attempt), []).append(pod_state(pod))
             self._pods = pods
+            for key in pods:
+                self._unreported.pop(key, None)
             # A terminal state the worker no longer reports was dropped: the ack is done.
             self._forget &= pods.keys()
             for refusal in report.refusals:
                 key = (refusal.job, refusal.attempt)
+                self._unreported.pop(key, None)
                 if self._launches.pop(key, None) is not None:
                     self._refused.append(Refusal(refusal.job, refusal.attempt, refusal.reason,
                                                  self.plane, refusal.error, refusal.failure))
@@ -191,6 +198,7 @@ class RemotePlane(ComputePlane):
                 for (job, attempt) in list(self._launches):
                     if (job, attempt) not in self._pods:
                         del self._launches[(job, attempt)]
+                        self._unreported.pop((job, attempt), None)
                         lost_now.append(Refusal(job, attempt, self._lost_reason(silent),
                                                 self.plane))
                 self._refused.extend(lost_now)
@@ -234,6 +242,8 @@ class RemotePlane(ComputePlane):
             self._nodes_changed()
         with self._changed:
             pods = [p for group in self._pods.values() for p in group]
+            pods += [p for key, group in self._unreported.items() if key not in self._pods
+                     for p in group]
             lost = self._state is PlaneState.LOST
             reason = self._lost_reason(self.silent_for()) if lost else ""
         if not lost:
@@ -259,6 +269,7 @@ class RemotePlane(ComputePlane):
             self._launches[key] = DesiredAttempt(
                 job=job.name, attempt=attempt, epoch=attempt, spec=job.to_dict(),
                 admission=JobAdmission.model_validate(admission.to_dict()))
+            self._unreported[key] = _pending(job.name, attempt, admission)
             self._version += 1
             self._changed.notify_all()
 
@@ -266,6 +277,7 @@ class RemotePlane(ComputePlane):
         key = (job, attempt)
         with self._changed:
             self._launches.pop(key, None)
+            self._unreported.pop(key, None)
             if self._stops.get(key) == grace_seconds:
                 return
             self._stops[key] = grace_seconds
@@ -276,6 +288,7 @@ class RemotePlane(ComputePlane):
         key = (job, attempt)
         with self._changed:
             self._launches.pop(key, None)
+            self._unreported.pop(key, None)
             self._stops.pop(key, None)
             self._pods.pop(key, None)
             if key not in self._forget:
@@ -307,3 +320,14 @@ class RemotePlane(ComputePlane):
         with self._changed:
             self._version += 1
             self._changed.notify_all()
+
+
+def _pending(job: str, attempt: int, admission: Admission) -> list[PodState]:
+    """One Pending pod per placed replica, as the attempt stands before the worker reports."""
+    pods: list[PodState] = []
+    for assignment in admission.pod_sets:
+        for index, node in enumerate(assignment.nodes):
+            ref = PodRef(job=job, attempt=attempt, pod_set=assignment.name, index=index,
+                         rank=len(pods))
+            pods.append(PodState(ref=ref, node=node, phase=PodPhase.PENDING))
+    return pods

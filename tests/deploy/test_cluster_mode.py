@@ -210,3 +210,15 @@ def test_worker_args_are_options_of_phalanx_worker() -> None:
     assert flags == {"--control-plane", "--plane", "--api-key-file", "--compute", "--namespace",
                      "--default-image", "--fence-after"}
     assert flags <= known, flags - known
+
+
+@pytest.mark.parametrize("data", [CLUSTER, {}], ids=["cluster", "full"])
+def test_worker_enabled_false_renders_no_deployment_but_keeps_its_rbac(
+        data: dict[str, Any]) -> None:
+    manifests = rendered({**data, "worker": {"enabled": False},
+                          "nodeDoctor": {"enabled": True}})
+    assert find(manifests, "Deployment") == []
+    assert find(manifests, "Service") == [] and find(manifests, "PersistentVolumeClaim") == []
+    assert one(manifests, "Role", "phalanx-worker")["rules"]
+    assert one(manifests, "ServiceAccount", "phalanx")
+    assert one(manifests, "DaemonSet")  # the doctor has its own switch

@@ -37,19 +37,19 @@ KUSTOMIZATION_HEADER = """\
 def render_files(values: Values) -> dict[str, list[Manifest]]:
     """The manifests grouped into the files of a kustomize base, in apply order."""
     files: dict[str, list[Manifest]] = {"namespaces.yaml": workloads.namespaces(values)}
+    running = values.worker.enabled
     if values.mode == "cluster":
         files["worker.yaml"] = [
             *rbac.worker_rbac(values),
             *workloads.secrets(values),
-            workloads.deployment(values),
+            *([workloads.deployment(values)] if running else []),
         ]
     else:
         files["control-plane.yaml"] = [
             *rbac.worker_rbac(values),
             *workloads.secrets(values),
-            *workloads.state_claim(values),
-            workloads.api_service(values),
-            workloads.deployment(values),
+            *(workloads.state_claim(values) if running else []),
+            *([workloads.api_service(values), workloads.deployment(values)] if running else []),
         ]
     files |= {
         "runs.yaml": rbac.runs_rbac(values),

@@ -187,6 +187,11 @@ class ApiService(Model):
 
 
 class Worker(Model):
+    enabled: bool = Field(
+        default=True,
+        description="Render the control plane (mode: cluster: worker) Deployment; false keeps "
+        "its namespaces, ServiceAccount and roles, for one that runs outside the cluster",
+    )
     replicas: int = Field(
         default=1, description="1, or 0 to stop the control plane (it is a single writer)"
     )

@@ -22,6 +22,7 @@ from phalanx.compute.factory import plane_lease
 from phalanx.compute.kubernetes import KubernetesPlane, Settings, fence, fencing
 from phalanx.compute.kubernetes.client import KubeClient, configure
 from phalanx.compute.kubernetes.lease import KubeLease, expiry_of, lease_name
+from phalanx.compute.kubernetes.status import observe_pod
 from phalanx.errors import SpecError
 from tests.k8s_plane.conftest import RUNS, PlaneFactory, wait_until
 from tests.k8s_plane.fake_apiserver import FakeAPIServer
@@ -96,7 +97,7 @@ def _fence(api: FakeAPIServer, tmp_path: Path, lease: str, *extra: str
     return subprocess.Popen(
         [sys.executable, "-I", str(FENCE_SCRIPT), "--lease", f"{RUNS}/{lease}",
          "--api", api.url, "--token-file", str(token), "--poll", "0.1", "--grace", "2",
-         *extra, "--", sys.executable, str(child), str(tmp_path / "pid"),
+         "--termination-log", str(tmp_path / "termination-log"), *extra, "--", sys.executable, str(child), str(tmp_path / "pid"),
          str(tmp_path / "beats")],
         env=env, stderr=subprocess.PIPE)
 
@@ -141,6 +142,16 @@ def test_a_rank_outlives_renewals_and_stops_when_the_renewer_is_killed(
             renewer.kill()
     assert status == fence.FENCED_EXIT
     assert fenced.stderr is not None and b"lease was not renewed" in fenced.stderr.read()
+    # The plane reads the end as the fence's, not the job's (a system failure).
+    message = (tmp_path / "termination-log").read_text()
+    assert fence.was_fenced(status, message)
+    observed = observe_pod({"status": {"phase": "Failed", "containerStatuses": [{
+        "name": "main", "state": {"terminated": {"exitCode": status, "reason": "Error",
+                                                 "message": message}}}]}})
+    assert (observed.reason, observed.failure) == ("Fenced", "system")
+    own = observe_pod({"status": {"phase": "Failed", "containerStatuses": [{
+        "name": "main", "state": {"terminated": {"exitCode": 75, "reason": "Error"}}}]}})
+    assert own.failure == "user"  # a job's own exit 75, without the fence's message
     assert not _alive(pid)
     # The rank ran until the lease lapsed, not beyond it by more than a lease duration.
     stored = api.get("leases", "plane-lease", RUNS)

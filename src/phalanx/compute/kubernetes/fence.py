@@ -36,8 +36,12 @@ import urllib.request
 from dataclasses import dataclass, field
 from datetime import datetime
 
-# The exit status of a rank the fence stopped (EX_TEMPFAIL): not the job's own failure.
+# The exit status of a rank the fence stopped (EX_TEMPFAIL), and the termination message
+# it leaves: together they tell the plane the failure was not the job's own.
 FENCED_EXIT = 75
+FENCED_MESSAGE = "phalanx-fence: the compute plane's lease lapsed"
+FENCED_REASON = "Fenced"
+TERMINATION_LOG = "/dev/termination-log"  # the kubelet's default terminationMessagePath
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 LEASE_ENV = "PHALANX_FENCE_LEASE"  # NAMESPACE/NAME
 API_ENV = "PHALANX_FENCE_API"  # overrides the in-cluster API server address
@@ -124,6 +128,20 @@ class LeaseReader:
             raise
 
 
+def was_fenced(exit_code: int | None, message: object) -> bool:
+    """Whether a container's end was the fence's doing (its status and its message)."""
+    return exit_code == FENCED_EXIT and isinstance(message, str) and \
+        message.startswith(FENCED_MESSAGE)
+
+
+def _leave_message(path: str) -> None:
+    try:
+        with open(path, "w") as log:
+            log.write(FENCED_MESSAGE + "\n")
+    except OSError as exc:  # no termination log here: the exit status still says it
+        _say(f"cannot write {path}: {exc}")
+
+
 def _say(message: str) -> None:
     print(f"phalanx fence: {message}", file=sys.stderr, flush=True)
 
@@ -147,7 +165,7 @@ def _exit_status(code: int) -> int:
 
 
 def run(command: list[str], reader: LeaseReader, *, poll: float, grace: float,
-        first_read: float) -> int:
+        first_read: float, termination_log: str = TERMINATION_LOG) -> int:
     """Run ``command`` until it ends (its status) or the Lease lapses (``FENCED_EXIT``)."""
     child = subprocess.Popen(command, start_new_session=True)
 
@@ -169,6 +187,7 @@ def run(command: list[str], reader: LeaseReader, *, poll: float, grace: float,
                 f"was not renewed for {clock.duration or first_read:g}s")
             _say(f"the compute plane's lease {why}; stopping the rank")
             _stop(child, grace)
+            _leave_message(termination_log)
             return FENCED_EXIT
         try:
             return _exit_status(child.wait(timeout=poll))
@@ -198,6 +217,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="Seconds between SIGTERM and SIGKILL when fenced")
     parser.add_argument("--first-read", type=float, default=DEFAULT_FIRST_READ,
                         help="Seconds to wait for a first reading of the Lease")
+    parser.add_argument("--termination-log", default=TERMINATION_LOG,
+                        help="Where to leave the fenced message for the plane")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -210,7 +231,8 @@ def main(argv: list[str] | None = None) -> int:
     namespace, name = args.lease.split("/", 1)
     reader = LeaseReader(args.api, namespace, name, args.token_file, args.ca_file,
                          timeout=max(1.0, min(args.poll, 5.0)))
-    return run(command, reader, poll=args.poll, grace=args.grace, first_read=args.first_read)
+    return run(command, reader, poll=args.poll, grace=args.grace, first_read=args.first_read,
+               termination_log=args.termination_log)
 
 
 if __name__ == "__main__":

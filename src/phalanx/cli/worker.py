@@ -59,10 +59,10 @@ def control_plane_identity(client: PlaneClient, compute: str, fence_after: float
 def check_fence(fence_after: float, report_interval: float) -> None:
     if fence_after <= 0:
         raise SpecError("must be more than 0", field="--fence-after", fix="write e.g. 10m")
-    if report_interval <= 0 or report_interval * 4 > fence_after:
+    if report_interval <= 0 or report_interval * 3 > fence_after:
         raise SpecError(
             f"--report-interval ({report_interval:g}s) must be more than 0 and at most a "
-            f"quarter of --fence-after ({fence_after:g}s)", field="--report-interval",
+            f"third of --fence-after ({fence_after:g}s)", field="--report-interval",
             fix="report more often, or fence later")
 
 

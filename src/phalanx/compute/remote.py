@@ -101,6 +101,7 @@ class RemotePlane(ComputePlane):
         self._forget: set[Key] = set()
         self._refused: list[Refusal] = []
         self._version = 0
+        self._closed = False  # the control plane is stopping: timers frozen, polls released
 
     # ------------------------------------------------------------------ the worker's side
     def hello(self, hello: PlaneHello) -> None:
@@ -153,7 +154,7 @@ class RemotePlane(ComputePlane):
         """The desired state once its version passes ``after``, or as it is at ``timeout``."""
         deadline = time.monotonic() + timeout
         with self._changed:
-            while self._version <= after:
+            while self._version <= after and not self._closed:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     break
@@ -180,6 +181,10 @@ class RemotePlane(ComputePlane):
         now = self.clock()
         lost_now: list[Refusal] = []
         with self._changed:
+            if self._closed:
+                # A stopping control plane (draining its connections) judges no plane: the
+                # workers cannot reach it, which says nothing about them.
+                return False
             silent = self.silent_for(now)
             if self.last_seen is not None and self.last_seen >= self.started and (
                     silent < self.timers.worker_grace):
@@ -317,8 +322,9 @@ class RemotePlane(ComputePlane):
                            if any(not p.phase.done for p in pods)})
 
     def close(self) -> None:
+        """The control plane is stopping: release the worker's poll and freeze the timers."""
         with self._changed:
-            self._version += 1
+            self._closed = True
             self._changed.notify_all()
 
 

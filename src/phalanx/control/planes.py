@@ -84,6 +84,13 @@ class PlaneRegistry:
             self._seen_written[name] = now
         self.store.seen(name, now)
 
+    def stopping(self) -> None:
+        """The control plane is stopping: release the workers' polls, freeze their timers."""
+        for name in self.planes.names():
+            plane = self.planes.member(name)
+            if isinstance(plane, RemotePlane):
+                plane.close()
+
     # ------------------------------------------------------------------ admin
     def add(self, name: str, audit: AuditEntry) -> RemotePlane:
         check_plane_name(name)

@@ -12,6 +12,7 @@ import signal
 import socket
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from types import FrameType
 from typing import ParamSpec
 
 import uvicorn
@@ -44,6 +45,22 @@ from phalanx.store import IdentityStore, LogStore, Store
 from phalanx.store.planes import PlaneStore
 
 P = ParamSpec("P")
+
+GRACEFUL_SECONDS = 5  # open requests (a worker's long poll) get this long at shutdown
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, telling the planes first when asked to stop: while it drains its
+    connections, a worker that can no longer reach it must not count as silent."""
+
+    def __init__(self, config: uvicorn.Config, on_exit: Callable[[], None]) -> None:
+        super().__init__(config)
+        self._on_exit = on_exit
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        self._on_exit()
+        super().handle_exit(sig, frame)
+
 
 def _owner_only_files(run: Callable[P, None]) -> Callable[P, None]:
     """``run`` with umask 077: everything it creates in the state directory is owner-only."""
@@ -159,7 +176,9 @@ def serve(
         handle.write(json.dumps(info) + "\n")
     os.replace(partial, server_file)
     controller.start()
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
+    server = _Server(uvicorn.Config(app, log_level="warning", access_log=False,
+                                    timeout_graceful_shutdown=GRACEFUL_SECONDS),
+                     on_exit=planes.stopping)
     logging.getLogger("phalanx").info("control plane listening on %s", info["url"])
     # uvicorn handles SIGINT/SIGTERM itself and re-raises the signal once it has shut down;
     # a no-op handler underneath lets that re-raise fall through to the cleanup below

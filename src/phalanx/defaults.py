@@ -102,3 +102,11 @@ def redact_url(url: str) -> str:
         return url
     user = userinfo.split(":", 1)[0]
     return f"{scheme}://{user}:***@{host}"
+
+# The Kubernetes Lease a compute plane's worker renews in its runs namespace, one per
+# plane; the deployment grants the plane's pods read access to exactly this name.
+PLANE_LEASE_PREFIX = "phalanx-plane-"
+
+
+def plane_lease_name(plane: str) -> str:
+    return f"{PLANE_LEASE_PREFIX}{plane}"

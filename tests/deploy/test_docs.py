@@ -43,3 +43,10 @@ def test_the_pages_value_snippets_are_valid(snippet: str) -> None:
     assert texts
     for text in texts:
         load_values_yaml(text)
+
+
+def test_the_pages_cluster_values_render_a_worker() -> None:
+    values = load_values_yaml(blocks()["cluster-values.yaml"])
+    assert values.mode == "cluster" and values.plane.name == "gcp-a"
+    kinds = {m["kind"] for m in render(values)}
+    assert "Deployment" in kinds and "DaemonSet" in kinds and "Service" not in kinds

@@ -43,9 +43,13 @@ def effective(manifests: list[Manifest]) -> dict[tuple[str, str], set[Permission
             assert subject["kind"] == "ServiceAccount"
             perms = grants.setdefault((subject["namespace"], subject["name"]), set())
             for rule in roles[key]:
-                assert "resourceNames" not in rule and "nonResourceURLs" not in rule
+                assert "nonResourceURLs" not in rule
+                # A rule limited to named objects grants "resource/name" only.
+                resources = [f"{r}/{n}" for r in rule["resources"]
+                             for n in rule["resourceNames"]] if "resourceNames" in rule \
+                    else rule["resources"]
                 for group, resource, verb in itertools.product(
-                    rule["apiGroups"], rule["resources"], rule["verbs"]
+                    rule["apiGroups"], resources, rule["verbs"]
                 ):
                     perms.add((scope, group, resource, verb))
     return grants
@@ -56,8 +60,11 @@ def _grant(scope: str, group: str, resources: tuple[str, ...], verbs: tuple[str,
     return {(scope, group, r, v) for r in resources for v in verbs}
 
 
-def expected_worker(reads: bool, writes: bool, interactive: bool) -> set[Permission]:
+def expected_worker(reads: bool, writes: bool, interactive: bool, cluster: bool = False
+                    ) -> set[Permission]:
     perms = _grant(RUNS, "", ("pods", "configmaps", "secrets", "services"), ALL)
+    if cluster:  # the worker of a cluster-only install renews its plane's Lease
+        perms |= _grant(RUNS, "coordination.k8s.io", ("leases",), ALL)
     perms |= _grant(RUNS, "scheduling.sigs.k8s.io", ("podgroups",), ALL)
     perms |= _grant(RUNS, "scheduling.x-k8s.io", ("podgroups",), ALL)
     perms |= _grant(RUNS, "", ("events",), READ)
@@ -73,12 +80,15 @@ def expected_worker(reads: bool, writes: bool, interactive: bool) -> set[Permiss
     return perms
 
 
-def expected_runs(interactive: bool, logging: bool) -> set[Permission]:
+def expected_runs(interactive: bool, logging: bool, cluster: bool = False) -> set[Permission]:
+    perms: set[Permission] = set()
     if interactive:
-        return {(RUNS, "", "pods", "get"), (RUNS, "", "pods/exec", "create")}
-    if logging:
-        return {(RUNS, "", "pods", "get")}
-    return set()
+        perms = {(RUNS, "", "pods", "get"), (RUNS, "", "pods/exec", "create")}
+    elif logging:
+        perms = {(RUNS, "", "pods", "get")}
+    if cluster:  # the fence around each rank reads its plane's Lease, and only that one
+        perms.add((RUNS, "coordination.k8s.io", "leases/phalanx-plane-gcp-a", "get"))
+    return perms
 
 
 def expected_doctor() -> set[Permission]:
@@ -87,15 +97,18 @@ def expected_doctor() -> set[Permission]:
             | _grant(CLUSTER, "", ("nodes/status",), ("patch",)))
 
 
-SWITCHES = list(itertools.product([False, True], repeat=6))
+SWITCHES = list(itertools.product([False, True], repeat=7))
+CLUSTER_MODE = {"mode": "cluster", "controlPlane": {"url": "https://cp.example.com"},
+                "plane": {"name": "gcp-a"}}
 
 
 @pytest.mark.parametrize(
-    ("reads", "writes", "interactive", "logging", "worker_create", "runs_create"), SWITCHES
+    ("reads", "writes", "interactive", "logging", "worker_create", "runs_create", "cluster"),
+    SWITCHES,
 )
 def test_worker_and_runs_permissions(
     reads: bool, writes: bool, interactive: bool, logging: bool, worker_create: bool,
-    runs_create: bool,
+    runs_create: bool, cluster: bool,
 ) -> None:
     worker_rbac: dict[str, Any] = {"allowNodeReads": reads, "allowNodeWrites": writes,
                                    "create": worker_create}
@@ -105,6 +118,7 @@ def test_worker_and_runs_permissions(
     if not runs_create:
         runs_rbac["serviceAccountName"] = "own-runs"
     manifests = rendered({
+        **(CLUSTER_MODE if cluster else {}),
         "worker": {"rbac": worker_rbac, "enableRunInteractivity": interactive,
                    "enableRunLogging": logging},
         "runs": {"rbac": runs_rbac},
@@ -115,9 +129,9 @@ def test_worker_and_runs_permissions(
 
     expected: dict[tuple[str, str], set[Permission]] = {}
     if worker_create:
-        expected[(MAIN, worker_sa)] = expected_worker(reads, writes, interactive)
-    if runs_create and expected_runs(interactive, logging):
-        expected[(RUNS, runs_sa)] = expected_runs(interactive, logging)
+        expected[(MAIN, worker_sa)] = expected_worker(reads, writes, interactive, cluster)
+    if runs_create and expected_runs(interactive, logging, cluster):
+        expected[(RUNS, runs_sa)] = expected_runs(interactive, logging, cluster)
     assert grants == expected
 
     # Nothing cluster-scoped exists unless a switch asks for it.
@@ -136,7 +150,7 @@ def test_worker_and_runs_permissions(
     if runs_create:
         # A run with no permissions gets no API token mounted either.
         automount = accounts[(RUNS, runs_sa)]["automountServiceAccountToken"]
-        assert automount == bool(expected_runs(interactive, logging))
+        assert automount == bool(expected_runs(interactive, logging, cluster))
 
 
 @pytest.mark.parametrize(("enabled", "create"), list(itertools.product([False, True], repeat=2)))

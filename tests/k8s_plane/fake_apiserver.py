@@ -2,9 +2,10 @@
 
 It keeps objects in memory and speaks the API's wire protocol for what the
 plane uses: namespaced pods, services, configmaps, secrets, events and scheduler-plugins
-podgroups, KubeRay rayclusters, podtemplates and cluster-autoscaler provisioningrequests
-(``autoscaling.x-k8s.io/v1``: validated as the CRD is, spec immutable, status
-written only through its status subresource); cluster-scoped nodes and namespaces; list with label and field
+podgroups, coordination.k8s.io leases, KubeRay rayclusters, podtemplates and
+cluster-autoscaler provisioningrequests (``autoscaling.x-k8s.io/v1``: validated as the CRD
+is, spec immutable, status written only through its status subresource); cluster-scoped
+nodes and namespaces; list with label and field
 selectors; watch (chunked JSON lines from a resourceVersion, objects entering or
 leaving a selector as ADDED/DELETED, an ERROR 410 event when the version was
 compacted away); create (409 when it exists), get, merge patch, delete (with
@@ -34,11 +35,11 @@ from typing import Any
 
 Object = dict[str, Any]
 NAMESPACED = ("pods", "services", "configmaps", "secrets", "events", "podgroups", "rayclusters",
-              "podtemplates", "provisioningrequests")
+              "podtemplates", "provisioningrequests", "leases")
 KINDS = {"pods": "Pod", "services": "Service", "configmaps": "ConfigMap", "secrets": "Secret",
          "events": "Event", "podgroups": "PodGroup", "nodes": "Node", "namespaces": "Namespace",
          "rayclusters": "RayCluster", "podtemplates": "PodTemplate",
-         "provisioningrequests": "ProvisioningRequest"}
+         "provisioningrequests": "ProvisioningRequest", "leases": "Lease"}
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 
 

@@ -23,6 +23,7 @@ RAY = "/apis/ray.io/v1"
 PR = fake_provreq.PATH
 CUSTOM = {"podgroups": "pod_groups", "rayclusters": "kuberay",
           "provisioningrequests": "provisioning_requests"}  # served when the flag is on
+COORDINATION = "/apis/coordination.k8s.io/v1"
 _ROUTES = [
     (re.compile(r"^/api/v1/(nodes|namespaces|pods)$"), "cluster"),
     (re.compile(r"^/api/v1/(nodes|namespaces)/([^/]+)$"), "cluster-item"),
@@ -44,6 +45,8 @@ _ROUTES = [
     (re.compile(rf"^{PR}/namespaces/([^/]+)/(provisioningrequests)/([^/]+)$"), "ns-item"),
     (re.compile(rf"^{PR}/namespaces/([^/]+)/provisioningrequests/([^/]+)/status$"),
      "provreq-status"),
+    (re.compile(rf"^{COORDINATION}/namespaces/([^/]+)/(leases)$"), "ns"),
+    (re.compile(rf"^{COORDINATION}/namespaces/([^/]+)/(leases)/([^/]+)$"), "ns-item"),
 ]
 
 

@@ -16,7 +16,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -122,17 +122,20 @@ class Gate:
 
 
 class WorkerProcess:
-    def __init__(self, root: Path, name: str, key_file: Path, args: Sequence[str]) -> None:
+    def __init__(self, root: Path, name: str, key_file: Path, args: Sequence[str],
+                 env: Mapping[str, str] | None = None) -> None:
         self.name = name
         self.state_dir = root / f"worker-{name}"
         self.key_file = key_file
         self.args = list(args)
+        self.env = dict(env or {})  # on top of this process's, without its PHALANX_*
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self, url: str) -> WorkerProcess:
         self.state_dir.mkdir(parents=True, exist_ok=True)
         log = (self.state_dir.parent / f"worker-{self.name}.log").open("ab")
         env = {k: v for k, v in os.environ.items() if not k.startswith("PHALANX_")}
+        env.update(self.env)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "phalanx.cli.main", "worker", "--control-plane", url,
              "--plane", self.name, "--api-key-file", str(self.key_file),
@@ -207,12 +210,13 @@ class Federation:
         return key_file
 
     def start_worker(self, name: str, *args: str, via: Gate | None = None,
-                     compute: Sequence[str] = ()) -> WorkerProcess:
+                     compute: Sequence[str] = (),
+                     env: Mapping[str, str] | None = None) -> WorkerProcess:
         key_file = self.root / f"{name}.key"
         if not key_file.exists():
             self.add_plane(name)
         worker = self.workers.get(name) or WorkerProcess(self.root, name, key_file,
-                                                          [*compute, *args])
+                                                          [*compute, *args], env)
         self.workers[name] = worker
         worker.start(via.url if via is not None else self.server.url)
         self.wait_connected(name)

@@ -4,6 +4,7 @@ It builds the plane exactly as ``phalanx up`` does (``compute/factory.py``: ``--
 ``--nodes``, ``--kubeconfig``, ``--namespace``, ...), keeps its bookkeeping in
 ``--state-dir`` (one per plane and control plane), and runs ``phalanx.worker.agent``.
 On the local plane the lease is a file in the state directory that each pod's supervisor
+reads; on Kubernetes it is a Lease in the runs namespace that the fence around each rank
 reads: the pods stop at the fence even if this process is killed with ``kill -9``.
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+import time
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
@@ -20,13 +22,14 @@ import typer
 
 from phalanx.cli.output import reports_errors
 from phalanx.cli.settings import settings_of
-from phalanx.compute.factory import make_plane
-from phalanx.compute.lease import LEASE_FILE, FileLease, PlaneLease
+from phalanx.compute.factory import make_plane, plane_lease
+from phalanx.compute.lease import LEASE_FILE, PlaneLease
 from phalanx.defaults import make_private_dir
-from phalanx.errors import SpecError
+from phalanx.errors import ConnectionFailed, ServerError, SpecError
 from phalanx.spec import parse_duration
-from phalanx.spec.planes import check_plane_name
+from phalanx.spec.planes import PlaneHello, check_plane_name
 from phalanx.store.logs import LogStore
+from phalanx.version import __version__
 from phalanx.worker.agent import Worker, WorkerOptions
 from phalanx.worker.client import PlaneClient, read_key
 
@@ -35,6 +38,22 @@ class WorkerCompute(StrEnum):
     LOCAL = "local"
     SIMULATED = "simulated"
     KUBERNETES = "kubernetes"
+
+
+def control_plane_identity(client: PlaneClient, compute: str, fence_after: float) -> str:
+    """The control plane's identity, asked for before a Kubernetes plane is built: it labels
+    every object with it and acts on no other. Retries while the control plane cannot be
+    reached; a refused key or fence stops the worker as the agent would."""
+    delay = 0.2
+    while True:
+        try:
+            welcome = client.hello(PlaneHello(worker="starting", compute=compute,
+                                              fence_after=fence_after, version=__version__))
+            return welcome.control_plane
+        except (ConnectionFailed, ServerError) as exc:
+            logging.getLogger(__name__).warning("%s; retrying in %.1fs", exc, delay)
+            time.sleep(delay)
+            delay = min(delay * 2, 5.0, fence_after / 10)
 
 
 def check_fence(fence_after: float, report_interval: float) -> None:
@@ -81,14 +100,18 @@ def worker(
     logging.basicConfig(level=logging.INFO,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # not a line per report
-    lease: PlaneLease | None = None
-    lease_path = None
-    if compute is WorkerCompute.LOCAL:
-        lease = FileLease(home / LEASE_FILE, holder=plane)
-        lease_path = home / LEASE_FILE
-    compute_plane = make_plane(compute.value, home, nodes, kubeconfig, namespace, default_image,
-                               max_pods=max_pods, lease=lease_path)
     client = PlaneClient(control_plane, plane, api_key_file)
+    lease_path = home / LEASE_FILE if compute is WorkerCompute.LOCAL else None
+    # On Kubernetes the plane fences its pods with a Lease named after the plane, and labels
+    # its objects with the plane's and the control plane's identity.
+    kube = compute is WorkerCompute.KUBERNETES
+    compute_plane = make_plane(
+        compute.value, home, nodes, kubeconfig, namespace, default_image, max_pods=max_pods,
+        lease=lease_path, plane_name=plane if kube else None,
+        control_plane=control_plane_identity(client, compute.value, fence) if kube else None)
+    lease: PlaneLease | None = None
+    if compute is not WorkerCompute.SIMULATED:
+        lease = plane_lease(compute_plane, home / LEASE_FILE, holder=plane)
     agent = Worker(compute_plane, client, home,
                    WorkerOptions(fence_after=fence, report_interval=interval,
                                  compute=compute.value),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from phalanx.compute.base import ComputePlane
+from phalanx.compute.lease import FileLease, PlaneLease
 from phalanx.errors import SpecError
 from phalanx.store.logs import LogStore
 
@@ -22,12 +23,17 @@ def make_plane(
     node_lost_grace: float | None = None,
     max_pods: int | None = None,
     lease: Path | None = None,
+    plane_name: str | None = None,
+    control_plane: str | None = None,
 ) -> ComputePlane:
     """Build the compute plane ``serve`` drives; each branch imports only what it needs.
 
     ``health_interval`` (seconds, 0: never) is how often the local plane runs the node
     doctor; on Kubernetes each node's own doctor reports instead. ``lease``: the lease file
     whose lapse stops the local plane's pods (a worker's, ``compute/lease.py``).
+    ``plane_name``: the name of the plane a worker drives; on Kubernetes its pods then run
+    under the fence of the Lease ``plane_lease`` returns, and its objects carry the plane's
+    and ``control_plane``'s identity (the plane acts on no one else's).
     """
     if default_image is not None and compute != "kubernetes":
         raise SpecError(
@@ -71,8 +77,18 @@ def make_plane(
 
         return KubernetesPlane.connect(home=home, kubeconfig=kubeconfig, namespace=namespace,
                                        default_image=default_image,
-                                       node_lost_grace=node_lost_grace)
+                                       node_lost_grace=node_lost_grace, plane=plane_name,
+                                       control_plane=control_plane)
     raise SpecError(
         f"unknown compute plane {compute!r}", field="--compute",
         fix="use 'local', 'simulated' or 'kubernetes'",
     )
+
+
+def plane_lease(plane: ComputePlane, lease_file: Path, holder: str) -> PlaneLease:
+    """The lease a worker renews for ``plane``: the Kubernetes plane's Lease object when it
+    has one (built with ``plane_name``), else a file the local plane's pods watch."""
+    kube_lease: PlaneLease | None = getattr(plane, "plane_lease", None)
+    if kube_lease is not None:
+        return kube_lease
+    return FileLease(lease_file, holder)

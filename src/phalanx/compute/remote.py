@@ -112,6 +112,9 @@ class RemotePlane(ComputePlane):
         self._node_cordons: set[str] = set()
         self._pods: dict[Key, list[PodState]] = {}
         self._launches: dict[Key, DesiredAttempt] = {}
+        # Pending stand-ins for launched attempts the worker has not reported yet: until it
+        # does, "not seen" is "not started yet", never "gone" (a Kubernetes worker takes a
+        # few requests to create an attempt's objects).
         self._stops: dict[Key, float] = {}
         self._forget: set[Key] = set()
         self._refused: list[Refusal] = []
@@ -341,3 +344,4 @@ class RemotePlane(ComputePlane):
         with self._changed:
             self._closed = True
             self._changed.notify_all()
+

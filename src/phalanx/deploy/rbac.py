@@ -7,10 +7,16 @@ groups, and read-only events; cluster-wide node and CRD reads only with
 ProvisioningRequests and PodTemplates in the runs namespace only with
 ``allowProvisioningRequests``.
 Runs get ``pods get`` + ``pods/exec create`` with interactivity, ``pods get``
-with logging only, nothing otherwise. NodeDoctor gets and patches its Node
+with logging only, nothing otherwise; with ``mode: cluster`` also ``get`` on their
+plane's Lease (by name), which the fence around each rank reads. NodeDoctor gets and
+patches its Node
 (the ``phalanx.dev/health`` label and checks annotation; the GPUs the node
 advertises) and patches ``nodes/status`` (its ``PhalanxHealthy`` condition): exactly
 what ``phalanx doctor --report kubernetes`` does, and nothing in any namespace.
+
+With ``mode: cluster`` the worker is ``phalanx worker``, and it also gets every verb on
+``coordination.k8s.io`` leases in the runs namespace: it renews its plane's Lease
+there, the fence that stops the cluster's pods when the worker is gone.
 
 Three additions the worker cannot do without, each tied to the switch it serves:
 ``pods/exec`` with ``worker.enableRunInteractivity`` (``phalanx exec`` into a run's pod),
@@ -24,6 +30,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from phalanx.defaults import plane_lease_name
 from phalanx.deploy.values import DOCTOR_ACCOUNT, RUNS_ACCOUNT, WORKER_ACCOUNT, Values
 
 Manifest = dict[str, Any]
@@ -36,8 +43,12 @@ PROVISIONING_GROUP = "autoscaling.x-k8s.io"
 RBAC_API = "rbac.authorization.k8s.io/v1"
 
 
-def _rule(groups: list[str], resources: list[str], verbs: list[str]) -> Rule:
-    return {"apiGroups": list(groups), "resources": list(resources), "verbs": list(verbs)}
+def _rule(groups: list[str], resources: list[str], verbs: list[str],
+          names: list[str] | None = None) -> Rule:
+    rule = {"apiGroups": list(groups), "resources": list(resources), "verbs": list(verbs)}
+    if names:
+        rule["resourceNames"] = list(names)
+    return rule
 
 
 def labels(component: str) -> dict[str, str]:
@@ -74,6 +85,8 @@ def worker_namespace_rules(values: Values) -> list[Rule]:
     if values.worker.rbac.allow_provisioning_requests:  # node pools asked of the autoscaler
         rules.append(_rule([""], ["podtemplates"], ALL_VERBS))
         rules.append(_rule([PROVISIONING_GROUP], ["provisioningrequests"], ALL_VERBS))
+    if values.mode == "cluster":
+        rules.insert(-1, _rule(["coordination.k8s.io"], ["leases"], ALL_VERBS))
     return rules
 
 
@@ -91,12 +104,19 @@ def worker_cluster_rules(values: Values) -> list[Rule]:
 
 
 def runs_rules(values: Values) -> list[Rule]:
-    """What the runs' own ServiceAccount may do in the runs namespace."""
+    """What the runs' own ServiceAccount may do in the runs namespace.
+
+    With ``mode: cluster`` every rank runs under the fence, which reads its plane's
+    Lease: ``get`` on that one Lease, by name."""
+    rules: list[Rule] = []
     if values.worker.enable_run_interactivity:
-        return [_rule([""], ["pods"], ["get"]), _rule([""], ["pods/exec"], ["create"])]
-    if values.worker.enable_run_logging:
-        return [_rule([""], ["pods"], ["get"])]
-    return []
+        rules = [_rule([""], ["pods"], ["get"]), _rule([""], ["pods/exec"], ["create"])]
+    elif values.worker.enable_run_logging:
+        rules = [_rule([""], ["pods"], ["get"])]
+    if values.mode == "cluster" and values.plane.name is not None:
+        rules.append(_rule(["coordination.k8s.io"], ["leases"], ["get"],
+                           names=[plane_lease_name(values.plane.name)]))
+    return rules
 
 
 def doctor_cluster_rules() -> list[Rule]:
@@ -152,6 +172,11 @@ def _binding(
     }
 
 
+def worker_component(values: Values) -> str:
+    """The component label of the worker's objects: what the Deployment runs."""
+    return "worker" if values.mode == "cluster" else "control-plane"
+
+
 def cluster_name(values: Values, component: str) -> str:
     # Cluster-scoped names carry the main namespace so two installations never collide.
     return f"{values.namespace}-{component}"
@@ -161,17 +186,17 @@ def worker_rbac(values: Values) -> list[Manifest]:
     if not values.worker.rbac.create:
         return []
     ns, runs_ns, account = values.namespace, values.runs.namespace, worker_account(values)
-    name = "phalanx-worker"
+    name, component = "phalanx-worker", worker_component(values)
     objects = [
-        _account(account, ns, "control-plane", automount=True),
-        _role(name, runs_ns, "control-plane", worker_namespace_rules(values)),
-        _binding("RoleBinding", name, runs_ns, "control-plane", account, ns),
+        _account(account, ns, component, automount=True),
+        _role(name, runs_ns, component, worker_namespace_rules(values)),
+        _binding("RoleBinding", name, runs_ns, component, account, ns),
     ]
     cluster_rules = worker_cluster_rules(values)
     if cluster_rules:
         cname = cluster_name(values, "worker")
-        objects.append(_cluster_role(cname, "control-plane", cluster_rules))
-        objects.append(_binding("ClusterRoleBinding", cname, None, "control-plane", account, ns))
+        objects.append(_cluster_role(cname, component, cluster_rules))
+        objects.append(_binding("ClusterRoleBinding", cname, None, component, account, ns))
     return objects
 
 

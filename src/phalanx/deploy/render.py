@@ -36,15 +36,22 @@ KUSTOMIZATION_HEADER = """\
 
 def render_files(values: Values) -> dict[str, list[Manifest]]:
     """The manifests grouped into the files of a kustomize base, in apply order."""
-    files: dict[str, list[Manifest]] = {
-        "namespaces.yaml": workloads.namespaces(values),
-        "control-plane.yaml": [
+    files: dict[str, list[Manifest]] = {"namespaces.yaml": workloads.namespaces(values)}
+    running = values.worker.enabled
+    if values.mode == "cluster":
+        files["worker.yaml"] = [
             *rbac.worker_rbac(values),
             *workloads.secrets(values),
-            *workloads.state_claim(values),
-            workloads.api_service(values),
-            workloads.deployment(values),
-        ],
+            *([workloads.deployment(values)] if running else []),
+        ]
+    else:
+        files["control-plane.yaml"] = [
+            *rbac.worker_rbac(values),
+            *workloads.secrets(values),
+            *(workloads.state_claim(values) if running else []),
+            *([workloads.api_service(values), workloads.deployment(values)] if running else []),
+        ]
+    files |= {
         "runs.yaml": rbac.runs_rbac(values),
         "node-doctor.yaml": [*rbac.doctor_rbac(values), *workloads.node_doctor(values)],
     }
@@ -93,7 +100,8 @@ def write_kustomize(directory: Path, values: Values | None = None) -> list[Path]
     directory.mkdir(parents=True, exist_ok=True)
     files = kustomize_files(values)
     # A component switched off (e.g. nodeDoctor) must not leave its old file behind.
-    for stale in ("namespaces.yaml", "control-plane.yaml", "runs.yaml", "node-doctor.yaml"):
+    for stale in ("namespaces.yaml", "control-plane.yaml", "worker.yaml", "runs.yaml",
+                  "node-doctor.yaml"):
         if stale not in files:
             (directory / stale).unlink(missing_ok=True)
     written = []

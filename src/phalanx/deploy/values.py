@@ -4,8 +4,12 @@ Value names follow the MosaicML compute plane's chart where it has one
 (``worker.rbac.allowNodeReads``, ``worker.enableRunInteractivity``,
 ``runs.namespace``, ``nodeDoctor.enabled``, ``<component>.rbac.create`` with
 ``serviceAccountName``), so platform engineers who know it recognise them.
-Here the *worker* is the control plane Deployment: the HTTP API, the scheduler
-and the Kubernetes compute plane that turns admitted jobs into pods.
+With ``mode: full`` (the default) the *worker* is the control plane Deployment:
+the HTTP API, the scheduler and the Kubernetes compute plane that turns admitted
+jobs into pods. With ``mode: cluster`` the cluster only runs a compute plane: the
+*worker* is ``phalanx worker``, which dials out to a remote control plane
+(``controlPlane.url``) as the compute plane ``plane.name``, authenticated by that
+plane's key from the ``apiKey`` Secret.
 
 Every field is strict: an unknown or mistyped field is rejected naming it, and
 the checks that span fields (``rbac.create: false`` without a
@@ -17,6 +21,7 @@ from __future__ import annotations
 
 import re
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 import yaml
 from pydantic import BeforeValidator, Field, model_validator
@@ -24,11 +29,14 @@ from pydantic import BeforeValidator, Field, model_validator
 from phalanx.defaults import DEFAULT_PORT
 from phalanx.errors import SpecError
 from phalanx.spec.base import ImageReference, Model, Name, check_api_url, validate
-from phalanx.spec.quantity import parse_quantity
+from phalanx.spec.quantity import parse_duration, parse_quantity
 from phalanx.version import __version__
 
 API_PORT = DEFAULT_PORT
 STATE_DIR = "/var/lib/phalanx"
+# Where the worker of a cluster-only install reads its plane's key (re-read on rotation).
+KEY_DIR = "/var/run/phalanx"
+KEY_FILE = f"{KEY_DIR}/key"
 # The ServiceAccounts created when a component's rbac.serviceAccountName is not set.
 WORKER_ACCOUNT = "phalanx"
 RUNS_ACCOUNT = "phalanx-run"
@@ -84,6 +92,19 @@ def _quantity_text(value: object) -> object:
     return str(value)
 
 
+def _duration_text(value: object) -> object:
+    """Check a duration (90s, 10m, 1h30m) but keep the text the user wrote."""
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise ValueError(f"expected a duration, got {value!r}; write e.g. \"10m\"")
+    try:
+        seconds = parse_duration(value)
+    except SpecError as exc:
+        raise ValueError(f"{exc.message}; {exc.fix}") from None
+    if seconds <= 0:
+        raise ValueError(f"{value!r} is not more than 0; write e.g. \"10m\"")
+    return str(value)
+
+
 def _resource_names(value: object) -> object:
     if isinstance(value, dict):
         for key in value:
@@ -96,6 +117,7 @@ def _resource_names(value: object) -> object:
 
 ObjectName = Annotated[str, BeforeValidator(_subdomain)]
 QuantityText = Annotated[str, BeforeValidator(_quantity_text)]
+DurationText = Annotated[str, BeforeValidator(_duration_text)]
 LabelMap = Annotated[dict[str, str], BeforeValidator(_labels)]
 ResourceMap = Annotated[dict[str, QuantityText], BeforeValidator(_resource_names)]
 
@@ -146,7 +168,8 @@ class WorkerRbac(Rbac):
     allow_node_reads: bool = Field(
         default=True,
         description="Cluster-wide read of nodes and CRDs (and pods, to subtract capacity used "
-        "by other workloads); the Kubernetes compute plane schedules on the nodes it sees",
+        "by other workloads); the Kubernetes compute plane schedules on the nodes it sees "
+        "(and, with mode: cluster, reports them to the control plane)",
     )
     allow_node_writes: bool = Field(
         default=False,
@@ -170,6 +193,11 @@ class ApiService(Model):
 
 
 class Worker(Model):
+    enabled: bool = Field(
+        default=True,
+        description="Render the control plane (mode: cluster: worker) Deployment; false keeps "
+        "its namespaces, ServiceAccount and roles, for one that runs outside the cluster",
+    )
     replicas: int = Field(
         default=1, description="1, or 0 to stop the control plane (it is a single writer)"
     )
@@ -180,7 +208,13 @@ class Worker(Model):
         description="Resources of the control plane container (replaces the default whole)",
     )
     node_selector: LabelMap = Field(
-        default_factory=dict, description="Node labels the control plane must run on"
+        default_factory=dict, description="Node labels the worker must run on"
+    )
+    cpu_nodes_only: bool = Field(
+        default=True,
+        description="Keep the worker off GPU nodes (a required node affinity: no NVIDIA GPU "
+        "label of Node Feature Discovery or the GPU operator), so it never takes a GPU "
+        "node's CPU and memory from training pods",
     )
     tolerations: list[Toleration] = Field(default_factory=list, description="Tolerations")
     priority_class_name: ObjectName | None = Field(default=None, description="PriorityClass")
@@ -189,6 +223,12 @@ class Worker(Model):
     )
     enable_run_logging: bool = Field(
         default=True, description="Runs' ServiceAccount may get pods (ignored with interactivity)"
+    )
+    fence_after: DurationText | None = Field(
+        default=None,
+        description="With mode: cluster: the worker stops this plane's pods after this long "
+        "without the control plane (`phalanx worker --fence-after`; unset: its default, 10m). "
+        "Keep it below the control plane's --worker-lost-after",
     )
     rbac: WorkerRbac = Field(default_factory=WorkerRbac, description="The control plane's RBAC")
     service: ApiService = Field(default_factory=ApiService, description="The API's Service")
@@ -279,7 +319,8 @@ class NodeDoctor(Model):
 
 class ApiKey(Model):
     secret_name: ObjectName = Field(
-        default="phalanx-api-key", description="Secret holding the bootstrap admin API key"
+        default="phalanx-api-key", description="Secret holding the bootstrap admin API key "
+        "(mode: cluster: the plane's key, from `phalanx plane add NAME --key-file FILE`)"
     )
     key: str = Field(default="token", description="Key of the token in that Secret")
     value: str | None = Field(
@@ -333,9 +374,37 @@ class Image(Model):
         return f"{self.repository}:{self.tag}"
 
 
+class ControlPlane(Model):
+    """Where a cluster-only install's worker dials out to."""
+
+    url: str | None = Field(
+        default=None,
+        description="The remote control plane's URL (https://HOST[:PORT]); required with "
+        "mode: cluster",
+    )
+
+
+class Plane(Model):
+    name: Name | None = Field(
+        default=None,
+        description="This cluster's compute plane name, as registered with `phalanx plane "
+        "add NAME`; required with mode: cluster",
+    )
+
+
 class Values(Model):
+    mode: Literal["full", "cluster"] = Field(
+        default="full",
+        description="full: the control plane and its compute plane run in this cluster; "
+        "cluster: only a compute plane (the worker, which dials out to controlPlane.url)",
+    )
+    control_plane: ControlPlane = Field(
+        default_factory=ControlPlane, description="With mode: cluster, the remote control plane"
+    )
+    plane: Plane = Field(default_factory=Plane, description="With mode: cluster, this cluster")
     namespace: Name = Field(
-        default="phalanx-system", description="The main namespace: control plane and doctor"
+        default="phalanx-system",
+        description="The main namespace: control plane (or worker) and doctor",
     )
     create_namespaces: bool = Field(
         default=True, description="Render the main and runs Namespaces"
@@ -350,7 +419,10 @@ class Values(Model):
     persistence: Persistence = Field(
         default_factory=Persistence, description="The state directory's volume"
     )
-    worker: Worker = Field(default_factory=Worker, description="The control plane Deployment")
+    worker: Worker = Field(
+        default_factory=Worker,
+        description="The control plane Deployment (mode: cluster: the worker Deployment)",
+    )
     runs: Runs = Field(default_factory=Runs, description="Where and as whom job pods run")
     ray: Ray = Field(default_factory=Ray, description="How Ray jobs run (kind: ray)")
     node_doctor: NodeDoctor = Field(
@@ -408,13 +480,65 @@ def _check_secret_key(key: str, field: str) -> None:
                         fix="use letters, digits, '-', '_' or '.'")
 
 
+# Values that configure the control plane: with mode: cluster nothing would use them.
+_CONTROL_PLANE_ONLY: list[tuple[str, str]] = [
+    ("store", "the worker keeps no store; jobs and queues live in the remote control plane"),
+    ("persistence", "the worker keeps no state directory on a volume"),
+    ("worker.service", "nothing connects into the worker, so it has no Service"),
+]
+
+
+def _check_url(url: str | None) -> None:
+    if url is None:
+        raise SpecError("is required with mode: cluster", field="controlPlane.url",
+                        fix="set the remote control plane's URL, e.g. https://phalanx.example.com")
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise SpecError(f"{url!r} is not an http(s) URL", field="controlPlane.url",
+                        fix="write https://HOST[:PORT], the address `phalanx up` serves on")
+
+
+def _check_mode(values: Values) -> None:
+    """Each mode's values mean something; the other mode's are refused, not ignored."""
+    if values.mode == "full":
+        for field, value in (("controlPlane.url", values.control_plane.url),
+                             ("plane.name", values.plane.name),
+                             ("worker.fenceAfter", values.worker.fence_after)):
+            if value is not None:
+                raise SpecError("applies to a cluster-only install", field=field,
+                                fix="set mode: cluster, or remove it")
+        return
+    _check_url(values.control_plane.url)
+    if values.plane.name is None:
+        raise SpecError("is required with mode: cluster", field="plane.name",
+                        fix="name this cluster's compute plane, as `phalanx plane add NAME` did")
+    defaults = Values(mode="full")
+    for field, why in _CONTROL_PLANE_ONLY:
+        if _lookup(values, field) != _lookup(defaults, field):
+            raise SpecError(f"configures the control plane, but with mode: cluster {why}",
+                            field=field, fix="remove it, or set mode: full")
+
+
+def _lookup(values: Values, dotted: str) -> object:
+    """A value by its document path (camelCase keys), e.g. ``worker.service``."""
+    node: object = values
+    for part in dotted.split("."):
+        node = getattr(node, _snake(part))
+    return node
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"([A-Z])", lambda m: "_" + m.group(1).lower(), name)
+
+
 def check(values: Values) -> None:
     """The rules that span fields; each failure names the field to change."""
+    _check_mode(values)
     if values.worker.replicas not in (0, 1):
         raise SpecError(
             f"{values.worker.replicas} replicas", field="worker.replicas",
             fix="use 1 (or 0 to stop it): the control plane is a single writer that locks "
-            "its state directory",
+            "its state directory, and a compute plane has one worker",
         )
     _require_account(values.worker.rbac, "worker")
     _require_account(values.runs.rbac, "runs")
@@ -437,7 +561,7 @@ def check(values: Values) -> None:
                 "is not a PostgreSQL URL", field="store.postgresql.url",
                 fix="write postgresql://USER:PASSWORD@HOST:5432/DATABASE",
             )
-    elif not values.persistence.enabled:
+    elif values.mode == "full" and not values.persistence.enabled:
         raise SpecError(
             "the SQLite store needs a persistent state directory",
             field="persistence.enabled",

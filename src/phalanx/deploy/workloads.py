@@ -1,4 +1,10 @@
-"""The control plane Deployment, its Service, Secrets and volume, and the NodeDoctor DaemonSet."""
+"""The control plane Deployment, its Service, Secrets and volume, and the NodeDoctor DaemonSet.
+
+With ``mode: cluster`` the Deployment is the worker of a compute plane instead:
+``phalanx worker`` dialling out to the remote control plane, with the plane's key
+mounted as a file (a Secret volume, so a rotated key reaches the running worker
+without a restart) and nothing listening.
+"""
 
 from __future__ import annotations
 
@@ -12,13 +18,26 @@ from phalanx.deploy.rbac import (
     metadata,
     runs_account,
     worker_account,
+    worker_component,
 )
-from phalanx.deploy.values import API_PORT, STATE_DIR, NodeDoctor, Resources, Values, Worker
+from phalanx.deploy.values import (
+    API_PORT,
+    KEY_DIR,
+    KEY_FILE,
+    STATE_DIR,
+    NodeDoctor,
+    Resources,
+    Values,
+    Worker,
+)
 
 SERVICE_NAME = "phalanx"
 STATE_CLAIM = "phalanx-state"
 # A fixed non-root identity; fsGroup makes the state volume writable by it.
 RUN_AS = 10001
+# Node labels that mark a node with an NVIDIA GPU: Node Feature Discovery's PCI vendor
+# label, and the GPU operator's. A worker kept off both stays on CPU nodes.
+GPU_NODE_LABELS = ("feature.node.kubernetes.io/pci-10de.present", "nvidia.com/gpu.present")
 
 
 def _selector(component: str) -> dict[str, str]:
@@ -50,7 +69,7 @@ def secrets(values: Values) -> list[Manifest]:
 
 def _secret(values: Values, name: str, key: str, value: str) -> Manifest:
     return {"apiVersion": "v1", "kind": "Secret",
-            "metadata": metadata(name, "control-plane", values.namespace),
+            "metadata": metadata(name, worker_component(values), values.namespace),
             "type": "Opaque", "stringData": {key: value}}
 
 
@@ -124,12 +143,21 @@ def _pod_security() -> dict[str, Any]:
 def _placement(spec: dict[str, Any], component: Worker | NodeDoctor, values: Values) -> None:
     if component.node_selector:
         spec["nodeSelector"] = dict(component.node_selector)
+    if isinstance(component, Worker) and component.cpu_nodes_only:
+        spec["affinity"] = cpu_nodes_affinity()
     if component.tolerations:
         spec["tolerations"] = [t.to_dict() for t in component.tolerations]
     if component.priority_class_name:
         spec["priorityClassName"] = component.priority_class_name
     if values.image_pull_secrets:
         spec["imagePullSecrets"] = [{"name": name} for name in values.image_pull_secrets]
+
+
+def cpu_nodes_affinity() -> dict[str, Any]:
+    """A required node affinity: none of the GPU labels (a nodeSelector cannot say "not")."""
+    terms = [{"key": label, "operator": "DoesNotExist"} for label in GPU_NODE_LABELS]
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": terms}]}}}
 
 
 def control_plane_args(values: Values) -> list[str]:
@@ -156,11 +184,11 @@ def _state_volume(values: Values) -> dict[str, Any]:
             "persistentVolumeClaim": {"claimName": p.existing_claim or STATE_CLAIM}}
 
 
-def deployment(values: Values) -> Manifest:
+def plane_env(values: Values) -> list[dict[str, Any]]:
+    """What the Kubernetes compute plane reads from its environment, in either mode."""
     worker = values.worker
     env: list[dict[str, Any]] = [
         {"name": "PHALANX_HOME", "value": STATE_DIR},
-        _secret_env("PHALANX_TOKEN", values.api_key.secret_name, values.api_key.key),
         # The compute plane runs job pods as this ServiceAccount.
         {"name": "PHALANX_RUNS_SERVICE_ACCOUNT", "value": runs_account(values)},
         # What the role grants on nodes: the plane writes its health taint only if allowed.
@@ -168,17 +196,23 @@ def deployment(values: Values) -> Manifest:
          "value": "true" if worker.rbac.allow_node_writes else "false"},
         {"name": "PHALANX_K8S_RAY_USE_KUBERAY", "value": values.ray.use_kube_ray},
     ]
-    if values.store.kind == "postgresql":
-        pg = values.store.postgresql
-        env.append(_secret_env("PHALANX_DB_URL", pg.secret_name, pg.key))
     checkpoint_volume = values.runs.checkpoints.volume()
     if checkpoint_volume is not None:
         env += [{"name": "PHALANX_K8S_CHECKPOINT_VOLUME",
                  "value": json.dumps(checkpoint_volume, sort_keys=True)},
                 {"name": "PHALANX_K8S_CHECKPOINT_CLEANUP_IMAGE",
                  "value": values.runs.checkpoints.cleanup_image}]
+    return env
+
+
+def _control_plane_container(values: Values) -> dict[str, Any]:
+    env = plane_env(values)
+    env.insert(1, _secret_env("PHALANX_TOKEN", values.api_key.secret_name, values.api_key.key))
+    if values.store.kind == "postgresql":
+        pg = values.store.postgresql
+        env.append(_secret_env("PHALANX_DB_URL", pg.secret_name, pg.key))
     probe = {"httpGet": {"path": "/healthz", "port": "http"}}
-    container: dict[str, Any] = {
+    return {
         "name": "phalanx",
         "image": values.image.reference,
         "imagePullPolicy": values.image.pull_policy,
@@ -190,33 +224,96 @@ def deployment(values: Values) -> Manifest:
         "startupProbe": {**probe, "periodSeconds": 2, "failureThreshold": 90},
         "readinessProbe": {**probe, "periodSeconds": 5},
         "livenessProbe": {**probe, "periodSeconds": 10, "failureThreshold": 6},
-        "resources": _resources(worker.resources),
+        "resources": _resources(values.worker.resources),
         "securityContext": _container_security(),
         "volumeMounts": [{"name": "state", "mountPath": STATE_DIR},
                          {"name": "tmp", "mountPath": "/tmp"}],
     }
+
+
+def worker_args(values: Values) -> list[str]:
+    """``phalanx worker`` for this cluster's compute plane, dialling out to the control plane."""
+    assert values.control_plane.url is not None and values.plane.name is not None  # checked
+    args = ["worker", "--control-plane", values.control_plane.url,
+            "--plane", values.plane.name, "--api-key-file", KEY_FILE,
+            "--compute", "kubernetes", "--namespace", values.runs.namespace]
+    if values.runs.default_image:
+        args += ["--default-image", values.runs.default_image]
+    if values.worker.fence_after is not None:
+        args += ["--fence-after", values.worker.fence_after]
+    return args
+
+
+def _worker_container(values: Values) -> dict[str, Any]:
+    # Every rank runs under the fence, which an init container copies from this image.
+    env = [*plane_env(values), {"name": "PHALANX_K8S_FENCE_IMAGE",
+                                "value": values.image.reference}]
+    return {
+        "name": "worker",
+        "image": values.image.reference,
+        "imagePullPolicy": values.image.pull_policy,
+        "command": ["phalanx"],
+        "args": worker_args(values),
+        "env": env,
+        # No ports and no HTTP probes: nothing connects into the worker.
+        "resources": _resources(values.worker.resources),
+        "securityContext": _container_security(),
+        "volumeMounts": [{"name": "state", "mountPath": STATE_DIR},
+                         {"name": "tmp", "mountPath": "/tmp"},
+                         {"name": "plane-key", "mountPath": KEY_DIR, "readOnly": True}],
+    }
+
+
+def _key_volume(values: Values) -> dict[str, Any]:
+    # A whole-Secret volume (not subPath): the kubelet swaps in a rotated key, and the
+    # worker re-reads the file, so a rotation needs no restart.
+    return {"name": "plane-key", "secret": {
+        "secretName": values.api_key.secret_name,
+        "items": [{"key": values.api_key.key, "path": KEY_FILE.rsplit("/", 1)[1]}],
+        "defaultMode": 0o400}}
+
+
+def deployment(values: Values) -> Manifest:
+    worker = values.worker
+    cluster = values.mode == "cluster"
+    component = worker_component(values)
+    volumes = ([{"name": "state", "emptyDir": {}}, {"name": "tmp", "emptyDir": {}},
+                _key_volume(values)] if cluster
+               else [_state_volume(values), {"name": "tmp", "emptyDir": {}}])
     pod: dict[str, Any] = {
         "serviceAccountName": worker_account(values),
         "automountServiceAccountToken": True,  # in-cluster config reads the mounted token
         "securityContext": _pod_security(),
-        # Time for the controller to flush its last cycle to the store on SIGTERM.
+        # Time for the controller (or worker) to flush its last cycle on SIGTERM.
         "terminationGracePeriodSeconds": 30,
-        "containers": [container],
-        "volumes": [_state_volume(values), {"name": "tmp", "emptyDir": {}}],
+        "containers": [_worker_container(values) if cluster
+                       else _control_plane_container(values)],
+        "volumes": volumes,
     }
     _placement(pod, worker, values)
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": metadata("phalanx", "control-plane", values.namespace),
+        "metadata": metadata("phalanx-worker" if cluster else "phalanx", component,
+                             values.namespace),
         "spec": {
             "replicas": worker.replicas,
-            # One writer: the old pod lets go of the state volume before the new one starts.
+            # One writer: the old pod lets go of the state volume (or, for a worker, of
+            # its plane) before the new one starts.
             "strategy": {"type": "Recreate"},
-            "selector": {"matchLabels": _selector("control-plane")},
-            "template": {"metadata": {"labels": labels("control-plane")}, "spec": pod},
+            "selector": {"matchLabels": _selector(component)},
+            "template": {"metadata": {"labels": labels(component)}, "spec": pod},
         },
     }
+
+
+def _doctor_api_env(values: Values) -> list[dict[str, Any]]:
+    """The in-cluster API Service for the doctor; a cluster-only install has none, and the
+    doctor's reports reach the remote control plane through the Node and the worker."""
+    if values.mode == "cluster":
+        return []
+    return [{"name": "PHALANX_URL", "value": api_url(values)},
+            _secret_env("PHALANX_TOKEN", values.api_key.secret_name, values.api_key.key)]
 
 
 def node_doctor(values: Values) -> list[Manifest]:
@@ -230,8 +327,7 @@ def node_doctor(values: Values) -> list[Manifest]:
         "command": ["phalanx"],
         "args": ["doctor", "--report", "kubernetes"],
         "env": [
-            {"name": "PHALANX_URL", "value": api_url(values)},
-            _secret_env("PHALANX_TOKEN", values.api_key.secret_name, values.api_key.key),
+            *_doctor_api_env(values),
             {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
             # The NVIDIA container runtime then exposes NVML for probing without the pod
             # requesting (and so taking away) any nvidia.com/gpu.

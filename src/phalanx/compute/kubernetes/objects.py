@@ -42,6 +42,11 @@ POD_GROUP_API = "scheduling.x-k8s.io/v1alpha1"
 CONTAINER = "main"
 MASTER_PORT = DEFAULT_MASTER_PORT
 SELECTOR = f"{MANAGED_BY}={MANAGER}"
+# Behind a worker: the compute plane and the control plane an object belongs to. The plane
+# selects by them, so it never acts on a same-named object of another plane's or control
+# plane's in a shared namespace.
+PLANE = "phalanx.dev/plane"
+CONTROL_PLANE = "phalanx.dev/control-plane"
 
 _NOT_LABEL = re.compile(r"[^a-z0-9-]+")
 NO_IMAGE_FIX = ("give the pod set an image, or start the control plane with a default "
@@ -79,9 +84,26 @@ def hostname(ref: PodRef) -> str:
     return dns_label(f"{ref.pod_set}-{ref.index}")
 
 
-def attempt_labels(job: str, attempt: int, component: str) -> dict[str, str]:
+def identity_labels(plane: str | None, control_plane: str | None) -> dict[str, str]:
+    """The labels naming whose objects these are; empty for an in-process plane."""
+    labels = {}
+    if plane is not None:
+        labels[PLANE] = plane
+    if control_plane is not None:
+        labels[CONTROL_PLANE] = dns_label(control_plane)
+    return labels
+
+
+def selector(identity: dict[str, str]) -> str:
+    """The label selector of this plane's objects."""
+    return ",".join([SELECTOR, *(f"{k}={v}" for k, v in sorted(identity.items()))])
+
+
+def attempt_labels(job: str, attempt: int, component: str,
+                   identity: dict[str, str] | None = None) -> dict[str, str]:
     # Job and pod-set names are DNS labels of at most 63 characters: valid label values.
-    return {MANAGED_BY: MANAGER, JOB: job, ATTEMPT: str(attempt), COMPONENT: component}
+    return {MANAGED_BY: MANAGER, **(identity or {}), JOB: job, ATTEMPT: str(attempt),
+            COMPONENT: component}
 
 
 def owner_reference(anchor: Object) -> Object:
@@ -110,6 +132,7 @@ class AttemptPlan:
     master_addr: str
     pods: list[PlannedPod] = field(default_factory=list)
     endpoints: dict[str, str] = field(default_factory=dict)  # the kind's (a dashboard's URL)
+    identity: dict[str, str] = field(default_factory=dict)  # identity_labels of the plane
 
     def pods_json(self) -> str:
         return json.dumps([
@@ -121,11 +144,13 @@ class AttemptPlan:
 
 def plan_attempt(
     job: JobSpec, attempt: int, admission: Admission, namespace: str, key: bytes,
+    identity: dict[str, str] | None = None,
 ) -> AttemptPlan:
     """Names, nodes and environments of the attempt's pods (raises SpecError on bad input).
 
     ``key`` is the attempt's (kept on its anchor): the secrets its pods share derive from
-    it, so a launch completed by another plane gives them the same ones.
+    it, so a launch completed by another plane gives them the same ones. ``identity``: the
+    labels of the plane and control plane a worker drives it for.
     """
     name = attempt_name(job.name, attempt)
     domain = f"{name}.{namespace}.svc"
@@ -139,7 +164,8 @@ def plan_attempt(
                         fix="give the pod sets names that differ in their first 50 characters")
     pods = framework.plan(job, attempt, admission, OwnAddressNetwork(hosts, key=key))
     plan = AttemptPlan(job=job.name, attempt=attempt, namespace=namespace, name=name,
-                       master_addr=hosts[0], endpoints=framework.endpoints(job, pods))
+                       master_addr=hosts[0], endpoints=framework.endpoints(job, pods),
+                       identity=dict(identity or {}))
     for p in pods:
         plan.pods.append(PlannedPod(ref=p.ref, node=p.node, name=pod_name(p.ref),
                                     hostname=hostname(p.ref), env=p.env, command=p.command,
@@ -154,7 +180,7 @@ def anchor(
     return {
         "apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": plan.name, "namespace": plan.namespace,
-                     "labels": attempt_labels(plan.job, plan.attempt, "anchor")},
+                     "labels": attempt_labels(plan.job, plan.attempt, "anchor", plan.identity)},
         "data": {
             "job": plan.job, "attempt": str(plan.attempt),
             "admission": json.dumps(admission.to_dict()),
@@ -169,7 +195,7 @@ def anchor(
 
 
 def service(plan: AttemptPlan, owner: Object) -> Object:
-    labels = attempt_labels(plan.job, plan.attempt, "service")
+    labels = attempt_labels(plan.job, plan.attempt, "service", plan.identity)
     return {
         "apiVersion": "v1", "kind": "Service",
         "metadata": {"name": plan.name, "namespace": plan.namespace, "labels": labels,
@@ -189,7 +215,7 @@ def pod_group(plan: AttemptPlan, owner: Object) -> Object:
     return {
         "apiVersion": POD_GROUP_API, "kind": "PodGroup",
         "metadata": {"name": plan.name, "namespace": plan.namespace,
-                     "labels": attempt_labels(plan.job, plan.attempt, "pod-group"),
+                     "labels": attempt_labels(plan.job, plan.attempt, "pod-group", plan.identity),
                      "ownerReferences": [owner]},
         "spec": {"minMember": len(plan.pods)},
     }
@@ -227,7 +253,7 @@ def pod(
     index, pod_set = next((i, p) for i, p in enumerate(job.pod_sets) if p.name == ref.pod_set)
     where = f"podSets[{index}]"
     image = image_of(job, index, default_image)
-    labels = attempt_labels(plan.job, plan.attempt, "pod")
+    labels = attempt_labels(plan.job, plan.attempt, "pod", plan.identity)
     labels.update({POD_SET: ref.pod_set, INDEX: str(ref.index), RANK: str(ref.rank)})
     if with_pod_group:
         labels[POD_GROUP_LABEL] = plan.name

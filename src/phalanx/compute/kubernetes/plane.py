@@ -27,7 +27,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from phalanx.compute.base import ComputePlane, ExecSession, PodCredential, PodPhase, PodState
-from phalanx.compute.kubernetes import checkpoints, credentials, kuberay, objects
+from phalanx.compute.kubernetes import checkpoints, credentials, fencing, kuberay, objects
 from phalanx.compute.kubernetes.attempts import (
     Attempt,
     TrackedPod,
@@ -101,8 +101,10 @@ class KubernetesPlane(ComputePlane):
                                               lost_grace=self.settings.node_lost_grace,
                                               stale_after=self.settings.doctor_stale_after)
         self.tainter = HealthTainter(client, allowed=self.settings.node_writes)
+        self.fence, self.plane_lease = fencing.from_settings(client, self.settings)
+        self.identity = objects.identity_labels(self.settings.plane, self.settings.control_plane)
         self.pod_informer = Informer(
-            client, f"{self._base}/pods", label_selector=objects.SELECTOR,
+            client, f"{self._base}/pods", label_selector=objects.selector(self.identity),
             on_list=self._list_pods, on_event=self._pod_event, name="pods",
             read_timeout=self.settings.read_timeout,
         )
@@ -128,6 +130,8 @@ class KubernetesPlane(ComputePlane):
         settings: Settings | None = None,
         default_image: str | None = None,
         node_lost_grace: float | None = None,
+        plane: str | None = None,
+        control_plane: str | None = None,
     ) -> KubernetesPlane:
         """Connect (kubeconfig, in-cluster, or explicit server + token), adopt, start watching."""
         configuration, _ = configure(kubeconfig=kubeconfig, context=context, server=server,
@@ -138,13 +142,15 @@ class KubernetesPlane(ComputePlane):
             settings.default_image = default_image
         if node_lost_grace is not None:
             settings.node_lost_grace = node_lost_grace
-        plane = cls(KubeClient(configuration), home, settings)
+        settings.plane = plane or settings.plane  # driven by the worker of this plane
+        settings.control_plane = control_plane or settings.control_plane
+        made = cls(KubeClient(configuration), home, settings)
         try:
-            plane.start()
+            made.start()
         except BaseException:
-            plane.close()
+            made.close()
             raise
-        return plane
+        return made
 
     def start(self) -> None:
         """Check the namespace, detect PodGroups, adopt attempts, start the watches."""
@@ -195,7 +201,8 @@ class KubernetesPlane(ComputePlane):
 
     def _adopt(self) -> None:
         answer = self.client.get(f"{self._base}/configmaps",
-                                 labelSelector=f"{objects.SELECTOR},{objects.COMPONENT}=anchor")
+                                 labelSelector=f"{objects.selector(self.identity)},"
+                                 f"{objects.COMPONENT}=anchor")
         for item in answer.get("items") or []:
             try:
                 current = attempt_from_anchor(item)
@@ -259,7 +266,8 @@ class KubernetesPlane(ComputePlane):
                     self._complete_launch(known)
             return
         key = secrets.token_bytes(32)
-        plan = objects.plan_attempt(job, attempt, admission, self.namespace, key)
+        plan = objects.plan_attempt(job, attempt, admission, self.namespace, key,
+                                    self.identity)
         placeholder = {"metadata": {"name": plan.name, "uid": "-"}}
         for planned in plan.pods:  # everything is checked before anything is created
             self._pod_object(plan, planned, job, objects.owner_reference(placeholder))
@@ -404,6 +412,9 @@ class KubernetesPlane(ComputePlane):
         )
         if api_url is not None:
             credentials.mount(body["spec"], body["spec"]["containers"][0], plan.name, api_url)
+        if self.fence is not None:
+            index = [p.name for p in job.pod_sets].index(planned.ref.pod_set)
+            fencing.wrap(body, self.fence, f"podSets[{index}]")
         return body
 
     def _secret_exists(self, current: Attempt) -> bool:
@@ -436,7 +447,7 @@ class KubernetesPlane(ComputePlane):
             return
         with self._launching:
             plan = objects.plan_attempt(current.spec, current.attempt, current.admission,
-                                        self.namespace, current.key)
+                                        self.namespace, current.key, self.identity)
             owner = objects.owner_reference({"metadata": {"name": plan.name, "uid": current.uid}})
             if self.pod_groups:
                 group, version = objects.POD_GROUP_API.split("/")

@@ -25,6 +25,7 @@ CHECKPOINT_CLEANUP_IMAGE_ENV = "PHALANX_K8S_CHECKPOINT_CLEANUP_IMAGE"
 PRIORITY_CLASSES_ENV = "PHALANX_K8S_PRIORITY_CLASSES"
 NODE_WRITES_ENV = "PHALANX_K8S_NODE_WRITES"  # "true": worker.rbac.allowNodeWrites
 USE_KUBERAY_ENV = "PHALANX_K8S_RAY_USE_KUBERAY"  # ray.useKubeRay: auto | always | never
+FENCE_IMAGE_ENV = "PHALANX_K8S_FENCE_IMAGE"  # the image the pods' fence is copied from
 
 
 @dataclass(slots=True)
@@ -52,6 +53,12 @@ class Settings:
     # Whether Ray jobs run as KubeRay RayClusters: where its CRDs are served (auto), or
     # always (refusing to start without them), or never (Phalanx's own pods).
     use_kuberay: UseKubeRay = "never"
+    # The compute plane's name when a worker drives it: its pods then run under the fence,
+    # watching the Lease the worker renews (fencing.py). None: driven in-process.
+    plane: str | None = None
+    fence_image: str | None = None
+    # The control plane's identity when a worker drives the plane: labels its objects.
+    control_plane: str | None = None
 
 
 def settings_from_env() -> Settings:
@@ -69,6 +76,7 @@ def settings_from_env() -> Settings:
     if os.environ.get(CHECKPOINT_VOLUME_ENV):
         settings.checkpoint_volume = checkpoints.volume_source(os.environ[CHECKPOINT_VOLUME_ENV],
                                                                CHECKPOINT_VOLUME_ENV)
+    settings.fence_image = os.environ.get(FENCE_IMAGE_ENV) or None
     if os.environ.get(CHECKPOINT_CLEANUP_IMAGE_ENV):
         settings.checkpoint_cleanup_image = os.environ[CHECKPOINT_CLEANUP_IMAGE_ENV]
     writes = os.environ.get(NODE_WRITES_ENV, "").strip().lower()

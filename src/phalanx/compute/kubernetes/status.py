@@ -1,6 +1,7 @@
 """What a Pod object says about its pod: phase, exit, reason, and whose fault a failure is.
 
-A non-zero exit of the container is the job's own failure ("user"). Anything
+A non-zero exit of the container is the job's own failure ("user"), except the
+fence's (its exit status and termination message: "Fenced", "system"). Anything
 the job did not cause is a "system" failure, restarted under the system budget:
 the kernel's OOM killer (``OOMKilled``), eviction, node shutdown or loss, a pod
 whose container never reported an exit, a pod phase of ``Unknown`` (its node
@@ -15,6 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from phalanx.compute.base import FailureKind, PodPhase
+from phalanx.compute.kubernetes import fence
 from phalanx.compute.kubernetes.objects import CONTAINER
 
 Object = dict[str, Any]
@@ -114,4 +116,6 @@ def _failure(
         return own or NODE_LOST, "system"
     if exit_code == 0:  # Failed with a clean exit: the pod was stopped around its container
         return own or "Failed", "system"
+    if fence.was_fenced(exit_code, (terminated or {}).get("message")):
+        return fence.FENCED_REASON, "system"  # stopped at the lease's fence: not the job's
     return own or "Error", "user"

@@ -1,0 +1,78 @@
+"""Putting a job pod under the fence: its command runs inside ``fence.py``.
+
+An init container of the Phalanx image copies ``fence.py`` (standard library only)
+into an ``emptyDir``; the rank's container runs ``python3 fence.py -- COMMAND``, which
+stops the rank when the plane's Lease lapses. The job image needs ``python3`` (every
+training image has it) and the pod set a command (an image's own ENTRYPOINT is not
+known to the plane, so it cannot be wrapped).
+"""
+
+from __future__ import annotations
+
+import socket
+from dataclasses import dataclass
+
+from phalanx.compute.kubernetes import fence
+from phalanx.compute.kubernetes.client import KubeClient, Object
+from phalanx.compute.kubernetes.lease import KubeLease, lease_name
+from phalanx.compute.kubernetes.settings import FENCE_IMAGE_ENV, Settings
+from phalanx.errors import SpecError
+
+VOLUME = "phalanx-fence"
+MOUNT = "/phalanx-fence"
+SCRIPT = f"{MOUNT}/fence.py"
+INIT_CONTAINER = "phalanx-fence"
+_COPY = ("import shutil, phalanx.compute.kubernetes.fence as f; "
+         f"shutil.copy(f.__file__, {SCRIPT!r})")
+
+
+@dataclass(frozen=True, slots=True)
+class Fence:
+    """The Lease the pods watch, and the image the fence script is copied from."""
+
+    namespace: str
+    lease: str
+    image: str
+
+
+def wrap(pod: Object, fence_: Fence, where: str) -> None:
+    """Run the pod's main container under the fence (in place)."""
+    spec = pod["spec"]
+    container = spec["containers"][0]
+    command = container.get("command")
+    if not command:
+        raise SpecError(
+            "has no command; on a compute plane behind a worker each rank runs under the "
+            "fence, which must know what to run", field=f"{where}.command",
+            fix="give the pod set a command (the image's ENTRYPOINT cannot be wrapped)")
+    container["command"] = ["python3", SCRIPT, "--", *list(command)]
+    container.setdefault("env", []).append(
+        {"name": fence.LEASE_ENV, "value": f"{fence_.namespace}/{fence_.lease}"})
+    container.setdefault("volumeMounts", []).append(
+        {"name": VOLUME, "mountPath": MOUNT, "readOnly": True})
+    spec.setdefault("volumes", []).append({"name": VOLUME, "emptyDir": {}})
+    spec.setdefault("initContainers", []).insert(0, {
+        "name": INIT_CONTAINER, "image": fence_.image, "command": ["python3", "-c", _COPY],
+        "volumeMounts": [{"name": VOLUME, "mountPath": MOUNT}],
+        "resources": {"requests": {"cpu": "10m", "memory": "32Mi"},
+                      "limits": {"memory": "64Mi"}},
+    })
+    # The fence reads the Lease with the pod's ServiceAccount token.
+    spec["automountServiceAccountToken"] = True
+
+
+def from_settings(client: KubeClient, settings: Settings) -> tuple[Fence | None, KubeLease | None]:
+    """The plane's fence and the Lease its worker renews; (None, None) for an in-process
+    plane (``settings.plane`` unset), whose control plane is its only driver."""
+    if settings.plane is None:
+        return None, None
+    if not settings.fence_image:
+        raise SpecError(
+            "a compute plane behind a worker fences its pods, copying the fence from the "
+            "Phalanx image, which is not known", field=FENCE_IMAGE_ENV,
+            fix="set it to the worker's own image (`phalanx k8s render` with mode: cluster "
+            "does)")
+    name = lease_name(settings.plane)
+    lease = KubeLease(client, settings.namespace, name,
+                      holder=f"{settings.plane}@{socket.gethostname()}")
+    return Fence(settings.namespace, name, settings.fence_image), lease

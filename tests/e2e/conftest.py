@@ -103,7 +103,10 @@ class ControlPlane:
             if job["status"] in statuses:
                 return job
             time.sleep(0.1)
-        raise AssertionError(f"{name} is {job['status']}, not {statuses}: {job}")
+        # The pods' own output says where a job that never ended got stuck.
+        response = self.api.get(f"/v1/jobs/{name}/logs", params={"tail": 40})
+        raise AssertionError(f"{name} is {job['status']}, not {statuses}: {job}\n"
+                             f"its logs:\n{response.text[-4000:]}")
 
     def logs(self, name: str, **params: Any) -> str:
         response = self.api.get(f"/v1/jobs/{name}/logs", params=params)

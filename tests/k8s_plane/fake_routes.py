@@ -60,12 +60,13 @@ class Handler(BaseHTTPRequestHandler):
     # ------------------------------------------------------------------ plumbing
     def _send(self, code: int, body: Object) -> None:
         data = json.dumps(body).encode()
+        # Counted before the answer leaves, so a client that got it finds it counted.
+        self._log(code)
         self.send_response(code)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
-        self._log(code)
 
     def _fail(self, code: int, reason: str, message: str = "") -> None:
         self._send(code, status_body(code, reason, message or reason))

@@ -43,6 +43,7 @@ from phalanx.spec import (
     ResourceFlavor,
     TopologyConstraint,
 )
+from phalanx.spec.planes import PLANE_LABEL
 
 FLAVOR = "h100"
 RACK_SIZE = 16  # nodes per rack
@@ -63,11 +64,17 @@ class Scale:
     nodes: int
     cycles: int
     seed: int
+    planes: int = 1  # compute planes the nodes are dealt over, block by block
 
 
 # ---------------------------------------------------------------------------- generators
-def build_nodes(count: int) -> list[Node]:
-    """``count`` 8-GPU nodes, 16 to a rack and 8 racks to a block."""
+def build_nodes(count: int, planes: int = 1) -> list[Node]:
+    """``count`` 8-GPU nodes, 16 to a rack and 8 racks to a block; with ``planes`` > 1,
+    whole blocks dealt round-robin over that many compute planes."""
+    def plane(i: int) -> dict[str, str]:
+        if planes < 2:
+            return {}
+        return {PLANE_LABEL: f"cluster-{i // (RACK_SIZE * BLOCK_SIZE) % planes}"}
     return [
         Node(
             name=f"node-{i:05d}",
@@ -75,6 +82,7 @@ def build_nodes(count: int) -> list[Node]:
                 "pool": FLAVOR,
                 "rack": f"rack-{i // RACK_SIZE:04d}",
                 "block": f"block-{i // (RACK_SIZE * BLOCK_SIZE):03d}",
+                **plane(i),
             },
             allocatable={"cpu": GPUS_PER_NODE * CPU_PER_GPU, GPU: GPUS_PER_NODE,
                          "memory": "2Ti", "pods": 110},
@@ -190,7 +198,7 @@ def peak_rss_mb() -> float:
 def run_core(scale: Scale, console: Console) -> dict[str, Any]:
     rng = random.Random(scale.seed)
     started = time.perf_counter()
-    nodes = build_nodes(scale.nodes)
+    nodes = build_nodes(scale.nodes, scale.planes)
     config = build_config(scale)
     jobs = build_jobs(scale, scale.jobs, rng)
     wave = build_jobs(scale, max(1, scale.jobs // 50), rng, prefix="urgent",
@@ -307,7 +315,7 @@ def group(pods: int, per_pod: int) -> PodGroup:
 def run_placement(scale: Scale, console: Console, fill: float = 0.7) -> dict[str, Any]:
     """Time place() on a cluster filled to ``fill`` of its GPUs by random gangs."""
     rng = random.Random(scale.seed)
-    nodes = build_nodes(scale.nodes)
+    nodes = build_nodes(scale.nodes, scale.planes)
     started = time.perf_counter()
     pool = NodePool(nodes)
     built = time.perf_counter() - started
@@ -361,6 +369,8 @@ def parse_args(argv: Sequence[str] | None) -> tuple[Scale, argparse.Namespace]:
     parser.add_argument("--nodes", type=int, default=5_000, help="8-GPU nodes")
     parser.add_argument("--cycles", type=int, default=30, help="scheduling cycles to run")
     parser.add_argument("--seed", type=int, default=1, help="random seed")
+    parser.add_argument("--planes", type=int, default=1,
+                        help="compute planes the nodes are dealt over (whole blocks each)")
     parser.add_argument("--json", type=Path, default=DEFAULT_JSON, help="where to write results")
     parser.add_argument("--quick", action="store_true",
                         help="small scale smoke run (2,000 jobs, 20 queues, 64 nodes, 6 cycles)")
@@ -368,10 +378,12 @@ def parse_args(argv: Sequence[str] | None) -> tuple[Scale, argparse.Namespace]:
                         help="only the NodePool micro benchmark")
     args = parser.parse_args(argv)
     if args.quick:
-        scale = Scale(jobs=2_000, queues=20, cohorts=4, nodes=64, cycles=6, seed=args.seed)
+        scale = Scale(jobs=2_000, queues=20, cohorts=4, nodes=64, cycles=6, seed=args.seed,
+                      planes=args.planes)
     else:
-        scale = Scale(args.jobs, args.queues, args.cohorts, args.nodes, args.cycles, args.seed)
-    for name in ("jobs", "queues", "cohorts", "nodes", "cycles"):
+        scale = Scale(args.jobs, args.queues, args.cohorts, args.nodes, args.cycles, args.seed,
+                      args.planes)
+    for name in ("jobs", "queues", "cohorts", "nodes", "cycles", "planes"):
         if getattr(scale, name) < 1:
             parser.error(f"--{name} must be at least 1")
     if scale.cohorts > scale.queues:
@@ -384,8 +396,10 @@ def render(results: dict[str, Any], console: Console) -> None:
     table.add_column("measure")
     table.add_column("value", justify="right")
     p = results["params"]
+    planes = p.get("planes", 1)
     table.add_row("scale", f"{p['jobs']:,} jobs, {p['queues']:,} queues, {p['cohorts']:,} "
-                  f"cohorts, {p['nodes']:,} nodes x {GPUS_PER_NODE} GPU")
+                  f"cohorts, {p['nodes']:,} nodes x {GPUS_PER_NODE} GPU"
+                  + (f" in {planes} compute planes" if planes > 1 else ""))
     core = results.get("core")
     if core:
         first, cycles = core["first_cycle"], core["cycles"]
@@ -425,7 +439,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "machine": machine(),
         "params": {"jobs": scale.jobs, "queues": scale.queues, "cohorts": scale.cohorts,
                    "nodes": scale.nodes, "gpus_per_node": GPUS_PER_NODE,
-                   "cycles": scale.cycles, "seed": scale.seed,
+                   "cycles": scale.cycles, "seed": scale.seed, "planes": scale.planes,
                    "queue_nominal_gpus": queue_gpus(scale)},
     }
     results["placement"] = run_placement(scale, console)

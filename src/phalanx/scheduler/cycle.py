@@ -114,6 +114,7 @@ class Cycle:
         st = self.st
         st.cycle_no += 1
         st.preemptor.admitted_by = st.admit_seq
+        st.preemptor.planes_of.clear()  # (jobs placed since the last cycle are elsewhere)
         self.drain()
         if st.provisioning.holds:
             place_ready(self)
@@ -504,6 +505,8 @@ class Cycle:
             note = (f"preempting the {outcome.candidates} job"
                     f"{'s' if outcome.candidates != 1 else ''} its policies allow would not "
                     "make it fit")
+            if st.pool.index.multi_plane:  # (victims come from one plane: preemption.py)
+                note += " within one compute plane"
         if a.mode == PREEMPT:
             reservations.offer(wl, info, a, st.cache)
         return FAILED, quota_reason(info, st.cache, a, note, disabled), a

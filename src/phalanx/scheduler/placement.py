@@ -134,8 +134,12 @@ class NodePool:
                 return False
         if topology is not None and topology.required:
             key = topology.required
-            domains = {self.index.nodes[name].labels.get(key, NO_DOMAIN) for name in need}
+            nodes = self.index.nodes
+            domains = {nodes[name].labels.get(key, NO_DOMAIN) for name in need}
             if len(domains) > 1 or NO_DOMAIN in domains:
+                return False
+            if key != PLANE_LABEL and self.index.multi_plane and len(
+                    {nodes[name].labels.get(PLANE_LABEL) for name in need}) > 1:
                 return False
         return True
 
@@ -229,17 +233,21 @@ class NodePool:
         best_pods = -1
         # Values with freed nodes come first, ranked by their room without them: always tried.
         freed = self.domains.freed(overlay, key)
+        # A level other than the plane may repeat its values across clusters (two clusters
+        # in one zone): each value is tried plane by plane, so a gang never spans two.
+        split = key != PLANE_LABEL and self.index.multi_plane
         for domain, room in self.domains.rank(groups, sigs, key, overlay, freed, prune=True):
             if room <= best_pods and domain not in freed:
                 break  # the rest are roomier-first partial candidates that cannot do better
-            scopes = [[s.domains(key).get(domain, [])] for s in sigs]
-            nodes, failed = self._assign(groups, sigs, scopes, overlay)
-            if failed is None:
-                pods = sum(len(n) for n in nodes)
-                if pods == wanted:
-                    return _placement(nodes)
-                if pods > best_pods:
-                    best, best_pods = nodes, pods
+            within = [s.domains(key).get(domain, []) for s in sigs]
+            for scope in (_by_plane(within) if split else (within,)):
+                nodes, failed = self._assign(groups, sigs, [[e] for e in scope], overlay)
+                if failed is None:
+                    pods = sum(len(n) for n in nodes)
+                    if pods == wanted:
+                        return _placement(nodes)
+                    if pods > best_pods:
+                        best, best_pods = nodes, pods
         if best is not None:
             return _placement(best)
         anywhere, failed = self._assign(groups, sigs, [[s.flat] for s in sigs], overlay)
@@ -299,6 +307,15 @@ class NodePool:
         return placed
 
 _ONE_PLANE = TopologyConstraint(required=PLANE_LABEL)
+
+
+def _by_plane(scope: list[list[Entry]]) -> list[list[list[Entry]]]:
+    """``scope`` (entries per group) cut into one scope per compute plane."""
+    planes = sorted({e[0].labels.get(PLANE_LABEL, "") for entries in scope for e in entries})
+    if len(planes) < 2:
+        return [scope]
+    return [[[e for e in entries if e[0].labels.get(PLANE_LABEL, "") == plane]
+             for entries in scope] for plane in planes]
 
 
 def _placement(nodes: list[list[str]]) -> Placement:

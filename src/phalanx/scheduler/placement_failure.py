@@ -88,7 +88,10 @@ class PlacementExplainer:
         domains = self.domains
         if key == PLANE_LABEL:
             return self._across_planes(groups, sigs, overlay, anywhere, pods, wanted)
-        text = f"needs {pods} within one {key} (required topology)"
+        planes = self.index.multi_plane  # each value of key is met plane by plane
+        text = (f"needs {pods} within one {key} of one compute plane (required topology; a "
+                "gang never spans two clusters)" if planes
+                else f"needs {pods} within one {key} (required topology)")
         ranked = domains.rank(groups, sigs, key, overlay, domains.freed(overlay, key),
                               prune=False)
         if not ranked:
@@ -96,8 +99,8 @@ class PlacementExplainer:
         else:
             best, room = min(ranked, key=lambda dr: (-dr[1], dr[0]))
             text += (f"; the roomiest {key}, {best}, has room for {room} of the "
-                     f"{wanted} pods, while the cluster as a whole fits "
-                     f"{sum(len(n) for n in anywhere)}")
+                     f"{wanted} pods{' over all clusters together' if planes else ''}, "
+                     f"while the cluster as a whole fits {sum(len(n) for n in anywhere)}")
         return PlacementFailure(PendingCode.TOPOLOGY_UNSATISFIABLE, text)
 
 

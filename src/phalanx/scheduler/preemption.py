@@ -13,6 +13,13 @@ Kueue's rules for borrowing (only from one's own queue unless borrowWithinCohort
 allows it, below its maxPriorityThreshold); fair-sharing mode walks queues by
 share with the two fair-sharing strategies. This module finds the candidates and
 rules out hopeless searches; the search itself is ``search.VictimSearch``.
+
+With nodes of two or more compute planes (label ``phalanx.dev/plane``) the victims all
+come from the one plane the preemptor will run on. The search over every candidate is
+kept when its victims are all there; otherwise a search per plane, each with the
+candidates running there and the preemptor's pods pinned there, and the plane whose
+victims cost least wins. Freeing quota on one cluster to start a job on another would
+stop work that gives the preemptor no room it could not have had anyway.
 """
 
 from __future__ import annotations
@@ -29,11 +36,12 @@ from phalanx.scheduler.fairsharing import (
 )
 from phalanx.scheduler.flavors import NO_CANDIDATES, PREEMPT, PREEMPT_IN_QUEUE, RECLAIM, Assignment
 from phalanx.scheduler.freed import FreedRoom
-from phalanx.scheduler.placement import NodePool, Placement
+from phalanx.scheduler.placement import NodePool, Placement, PodGroup
 from phalanx.scheduler.protection import Protection
 from phalanx.scheduler.search import Source, Target, VictimSearch
 from phalanx.scheduler.search_tree import TreeFairSearch, in_tree
 from phalanx.scheduler.workload import FR, UsageKey, Workload
+from phalanx.spec.planes import PLANE_LABEL
 
 
 class _TreeMemo:
@@ -85,6 +93,10 @@ class Preemptor:
         # hold them: they only bound what a search could find).
         self.protection = Protection({}, {})
         self._preempting = ""  # the queue of the job the running search is for
+        self._plane: str | None = None  # with several planes: the one the search is in
+        # ...and the highest priority a victim there may have to beat the best plane so far.
+        self._at_most: int | None = None
+        self.planes_of: dict[str, str | None] = {}  # jobs' planes, forgotten each cycle
 
     def _memo(self, node: QuotaNode) -> _TreeMemo:
         """What depends only on the usage of ``node``'s cohort tree, kept until it changes:
@@ -182,10 +194,41 @@ class Preemptor:
         if self.promised:
             jobs = self._unpromised(jobs)
         jobs = self.protection.unprotected(jobs, self._preempting)
+        if self._plane is not None:
+            jobs = self._on_plane(jobs, self._plane, self._at_most)
         if len(frs) == 1:  # the usual case: a plain membership test
             only = frs[0]
             return (c for c in jobs if only in c.usage)
         return (c for c in jobs if any(fr in c.usage for fr in frs))
+
+    def _on_plane(self, jobs: Iterator[Workload], plane: str,
+                  at_most: int | None) -> Iterator[Workload]:
+        """The jobs running on compute plane ``plane`` (of priority at most ``at_most``).
+        A job that holds no node we know (its quota held while its nodes are bought, or its
+        node just gone) runs on no plane, so giving it up costs no other cluster anything:
+        it counts in every one."""
+        plane_of = self._plane_of
+        for c in jobs:
+            if at_most is not None and c.priority > at_most:
+                continue
+            where = plane_of(c.name)
+            if where is None or where == plane:
+                yield c
+
+    def _plane_of(self, job: str) -> str | None:
+        """The plane of the first node ``job`` holds that we know (None for none)."""
+        known = self.planes_of
+        if job in known:
+            return known[job]
+        where = None
+        nodes = self.pool.index.nodes
+        for name in self.pool.holdings(job):
+            node = nodes.get(name)
+            if node is not None:
+                where = node.labels.get(PLANE_LABEL)
+                break
+        known[job] = where
+        return where
 
     def _unpromised(self, jobs: Iterator[Workload]) -> Iterator[Workload]:
         promised = self.promised
@@ -284,6 +327,39 @@ class Preemptor:
 
     # ------------------------------------------------------------------ the search
     def find(self, wl: Workload, cq: QueueInfo, a: Assignment) -> Outcome:
+        """The victims that let ``wl`` run with assignment ``a``, and where it would run."""
+        found = self._find(wl, cq, a)
+        planes = self.pool.index.plane_nodes
+        if len(planes) < 2 or not found.targets or self._in_one_plane(found):
+            # (the search over every plane's candidates, placing the gang in one plane, is
+            # what one cluster's search would be; it is kept when its victims are there)
+            return found
+        best: Outcome | None = None
+        candidates = 0
+        for plane in sorted(planes):
+            # Once a plane has victims, another can only do better with victims of no
+            # higher priority: the rest are no candidates there (its search ends sooner).
+            self._plane = plane
+            self._at_most = None if best is None else _cost(best)[0]
+            try:
+                found = self._find(wl, cq, _pinned(a, plane))
+            finally:
+                self._plane = self._at_most = None
+            candidates = max(candidates, found.candidates)
+            if found.targets and (best is None or _cost(found) < _cost(best)):
+                best = found
+        return best if best is not None else Outcome(None, candidates=candidates)
+
+    def _in_one_plane(self, found: Outcome) -> bool:
+        """Whether ``found``'s victims all run on the plane its placement is in."""
+        assert found.targets is not None and found.placement is not None
+        nodes = self.pool.index.nodes
+        there = {nodes[n].labels.get(PLANE_LABEL) for names in found.placement.nodes
+                 for n in names if n in nodes}
+        return all(self._plane_of(t.wl.name) in there or self._plane_of(t.wl.name) is None
+                   for t in found.targets)
+
+    def _find(self, wl: Workload, cq: QueueInfo, a: Assignment) -> Outcome:
         self._preempting = cq.name
         cache, node = self.cache, cq.node
         frs = [fr for fr, v in a.usage.items() if v > cache.available(node, fr)]
@@ -448,6 +524,8 @@ class Preemptor:
             self._unpromised(src.jobs.in_order(src.below, None, self.admitted_by)),
             self._preempting) if every and src.newer_than is None \
             else self._candidates(src, [fr])
+        if self._plane is not None and every and src.newer_than is None:
+            jobs = self._on_plane(jobs, self._plane, self._at_most)
         for c in jobs:
             amount = c.usage[fr]
             if gone + amount <= limit:
@@ -501,3 +579,24 @@ class Preemptor:
             if short > 0 and held.get(fr, 0) < short:
                 return False
         return True
+
+
+def _pinned(a: Assignment, plane: str) -> Assignment:
+    """``a`` with every pod held to nodes of compute plane ``plane``."""
+    pinned = Assignment(a.mode)
+    pinned.choices = a.choices
+    pinned.usage = a.usage
+    pinned.borrowing = a.borrowing
+    pinned.shortfalls = a.shortfalls
+    pinned.no_flavor = a.no_flavor
+    pinned.groups = tuple(
+        PodGroup(g.name, g.count, g.min_count, g.requests,
+                 (*g.node_selector, (PLANE_LABEL, plane)), g.tolerations)
+        for g in a.groups)
+    return pinned
+
+
+def _cost(found: Outcome) -> tuple[int, int]:
+    """What a plane's victims cost: the highest priority among them, then how many."""
+    assert found.targets
+    return max(t.wl.priority for t in found.targets), len(found.targets)

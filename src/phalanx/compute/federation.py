@@ -245,7 +245,7 @@ class PlaneSet(ComputePlane):
         embedded = [m.plane for _, m in members if not m.qualify]
         if len(embedded) == 1:  # the in-process plane says why (no such pod, or no exec)
             return embedded[0].exec(job, pod, argv, tty=tty, cols=cols, rows=rows)
-        raise NotFound(f"no pod of {job} runs", field="job",
+        raise NotFound(f"job {job!r} has no running pod", field="pod",
                        fix="wait until the job runs (`phalanx describe`)")
 
 

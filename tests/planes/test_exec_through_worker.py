@@ -13,13 +13,15 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
+import psutil
 import pytest
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
-from tests.planes.harness import Federation, job_spec
+from tests.planes.harness import Federation, job_spec, wait_until
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -101,6 +103,30 @@ def test_exec_t_gives_a_terminal_through_the_worker(fed: Federation) -> None:
             proc.kill()
     text = output.decode(errors="replace")
     assert "/dev/pts/" in text and "idle-on-a-terminal" in text
+
+
+def test_a_user_who_goes_away_hangs_the_command_up(fed: Federation, tmp_path: Path) -> None:
+    pid_file = tmp_path / "pid"
+    user = subprocess.Popen(
+        [sys.executable, "-m", "phalanx.cli", "exec", "idle", "--", "sh", "-c",
+         f"echo $$ > {pid_file}.tmp; mv {pid_file}.tmp {pid_file}; exec sleep 120"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=cli_env(fed))
+    try:
+        pid = int(wait_until(lambda: pid_file.exists() and pid_file.read_text().strip(),
+                             what="the command to start"))
+        assert psutil.Process(pid).name() == "sleep"
+    finally:
+        user.kill()
+        user.wait()
+
+    def gone() -> bool:
+        try:
+            return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return True
+
+    wait_until(gone, 20, what="the command to be hung up")
+    assert fed.job("idle")["status"] == "Running"
 
 
 def test_exec_names_a_pod_that_does_not_run(fed: Federation) -> None:

@@ -39,19 +39,6 @@ def fed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Federation]:
         yield fed
 
 
-def cli_env(fed: Federation) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PHALANX_")}
-    return {**env, "PHALANX_URL": fed.server.url, "PHALANX_TOKEN": fed.server.token,
-            "PHALANX_HOME": str(fed.server.home)}
-
-
-def phalanx(fed: Federation, *args: str, stdin: bytes | None = None,
-            timeout: float = 60) -> subprocess.CompletedProcess[bytes]:
-    """The real CLI in a process of its own, as a user runs it."""
-    return subprocess.run([sys.executable, "-m", "phalanx.cli", *args], input=stdin,
-                          capture_output=True, timeout=timeout, env=cli_env(fed))
-
-
 def plane_token(fed: Federation, plane: str) -> str:
     key = (fed.root / f"{plane}.key").read_text().strip()
     answer = httpx.post(f"{fed.server.url}/v1/auth/token", json={"key": key})
@@ -60,18 +47,18 @@ def plane_token(fed: Federation, plane: str) -> str:
 
 
 def test_exec_runs_in_the_pod_and_returns_its_output_and_exit_code(fed: Federation) -> None:
-    done = phalanx(fed, "exec", "idle", "--", "sh", "-c", "echo $PHALANX_JOB; exit 3")
+    done = fed.cli("exec", "idle", "--", "sh", "-c", "echo $PHALANX_JOB; exit 3")
     assert done.returncode == 3, done.stderr
     assert done.stdout == b"idle\n"
-    other = phalanx(fed, "exec", "idle", "--rank", "1", "--", "sh", "-c",
+    other = fed.cli("exec", "idle", "--rank", "1", "--", "sh", "-c",
                     "echo $PHALANX_RANK; echo oops >&2")
     assert other.returncode == 0, other.stderr
     assert other.stdout == b"1\n" and other.stderr == b"oops\n"
-    piped = phalanx(fed, "exec", "idle", "-i", "--", "tr", "a-z", "A-Z",
+    piped = fed.cli("exec", "idle", "-i", "--", "tr", "a-z", "A-Z",
                     stdin=b"through the worker\n")
     assert piped.returncode == 0, piped.stderr
     assert piped.stdout == b"THROUGH THE WORKER\n"
-    missing = phalanx(fed, "exec", "idle", "--", "no-such-command-here")
+    missing = fed.cli("exec", "idle", "--", "no-such-command-here")
     assert missing.returncode == 127
     assert "cannot start 'no-such-command-here'" in missing.stderr.decode()
     assert fed.job("idle")["status"] == "Running"
@@ -81,7 +68,7 @@ def test_exec_t_gives_a_terminal_through_the_worker(fed: Federation) -> None:
     controller, terminal = pty.openpty()
     proc = subprocess.Popen(
         [sys.executable, "-m", "phalanx.cli", "exec", "idle", "-it", "--", "sh", "-i"],
-        stdin=terminal, stdout=terminal, stderr=terminal, env=cli_env(fed),
+        stdin=terminal, stdout=terminal, stderr=terminal, env=fed.cli_env(),
         start_new_session=True,
     )
     os.close(terminal)
@@ -110,7 +97,7 @@ def test_a_user_who_goes_away_hangs_the_command_up(fed: Federation, tmp_path: Pa
     user = subprocess.Popen(
         [sys.executable, "-m", "phalanx.cli", "exec", "idle", "--", "sh", "-c",
          f"echo $$ > {pid_file}.tmp; mv {pid_file}.tmp {pid_file}; exec sleep 120"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=cli_env(fed))
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=fed.cli_env())
     try:
         pid = int(wait_until(lambda: pid_file.exists() and pid_file.read_text().strip(),
                              what="the command to start"))
@@ -130,12 +117,12 @@ def test_a_user_who_goes_away_hangs_the_command_up(fed: Federation, tmp_path: Pa
 
 
 def test_exec_names_a_pod_that_does_not_run(fed: Federation) -> None:
-    done = phalanx(fed, "exec", "idle", "--rank", "7", "--", "true")
+    done = fed.cli("exec", "idle", "--rank", "7", "--", "true")
     assert done.returncode != 0
     assert "has no running pod 7" in done.stderr.decode()
     fed.submit(job_spec("quick", "print('done')", selector={"phalanx.dev/plane": "west"}))
     fed.wait_status("quick", "Succeeded")
-    finished = phalanx(fed, "exec", "quick", "--", "true")
+    finished = fed.cli("exec", "quick", "--", "true")
     assert finished.returncode != 0
     assert "has no running pod" in finished.stderr.decode()
 
@@ -172,12 +159,12 @@ def test_a_command_the_worker_does_not_take_fails_in_seconds(fed: Federation) ->
     worker.send_signal(signal.SIGSTOP)  # alive, connected for the grace, but deaf
     try:
         start = time.monotonic()
-        done = phalanx(fed, "exec", "idle", "--", "true")
+        done = fed.cli("exec", "idle", "--", "true")
         took = time.monotonic() - start
     finally:
         worker.send_signal(signal.SIGCONT)
     assert done.returncode != 0
     assert "did not take the command within 5s" in done.stderr.decode(), done.stderr
     assert took < 20
-    again = phalanx(fed, "exec", "idle", "--", "sh", "-c", "exit 4")
+    again = fed.cli("exec", "idle", "--", "sh", "-c", "exit 4")
     assert again.returncode == 4, again.stderr

@@ -8,6 +8,7 @@ from collections.abc import Callable
 import pytest
 
 from phalanx.compute.base import ExecSession, PodPhase
+from phalanx.compute.federation import PlaneSet
 from phalanx.compute.remote import PLANE_LOST, PlaneState, PlaneTimers, RemotePlane
 from phalanx.errors import NotFound, PhalanxError, Unavailable
 from phalanx.scheduler.types import Admission, PodSetAssignment
@@ -187,3 +188,17 @@ def test_commands_are_refused_at_once_without_a_running_pod_or_a_connected_worke
         with pytest.raises(NotFound, match="has no running pod"):
             plane.exec(job, pod_name, ["true"])
     assert plane.exec_requests(0) == []
+
+
+def test_the_plane_set_sends_a_command_where_the_job_runs_now() -> None:
+    east, west = RemotePlane("east"), RemotePlane("west")
+    east.report(report(pod("a", 0, "Failed")))  # an earlier attempt, kept until forgotten
+    west.report(report(pod("a", 0)))
+    west.exec_pickup = 0.1
+    planes = PlaneSet()
+    planes.add("east", east)
+    planes.add("west", west)
+    with pytest.raises(Unavailable, match="compute plane west did not take"):
+        planes.exec("a", None, ["true"])
+    with pytest.raises(NotFound, match="has no running pod"):
+        planes.exec("b", None, ["true"])

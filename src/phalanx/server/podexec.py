@@ -130,8 +130,11 @@ def add_exec_route(
                     field="exec", fix="retry once one of them has ended")
             running += 1  # counted from here: the plane's exec below may take a moment
             try:
+                # A plane behind a worker waits here for it (seconds): in a thread of the
+                # sessions' own, never one of the pool every other route runs in.
                 session = await to_thread.run_sync(lambda: service.exec(
-                    name, query.get("pod"), argv, tty=tty, cols=cols, rows=rows))
+                    name, query.get("pod"), argv, tty=tty, cols=cols, rows=rows),
+                    limiter=threads)
             except BaseException:
                 running -= 1
                 raise

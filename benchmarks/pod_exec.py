@@ -1,67 +1,103 @@
-"""``phalanx exec`` through the API: round trips of a trivial command and output throughput.
+"""``phalanx exec`` through the API: round trips of a trivial command and output throughput,
+in the control plane's own (in-process) local plane and in a local plane behind a worker.
 
-Starts a real control plane on the local plane (``phalanx up``), runs a job whose pod
-idles, then runs ``true`` in it N times one after another (the WebSocket, the server's
-relay, the pod supervisor's exec channel and a process start, end to end; the CLI's own
+For each, starts a real control plane (``phalanx up``; for the worker row ``phalanx up
+--no-local-plane`` and a ``phalanx worker``), runs a job whose pod idles, then runs
+``true`` in it N times one after another (the WebSocket, the server's relay, the pod
+supervisor's exec channel and a process start, end to end; through a worker also the
+worker's long poll, its outbound WebSocket and the control plane's bridge; the CLI's own
 start-up is left out), and streams 50 MB of output out of the pod once.
 
-    python -m benchmarks.pod_exec                 # 50 round trips
+    python -m benchmarks.pod_exec                 # 50 round trips each
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
+import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
+
+import yaml
 
 from benchmarks.harness import ServerProcess, percentile, write_json
+from benchmarks.planes import QUEUES, _stop, _wait, _worker
 from phalanx.cli.podexec import exec_in_pod
+from phalanx.sdk import Client
 from phalanx.sdk.config import Endpoint
-from phalanx.spec import JobSpec
 
 OUTPUT_BYTES = 50_000_000
+IDLE = ["sleep", "600"]
+
+
+@contextlib.contextmanager
+def _control_plane(root: Path, remote: bool) -> Iterator[tuple[ServerProcess, Client]]:
+    """A control plane with its own local plane, or with none and one worker's."""
+    args = ["--run-as-user", str(os.geteuid())]
+    if remote:
+        args += ["--no-local-plane", "--worker-grace", "30s", "--worker-lost-after", "120s"]
+    with ServerProcess(root / "home", *args) as server:
+        workers = [_worker(server, root, "edge")] if remote else []
+        try:
+            with server.client() as client:
+                client.apply(list(yaml.safe_load_all(QUEUES)))
+                if remote:
+                    _wait(lambda: any(p.state == "connected" and p.nodes
+                                      for p in client.planes()), 60, 0.1)
+                yield server, client
+        finally:
+            _stop(workers)
+
+
+def _measure(server: ServerProcess, client: Client, home: Path, runs: int) -> dict[str, Any]:
+    client.submit({"name": "idle", "queue": "default", "podSets": [{
+        "name": "main", "replicas": 1, "resources": {"cpu": "100m"}, "command": IDLE}]})
+    deadline = time.monotonic() + 60
+    while client.get("idle").status.value != "Running":
+        if time.monotonic() > deadline:
+            raise RuntimeError("the idle job did not start")
+        time.sleep(0.1)
+    endpoint = Endpoint(server.url, server.token, home)
+    for _ in range(3):  # warm up
+        exec_in_pod(endpoint, "idle", ["true"])
+    latencies = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        assert exec_in_pod(endpoint, "idle", ["true"]).exit_code == 0
+        latencies.append(time.perf_counter() - start)
+    start = time.perf_counter()
+    big = exec_in_pod(endpoint, "idle", ["head", "-c", str(OUTPUT_BYTES), "/dev/zero"])
+    seconds = time.perf_counter() - start
+    assert len(big.stdout) == OUTPUT_BYTES
+    client.cancel("idle")
+    return {
+        "round_trip_ms": {"median": statistics.median(latencies) * 1000,
+                          "p90": percentile(latencies, 90) * 1000},
+        "output_mb_per_s": OUTPUT_BYTES / 1e6 / seconds,
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=50)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp, \
-            ServerProcess(Path(tmp) / "home", "--run-as-user", str(os.geteuid())) as server:
-        with server.client() as client:
-            client.submit(JobSpec.model_validate({
-                "name": "idle", "podSets": [{"command": ["sleep", "600"]}]}))
-            deadline = time.monotonic() + 60
-            while client.get("idle").status.value != "Running":
-                if time.monotonic() > deadline:
-                    raise RuntimeError("the idle job did not start")
-                time.sleep(0.1)
-        endpoint = Endpoint(server.url, server.token, Path(tmp) / "home")
-        for _ in range(3):  # warm up
-            exec_in_pod(endpoint, "idle", ["true"])
-        latencies = []
-        for _ in range(args.runs):
-            start = time.perf_counter()
-            assert exec_in_pod(endpoint, "idle", ["true"]).exit_code == 0
-            latencies.append(time.perf_counter() - start)
-        start = time.perf_counter()
-        big = exec_in_pod(endpoint, "idle", ["head", "-c", str(OUTPUT_BYTES), "/dev/zero"])
-        seconds = time.perf_counter() - start
-        assert len(big.stdout) == OUTPUT_BYTES
-        with server.client() as client:
-            client.cancel("idle")
-    result = {
-        "runs": args.runs,
-        "round_trip_ms": {"median": statistics.median(latencies) * 1000,
-                          "p90": percentile(latencies, 90) * 1000},
-        "output_mb_per_s": OUTPUT_BYTES / 1e6 / seconds,
-    }
-    print(f"exec true: median {result['round_trip_ms']['median']:.1f} ms, "
-          f"p90 {result['round_trip_ms']['p90']:.1f} ms over {args.runs} runs; "
-          f"{OUTPUT_BYTES // 1_000_000} MB of output at {result['output_mb_per_s']:.0f} MB/s")
+    result: dict[str, Any] = {"runs": args.runs}
+    for key, remote in (("in_process", False), ("worker", True)):
+        with tempfile.TemporaryDirectory() as tmp, \
+                _control_plane(Path(tmp), remote) as (server, client):
+            result[key] = _measure(server, client, Path(tmp) / "home", args.runs)
+    for key, label in (("in_process", "in-process plane"), ("worker", "through a worker")):
+        row = result[key]
+        print(f"{label:>17}: exec true median {row['round_trip_ms']['median']:.1f} ms, "
+              f"p90 {row['round_trip_ms']['p90']:.1f} ms over {args.runs} runs; "
+              f"{OUTPUT_BYTES // 1_000_000} MB of output at {row['output_mb_per_s']:.0f} MB/s",
+              file=sys.stdout)
     write_json("pod_exec", result)
 
 

@@ -200,6 +200,18 @@ class Federation:
     def api(self) -> httpx.Client:
         return self.server.client()
 
+    def cli_env(self) -> dict[str, str]:
+        """The environment of a user's CLI that talks to this control plane."""
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PHALANX_")}
+        return {**env, "PHALANX_URL": self.server.url, "PHALANX_TOKEN": self.server.token,
+                "PHALANX_HOME": str(self.server.home)}
+
+    def cli(self, *args: str, stdin: bytes | None = None,
+            timeout: float = 60) -> subprocess.CompletedProcess[bytes]:
+        """The real CLI in a process of its own, as a user runs it."""
+        return subprocess.run([sys.executable, "-m", "phalanx.cli", *args], input=stdin,
+                              capture_output=True, timeout=timeout, env=self.cli_env())
+
     def add_plane(self, name: str) -> Path:
         with self.api() as api:
             answer = api.post("/v1/planes", json={"name": name})

@@ -109,6 +109,20 @@ def test_a_gang_lands_on_the_kubernetes_plane_with_identity_and_fence(
     wait_until(lambda: not _pods(kube, "k8s-gang"), timeout=60, what="the pods to be deleted")
 
 
+def test_exec_reaches_a_pod_of_the_kubernetes_plane(mixed: Federation) -> None:
+    spec = job_spec("k8s-exec", "import time; time.sleep(600)", selector={
+        "phalanx.dev/plane": "gke"})
+    spec["podSets"][0]["image"] = IMAGE
+    mixed.submit(spec)
+    mixed.wait_status("k8s-exec", "Running", timeout=90)
+    # Through the worker, to the cluster's pods/exec (the mock's kubelet runs it).
+    done = mixed.cli("exec", "k8s-exec", "--", "sh", "-c", "echo $PHALANX_JOB; exit 3")
+    assert done.returncode == 3, done.stderr
+    assert done.stdout == b"k8s-exec\n"
+    with mixed.api() as api:
+        api.post("/v1/jobs/k8s-exec/cancel")
+
+
 def test_the_local_plane_runs_beside_it(mixed: Federation, kube: FakeAPIServer) -> None:
     local = job_spec("on-laptop", "print('hello from the laptop')",
                      selector={"phalanx.dev/plane": "laptop"})

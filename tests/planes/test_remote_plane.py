@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
-from phalanx.compute.base import PodPhase
+import threading
+from collections.abc import Callable
+
+import pytest
+
+from phalanx.compute.base import ExecSession, PodPhase
+from phalanx.compute.federation import PlaneSet
 from phalanx.compute.remote import PLANE_LOST, PlaneState, PlaneTimers, RemotePlane
+from phalanx.errors import NotFound, PhalanxError, Unavailable
 from phalanx.scheduler.types import Admission, PodSetAssignment
 from phalanx.spec.planes import PlaneReport, PodReport
 from phalanx.spec.resources import JobSpec, Node
@@ -100,3 +107,98 @@ def test_a_lost_plane_refuses_what_it_never_started_back_to_pending() -> None:
     assert [(r.job, r.error) for r in refused] == [("b", False)]
     assert "lost" in refused[0].reason
     assert plane.desired(-1, 0).attempts == []
+
+
+# --------------------------------------------------------------------------- exec
+class Channel:
+    """Stands in for the worker's end of a command."""
+
+    def send(self, frame: bytes) -> None: ...
+
+    def receive(self) -> bytes | None:
+        return None
+
+    def close(self) -> None: ...
+
+
+def in_thread(call: Callable[[], ExecSession]) -> tuple[threading.Thread, list[object]]:
+    """``call`` on a thread of its own (``exec`` blocks); what it returned or raised."""
+    out: list[object] = []
+
+    def run() -> None:
+        try:
+            out.append(call())
+        except PhalanxError as exc:
+            out.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread, out
+
+
+def running_plane() -> RemotePlane:
+    plane = RemotePlane("east")
+    plane.report(report(pod("a", 0), pod("a", 1)))
+    return plane
+
+
+def test_a_command_is_handed_out_once_taken_once_and_returns_the_workers_channel() -> None:
+    plane = running_plane()
+    thread, out = in_thread(lambda: plane.exec("a", "1", ["sh"], tty=True, cols=100))
+    [request] = plane.exec_requests(5)
+    assert (request.job, request.pod, request.argv, request.tty, request.cols) == (
+        "a", "1", ["sh"], True, 100)
+    assert plane.exec_requests(0) == []  # handed out once
+    assert plane.take_exec("not-" + request.session) is None
+    assert plane.take_exec(request.session) == request
+    assert plane.take_exec(request.session) is None  # taken once
+    channel = Channel()
+    assert plane.exec_ready(request.session, channel)
+    thread.join(5)
+    assert out == [channel]
+    assert not plane.exec_ready(request.session, Channel())  # nobody waits any more
+
+
+def test_the_planes_refusal_reaches_the_caller() -> None:
+    plane = running_plane()
+    thread, out = in_thread(lambda: plane.exec("a", None, ["true"]))
+    [request] = plane.exec_requests(5)
+    plane.take_exec(request.session)
+    plane.exec_ready(request.session, error=NotFound("no such pod", field="pod"))
+    thread.join(5)
+    assert isinstance(out[0], NotFound) and out[0].message == "no such pod"
+
+
+def test_a_command_nobody_takes_fails_after_the_pickup_time() -> None:
+    plane = running_plane()
+    plane.exec_pickup = 0.2
+    thread, out = in_thread(lambda: plane.exec("a", None, ["true"]))
+    [late] = plane.exec_requests(5)  # handed out, never taken
+    thread.join(5)
+    assert isinstance(out[0], Unavailable)
+    assert "did not take the command within 0.2s" in out[0].message
+    assert plane.take_exec(late.session) is None  # a worker that dials in now finds it gone
+
+
+def test_commands_are_refused_at_once_without_a_running_pod_or_a_connected_worker() -> None:
+    with pytest.raises(Unavailable, match="waiting for its worker"):
+        RemotePlane("east").exec("a", None, ["true"])
+    plane = running_plane()
+    for job, pod_name in (("b", None), ("a", "7")):
+        with pytest.raises(NotFound, match="has no running pod"):
+            plane.exec(job, pod_name, ["true"])
+    assert plane.exec_requests(0) == []
+
+
+def test_the_plane_set_sends_a_command_where_the_job_runs_now() -> None:
+    east, west = RemotePlane("east"), RemotePlane("west")
+    east.report(report(pod("a", 0, "Failed")))  # an earlier attempt, kept until forgotten
+    west.report(report(pod("a", 0)))
+    west.exec_pickup = 0.1
+    planes = PlaneSet()
+    planes.add("east", east)
+    planes.add("west", west)
+    with pytest.raises(Unavailable, match="compute plane west did not take"):
+        planes.exec("a", None, ["true"])
+    with pytest.raises(NotFound, match="has no running pod"):
+        planes.exec("b", None, ["true"])

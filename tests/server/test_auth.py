@@ -198,6 +198,8 @@ TABLE: dict[tuple[str, str], tuple[str, Any, dict[str, int]]] = {
                                            {"worker": "w"}, PLANE_ONLY),
     ("get", "/v1/planes/{name}/desired"): ("/v1/planes/table-plane/desired?wait=0", None,
                                            PLANE_ONLY),
+    ("get", "/v1/planes/{name}/exec"): ("/v1/planes/table-plane/exec?wait=0", None,
+                                        PLANE_ONLY),
 }
 # A job's credential is its owner, alice, minus what admins may do and keys (403).
 TABLE = {route: (path, body, {**expected, "alice-job": 403 if "/v1/keys" in route[1]

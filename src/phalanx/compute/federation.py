@@ -20,7 +20,14 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, replace
 
-from phalanx.compute.base import ComputePlane, ExecSession, PodCredential, PodState, Refusal
+from phalanx.compute.base import (
+    ComputePlane,
+    ExecSession,
+    PodCredential,
+    PodPhase,
+    PodState,
+    Refusal,
+)
 from phalanx.errors import NotFound, SpecError
 from phalanx.scheduler.types import Admission, PodSetAssignment
 from phalanx.spec.planes import LOCAL_PLANE, PLANE_LABEL
@@ -239,13 +246,16 @@ class PlaneSet(ComputePlane):
     def exec(self, job: str, pod: str | None, argv: list[str], *, tty: bool = False,
              cols: int = 80, rows: int = 24) -> ExecSession:
         members = self._snapshot()
-        for _, member in members:
-            if any(p.ref.job == job for p in member.plane.observe()):
+        pods = [(m, [p for p in m.plane.observe() if p.ref.job == job]) for _, m in members]
+        # The plane where it runs now, before one that still keeps an earlier attempt's pods.
+        for member, mine in sorted(pods, key=lambda item: not any(
+                p.phase is PodPhase.RUNNING for p in item[1])):
+            if mine:
                 return member.plane.exec(job, pod, argv, tty=tty, cols=cols, rows=rows)
         embedded = [m.plane for _, m in members if not m.qualify]
         if len(embedded) == 1:  # the in-process plane says why (no such pod, or no exec)
             return embedded[0].exec(job, pod, argv, tty=tty, cols=cols, rows=rows)
-        raise NotFound(f"no pod of {job} runs", field="job",
+        raise NotFound(f"job {job!r} has no running pod", field="pod",
                        fix="wait until the job runs (`phalanx describe`)")
 
 

@@ -18,10 +18,17 @@ than this object, i.e. the control plane's start, so a control plane that was do
   pods read as failed by the system (their jobs are requeued and may run elsewhere) and
   attempts it never started are refused back to pending. A worker that comes back is
   told to stop whatever it still runs of them (the control loop sees old attempts).
+
+Commands in pods (``exec``): the worker dials out for those too. ``exec`` leaves an
+``ExecRequest`` for the worker's long poll (``exec_requests``, each handed out once) and
+waits: the worker has ``exec_pickup`` seconds to open the session's WebSocket
+(``take_exec``), then ``exec_start`` for its plane to start the command (``exec_ready``,
+with the worker's end of the command as an ``ExecSession``, or the plane's refusal).
 """
 
 from __future__ import annotations
 
+import secrets
 import threading
 import time
 from collections.abc import Callable
@@ -30,17 +37,20 @@ from enum import StrEnum
 
 from phalanx.compute.base import (
     ComputePlane,
+    ExecSession,
     PodCredential,
     PodPhase,
     PodRef,
     PodState,
     Refusal,
 )
+from phalanx.errors import NotFound, PhalanxError, Unavailable
 from phalanx.scheduler.types import Admission
 from phalanx.spec.planes import (
     AttemptKey,
     DesiredAttempt,
     DesiredState,
+    ExecRequest,
     PlaneHello,
     PlaneReport,
     PodReport,
@@ -51,6 +61,8 @@ from phalanx.store.logs import LogStore
 
 PLANE_LOST = "PlaneLost"
 Key = tuple[str, int]
+EXEC_PICKUP = 5.0  # seconds the worker has to dial in for a command
+EXEC_START = 30.0  # then for its plane to start it (a cluster's pods/exec may take a while)
 
 
 class PlaneState(StrEnum):
@@ -65,6 +77,18 @@ class PlaneTimers:
     worker_grace: float = 60.0
     worker_lost_after: float = 900.0
     poll_seconds: float = 25.0
+
+
+@dataclass(slots=True)
+class _Exec:
+    """A command waiting for the worker: handed out once, taken when the worker dials in,
+    then started (``session``) or refused (``error``)."""
+
+    request: ExecRequest
+    offered: bool = False
+    taken: bool = False
+    session: ExecSession | None = None
+    error: PhalanxError | None = None
 
 
 def pod_state(report: PodReport) -> PodState:
@@ -120,6 +144,10 @@ class RemotePlane(ComputePlane):
         self._refused: list[Refusal] = []
         self._version = 0
         self._closed = False  # the control plane is stopping: timers frozen, polls released
+        self._execs: dict[str, _Exec] = {}
+        self._execs_changed = threading.Condition()
+        self.exec_pickup = EXEC_PICKUP
+        self.exec_start = EXEC_START
 
     # ------------------------------------------------------------------ the worker's side
     def hello(self, hello: PlaneHello) -> None:
@@ -340,8 +368,99 @@ class RemotePlane(ComputePlane):
                            if any(not p.phase.done for p in pods)})
 
     def close(self) -> None:
-        """The control plane is stopping: release the worker's poll and freeze the timers."""
+        """The control plane is stopping: release the worker's polls and freeze the timers."""
         with self._changed:
             self._closed = True
             self._changed.notify_all()
+        with self._execs_changed:
+            self._execs_changed.notify_all()
+
+    # ------------------------------------------------------------------ commands in pods
+    def exec(self, job: str, pod: str | None, argv: list[str], *, tty: bool = False,
+             cols: int = 80, rows: int = 24) -> ExecSession:
+        """Have the worker run ``argv`` in the pod; blocks until it runs or is refused."""
+        self._check_exec(job, pod)
+        pending = _Exec(ExecRequest(session=secrets.token_urlsafe(18), job=job, pod=pod,
+                                    argv=argv, tty=tty, cols=cols, rows=rows))
+        fix = (f"check that the worker of compute plane {self.plane} runs and is as new as "
+               "the control plane (its log says why), then run the command again")
+        with self._execs_changed:
+            self._execs[pending.request.session] = pending
+            self._execs_changed.notify_all()
+            try:
+                if not self._execs_changed.wait_for(lambda: pending.taken or self._closed,
+                                                    self.exec_pickup) or self._closed:
+                    raise Unavailable(
+                        f"the worker of compute plane {self.plane} did not take the command "
+                        f"within {self.exec_pickup:g}s", field="pod", fix=fix)
+                if not self._execs_changed.wait_for(
+                        lambda: pending.session is not None or pending.error is not None
+                        or self._closed, self.exec_start) or self._closed:
+                    raise Unavailable(
+                        f"compute plane {self.plane} did not start the command within "
+                        f"{self.exec_start:g}s", field="pod", fix=fix)
+            finally:
+                del self._execs[pending.request.session]  # too late for exec_ready from here
+        if pending.error is not None:
+            raise pending.error
+        assert pending.session is not None
+        return pending.session
+
+    def _check_exec(self, job: str, pod: str | None) -> None:
+        """Refuse at once what the worker could not do: a plane that is not connected, a job
+        with no such running pod as last reported (a name the control plane does not know,
+        such as a cluster's own pod name, is left to the worker)."""
+        if self._state is not PlaneState.CONNECTED:
+            raise Unavailable(f"compute plane {self.plane} is {self.describe_state()}: its "
+                              "pods take no commands now", field="pod",
+                              fix="run the command once its worker is connected again "
+                                  "(phalanx plane list)")
+        with self._changed:
+            running = [p.ref for group in self._pods.values() for p in group
+                       if p.ref.job == job and p.phase is PodPhase.RUNNING]
+        named = [r for r in running if (pod is None and r.rank == 0)
+                 or pod in (str(r.rank), r.name)]
+        if not named and (not running or pod is None or pod.isdigit()):
+            raise NotFound(
+                f"job {job!r} has no running pod {pod if pod is not None else 'of rank 0'}",
+                field="pod", fix="name a running pod by rank or name (phalanx describe lists "
+                "them), or wait until the job runs")
+
+    def exec_requests(self, timeout: float) -> list[ExecRequest]:
+        """Commands not handed out yet (each is, once), waiting up to ``timeout`` for one."""
+        with self._execs_changed:
+            self._execs_changed.wait_for(
+                lambda: self._closed or any(not e.offered for e in self._execs.values()),
+                timeout)
+            fresh = [e for e in self._execs.values() if not e.offered]
+            for pending in fresh:
+                pending.offered = True
+            return [e.request for e in fresh]
+
+    def take_exec(self, session: str) -> ExecRequest | None:
+        """The worker dialed in for ``session``: its request, or None (unknown, timed out or
+        taken already)."""
+        with self._execs_changed:
+            pending = self._execs.get(session)
+            if pending is None or pending.taken:
+                return None
+            pending.taken = True
+            self._execs_changed.notify_all()
+            return pending.request
+
+    def exec_ready(self, session: str, running: ExecSession | None = None,
+                   error: PhalanxError | None = None) -> bool:
+        """The worker's plane started the command (``running``) or refused it (``error``).
+        False when nobody waits for it any more: the caller ends the command."""
+        with self._execs_changed:
+            pending = self._execs.get(session)
+            if pending is None or not pending.taken or pending.session is not None \
+                    or pending.error is not None:
+                return False
+            pending.session, pending.error = running, error
+            if running is None and error is None:
+                pending.error = Unavailable("the worker neither ran nor refused the command",
+                                            field="pod", fix="see the worker's log")
+            self._execs_changed.notify_all()
+            return True
 

@@ -521,7 +521,7 @@ def create_app(
 
     add_cluster_routes(app, service, identity, parsers, _errors)
     if planes is not None:
-        add_plane_routes(app, controller, planes, auth, control_plane_id, _errors)
+        add_plane_routes(app, controller, planes, auth, control_plane_id, _errors, _error)
     add_identity_routes(app, auth, _ROLE_ERRORS, _errors)
     check_every_route(app.routes)
     if dashboard:

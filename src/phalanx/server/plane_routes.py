@@ -1,5 +1,6 @@
-"""The routes of compute planes: the worker's (``hello``, ``report``, ``desired``: only a
-key of scope ``plane:<name>`` for that plane) and the admins' registry (``phalanx plane``).
+"""The routes of compute planes: the worker's (``hello``, ``report``, ``desired``, and
+``exec`` in ``plane_exec.py``: only a key of scope ``plane:<name>`` for that plane) and the
+admins' registry (``phalanx plane``).
 
 A plane key reaches nothing else: ``check_plane_key`` refuses it on every other path, so
 a key for cluster A can neither report for B nor read a job.
@@ -14,13 +15,15 @@ from typing import Any
 import anyio
 from anyio import to_thread
 from fastapi import FastAPI, Query, Request
+from starlette.responses import Response
 
 from phalanx.control import Controller
 from phalanx.control.planes import PlaneRegistry, jobs_by_plane, stop_jobs_on
-from phalanx.errors import Forbidden, SpecError
+from phalanx.errors import Forbidden, PhalanxError, SpecError
 from phalanx.server.access import Access, audit_entry, needs, principal_of
 from phalanx.server.auth import Authenticator
 from phalanx.server.keys import new_key
+from phalanx.server.plane_exec import add_plane_exec_routes
 from phalanx.server.principal import Principal
 from phalanx.spec.planes import (
     PLANE_SCOPE_PREFIX,
@@ -41,7 +44,7 @@ from phalanx.spec.planes import (
 )
 from phalanx.store import StoredKey
 
-_WORKER_PATHS = ("hello", "report", "desired")
+_WORKER_PATHS = ("hello", "report", "desired", "exec")
 MAX_WAIT = 60.0
 MAX_POLLS = 1000  # workers waiting at once
 
@@ -51,7 +54,9 @@ def check_plane_key(principal: Principal, path: str) -> None:
     if not principal.scope.startswith(PLANE_SCOPE_PREFIX):
         return
     plane = principal.scope[len(PLANE_SCOPE_PREFIX):]
-    if path not in {f"/v1/planes/{plane}/{tail}" for tail in _WORKER_PATHS}:
+    session = path.removeprefix(f"/v1/planes/{plane}/exec/")  # a command's WebSocket
+    if path not in {f"/v1/planes/{plane}/{tail}" for tail in _WORKER_PATHS} and (
+            session == path or not session or "/" in session):
         raise Forbidden(f"a key of compute plane {plane} only reports for that plane",
                         field="Authorization", fix="use a user's key for anything else")
 
@@ -59,6 +64,7 @@ def check_plane_key(principal: Principal, path: str) -> None:
 def add_plane_routes(
     app: FastAPI, controller: Controller, registry: PlaneRegistry, auth: Authenticator,
     control_plane_id: str, errors: Callable[..., dict[int | str, dict[str, Any]]],
+    error_response: Callable[[PhalanxError], Response],
 ) -> None:
     timers = registry.timers
     # Long polls wait in threads of their own: with the shared pool (40 threads), 40
@@ -101,6 +107,8 @@ def add_plane_routes(
         """The desired state once its version passes ``after`` (a long poll of ``wait`` s)."""
         remote = registry.remote(name)
         return await to_thread.run_sync(remote.desired, after, wait, limiter=polls)
+
+    add_plane_exec_routes(app, registry, polls, errors, error_response)
 
     # ------------------------------------------------------------------ the registry
     def view(overview: Any) -> PlaneView:

@@ -5,7 +5,9 @@ or a pod name; rank 0 by default), ``tty`` (a terminal, for interactive shells)
 and its ``cols``/``rows``. Once accepted, every message either way is one frame of
 ``phalanx.kinds.relay``: the client sends input (``I``, empty at its end) and
 terminal sizes (``R``); the server sends output (``1``/``2``) and, last, the exit
-(``X``), then closes. The compute plane runs the command (``ComputePlane.exec``).
+(``X``), then closes. The compute plane runs the command (``ComputePlane.exec``); a
+plane behind a worker hands back the worker's WebSocket (``plane_exec.py``), which is
+relayed on the event loop rather than through threads (``AsyncExecSession``).
 
 Refusals come before the connection is accepted, as HTTP answers in the usual
 error envelope (the WebSocket denial response): 401 without the token (the guard),
@@ -18,7 +20,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from typing import Protocol, runtime_checkable
 
 import anyio
 from anyio import to_thread
@@ -38,6 +41,17 @@ log = logging.getLogger("phalanx.server")
 MAX_EXEC_SESSIONS = 32
 """Commands running through the API at once; each holds a thread while it waits for output."""
 MAX_TERMINAL = 10_000  # columns or rows: beyond any screen
+
+
+@runtime_checkable
+class AsyncExecSession(Protocol):
+    """An ``ExecSession`` spoken to on the event loop (the worker's end of a command)."""
+
+    async def asend(self, frame: bytes) -> None: ...
+
+    async def areceive(self) -> bytes | None: ...
+
+    def close(self) -> None: ...
 
 
 async def deny(websocket: WebSocket, response: Response) -> None:
@@ -116,8 +130,11 @@ def add_exec_route(
                     field="exec", fix="retry once one of them has ended")
             running += 1  # counted from here: the plane's exec below may take a moment
             try:
+                # A plane behind a worker waits here for it (seconds): in a thread of the
+                # sessions' own, never one of the pool every other route runs in.
                 session = await to_thread.run_sync(lambda: service.exec(
-                    name, query.get("pod"), argv, tty=tty, cols=cols, rows=rows))
+                    name, query.get("pod"), argv, tty=tty, cols=cols, rows=rows),
+                    limiter=threads)
             except BaseException:
                 running -= 1
                 raise
@@ -137,13 +154,23 @@ def add_exec_route(
 async def _relay(websocket: WebSocket, session: ExecSession,
                  threads: anyio.CapacityLimiter) -> None:
     """Frames both ways until the pod's side ends (after the exit frame) or the client goes."""
+    send: Callable[[bytes], Awaitable[None]]
+    receive: Callable[[], Awaitable[bytes | None]]
+    if isinstance(session, AsyncExecSession):
+        send, receive = session.asend, session.areceive
+    else:
+        def send(data: bytes) -> Awaitable[None]:
+            return to_thread.run_sync(session.send, data)
+
+        def receive() -> Awaitable[bytes | None]:
+            return to_thread.run_sync(session.receive, limiter=threads)
+
     async with anyio.create_task_group() as group:
 
         async def from_client() -> None:
             try:
                 while True:
-                    data = await websocket.receive_bytes()
-                    await to_thread.run_sync(session.send, data)
+                    await send(await websocket.receive_bytes())
             except OSError:
                 return  # the command ended: its exit is still on its way to the client
             except (WebSocketDisconnect, RuntimeError, relay.RelayError, ValueError, KeyError):
@@ -154,8 +181,7 @@ async def _relay(websocket: WebSocket, session: ExecSession,
 
         async def from_pod() -> None:
             try:
-                while (frame := await to_thread.run_sync(session.receive,
-                                                         limiter=threads)) is not None:
+                while (frame := await receive()) is not None:
                     await websocket.send_bytes(frame)
             except (OSError, ValueError) as exc:
                 log.debug("exec stream ended: %s", exc)

@@ -146,6 +146,34 @@ class DesiredState(Model):
     forget: list[AttemptKey] = Field(default_factory=list)
 
 
+
+# --------------------------------------------------------------------------- exec
+class ExecRequest(Model):
+    """A command to run in one of the plane's pods (``phalanx exec``): the worker opens the
+    WebSocket ``/v1/planes/{plane}/exec/{session}`` and relays its frames."""
+
+    session: str = Field(description="The session's random id: the path the worker dials")
+    job: str
+    pod: str | None = Field(default=None, description="A rank or a pod name; none: rank 0")
+    argv: list[str]
+    tty: bool = False
+    cols: int = 80
+    rows: int = 24
+
+
+class ExecRequests(Model):
+    """Commands waiting for the worker (each handed out once)."""
+
+    sessions: list[ExecRequest] = Field(default_factory=list)
+
+
+class ExecReady(Model):
+    """The worker's first message on an exec WebSocket: the command runs, or why it does not."""
+
+    error: dict[str, Any] | None = Field(
+        default=None, description="The plane's refusal in the API's error form (type, message, "
+        "field, fix); none: the command runs and frames follow")
+
 # --------------------------------------------------------------------------- admin views
 class PlaneView(Model):
     name: str

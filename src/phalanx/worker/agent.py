@@ -1,10 +1,11 @@
 """The worker loop: report the plane, take the desired state, converge, fence.
 
-Two threads: the reporter sends what the plane has (pods, nodes when they changed or
+Three threads: the reporter sends what the plane has (pods, nodes when they changed or
 the control plane asks, new log output) every ``report_interval`` seconds and as soon
 as the plane says its pods changed; the poller long-polls the desired state and
 converges the plane to it (start the attempts it lists and does not run, refuse those
-placed on nodes it no longer has, stop and forget what it is told). It never stops a pod
+placed on nodes it no longer has, stop and forget what it is told); the third takes
+commands to run in its pods (``phalanx exec``, see ``execs.py``). It never stops a pod
 the control plane did not name, except at the fence:
 
 - every answer from the control plane renews the lease to ``now + fence_after``; the
@@ -45,6 +46,7 @@ from phalanx.spec.resources import JobSpec
 from phalanx.store.logs import LogStore
 from phalanx.version import __version__
 from phalanx.worker.client import PlaneClient
+from phalanx.worker.execs import ExecRelay
 
 log = logging.getLogger("phalanx.worker")
 
@@ -108,11 +110,16 @@ class Worker:
 
     # ------------------------------------------------------------------ running
     def run(self) -> None:
-        """Until ``stop`` is set: register, then report and poll on two threads."""
+        """Until ``stop`` is set: register, then report, poll and take commands on three
+        threads."""
         self._register()
         poller = threading.Thread(target=self._poll_loop, name="phalanx-worker-poll",
                                   daemon=True)
         poller.start()
+        execs = ExecRelay(self.plane, self.client, self.stop,
+                          poll_seconds=self.options.poll_seconds,
+                          backoff_cap=self.options.backoff_cap)
+        threading.Thread(target=execs.run, name="phalanx-worker-exec", daemon=True).start()
         self._report_loop()
         poller.join(timeout=self.options.poll_seconds + 15)
 

@@ -12,9 +12,20 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from websockets.exceptions import InvalidHandshake, InvalidStatus
+from websockets.sync.client import ClientConnection, connect
 
 from phalanx.errors import AuthError, ConnectionFailed, PhalanxError, ServerError, SpecError
-from phalanx.spec.planes import DesiredState, PlaneHello, PlaneReport, PlaneWelcome, ReportAck
+from phalanx.kinds import relay
+from phalanx.spec.planes import (
+    DesiredState,
+    ExecRequest,
+    ExecRequests,
+    PlaneHello,
+    PlaneReport,
+    PlaneWelcome,
+    ReportAck,
+)
 
 REFRESH_MARGIN = 0.2  # exchange again once this share of the token's life is left
 
@@ -98,6 +109,40 @@ class PlaneClient:
         answer = self._send("GET", f"/v1/planes/{self.plane}/desired",
                             params={"after": after, "wait": wait}, timeout=wait + self.timeout)
         return DesiredState.model_validate(answer.json())
+
+
+    def exec_requests(self, wait: float) -> list[ExecRequest]:
+        """Commands to run in this plane's pods (a long poll of ``wait`` seconds)."""
+        answer = self._send("GET", f"/v1/planes/{self.plane}/exec", params={"wait": wait},
+                            timeout=wait + self.timeout)
+        return ExecRequests.model_validate(answer.json()).sessions
+
+    def exec_socket(self, session: str) -> ClientConnection:
+        """The WebSocket of command ``session``, dialed out to the control plane."""
+        scheme, _, rest = self.url.partition("://")
+        url = f"{'wss' if scheme == 'https' else 'ws'}://{rest}/v1/planes/{self.plane}/exec/" \
+              f"{session}"
+        for retry in (False, True):
+            headers = {"Authorization": f"Bearer {self._bearer()}"}
+            try:
+                return connect(url, additional_headers=headers, compression=None, proxy=None,
+                               open_timeout=self.timeout,
+                               max_size=relay.MAX_FRAME + relay.HEADER.size)
+            except InvalidStatus as exc:
+                answer = httpx.Response(exc.response.status_code,
+                                        content=bytes(exc.response.body or b""))
+                if answer.status_code == 401 and not retry:
+                    self._token = None
+                    continue
+                error, fix = _error_of(answer)
+                cls: type[PhalanxError] = (AuthError if answer.status_code in (401, 403)
+                                           else ServerError)
+                raise cls(f"exec session {session}: {error}",
+                          fix=fix or "see the control plane's log") from None
+            except (OSError, TimeoutError, InvalidHandshake) as exc:
+                raise ConnectionFailed(f"cannot reach the control plane at {self.url}: {exc}",
+                                       fix="check --control-plane and the network") from None
+        raise AssertionError("unreachable")
 
 
 def _error_of(answer: httpx.Response) -> tuple[str, str | None]:

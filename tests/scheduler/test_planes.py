@@ -119,6 +119,20 @@ def test_a_required_level_whose_values_repeat_across_planes_is_met_within_one() 
     assert sorted(_admitted_nodes(s.cycle())["gang"]) == ["b.n1", "b.n2"]
 
 
+def test_why_pending_names_a_cluster_that_takes_no_placements() -> None:
+    # Plane b's worker is silent: its nodes are NotReady (unschedulable, with the reason).
+    config = make_config(flavor("default"), cluster_queue("q", {"default": {"cpu": 64}}))
+    silent = node("b.n1", cpu=8, cordoned=True, labels={PLANE_LABEL: "b"})
+    silent.health_reasons = ["NotReady: compute plane b is disconnected (silent for 75s)"]
+    s = Scheduler(config, [on_plane("a", "a.n1", 4), silent])
+    s.submit(job("big", "q", cpu=6), priority=0, submitted_at=1)
+    s.cycle()
+    reason = s.pending_reason("big")
+    assert reason is not None and reason.code is PendingCode.NO_NODE_FITS, reason
+    assert "cluster b takes no placements (compute plane b is disconnected)" in reason.message
+    assert "cluster a" not in reason.message, reason.message
+
+
 # --------------------------------------------------------------------------- random sweep
 def _two_planes(scenario: Scenario) -> Scenario:
     """The scenario with its nodes dealt over planes p0 and p1 by name."""

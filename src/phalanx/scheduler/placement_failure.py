@@ -75,7 +75,7 @@ class PlacementExplainer:
             text += f" ({', '.join(notes)})"
         if room_pods >= group.min_count:
             text += ", but not together with the job's other pod sets"
-        return PlacementFailure(PendingCode.NO_NODE_FITS, text)
+        return PlacementFailure(PendingCode.NO_NODE_FITS, text + self._closed_planes(sigs))
 
     def topology(self, groups: Sequence[PodGroup], sigs: list[Signature], key: str,
                  overlay: Overlay, anywhere: list[list[str]]) -> PlacementFailure:
@@ -116,7 +116,31 @@ class PlacementExplainer:
             best, room = min(ranked, key=lambda dr: (-dr[1], dr[0]))
             text += (f"; the roomiest, cluster {best}, has room for {room} of the {wanted} "
                      f"pods, while all clusters together fit {sum(len(n) for n in anywhere)}")
-        return PlacementFailure(PendingCode.TOPOLOGY_UNSATISFIABLE, text)
+        return PlacementFailure(PendingCode.TOPOLOGY_UNSATISFIABLE,
+                                text + self._closed_planes(sigs))
+
+    def _closed_planes(self, sigs: list[Signature]) -> str:
+        """With several planes, those whose every matching node takes no placements, and
+        why: "; cluster onprem takes no placements (compute plane onprem is
+        disconnected)". Empty with one plane."""
+        if not self.index.multi_plane:
+            return ""
+        open_planes = {e[0].labels.get(PLANE_LABEL) for sig in sigs for e in sig.entries}
+        closed: dict[str, str] = {}
+        for cls in (c for sig in sigs for c in sig.blocked):
+            plane = cls.labels.get(PLANE_LABEL)
+            if plane is None or plane in open_planes or plane in closed:
+                continue
+            closed[plane] = "its nodes are cordoned or unhealthy"
+            member = next((names[0] for names in cls.buckets.values() if names), None)
+            node = self.index.nodes.get(member) if member is not None else None
+            for reason in node.health_reasons if node is not None else ():
+                if f"compute plane {plane} " in reason:
+                    # (without the seconds of silence, which were those at the last report)
+                    closed[plane] = reason.removeprefix("NotReady: ").split(" (silent for")[0]
+                    break
+        return "".join(f"; cluster {plane} takes no placements ({why})"
+                       for plane, why in sorted(closed.items()))
 
 
 def needs(group: PodGroup, sig: Signature, name_it: bool) -> str:

@@ -103,10 +103,13 @@ def _wait(check: Any, timeout: float, every: float = 0.01) -> Any:
 
 
 @contextmanager
-def _control_plane(root: Path, remote: bool) -> Iterator[tuple[ServerProcess, Client]]:
+def control_plane(root: Path, remote: bool, *extra: str
+                  ) -> Iterator[tuple[ServerProcess, Client]]:
+    """A control plane (``phalanx up`` with ``extra``) with its own local plane, or with
+    none and one worker's (named edge), its queues applied."""
     args = ["--no-local-plane", "--worker-grace", "30s", "--worker-lost-after", "120s"] \
         if remote else []
-    with ServerProcess(root / "home", *args) as server:
+    with ServerProcess(root / "home", *args, *extra) as server:
         workers = [_worker(server, root, "edge")] if remote else []
         try:
             with server.client() as client:
@@ -124,7 +127,7 @@ def latency(rounds: int) -> dict[str, Any]:
     results: dict[str, Any] = {}
     for remote in (False, True):
         starts, gones = [], []
-        with tempfile.TemporaryDirectory() as tmp, _control_plane(Path(tmp), remote) as (
+        with tempfile.TemporaryDirectory() as tmp, control_plane(Path(tmp), remote) as (
                 _, client):
             for i in range(rounds):
                 stamp = Path(tmp) / f"stamp-{i}"

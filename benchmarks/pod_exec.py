@@ -14,45 +14,22 @@ start-up is left out), and streams 50 MB of output out of the pod once.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from benchmarks.harness import ServerProcess, percentile, write_json
-from benchmarks.planes import QUEUES, _stop, _wait, _worker
+from benchmarks.planes import control_plane
 from phalanx.cli.podexec import exec_in_pod
 from phalanx.sdk import Client
 from phalanx.sdk.config import Endpoint
 
 OUTPUT_BYTES = 50_000_000
 IDLE = ["sleep", "600"]
-
-
-@contextlib.contextmanager
-def _control_plane(root: Path, remote: bool) -> Iterator[tuple[ServerProcess, Client]]:
-    """A control plane with its own local plane, or with none and one worker's."""
-    args = ["--run-as-user", str(os.geteuid())]
-    if remote:
-        args += ["--no-local-plane", "--worker-grace", "30s", "--worker-lost-after", "120s"]
-    with ServerProcess(root / "home", *args) as server:
-        workers = [_worker(server, root, "edge")] if remote else []
-        try:
-            with server.client() as client:
-                client.apply(list(yaml.safe_load_all(QUEUES)))
-                if remote:
-                    _wait(lambda: any(p.state == "connected" and p.nodes
-                                      for p in client.planes()), 60, 0.1)
-                yield server, client
-        finally:
-            _stop(workers)
 
 
 def _measure(server: ServerProcess, client: Client, home: Path, runs: int) -> dict[str, Any]:
@@ -90,7 +67,8 @@ def main() -> None:
     result: dict[str, Any] = {"runs": args.runs}
     for key, remote in (("in_process", False), ("worker", True)):
         with tempfile.TemporaryDirectory() as tmp, \
-                _control_plane(Path(tmp), remote) as (server, client):
+                control_plane(Path(tmp), remote, "--run-as-user", str(os.geteuid())) \
+                as (server, client):
             result[key] = _measure(server, client, Path(tmp) / "home", args.runs)
     for key, label in (("in_process", "in-process plane"), ("worker", "through a worker")):
         row = result[key]

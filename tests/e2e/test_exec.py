@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import pty
-import select
 import subprocess
 import sys
 import time
@@ -17,6 +15,7 @@ from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
 from tests.e2e.conftest import ControlPlane, py_job, running
+from tests.terminal import run_on_terminal
 
 pytestmark = pytest.mark.slow
 
@@ -88,30 +87,10 @@ def test_exec_passes_stdin_with_i(plane: ControlPlane, tmp_path: Path) -> None:
 
 def test_exec_it_gives_an_interactive_terminal(plane: ControlPlane, tmp_path: Path) -> None:
     start_idle_job(plane, tmp_path)
-    controller, terminal = pty.openpty()
-    proc = subprocess.Popen(
+    code, text = run_on_terminal(
         [sys.executable, "-m", "phalanx.cli", "exec", "idle", "-it", "--", "sh", "-i"],
-        stdin=terminal, stdout=terminal, stderr=terminal, env={**os.environ, **cli_env(plane)},
-        start_new_session=True,
-    )
-    os.close(terminal)
-    try:
-        output = b""
-        os.write(controller, b"tty; echo $GREETING; exit 5\n")
-        deadline = time.time() + 30
-        while proc.poll() is None and time.time() < deadline:
-            ready, _, _ = select.select([controller], [], [], 0.1)
-            if ready:
-                try:
-                    output += os.read(controller, 4096)
-                except OSError:
-                    break
-        assert proc.wait(timeout=10) == 5, output
-    finally:
-        os.close(controller)
-        if proc.poll() is None:
-            proc.kill()
-    text = output.decode(errors="replace")
+        {**os.environ, **cli_env(plane)}, b"tty; echo $GREETING; exit 5\n")
+    assert code == 5, text
     assert "/dev/pts/" in text and "hello from the pod" in text
 
 

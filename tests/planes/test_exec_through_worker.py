@@ -5,9 +5,6 @@ only the plane's own key opens the worker's side of a command."""
 from __future__ import annotations
 
 import json
-import os
-import pty
-import select
 import signal
 import subprocess
 import sys
@@ -22,6 +19,7 @@ from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
 from tests.planes.harness import Federation, job_spec, wait_until
+from tests.terminal import run_on_terminal
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -65,30 +63,10 @@ def test_exec_runs_in_the_pod_and_returns_its_output_and_exit_code(fed: Federati
 
 
 def test_exec_t_gives_a_terminal_through_the_worker(fed: Federation) -> None:
-    controller, terminal = pty.openpty()
-    proc = subprocess.Popen(
+    code, text = run_on_terminal(
         [sys.executable, "-m", "phalanx.cli", "exec", "idle", "-it", "--", "sh", "-i"],
-        stdin=terminal, stdout=terminal, stderr=terminal, env=fed.cli_env(),
-        start_new_session=True,
-    )
-    os.close(terminal)
-    try:
-        output = b""
-        os.write(controller, b"tty; echo $PHALANX_JOB-on-a-terminal; exit 5\n")
-        deadline = time.time() + 30
-        while proc.poll() is None and time.time() < deadline:
-            ready, _, _ = select.select([controller], [], [], 0.1)
-            if ready:
-                try:
-                    output += os.read(controller, 4096)
-                except OSError:
-                    break
-        assert proc.wait(timeout=10) == 5, output
-    finally:
-        os.close(controller)
-        if proc.poll() is None:
-            proc.kill()
-    text = output.decode(errors="replace")
+        fed.cli_env(), b"tty; echo $PHALANX_JOB-on-a-terminal; exit 5\n")
+    assert code == 5, text
     assert "/dev/pts/" in text and "idle-on-a-terminal" in text
 
 

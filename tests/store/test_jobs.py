@@ -10,7 +10,6 @@ from phalanx.spec.status import JobRecord, JobStatus
 from phalanx.store import Store
 from tests.store.factories import full_record, make_event, make_record
 
-
 # Read from the placement when the API serves a job, never stored.
 SERVED_ONLY = {"plane"}
 

@@ -31,8 +31,11 @@ def planes_of(client: Client) -> list[PlaneView]:
 
 
 def several_planes(client: Client, records: Iterable[JobRecord] = ()) -> bool:
-    """Whether jobs need a PLANE column: two planes or more, as ``phalanx nodes`` has it
-    (or, from a server that lists none, two among the jobs shown)."""
+    """Whether jobs need a PLANE column: some are placed and there are two planes or more,
+    as ``phalanx nodes`` has it (or, from a server that lists none, two among the jobs)."""
+    records = list(records)
+    if not any(r.plane for r in records):
+        return False  # a column of dashes: not worth a request
     planes = planes_of(client)
     if planes:
         return len(planes) > 1

@@ -8,9 +8,10 @@ from typing import Any
 import pytest
 from rich.console import Console, RenderableType
 
-from phalanx.cli import render
+from phalanx.cli import planeinfo, render
 from phalanx.spec import load_job_yaml
 from phalanx.spec.api import AppliedObject, NodeView, QueuesOverview
+from phalanx.spec.planes import PlaneView
 from phalanx.spec.status import JobDetail, JobEvent, JobRecord, JobStatus, PodInfo
 
 NOW = 1_700_000_000.0
@@ -159,3 +160,69 @@ def test_applied_lines() -> None:
     assert render.applied_lines(map(AppliedObject.model_validate, applied)) == [
         "clusterqueue/team-a created"
     ]
+
+
+# --------------------------------------------------------------------------- planes
+def plane(**fields: Any) -> PlaneView:
+    base: dict[str, Any] = {"name": "gcp-a", "state": "connected", "phase": "connected",
+                            "remote": True, "nodes": 2, "lostAfter": 900}
+    return PlaneView.model_validate({**base, **fields})
+
+
+def test_jobs_table_has_a_plane_column_only_when_asked() -> None:
+    running = record(status=JobStatus.RUNNING, plane="gcp-a")
+    queued = record(name="waits")
+    assert "PLANE" not in text(render.jobs_table([running, queued], NOW))
+    out = text(render.jobs_table([running, queued], NOW, planes=True))
+    header, first, second = out.splitlines()[:3]
+    assert header.split()[:5] == ["NAME", "QUEUE", "USER", "STATUS", "PLANE"]
+    assert first.split()[4] == "gcp-a"
+    assert second.split()[4] == "-"  # queued: placed on no plane
+
+
+def test_describe_says_the_plane_and_that_a_silent_one_keeps_the_quota() -> None:
+    job = JobDetail(**record(status=JobStatus.RUNNING, plane="gcp-a").model_dump())
+    silent = plane(phase="silent", state="disconnected (silent for 120s)", silentFor=120,
+                   jobs=["train"], used={"cpu": "4"})
+    line = planeinfo.plane_line(job, [silent])
+    assert line == ("gcp-a (worker silent for 2m; the job keeps its quota until 15m of "
+                    "silence, 13m from now)")
+    shown = [" ".join(row.split()) for row in text(
+        render.describe_job(job, NOW, plane=line)).splitlines()]
+    assert f"Plane {line}" in shown
+    assert planeinfo.plane_line(job, [plane()]) == "gcp-a"
+    lost = plane(phase="lost", silentFor=950)
+    assert planeinfo.plane_line(job, [lost]) == (
+        "gcp-a (lost: worker silent for 15m50s; the job is requeued)")
+    assert planeinfo.plane_line(record(), [silent]) is None  # queued: on no plane
+    assert "Plane" not in text(render.describe_job(JobDetail(**record().model_dump()), NOW))
+
+
+def test_what_a_silent_plane_holds() -> None:
+    silent = plane(phase="silent", silentFor=60, jobs=["a", "b"],
+                   used={"cpu": "12", "nvidia.com/gpu": "8"})
+    assert planeinfo.holds_text(silent) == (
+        "2 jobs keeping their quota (cpu=12 nvidia.com/gpu=8) for 14m more, until the plane "
+        "is lost after 15m of silence")
+    assert planeinfo.holds_text(plane(jobs=["a"], used={"cpu": "500m"})) == \
+        "1 job using cpu=500m"
+    assert planeinfo.holds_text(plane()) == "no jobs"
+    assert planeinfo.state_text(silent) == "silent 1m"
+    assert planeinfo.state_text(plane(cordoned=True)) == "connected, cordoned"
+    assert planeinfo.state_text(plane(cordoned=True, draining=True)) == "connected, draining"
+
+
+def test_status_planes_table() -> None:
+    planes = [
+        PlaneView.model_validate({"name": "local", "state": "in-process", "remote": False,
+                                  "nodes": 1, "allocatable": {"cpu": "8"},
+                                  "used": {"cpu": "1500m"}, "jobs": ["a"]}),
+        plane(phase="silent", silentFor=30, jobs=["b"], allocatable={
+            "cpu": "16", "nvidia.com/gpu": "8"}, used={"cpu": "4", "nvidia.com/gpu": "8"}),
+    ]
+    rows = [line.split() for line in text(planeinfo.planes_table(planes)).splitlines()]
+    assert rows[0][:6] == ["PLANE", "STATE", "NODES", "JOBS", "CPU", "USED/ALLOC"]
+    assert "GPU" in rows[0]
+    assert rows[1][:7] == ["local", "in-process", "1", "1", "1500m/8", "-", "-"]
+    assert rows[2][:7] == ["gcp-a", "silent", "30s", "2", "1", "4/16", "8/8"]
+    assert "keeping their quota" in " ".join(rows[2])

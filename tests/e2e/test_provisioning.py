@@ -279,14 +279,23 @@ def test_a_cleanup_that_keeps_failing_stops_failover_and_says_so(plane: ControlP
         ("train-1", "Timeout", "Deleting")]
 
 
-def test_a_provider_this_plane_cannot_drive_fails_the_job_with_that_reason(
+def test_a_provider_this_plane_cannot_drive_is_refused_at_apply_and_nothing_is_applied(
     plane: ControlPlane,
 ) -> None:
-    text = one_flavor("{}").replace("provider: local", "provider: kubernetes-provisioningrequest")
-    apply(plane, text)
-    plane.submit(gang("train"))
-    job = plane.wait_for("train", "Failed", timeout=30)
-    assert "train-1 (burst) failed: ConfigurationError" in job["message"]
-    wait_until(lambda: [p["state"] for p in plane.api.get(
-        "/v1/pools", params={"job": "train"}).json()["items"]] == ["Deleted"],
-        what="the record to be settled")
+    before = plane.api.get("/v1/config").json()
+    for provider in ("kubernetes-provisioningrequest", "simulated"):
+        text = one_flavor("{}").replace("provider: local", f"provider: {provider}")
+        refused = plane.api.post("/v1/config/apply",
+                                 json={"documents": list(yaml.safe_load_all(text))})
+        assert refused.status_code == 400, refused.text
+        error = refused.json()["error"]
+        assert error["field"] == "documents[0] (ResourceFlavor burst).provisioning.provider"
+        assert "the providers this control plane has: local" in error["message"]
+        assert "nothing was applied" in error["message"]
+        assert "local" in error["fix"]
+        # All or nothing: the queue and the policy of the same request are not there either.
+        assert plane.api.get("/v1/config").json() == before
+    # The provider of the local plane is taken.
+    apply(plane, one_flavor("{}"))
+    kinds = {(d["kind"], d["name"]) for d in plane.api.get("/v1/config").json()["documents"]}
+    assert {("ResourceFlavor", "burst"), ("ClusterQueue", "cloud")} <= kinds

@@ -171,8 +171,11 @@ class Federation:
     """A control plane that only waits for workers, and the workers of its planes."""
 
     def __init__(self, root: Path, *, grace: str = "1s", lost_after: str = "8s",
-                 cpu: str = "100", extra: Sequence[str] = ()) -> None:
+                 cpu: str = "100", extra: Sequence[str] = (), queues: bool = True) -> None:
+        """``queues``: apply a default queue of ``cpu`` CPUs at start (False: keep the
+        built-in default, which follows the nodes of the planes that join)."""
         self.root = root
+        self.queues = queues
         self.server = LiveServer(root / "home", ["--no-local-plane", "--worker-grace", grace,
                                                  "--worker-lost-after", lost_after,
                                                  "--run-as-user", str(os.geteuid()), *extra])
@@ -182,6 +185,8 @@ class Federation:
 
     def __enter__(self) -> Federation:
         self.server.start()
+        if not self.queues:
+            return self
         with self.api() as api:
             documents = list(yaml.safe_load_all(QUEUES % {"cpu": self.cpu}))
             answer = api.post("/v1/config/apply", json={"documents": documents})

@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 import yaml
 
-from phalanx.cli import render
+from phalanx.cli import planeinfo, render
 from phalanx.cli.output import note, out, print_json, reports_errors, write_line
 from phalanx.cli.settings import settings_of
 from phalanx.errors import AuthError, ConnectionFailed
@@ -24,13 +24,17 @@ def status(
     ctx: typer.Context,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON")] = False,
 ) -> None:
-    """Whether the control plane runs, where, and how many jobs it holds."""
+    """Whether the control plane runs, where, how many jobs it holds, and each compute
+    plane: its state, nodes, running jobs and the CPUs and GPUs they use."""
     with settings_of(ctx).client() as client:
         info = client.status()
         if as_json:
             print_json({"url": client.url, **info.to_dict()})
         else:
             out().print(render.status_view(info, client.url))
+            if info.planes:
+                out().print()
+                out().print(planeinfo.planes_table(info.planes))
 
 
 @reports_errors

@@ -25,6 +25,7 @@ from phalanx.cli import (
     identity,
     k8s,
     login,
+    planeinfo,
     planes,
     podexec,
     render,
@@ -452,9 +453,10 @@ def _finished_well(client: Client, name: str) -> bool:
     return True
 
 
-def _job_view(page: JobList, limit: int | None) -> RenderableType:
+def _job_view(page: JobList, limit: int | None, planes: bool) -> RenderableType:
     parts: list[RenderableType] = []
-    parts.append(render.jobs_table(page.items, time.time()) if page.items else Text("No jobs."))
+    parts.append(render.jobs_table(page.items, time.time(), planes=planes) if page.items
+                 else Text("No jobs."))
     if page.remaining_item_count:
         parts.append(Text(
             f"... and {page.remaining_item_count:,} more; use --all or --limit "
@@ -508,14 +510,16 @@ def jobs(
             if page.remaining_item_count:
                 note(f"{page.remaining_item_count:,} more; use --all or --limit", style="dim")
             return
-        view = _job_view(page, shown)
+        view = _job_view(page, shown, planeinfo.several_planes(client, page.items))
         if not watch:
             out().print(view)
             return
         with Live(view, console=out(), auto_refresh=False) as live:
             while True:
                 time.sleep(WATCH_SECONDS)
-                live.update(_job_view(fetch(client), shown), refresh=True)
+                page = fetch(client)
+                several = planeinfo.several_planes(client, page.items)
+                live.update(_job_view(page, shown, several), refresh=True)
 
 
 @app.command()
@@ -528,10 +532,11 @@ def describe(
     """A job's spec, status, placement, pods, events and why it is pending."""
     with _settings(ctx).client() as client:
         detail = client.get(job)
+        plane = None if as_json else planeinfo.job_plane_line(client, detail)
     if as_json:
         print_json(detail.to_dict())
     else:
-        out().print(render.describe_job(detail))
+        out().print(render.describe_job(detail, plane=plane))
 
 
 @app.command()

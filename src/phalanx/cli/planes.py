@@ -12,8 +12,10 @@ import typer
 from rich.table import Table
 
 from phalanx.cli.output import note, out, print_json, reports_errors
+from phalanx.cli.planeinfo import holds_text
 from phalanx.cli.settings import settings_of
 from phalanx.errors import Conflict
+from phalanx.spec import format_quantity
 from phalanx.spec.planes import PlaneKey, PlaneView
 
 app = typer.Typer(help="Compute planes that dial in: add, list, describe, cordon, drain, "
@@ -36,15 +38,22 @@ def _age(when: float | None) -> str:
     return "-" if when is None else f"{max(0.0, time.time() - when):.0f}s ago"
 
 
+def _resources(plane: PlaneView) -> str:
+    return " ".join(f"{res}={format_quantity(plane.used.get(res, 0), res)}/"
+                    f"{format_quantity(amount, res)}"
+                    for res, amount in sorted(plane.allocatable.items())) or "-"
+
+
 def _table(planes: list[PlaneView]) -> Table:
     table = Table(box=None)
-    for column in ("NAME", "STATE", "NODES", "JOBS", "LAST SEEN", "FLAGS"):
+    for column in ("NAME", "STATE", "NODES", "JOBS", "HOLDS", "LAST SEEN", "FLAGS"):
         table.add_column(column)
     for p in planes:
         flags = ",".join(f for f, on in (("cordoned", p.cordoned), ("draining", p.draining))
                          if on) or "-"
         jobs = ", ".join(p.jobs[:4]) + (f" +{len(p.jobs) - 4}" if len(p.jobs) > 4 else "")
-        table.add_row(p.name, p.state, str(p.nodes), jobs or "-", _age(p.last_seen), flags)
+        table.add_row(p.name, p.state, str(p.nodes), jobs or "-", holds_text(p),
+                      _age(p.last_seen), flags)
     return table
 
 
@@ -94,6 +103,8 @@ def describe(ctx: typer.Context, name: str,
              f"{'-' if plane.fence_after is None else f'{plane.fence_after:g}s'})",
              f"Last seen: {_age(plane.last_seen)}",
              f"Cordoned: {plane.cordoned}  Draining: {plane.draining}",
+             f"Resources (used/allocatable): {_resources(plane)}",
+             f"Holds: {holds_text(plane)}",
              f"Jobs ({len(plane.jobs)}; they keep their quota while the plane is silent): "
              + (", ".join(plane.jobs) or "-")]
     out().print("\n".join(lines), markup=False)

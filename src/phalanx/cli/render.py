@@ -105,10 +105,12 @@ def _section(title: str, body: RenderableType) -> Group:
 
 
 # --------------------------------------------------------------------------- jobs
-def jobs_table(records: Iterable[JobRecord], now: float | None = None) -> Table:
+def jobs_table(records: Iterable[JobRecord], now: float | None = None, *,
+               planes: bool = False) -> Table:
+    """``planes``: a PLANE column (the control plane has two compute planes or more)."""
     table = _table(
-        "NAME", "QUEUE", "USER", "STATUS", "PRIORITY", "PODS", "AGE", "DURATION",
-        "REASON/MESSAGE",
+        "NAME", "QUEUE", "USER", "STATUS", *(["PLANE"] if planes else []), "PRIORITY", "PODS",
+        "AGE", "DURATION", "REASON/MESSAGE",
     )
     for r in records:
         table.add_row(
@@ -116,6 +118,7 @@ def jobs_table(records: Iterable[JobRecord], now: float | None = None) -> Table:
             r.queue,
             r.user,
             status_text(r.status),
+            *([r.plane or NONE] if planes else []),
             priority_text(r),
             pods_text(r),
             ago(r.submitted_at, now),
@@ -134,8 +137,10 @@ def _field_grid(rows: Iterable[tuple[str, RenderableType | str]]) -> Table:
     return grid
 
 
-def describe_job(job: JobDetail, now: float | None = None) -> Group:
-    """Spec summary, status, why it waits, placement, pods and events of one job."""
+def describe_job(job: JobDetail, now: float | None = None, *,
+                 plane: str | None = None) -> Group:
+    """Spec summary, status, why it waits, placement, pods and events of one job.
+    ``plane``: the ``Plane:`` line (``planeinfo.plane_line``), else the job's plane."""
     spec = job.spec
     policy = spec.restart
     summary: list[tuple[str, RenderableType | str]] = [
@@ -144,6 +149,7 @@ def describe_job(job: JobDetail, now: float | None = None) -> Group:
         ("Priority", priority_text(job)),
         ("Kind", spec.kind.value),
         ("Status", status_text(job.status)),
+        *([("Plane", plane or job.plane or NONE)] if plane or job.plane else []),
         ("Attempt", str(job.attempt)),
         (
             "Restarts",

@@ -37,6 +37,8 @@ from phalanx.errors import SpecError
 from phalanx.kinds import GangPhase, framework_of
 from phalanx.scheduler import Admission, CycleResult
 from phalanx.spec.base import validate
+from phalanx.spec.config import QueueConfig
+from phalanx.spec.quantity import format_quantity
 from phalanx.spec.resources import JobSpec, Node, NodeHealth
 from phalanx.spec.status import JobAdmission, JobRecord, JobStatus
 
@@ -182,6 +184,24 @@ class ControlLoop:
                 if name not in old or _placement_view(old[name]) != _placement_view(node):
                     state.scheduler.upsert_node(node)
             state.nodes = nodes
+            if state.config.follows_nodes:
+                self._follow_nodes(nodes)
+
+    def _follow_nodes(self, nodes: list[Node]) -> None:
+        """The built-in default configuration, untouched: its quota is what the nodes of
+        every plane hold now (a worker that joins adds its nodes). Lock held; stored and set
+        together, as an apply does."""
+        state = self.state
+        config = QueueConfig.default_for(nodes)
+        if config == state.config:
+            return
+        state.store.save_config(config)
+        state.config = config
+        state.scheduler.set_config(config)
+        log.info("the default ClusterQueue follows the nodes: its quota is now %s",
+                 ", ".join(f"{q.name}={format_quantity(q.nominal_quota, q.name)}" for g in
+                           config.cluster_queues["default"].resource_groups
+                           for f in g.flavors for q in f.resources))
 
     # ------------------------------------------------------------------ recovery
     def recover(self) -> None:

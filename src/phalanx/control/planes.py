@@ -9,33 +9,22 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass
+from collections.abc import Sequence
 
+from phalanx.compute.base import ComputePlane
 from phalanx.compute.federation import PlaneSet
-from phalanx.compute.remote import PlaneTimers, RemotePlane
+from phalanx.compute.remote import PlaneState, PlaneTimers, RemotePlane
+from phalanx.control.service import JobService
 from phalanx.control.state import DRAINED, ControlState
 from phalanx.errors import Conflict, NotFound, SpecError
-from phalanx.spec.planes import LOCAL_PLANE, check_plane_name
+from phalanx.spec.planes import LOCAL_PLANE, PLANE_LABEL, PlanePhase, PlaneView, check_plane_name
+from phalanx.spec.resources import Node
 from phalanx.spec.status import JobRecord
 from phalanx.store.identity import AuditEntry
 from phalanx.store.logs import LogStore
 from phalanx.store.planes import PlaneStore, RegisteredPlane
 
 SEEN_WRITE_EVERY = 30.0  # seconds between two writes of a plane's last-seen time
-
-
-@dataclass(frozen=True, slots=True)
-class PlaneOverview:
-    name: str
-    state: str
-    remote: bool
-    cordoned: bool
-    draining: bool
-    nodes: int
-    jobs: list[str]
-    last_seen: float | None
-    worker: str | None
-    fence_after: float | None
 
 
 def check_timers(timers: PlaneTimers) -> None:
@@ -118,23 +107,50 @@ class PlaneRegistry:
         if removed is not None:
             removed.close()
 
-    def overview(self, jobs_by_plane: dict[str, list[str]]) -> list[PlaneOverview]:
+    def overview(self, jobs_by_plane: dict[str, list[str]],
+                 nodes: Sequence[tuple[Node, dict[str, int]]] = ()) -> list[PlaneView]:
+        """Every plane: its state, the jobs placed on it, and (from ``nodes``: each node with
+        what admitted jobs hold of it) what its nodes have and what those jobs use."""
         stored = {p.name: p for p in self.store.list()}
+        held: dict[str, tuple[dict[str, int], dict[str, int]]] = {}
+        for node, used in nodes:
+            alloc, taken = held.setdefault(node.labels.get(PLANE_LABEL, ""), ({}, {}))
+            for res, amount in node.allocatable.items():
+                alloc[res] = alloc.get(res, 0) + amount
+            for res, amount in used.items():
+                taken[res] = taken.get(res, 0) + amount
         views = []
         for name in self.planes.names():
             plane = self.planes.member(name)
             assert plane is not None
-            jobs = sorted(jobs_by_plane.get(name, []))
+            alloc, taken = held.get(name, ({}, {}))
+            common = {"name": name, "nodes": len(plane.inventory()),
+                      "jobs": sorted(jobs_by_plane.get(name, [])),
+                      "allocatable": _millis(alloc), "used": _millis(taken)}
             if isinstance(plane, RemotePlane):
                 registered = stored.get(name) or RegisteredPlane(name)
-                views.append(PlaneOverview(
-                    name, plane.describe_state(), True, registered.cordoned,
-                    registered.draining, len(plane.inventory()), jobs,
-                    plane.last_seen or registered.last_seen, plane.worker, plane.fence_after))
+                phase = _PHASES[plane.state]
+                views.append(PlaneView.model_validate({
+                    **common, "state": plane.describe_state(), "phase": phase, "remote": True,
+                    "cordoned": registered.cordoned, "draining": registered.draining,
+                    "lastSeen": plane.last_seen or registered.last_seen,
+                    "worker": plane.worker, "fenceAfter": plane.fence_after,
+                    "silentFor": None if phase == "connected" else plane.silent_for(),
+                    "lostAfter": self.timers.worker_lost_after}))
             else:
-                views.append(PlaneOverview(name, "in-process", False, False, False,
-                                           len(plane.inventory()), jobs, None, None, None))
+                views.append(PlaneView.model_validate({**common, "state": "in-process",
+                                                       "phase": "in-process", "remote": False}))
         return views
+
+
+_PHASES: dict[PlaneState, PlanePhase] = {
+    PlaneState.WAITING: "waiting", PlaneState.CONNECTED: "connected",
+    PlaneState.SILENT: "silent", PlaneState.LOST: "lost"}
+
+
+def _millis(amounts: dict[str, int]) -> dict[str, str]:
+    """Milli-unit amounts in the wire form Quantity fields parse ("1500m")."""
+    return {res: f"{amount}m" for res, amount in sorted(amounts.items())}
 
 
 def plane_of_job(record: JobRecord, planes: PlaneSet) -> str | None:
@@ -145,6 +161,19 @@ def plane_of_job(record: JobRecord, planes: PlaneSet) -> str | None:
         for node in pod_set.nodes:
             return planes.plane_of_node(node)
     return None
+
+
+def with_plane(record: JobRecord, planes: ComputePlane) -> JobRecord:
+    """A copy of the job with the compute plane of its placement, as the API serves it."""
+    if record.admission is None or not isinstance(planes, PlaneSet):
+        return record
+    return record.model_copy(update={"plane": plane_of_job(record, planes)})
+
+
+def plane_views(registry: PlaneRegistry, service: JobService) -> list[PlaneView]:
+    """Every plane with its jobs, nodes and what those jobs use (``/v1/planes``, status)."""
+    nodes = [(entry.node, entry.used) for entry in service.nodes()]
+    return registry.overview(jobs_by_plane(service.state, registry.planes), nodes)
 
 
 def jobs_by_plane(state: ControlState, planes: PlaneSet) -> dict[str, list[str]]:

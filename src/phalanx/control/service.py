@@ -15,12 +15,15 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from phalanx.compute.base import ComputePlane, ExecSession, PodState
+from phalanx.compute.federation import PlaneSet
 from phalanx.control.dependencies import check_new, refuse_cycles
 from phalanx.control.state import ACTIVE, CANCELLED, DRAINED, ControlState
 from phalanx.errors import Conflict, NotFound, PhalanxError, TooManyPending
 from phalanx.kinds import framework_of
+from phalanx.provisioning.registry import check_providers
 from phalanx.scheduler import ClusterQueueStatus, PendingCode
 from phalanx.spec.config import QueueConfig
+from phalanx.spec.planes import LOCAL_PLANE
 from phalanx.spec.provisioning import check_pod_sets
 from phalanx.spec.resources import ConfigObject, JobSpec, Node
 from phalanx.spec.status import JobEvent, JobRecord, JobStatus
@@ -70,6 +73,13 @@ class JobService:
         self.store = state.store
         self.logs = logs
         self._config_lock = threading.Lock()  # one apply at a time: none undoes another
+
+    def _nodes_may_join(self) -> bool:
+        """Whether workers bring nodes: planes behind workers, or no plane of its own."""
+        if not isinstance(self.plane, PlaneSet):
+            return False
+        names = self.plane.names()
+        return names != [LOCAL_PLANE]
 
     # ------------------------------------------------------------------ writes
     def submit(self, spec: JobSpec, *, user: str = UNKNOWN_USER,
@@ -204,7 +214,10 @@ class JobService:
         priority = config.priority_value(spec.priority)
         framework_of(spec).check(spec)
         self.plane.check_job(spec)
-        self.state.scheduler.check_feasible(spec)
+        if not (config.follows_nodes and self._nodes_may_join()):
+            # Against the quota of today: the built-in default grows as workers join, so
+            # a job larger than it waits for them instead (as Kueue's workloads wait).
+            self.state.scheduler.check_feasible(spec)
         check_pod_sets(len(spec.pod_sets), config.provisioning_of(cq.name))
         record = JobRecord(
             name=spec.name, spec=spec, queue=spec.queue, cluster_queue=cq.name,
@@ -297,18 +310,24 @@ class JobService:
         return deleted
 
     def apply_config(self, objects: list[ConfigObject]) -> list[dict[str, str]]:
+        """Create or replace the objects, all or nothing. The configuration no longer
+        follows the nodes (``QueueConfig.follows_nodes``) once anything is applied."""
         state = self.state
+        check_providers(objects, self.plane)
         with self._config_lock:
             with state.lock:
                 old_config = state.config
             new = old_config.merged(objects)
+            new.follows_nodes = False
             actions = []
             for obj in objects:
                 old = old_config._table(obj.kind).get(obj.name)
                 action = "created" if old is None else "unchanged" if old == obj else "configured"
                 actions.append({"kind": obj.kind, "name": obj.name, "action": action})
-            self.store.save_config(new)
+            # Stored and set under one hold of the lock: the loop, which re-derives a
+            # configuration that follows the nodes, sees the old one or this one.
             with state.lock:
+                self.store.save_config(new)
                 state.config = new
                 state.scheduler.set_config(new)
         state.wake.set()
@@ -326,6 +345,7 @@ class JobService:
             with state.lock:
                 old_config = state.config
             new = old_config.without(unique)
+            new.follows_nodes = False
             # Checked, stored and set under one hold of the lock, so no job can be submitted
             # to a queue between the check that it has none and its removal. The write is
             # one small row; deletions are rare.

@@ -7,10 +7,12 @@ A new provider adds its factory here (and its options to ``spec/provisioning.py`
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from phalanx.compute.base import ComputePlane
+from phalanx.errors import SpecError
 from phalanx.provisioning.base import ConfigurationError, Provider
+from phalanx.spec.resources import ConfigObject, ResourceFlavor
 
 ProviderFactory = Callable[[ComputePlane], Provider]
 
@@ -58,6 +60,46 @@ def in_process(plane: ComputePlane) -> ComputePlane:
     return plane
 
 
+def _serves(name: str, plane: ComputePlane) -> bool:
+    """Whether provider ``name`` can buy pools for ``plane`` (the in-process plane)."""
+    if name == "local":
+        from phalanx.compute.local.plane import LocalPlane
+
+        return isinstance(plane, LocalPlane)
+    if name == "kubernetes-provisioningrequest":
+        from phalanx.compute.kubernetes.plane import KubernetesPlane
+
+        return isinstance(plane, KubernetesPlane)
+    return False
+
+
+def available_providers(plane: ComputePlane) -> list[str]:
+    """The providers this control plane can buy pools through: those of its in-process plane
+    (none under --no-local-plane). ``simulated`` is ``phalanx sim``'s alone."""
+    try:
+        own = in_process(plane)
+    except ConfigurationError:
+        return []
+    return [name for name in sorted(PROVIDERS) if _serves(name, own)]
+
+
+def unavailable_reason(name: str, plane: ComputePlane) -> str:
+    """Why provider ``name`` cannot serve this control plane, in a sentence."""
+    if name == "simulated":
+        return "provider simulated buys pools in `phalanx sim` only"
+    try:
+        own = in_process(plane)
+    except ConfigurationError as exc:
+        return str(exc)
+    try:
+        PROVIDERS[name](own)
+    except ConfigurationError as exc:
+        return str(exc)
+    except KeyError:
+        pass
+    return f"provider {name} is not available in this control plane"
+
+
 def make_provider(name: str, plane: ComputePlane) -> Provider:
     plane = in_process(plane)
     factory = PROVIDERS.get(name)
@@ -66,3 +108,30 @@ def make_provider(name: str, plane: ComputePlane) -> Provider:
             f"provider {name} is not available in this control plane (it has "
             f"{', '.join(sorted(PROVIDERS))})")
     return factory(plane)
+
+
+def check_providers(objects: Sequence[ConfigObject], plane: ComputePlane) -> None:
+    """Refuse a ResourceFlavor whose pools this control plane could not buy (the schema
+    takes every provider; ``phalanx sim`` alone implements ``simulated``)."""
+    available = available_providers(plane)
+    for i, obj in enumerate(objects):
+        if not isinstance(obj, ResourceFlavor) or obj.provisioning is None:
+            continue
+        provider = obj.provisioning.provider
+        if provider in available:
+            continue
+        has = ", ".join(available) if available else "none"
+        if provider == "simulated":
+            fix = "replay the file with `phalanx sim`" + (
+                f", or use provider {' or '.join(available)}" if available else
+                ", or remove provisioning from the flavor")
+        elif available:
+            fix = f"use provider {' or '.join(available)}, or remove provisioning from the flavor"
+        else:
+            fix = ("remove provisioning from the flavor: this control plane buys no node pools "
+                   "(pools are bought for its own compute plane: start it with --compute local "
+                   "or kubernetes, without --no-local-plane)")
+        raise SpecError(
+            f"{unavailable_reason(provider, plane)}; the providers this control plane has: "
+            f"{has}; nothing was applied",
+            field=f"documents[{i}] (ResourceFlavor {obj.name}).provisioning.provider", fix=fix)

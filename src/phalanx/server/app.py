@@ -23,7 +23,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from phalanx.control import Controller
-from phalanx.control.planes import PlaneRegistry
+from phalanx.control.planes import PlaneRegistry, plane_views, with_plane
 from phalanx.errors import (
     AuthError,
     Conflict,
@@ -330,9 +330,10 @@ def create_app(
 
     @app.get("/v1/status", dependencies=needs(Access.READ), responses=_V1)
     def status() -> ServerStatus:
+        shown = plane_views(planes, service) if planes is not None else []
         return ServerStatus.model_validate(
             {"version": __version__, "db": db_label, **controller.status()}
-        )
+        ).model_copy(update={"planes": shown})
 
     # ------------------------------------------------------------------ jobs
     submitter = Header(
@@ -419,7 +420,8 @@ def create_app(
                           labels=merge_selectors(label))
         page = service.page_jobs(where, limit=limit, after=continue_token)
         shown = occupancy if user is None and not label else None
-        return JobList(items=jobs_as_seen_by(page.items, viewer_of(request), secret_env, shown),
+        items = [with_plane(r, service.plane) for r in page.items]
+        return JobList(items=jobs_as_seen_by(items, viewer_of(request), secret_env, shown),
                        continue_token=page.next,
                        remaining_item_count=page.remaining if limit is not None else None)
 
@@ -451,7 +453,8 @@ def create_app(
 
     @app.get("/v1/jobs/{name}", dependencies=needs(Access.READ), responses=_errors(401, 404))
     def describe(name: str, request: Request) -> JobDetail:
-        record = job_as_seen_by(visible(name, request), viewer_of(request), secret_env)
+        record = job_as_seen_by(with_plane(visible(name, request), service.plane),
+                                viewer_of(request), secret_env)
         pods = [
             PodInfo(
                 name=p.ref.name, pod_set=p.ref.pod_set, index=p.ref.index, rank=p.ref.rank,
@@ -473,7 +476,7 @@ def create_app(
               responses=_errors(401, 403, 404))
     def cancel(name: str, request: Request) -> JobRecord:
         visible(name, request)
-        record = service.cancel(name)
+        record = with_plane(service.cancel(name), service.plane)
         identity.append([audit_entry(request, "cancel", name)])
         return job_as_seen_by(record, viewer_of(request), secret_env)
 

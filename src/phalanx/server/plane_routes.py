@@ -18,7 +18,7 @@ from fastapi import FastAPI, Query, Request
 from starlette.responses import Response
 
 from phalanx.control import Controller
-from phalanx.control.planes import PlaneRegistry, jobs_by_plane, stop_jobs_on
+from phalanx.control.planes import PlaneRegistry, jobs_by_plane, plane_views, stop_jobs_on
 from phalanx.errors import Forbidden, PhalanxError, SpecError
 from phalanx.server.access import Access, audit_entry, needs, principal_of
 from phalanx.server.auth import Authenticator
@@ -111,25 +111,18 @@ def add_plane_routes(
     add_plane_exec_routes(app, registry, polls, errors, error_response)
 
     # ------------------------------------------------------------------ the registry
-    def view(overview: Any) -> PlaneView:
-        return PlaneView(name=overview.name, state=overview.state, remote=overview.remote,
-                         cordoned=overview.cordoned, draining=overview.draining,
-                         nodes=overview.nodes, jobs=overview.jobs,
-                         last_seen=overview.last_seen, worker=overview.worker,
-                         fence_after=overview.fence_after)
-
     def by_plane() -> dict[str, list[str]]:
         return jobs_by_plane(controller.state, registry.planes)
 
     @app.get("/v1/planes", dependencies=needs(Access.READ), responses=errors(401))
     def list_planes() -> PlaneList:
-        """Every compute plane, its state and the jobs it holds."""
-        return PlaneList(planes=[view(o) for o in registry.overview(by_plane())])
+        """Every compute plane, its state, the jobs it holds and what they use."""
+        return PlaneList(planes=plane_views(registry, controller.service))
 
     @app.get("/v1/planes/{name}", dependencies=needs(Access.READ), responses=errors(401, 404))
     def get_plane(name: str) -> PlaneView:
         registry.remote(name)
-        return next(view(o) for o in registry.overview(by_plane()) if o.name == name)
+        return next(v for v in plane_views(registry, controller.service) if v.name == name)
 
     def mint_key(name: str, request: Request, description: str) -> PlaneKey:
         key, key_id = new_key()

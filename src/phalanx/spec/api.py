@@ -16,6 +16,7 @@ from phalanx.errors import SpecError
 from phalanx.spec.base import Model, Quantity, validate
 from phalanx.spec.config import CONFIG_KINDS, parse_config_documents
 from phalanx.spec.labels import check_labels
+from phalanx.spec.planes import PlaneView
 from phalanx.spec.provisioning import ProvisioningPolicy
 from phalanx.spec.resources import (
     ClusterQueue,
@@ -66,6 +67,9 @@ class ServerStatus(Model):
     compute: str = Field(description="The compute plane: local, simulated or kubernetes")
     jobs: dict[str, int] = Field(description="Job counts by status")
     nodes: int
+    planes: list[PlaneView] = Field(
+        default_factory=list, description="Each compute plane: its state, nodes, the jobs "
+        "placed on it and what they use")
 
 
 # --------------------------------------------------------------------------- jobs

@@ -77,6 +77,10 @@ class QueueConfig(Model):
         default_factory=lambda: {p.name: p for p in BUILTIN_PRIORITY_CLASSES}
     )
     provisioning_policies: dict[str, ProvisioningPolicy] = Field(default_factory=dict)
+    # The built-in default (``default_for``), untouched: the control loop derives it again
+    # from the nodes of every plane as they change (a worker joins, a pool is added).
+    # Applying or deleting anything ends that; the configuration is then the user's.
+    follows_nodes: bool = False
 
     # ------------------------------------------------------------------ building
     def objects(self) -> list[ConfigObject]:
@@ -253,7 +257,8 @@ class QueueConfig(Model):
         """One flavor, one ClusterQueue ``default`` holding the nodes' capacity, one LocalQueue.
 
         Only a store without a configuration gets this, so a stored one (earlier versions
-        named the flavor ``local``) is kept as it is.
+        named the flavor ``local``) is kept as it is. It follows the nodes
+        (``follows_nodes``) until a configuration is applied.
         """
         totals: dict[str, int] = {}
         for node in nodes:
@@ -284,6 +289,7 @@ class QueueConfig(Model):
             flavors={flavor: ResourceFlavor(name=flavor)},
             cluster_queues={"default": cq},
             local_queues={"default": LocalQueue(name="default", cluster_queue="default")},
+            follows_nodes=True,
         )
         config.check()
         return config

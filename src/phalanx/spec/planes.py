@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from phalanx.spec.base import Model
+from phalanx.spec.base import Model, Quantity
 from phalanx.spec.resources import Node
 from phalanx.spec.status import JobAdmission
 
@@ -175,10 +175,18 @@ class ExecReady(Model):
         "field, fix); none: the command runs and frames follow")
 
 # --------------------------------------------------------------------------- admin views
+PlanePhase = Literal["in-process", "waiting", "connected", "silent", "lost"]
+
+
 class PlaneView(Model):
     name: str
     state: str = Field(description="in-process, connected, waiting for its worker, "
                        "disconnected (silent for Ns) or lost")
+    phase: PlanePhase = Field(
+        default="in-process", description="in-process (the control plane's own); for a plane "
+        "behind a worker: waiting (not heard since the control plane started, within the "
+        "grace), connected, silent (past --worker-grace: no new placements, its jobs keep "
+        "their quota) or lost (past --worker-lost-after: its jobs were requeued)")
     remote: bool
     cordoned: bool = False
     draining: bool = False
@@ -188,6 +196,25 @@ class PlaneView(Model):
     last_seen: float | None = None
     worker: str | None = None
     fence_after: float | None = None
+    silent_for: float | None = Field(
+        default=None, description="Seconds since its worker was last heard (counted from the "
+        "control plane's start), when it is not connected")
+    lost_after: float | None = Field(
+        default=None, description="Seconds of silence after which the plane is lost and its "
+        "jobs lose their quota (--worker-lost-after)")
+    allocatable: dict[str, Quantity] = Field(
+        default_factory=dict, description="What its nodes hold, summed")
+    used: dict[str, Quantity] = Field(
+        default_factory=dict, description="What the jobs placed on it hold of that (their "
+        "quota), summed")
+
+    @property
+    def quota_kept_for(self) -> float | None:
+        """Seconds until a silent plane is lost and its jobs' quota is released."""
+        if self.phase not in ("waiting", "silent") or self.silent_for is None or (
+                self.lost_after is None):
+            return None
+        return max(0.0, self.lost_after - self.silent_for)
 
 
 class PlaneList(Model):

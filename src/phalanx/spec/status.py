@@ -117,6 +117,10 @@ class JobRecord(Model):
         default_factory=dict, description="Addresses the job's kind recorded when its current "
         "attempt was launched, e.g. a Ray cluster's dashboard URL",
     )
+    plane: str | None = Field(
+        default=None, description="The compute plane (cluster) its current placement is on, "
+        "read from the placement's nodes when the job is served; never stored",
+    )
 
 
 class JobEvent(Model):

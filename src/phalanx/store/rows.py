@@ -30,6 +30,8 @@ def stored(model: type[M], document: object, what: str) -> M:
 
 
 def job_row(record: JobRecord) -> dict[str, Any]:
+    document = record.to_dict()
+    document.pop("plane", None)  # read from the placement when served, never stored
     return {
         "name": record.name,
         "status": record.status.value,
@@ -38,7 +40,7 @@ def job_row(record: JobRecord) -> dict[str, Any]:
         "priority": record.priority,
         "submitted_at": record.submitted_at,
         "finished_at": record.finished_at,
-        "record": record.to_dict(),
+        "record": document,
         "user_name": record.user,
     }
 

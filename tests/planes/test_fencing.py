@@ -158,3 +158,32 @@ def test_control_plane_down_longer_than_worker_lost_after_requeues_nothing(
         events = fed.api().get("/v1/jobs/steady/events").json()["items"]
         assert done["attempt"] == 1, [(e["reason"], e["message"]) for e in events]
         assert "Requeued" not in [e["reason"] for e in events]
+
+
+def test_a_second_worker_for_a_plane_takes_it_over_and_the_first_stops_its_pods(
+        tmp_path: Path) -> None:
+    # Two workers with one plane's key would both start what the plane should run: the one
+    # that said hello last drives it, and the other stops its pods and exits at once,
+    # without waiting for its fence.
+    from tests.planes.harness import WorkerProcess
+    out = tmp_path / "stamps-second"
+    with Federation(tmp_path, lost_after="60s") as fed:
+        first = fed.start_worker("east", "--fence-after", "30s")
+        fed.submit(job_spec("train", stamping(out, 600.0), replicas=2, cpu="500m",
+                            system_restarts=2))
+        fed.wait_status("train", "Running")
+        wait_until(lambda: len(stamps(out).get(1, [])) >= 4, what="ranks of attempt 1")
+        second = WorkerProcess(tmp_path / "second", "east", first.key_file,
+                               ["--fence-after", "30s"]).start(fed.server.url)
+        try:
+            assert first.proc is not None
+            wait_until(lambda: first.proc is not None and first.proc.poll() is not None,
+                       timeout=20, what="the first worker to stop:\n" + first.log())
+            assert first.proc.returncode != 0
+            assert "driven by worker" in first.log()
+            # Well before its 30 s fence: it stopped its pods as it went (attempt 1's ranks
+            # stamp no more; a later attempt may run under the second worker).
+            wait_until(lambda: time.time() - max(stamps(out)[1]) > 2.0, timeout=15,
+                       what="the first worker's pods to stop")
+        finally:
+            second.stop()

@@ -76,6 +76,58 @@ def test_a_restarted_control_plane_starts_every_silence_clock_at_its_own_start()
     assert plane.silent_for() == 0.0
 
 
+def test_after_a_restart_only_a_report_shows_the_planes_pods_gone() -> None:
+    # A worker that says hello and has not reported, or one slower to come back than the
+    # grace, says nothing of its pods: a job there is not gone for showing none, until the
+    # plane is lost (after the worker's fence has stopped them).
+    from phalanx.spec.planes import PlaneHello
+    clock = Clock()
+    plane = RemotePlane("east", timers=PlaneTimers(worker_grace=60, worker_lost_after=900),
+                        clock=clock)
+    plane.hello(PlaneHello(worker="w", compute="local", fence_after=600, version="0"))
+    plane.observe()
+    assert not plane.sees("n1") and plane.state is PlaneState.WAITING
+    assert "first report" in plane.describe_state()
+    clock.now += 120  # past the grace, still no report
+    plane.observe()
+    assert not plane.sees("n1") and plane.state is PlaneState.WAITING
+    assert all(n.unschedulable for n in plane.inventory())
+    plane.report(report(pod("a", 0)))
+    assert plane.sees("n1") and plane.state is PlaneState.CONNECTED
+    other = RemotePlane("west", timers=PlaneTimers(worker_grace=60, worker_lost_after=900),
+                        clock=clock)
+    clock.now += 901
+    other.observe()
+    assert other.state is PlaneState.LOST and other.sees("n1")
+
+
+def test_a_plane_takes_no_report_of_an_attempt_placed_on_another() -> None:
+    # "b" attempt 2 runs on west: east's key cannot end it, fail it or write its logs.
+    from phalanx.spec.planes import LogChunk
+    placed = {"b": (2, "west"), "a": (1, "east")}
+    logs = []
+
+    class Logs:
+        def append(self, job: str, pod: str, data: bytes) -> None:
+            logs.append((job, pod, data))
+
+    planes = PlaneSet()
+    planes.placement_of = placed.get
+    east = RemotePlane("east", logs=Logs(), owns=lambda job, attempt: planes.owns(
+        "east", job, attempt))  # type: ignore[arg-type]
+    forged = PodReport(job="b", attempt=2, pod_set="main", index=0, rank=0, node="n1",
+                       phase="Failed", exit_code=1)
+    old = PodReport(job="b", attempt=1, pod_set="main", index=0, rank=0, node="n1",
+                    phase="Running")  # an earlier attempt still here: the loop stops it
+    east.report(PlaneReport(worker="w", nodes=None, pods=[pod("a", 0), forged], logs=[
+        LogChunk(job="a", pod="a-main-0", data="mine\n"),
+        LogChunk(job="b", pod="b-main-0", data="forged\n")]))
+    assert {(p.ref.job, p.ref.attempt) for p in east.observe()} == {("a", 1)}
+    assert logs == [("a", "a-main-0", b"mine\n")]
+    east.report(PlaneReport(worker="w", nodes=None, pods=[pod("a", 0), old]))
+    assert {(p.ref.job, p.ref.attempt) for p in east.observe()} == {("a", 1), ("b", 1)}
+
+
 def test_launched_attempts_are_pending_until_reported_then_leave_the_desired_state() -> None:
     clock = Clock()
     plane = RemotePlane("east", clock=clock)
@@ -202,3 +254,20 @@ def test_the_plane_set_sends_a_command_where_the_job_runs_now() -> None:
         planes.exec("a", None, ["true"])
     with pytest.raises(NotFound, match="has no running pod"):
         planes.exec("b", None, ["true"])
+
+
+def test_one_worker_drives_a_plane_the_last_to_say_hello() -> None:
+    from phalanx.errors import Conflict
+    from phalanx.spec.planes import PlaneHello
+    plane = RemotePlane("east", clock=Clock())
+    plane.hello(PlaneHello(worker="w1", compute="local", fence_after=600, version="0"))
+    plane.report(PlaneReport(worker="w1", nodes=None, pods=[pod("a", 0)]))
+    with pytest.raises(Conflict, match="driven by worker w1"):
+        plane.report(PlaneReport(worker="w2", nodes=None, pods=[]))
+    with pytest.raises(Conflict):
+        plane.desired(-1, 0, "w2")
+    assert {p.ref.job for p in plane.observe()} == {"a"}  # w2's empty report changed nothing
+    plane.hello(PlaneHello(worker="w2", compute="local", fence_after=600, version="0"))
+    with pytest.raises(Conflict, match="driven by worker w2"):
+        plane.report(PlaneReport(worker="w1", nodes=None, pods=[pod("a", 0)]))
+    assert plane.desired(-1, 0, "w2").version >= 0

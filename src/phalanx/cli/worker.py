@@ -129,3 +129,5 @@ def worker(
     finally:
         client.close()
         compute_plane.close()
+    if agent.superseded is not None:
+        raise agent.superseded  # (exit 1, saying which worker drives the plane now)

@@ -18,6 +18,7 @@ named member planes (the in-process local plane of ``phalanx up``, and a
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from phalanx.compute.base import (
@@ -58,6 +59,9 @@ class PlaneSet(ComputePlane):
         # Unqualified members' node names -> member, rebuilt when the inventory changes.
         self._unqualified: dict[str, str] = {}
         self._unqualified_generation = -1
+        # The control plane's answer to "which attempt of this job is current, and on
+        # which plane is it placed" (None: not placed); see ``owns``.
+        self.placement_of: Callable[[str], tuple[int, str] | None] | None = None
 
     # ------------------------------------------------------------------ members
     def add(self, name: str, plane: ComputePlane, *, qualify: bool = True) -> None:
@@ -93,6 +97,13 @@ class PlaneSet(ComputePlane):
     def _snapshot(self) -> list[tuple[str, _Member]]:
         with self._lock:
             return list(self._members.items())
+
+    def owns(self, plane: str, job: str, attempt: int) -> bool:
+        """Whether member ``plane`` may report pods of ``attempt`` of ``job``: not when that
+        is the job's current attempt and it is placed on another plane."""
+        lookup = self.placement_of
+        placed = lookup(job) if lookup is not None else None
+        return placed is None or placed[0] != attempt or placed[1] == plane
 
     def plane_of_node(self, node: str) -> str | None:
         """The member that has node ``node`` (a name as the control plane sees it)."""

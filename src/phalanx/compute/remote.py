@@ -28,6 +28,7 @@ with the worker's end of the command as an ``ExecSession``, or the plane's refus
 
 from __future__ import annotations
 
+import logging
 import secrets
 import threading
 import time
@@ -44,7 +45,7 @@ from phalanx.compute.base import (
     PodState,
     Refusal,
 )
-from phalanx.errors import NotFound, PhalanxError, Unavailable
+from phalanx.errors import Conflict, NotFound, PhalanxError, Unavailable
 from phalanx.scheduler.types import Admission
 from phalanx.spec.planes import (
     AttemptKey,
@@ -58,6 +59,8 @@ from phalanx.spec.planes import (
 from phalanx.spec.resources import JobSpec, Node
 from phalanx.spec.status import JobAdmission
 from phalanx.store.logs import LogStore
+
+log = logging.getLogger(__name__)
 
 PLANE_LOST = "PlaneLost"
 Key = tuple[str, int]
@@ -118,15 +121,24 @@ class RemotePlane(ComputePlane):
     name = "remote"
 
     def __init__(self, plane: str, *, timers: PlaneTimers | None = None,
-                 logs: LogStore | None = None, clock: Callable[[], float] = time.time) -> None:
+                 logs: LogStore | None = None, clock: Callable[[], float] = time.time,
+                 owns: Callable[[str, int], bool] | None = None) -> None:
         super().__init__()
         self.plane = plane
+        # Whether an attempt may be this plane's (False: the job's current attempt is placed
+        # on another plane): what a worker reports of anything else is not taken, so a
+        # plane's key cannot end, fail or write the logs of a job running elsewhere.
+        self.owns = owns
+        self._disowned: set[Key] = set()  # (warned about once)
         self.timers = timers or PlaneTimers()
         self.logs = logs
         self.clock = clock
         self.started = clock()
         self._changed = threading.Condition()
         self.last_seen: float | None = None
+        # A report (not a hello) came since this start: until one does, the plane's pods are
+        # unknown, and a job there is not gone for showing none.
+        self.reported = False
         self.worker: str | None = None
         self.fence_after: float | None = None
         self.compute: str | None = None
@@ -150,6 +162,16 @@ class RemotePlane(ComputePlane):
         self.exec_start = EXEC_START
 
     # ------------------------------------------------------------------ the worker's side
+    def _check_worker(self, worker: str | None) -> None:
+        """One worker drives a plane: the one that said hello last (or, after a restart of
+        the control plane, the first that reports). Any other is told so (409) and stops
+        its pods: two workers of one plane would both start what it should run."""
+        if worker is not None and self.worker is not None and worker != self.worker:
+            raise Conflict(
+                f"compute plane {self.plane} is driven by worker {self.worker}, which "
+                f"registered after worker {worker}", field="worker",
+                fix="run one worker per plane; this one stops its pods")
+
     def hello(self, hello: PlaneHello) -> None:
         with self._changed:
             self.worker = hello.worker
@@ -164,15 +186,19 @@ class RemotePlane(ComputePlane):
         True when the worker should send its nodes (none known since this start)."""
         nodes_changed = False
         with self._changed:
+            self._check_worker(report.worker)
             self.worker = report.worker
             self.last_seen = self.clock()
+            self.reported = True
             if report.nodes is not None:
                 fresh = {n.name: n for n in report.nodes}
                 nodes_changed = fresh != self._nodes
                 self._nodes = fresh
             pods: dict[Key, list[PodState]] = {}
             for pod in report.pods:
-                pods.setdefault((pod.job, pod.attempt), []).append(pod_state(pod))
+                key = (pod.job, pod.attempt)
+                if key in pods or self._owned(key):
+                    pods.setdefault(key, []).append(pod_state(pod))
             self._pods = pods
             # Started: the worker's plane keeps the attempt from here (a restarted worker
             # re-lists it), so the desired state it polls stays small.
@@ -188,8 +214,10 @@ class RemotePlane(ComputePlane):
                     self._version += 1
                     self._changed.notify_all()
         if self.logs is not None:
+            mine = {(p.ref.job, p.ref.name) for group in pods.values() for p in group}
             for chunk in report.logs:
-                self.logs.append(chunk.job, chunk.pod, chunk.data.encode())
+                if (chunk.job, chunk.pod) in mine:
+                    self.logs.append(chunk.job, chunk.pod, chunk.data.encode())
         state_changed = self._update_state()
         if nodes_changed or state_changed:
             self._nodes_changed()
@@ -197,10 +225,22 @@ class RemotePlane(ComputePlane):
             self._notify()
         return report.nodes is None and not self._nodes
 
-    def desired(self, after: int, timeout: float) -> DesiredState:
+    def _owned(self, key: Key) -> bool:
+        if self.owns is None or self.owns(*key):
+            return True
+        if key not in self._disowned:
+            if len(self._disowned) > 1000:
+                self._disowned.clear()
+            self._disowned.add(key)
+            log.warning("compute plane %s reported pods of %s attempt %d, which runs on "
+                        "another plane: not taken", self.plane, *key)
+        return False
+
+    def desired(self, after: int, timeout: float, worker: str | None = None) -> DesiredState:
         """The desired state once its version passes ``after``, or as it is at ``timeout``."""
         deadline = time.monotonic() + timeout
         with self._changed:
+            self._check_worker(worker)
             while self._version <= after and not self._closed:
                 left = deadline - time.monotonic()
                 if left <= 0:
@@ -233,15 +273,15 @@ class RemotePlane(ComputePlane):
                 # workers cannot reach it, which says nothing about them.
                 return False
             silent = self.silent_for(now)
-            if self.last_seen is not None and self.last_seen >= self.started and (
-                    silent < self.timers.worker_grace):
-                state = PlaneState.CONNECTED
-            elif silent >= self.timers.worker_lost_after:
+            if silent >= self.timers.worker_lost_after:
                 state = PlaneState.LOST
-            elif silent >= self.timers.worker_grace:
-                state = PlaneState.SILENT
-            else:
+            elif not self.reported:
+                # (a hello alone says nothing of the pods: WAITING until the first report)
                 state = PlaneState.WAITING
+            elif silent < self.timers.worker_grace:
+                state = PlaneState.CONNECTED
+            else:
+                state = PlaneState.SILENT
             if state is self._state:
                 return False
             self._state = state
@@ -263,7 +303,8 @@ class RemotePlane(ComputePlane):
         if self._state is PlaneState.CONNECTED:
             return "connected"
         if self._state is PlaneState.WAITING or self.last_seen is None:
-            return "waiting for its worker"
+            return ("waiting for its worker's first report" if self.last_seen is not None
+                    and self.last_seen >= self.started else "waiting for its worker")
         if self._state is PlaneState.SILENT:
             return f"disconnected (silent for {silent:.0f}s)"
         return f"lost (silent for {silent:.0f}s)"
@@ -306,7 +347,9 @@ class RemotePlane(ComputePlane):
             for p in pods] if reason else pods
 
     def sees(self, node: str) -> bool:
-        return self._state is not PlaneState.WAITING
+        """Whether a pod missing from the plane is gone: once the worker has reported since
+        this start (the worker re-lists its pods first), or once the plane is lost."""
+        return self.reported or self._state is PlaneState.LOST
 
     def refusals(self) -> list[Refusal]:
         with self._changed:

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
 
 from phalanx.compute.base import ComputePlane
 from phalanx.compute.federation import PlaneSet
@@ -52,7 +53,8 @@ class PlaneRegistry:
             self._join(registered)
 
     def _join(self, registered: RegisteredPlane) -> RemotePlane:
-        remote = RemotePlane(registered.name, timers=self.timers, logs=self.logs)
+        remote = RemotePlane(registered.name, timers=self.timers, logs=self.logs,
+                             owns=partial(self.planes.owns, registered.name))
         remote.set_cordoned(registered.cordoned or registered.draining)
         self.planes.add(registered.name, remote)
         return remote
@@ -161,6 +163,20 @@ def plane_of_job(record: JobRecord, planes: PlaneSet) -> str | None:
         for node in pod_set.nodes:
             return planes.plane_of_node(node)
     return None
+
+
+def current_placement(state: ControlState, planes: PlaneSet
+                      ) -> Callable[[str], tuple[int, str] | None]:
+    """``PlaneSet.placement_of`` for this control plane: a job's current attempt and the
+    plane it is placed on. (Called from the API's threads without the state lock: a record
+    is swapped whole, and reading a dict entry is atomic.)"""
+    def placed(job: str) -> tuple[int, str] | None:
+        record = state.jobs.get(job)
+        if record is None or record.admission is None:
+            return None
+        name = plane_of_job(record, planes)
+        return None if name is None else (record.attempt, name)
+    return placed
 
 
 def with_plane(record: JobRecord, planes: ComputePlane) -> JobRecord:

@@ -23,7 +23,7 @@ from phalanx.compute.federation import PlaneSet
 from phalanx.compute.remote import PlaneTimers
 from phalanx.control import Controller
 from phalanx.control.loop import CredentialSource
-from phalanx.control.planes import PlaneRegistry, check_timers
+from phalanx.control.planes import PlaneRegistry, check_timers, current_placement
 from phalanx.defaults import (
     DEFAULT_HOST,
     DEFAULT_PORT,
@@ -190,6 +190,7 @@ def serve(
     controller = Controller(store, plane, grace_seconds=grace_seconds, logs=logs,
                             finished_ttl=finished_ttl, credentials=credentials)
     auth.attempts = controller.service.running_attempt
+    plane.placement_of = current_placement(controller.state, plane)
     app = create_app(controller, auth, logs, db_label=str(info["db"]),
                      secrets=SecretEnvRule(extra=tuple(secret_env)), max_body_bytes=max_body_bytes,
                      log_limits=LogLimits.from_env(), interactive=interactive,

@@ -93,7 +93,7 @@ def add_plane_routes(
                             poll_seconds=timers.poll_seconds)
 
     @app.post("/v1/planes/{name}/report", dependencies=needs(Access.PLANE),
-              responses=errors(400, 401, 403, 404))
+              responses=errors(400, 401, 403, 404, 409))
     def report(name: str, body: PlaneReport) -> ReportAck:
         """What the worker's plane has now: nodes (when changed), pods, refusals, logs."""
         wanted = registry.remote(name).report(body)
@@ -101,12 +101,14 @@ def add_plane_routes(
         return ReportAck(nodes_wanted=wanted)
 
     @app.get("/v1/planes/{name}/desired", dependencies=needs(Access.PLANE),
-             responses=errors(400, 401, 403, 404))
+             responses=errors(400, 401, 403, 404, 409))
     async def desired(name: str, after: int = -1,
-                      wait: float = Query(default=25.0, ge=0, le=MAX_WAIT)) -> DesiredState:
-        """The desired state once its version passes ``after`` (a long poll of ``wait`` s)."""
+                      wait: float = Query(default=25.0, ge=0, le=MAX_WAIT),
+                      worker: str | None = None) -> DesiredState:
+        """The desired state once its version passes ``after`` (a long poll of ``wait`` s);
+        409 for a ``worker`` other than the one that drives the plane."""
         remote = registry.remote(name)
-        return await to_thread.run_sync(remote.desired, after, wait, limiter=polls)
+        return await to_thread.run_sync(remote.desired, after, wait, worker, limiter=polls)
 
     add_plane_exec_routes(app, registry, polls, errors, error_response)
 

@@ -25,6 +25,7 @@ import os
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -53,6 +54,9 @@ log = logging.getLogger("phalanx.worker")
 IDENTITY_FILE = "worker.json"
 OFFSETS_FILE = "log-offsets.json"
 LOG_CHUNK = 256 * 1024  # most output of one pod sent in one report
+# Most output of all pods in one report: well under the API's body limit (16 MiB by
+# default), so that a backlog after a disconnect never makes a report that always fails.
+REPORT_LOG_BUDGET = 4 * 1024 * 1024
 FENCE_STOP_GRACE = 5.0
 
 
@@ -99,6 +103,7 @@ class Worker:
         self.id = uuid.uuid4().hex[:12]
         self.contact = _Contact()
         self.stop = threading.Event()
+        self.superseded: Conflict | None = None  # why it stopped, if another worker took over
         self._changed = threading.Event()
         self._handled: set[tuple[str, int]] = set()  # launches done or refused
         self._refusals: list[PlacementRefusal] = []
@@ -113,15 +118,27 @@ class Worker:
         """Until ``stop`` is set: register, then report, poll and take commands on three
         threads."""
         self._register()
-        poller = threading.Thread(target=self._poll_loop, name="phalanx-worker-poll",
-                                  daemon=True)
+        poller = threading.Thread(target=self._or_stop, args=(self._poll_loop,),
+                                  name="phalanx-worker-poll", daemon=True)
         poller.start()
         execs = ExecRelay(self.plane, self.client, self.stop,
                           poll_seconds=self.options.poll_seconds,
                           backoff_cap=self.options.backoff_cap)
         threading.Thread(target=execs.run, name="phalanx-worker-exec", daemon=True).start()
-        self._report_loop()
+        self._or_stop(self._report_loop)
         poller.join(timeout=self.options.poll_seconds + 15)
+
+    def _or_stop(self, loop: Callable[[], None]) -> None:
+        """Run one of the worker's loops; one that ends on an error it could not handle
+        stops the whole worker, so that its lease lapses and the fence stops the pods
+        (a worker that reports but no longer converges must not look alive)."""
+        try:
+            loop()
+        except BaseException:
+            log.exception("the worker's %s stopped on an error: stopping the worker",
+                          threading.current_thread().name)
+            self.stop.set()
+            raise
 
     def _register(self) -> PlaneWelcome:
         delay = 0.2
@@ -170,15 +187,28 @@ class Worker:
                 field="--state-dir", fix="give each plane and control plane its own --state-dir")
 
     def _contacted(self) -> None:
-        # One renewal at a time: the reporter and the poller both hear the control plane.
-        with self.contact.lock:
+        """The control plane took a hello or a report: renew the lease. Only those count,
+        as only those reset the control plane's silence clock: a worker whose reports fail
+        while its long polls succeed must fence itself before the plane is found lost."""
+        with self.contact.lock:  # (one renewal at a time)
             self.contact.last = time.monotonic()
             self.contact.fenced = False
             if self.lease is not None:
                 try:
                     self.lease.renew(time.time() + self.options.fence_after)
-                except OSError as exc:  # the fence will stop the pods: say why, go on
+                except Exception as exc:  # the fence will stop the pods: say why, go on
                     log.error("cannot renew the lease at %s: %s", self.lease.where, exc)
+
+    def _superseded(self, exc: Conflict) -> None:
+        """Another worker drives this plane now: stop every pod at once and end."""
+        if self.stop.is_set():
+            return
+        self.superseded = exc
+        self.stop.set()
+        running = {(p.ref.job, p.ref.attempt) for p in self.plane.observe() if not p.phase.done}
+        log.error("%s: stopping %d attempt(s) and this worker", exc, len(running))
+        for job, attempt in sorted(running):
+            self.plane.terminate(job, attempt, FENCE_STOP_GRACE)
 
     def _check_fence(self) -> None:
         """Without the control plane for ``fence_after``: stop every pod of this plane."""
@@ -200,8 +230,12 @@ class Worker:
             self._changed.clear()
             try:
                 self._report()
-            except PhalanxError as exc:
-                log.warning("cannot report to the control plane: %s", exc)
+            except Conflict as exc:
+                self._superseded(exc)
+                return
+            except Exception as exc:  # (the plane's own errors too: its API, its files)
+                log.warning("cannot report to the control plane: %s", exc,
+                            exc_info=not isinstance(exc, PhalanxError))
                 self._check_fence()
                 self.stop.wait(delay)
                 delay = min(delay * 2, self.options.backoff_cap)
@@ -241,7 +275,11 @@ class Worker:
         if self.logs is None:
             return [], offsets
         chunks = []
+        budget = REPORT_LOG_BUDGET
         for pod in pods:
+            if budget <= 0:  # the rest goes with the next report, sent at once
+                self._changed.set()
+                break
             key = f"{pod.ref.job}/{pod.ref.name}"
             path = self.logs.path(pod.ref.job, pod.ref.name)
             try:
@@ -255,7 +293,10 @@ class Worker:
                 continue
             with path.open("rb") as handle:
                 handle.seek(start)
-                data = handle.read(LOG_CHUNK)
+                data = whole_characters(handle.read(min(LOG_CHUNK, budget)))
+            if not data:
+                continue
+            budget -= len(data)
             offsets[key] = start + len(data)
             chunks.append(LogChunk(job=pod.ref.job, pod=pod.ref.name,
                                    data=data.decode("utf-8", errors="replace")))
@@ -280,7 +321,10 @@ class Worker:
         version, delay = -1, 0.2
         while not self.stop.is_set():
             try:
-                desired = self.client.desired(version, self.options.poll_seconds)
+                desired = self.client.desired(version, self.options.poll_seconds, self.id)
+            except Conflict as exc:
+                self._superseded(exc)
+                return
             except PhalanxError as exc:
                 log.warning("cannot read the desired state: %s", exc)
                 self.stop.wait(delay)
@@ -288,11 +332,18 @@ class Worker:
                 version = -1  # the control plane may have restarted: take it whole again
                 continue
             delay = 0.2
-            self._contacted()
+            # (no renewal here: the lease follows the control plane's silence clock, which
+            # only a hello or a report resets; see _contacted)
             if desired.version < version:
                 self._handled.clear()  # a restarted control plane: its launches are new
+            try:
+                self.converge(desired)
+            except Exception:  # the plane's fault (its API, a file): try it whole again
+                log.exception("could not converge to desired state %d", desired.version)
+                version = -1
+                self.stop.wait(delay)
+                continue
             version = desired.version
-            self.converge(desired)
 
     def converge(self, desired: DesiredState) -> None:
         pods = self.plane.observe()
@@ -337,3 +388,15 @@ class Worker:
                                                    error=error,
                                                    failure="user" if user else "system"))
         self._changed.set()
+
+
+def whole_characters(data: bytes) -> bytes:
+    """``data`` without a UTF-8 character cut short at its end (the rest of it comes with
+    the next read), so that no character is lost between two reports."""
+    for back in range(1, min(4, len(data)) + 1):
+        byte = data[-back]
+        if byte & 0xC0 != 0x80:  # not a continuation byte: the last character starts here
+            need = (2 if byte >> 5 == 0b110 else 3 if byte >> 4 == 0b1110
+                    else 4 if byte >> 3 == 0b11110 else 1)
+            return data if back >= need else data[:-back]
+    return data

@@ -15,7 +15,14 @@ import httpx
 from websockets.exceptions import InvalidHandshake, InvalidStatus
 from websockets.sync.client import ClientConnection, connect
 
-from phalanx.errors import AuthError, ConnectionFailed, PhalanxError, ServerError, SpecError
+from phalanx.errors import (
+    AuthError,
+    Conflict,
+    ConnectionFailed,
+    PhalanxError,
+    ServerError,
+    SpecError,
+)
 from phalanx.kinds import relay
 from phalanx.spec.planes import (
     DesiredState,
@@ -93,6 +100,8 @@ class PlaneClient:
                     cls = AuthError
                 elif answer.status_code == 400:
                     cls = SpecError  # refused for good: the worker stops and says why
+                elif answer.status_code == 409:
+                    cls = Conflict  # another worker has taken this plane over
                 raise cls(f"{method} {path}: {error}", fix=fix or "see the control plane's log")
             return answer
         raise AssertionError("unreachable")
@@ -105,9 +114,12 @@ class PlaneClient:
         answer = self._send("POST", f"/v1/planes/{self.plane}/report", json=report.to_dict())
         return ReportAck.model_validate(answer.json())
 
-    def desired(self, after: int, wait: float) -> DesiredState:
+    def desired(self, after: int, wait: float, worker: str | None = None) -> DesiredState:
+        params: dict[str, str | int | float] = {"after": after, "wait": wait}
+        if worker is not None:
+            params["worker"] = worker
         answer = self._send("GET", f"/v1/planes/{self.plane}/desired",
-                            params={"after": after, "wait": wait}, timeout=wait + self.timeout)
+                            params=params, timeout=wait + self.timeout)
         return DesiredState.model_validate(answer.json())
 
 

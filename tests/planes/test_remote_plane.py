@@ -271,3 +271,13 @@ def test_one_worker_drives_a_plane_the_last_to_say_hello() -> None:
     with pytest.raises(Conflict, match="driven by worker w2"):
         plane.report(PlaneReport(worker="w1", nodes=None, pods=[pod("a", 0)]))
     assert plane.desired(-1, 0, "w2").version >= 0
+
+
+def test_a_report_older_than_one_taken_is_dropped() -> None:
+    # The worker's first try timed out and its retry was taken; the first is answered late.
+    plane = RemotePlane("east", clock=Clock())
+    plane.report(PlaneReport(worker="w", seq=2, nodes=None, pods=[pod("a", 0, "Succeeded")]))
+    plane.report(PlaneReport(worker="w", seq=1, nodes=None, pods=[pod("a", 0)]))
+    assert [p.phase for p in plane.observe()] == [PodPhase.SUCCEEDED]
+    plane.report(PlaneReport(worker="w", seq=3, nodes=None, pods=[]))
+    assert plane.observe() == []

@@ -139,6 +139,7 @@ class RemotePlane(ComputePlane):
         # A report (not a hello) came since this start: until one does, the plane's pods are
         # unknown, and a job there is not gone for showing none.
         self.reported = False
+        self._seq = 0  # the latest report's number
         self.worker: str | None = None
         self.fence_after: float | None = None
         self.compute: str | None = None
@@ -174,6 +175,8 @@ class RemotePlane(ComputePlane):
 
     def hello(self, hello: PlaneHello) -> None:
         with self._changed:
+            if hello.worker != self.worker:
+                self._seq = 0  # (a new worker numbers its reports from 1)
             self.worker = hello.worker
             self.fence_after = hello.fence_after
             self.compute = hello.compute
@@ -187,6 +190,11 @@ class RemotePlane(ComputePlane):
         nodes_changed = False
         with self._changed:
             self._check_worker(report.worker)
+            if report.seq and report.worker == self.worker and report.seq <= self._seq:
+                # Older than one taken (a retry's first try, answered late): its pods are
+                # not the plane's now. (Its logs were sent again with the newer one.)
+                return report.nodes is None and not self._nodes
+            self._seq = report.seq
             self.worker = report.worker
             self.last_seen = self.clock()
             self.reported = True

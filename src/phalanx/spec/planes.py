@@ -106,6 +106,8 @@ class PlaneReport(Model):
     """What the worker's plane has now. ``nodes`` None: unchanged since the last report."""
 
     worker: str
+    seq: int = Field(default=0, ge=0, description="The worker's count of its reports (from "
+                     "1): a report older than one already taken is dropped (0: unnumbered)")
     nodes: list[Node] | None = None
     pods: list[PodReport] = Field(default_factory=list)
     refusals: list[PlacementRefusal] = Field(default_factory=list)

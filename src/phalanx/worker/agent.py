@@ -109,6 +109,7 @@ class Worker:
         self._refusals: list[PlacementRefusal] = []
         self._refusals_lock = threading.Lock()
         self._sent_generation = -1
+        self._seq = 0  # reports sent (numbered, so that a late one is not taken as new)
         self._nodes_wanted = True
         self._offsets: dict[str, int] = self._load_offsets()
         plane.subscribe(self._changed.set)
@@ -253,8 +254,9 @@ class Worker:
         chunks, offsets = self._new_output(pods)
         with self._refusals_lock:
             refusals, self._refusals = self._refusals, []
-        report = PlaneReport(worker=self.id, nodes=nodes, pods=[pod_report(p) for p in pods],
-                             refusals=refusals, logs=chunks)
+        self._seq += 1
+        report = PlaneReport(worker=self.id, seq=self._seq, nodes=nodes,
+                             pods=[pod_report(p) for p in pods], refusals=refusals, logs=chunks)
         try:
             ack = self.client.report(report)
         except PhalanxError:

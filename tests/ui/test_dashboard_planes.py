@@ -139,7 +139,7 @@ def test_a_silent_plane_says_what_it_holds_and_that_its_job_keeps_its_quota(
                  .startswith("silent"))
         assert same_page(browser), "the page reloaded"
         holds = cells(browser, "#plane-gcp-a")["holds"]
-        assert holds.startswith("1 job keeping their quota (cpu=16) for "), holds
+        assert holds.startswith("1 job keeping their quota (cpu=16 pods=2) for "), holds
         assert holds.endswith("until the plane is lost after 1m of silence"), holds
         assert cells(browser, "#plane-onprem")["holds"] == "-"
 

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from tests.planes.harness import Federation, Gate, wait_until
-from tests.ui.browser import chromium, need_chromium
+from tests.ui.browser import RESULTS, chromium, need_chromium
 from tests.ui.test_dashboard_browser import (
     mark_page,
     no_console_errors,
@@ -27,6 +27,8 @@ from tests.ui.test_dashboard_browser import (
 )
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+
+SHOTS = RESULTS / "dashboard"
 
 NODES = "nodes:\n" + "".join(
     f"  - {{name: n{i}, allocatable: {{cpu: 8, memory: 64Gi, pods: 110}}}}\n"
@@ -67,6 +69,7 @@ def two(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Two]:
 
 @pytest.fixture(scope="module")
 def browser(two: Two) -> Iterator[Any]:
+    SHOTS.mkdir(parents=True, exist_ok=True)
     with chromium() as driver:
         sign_in(driver, two.fed.server, two.fed.server.token)
         wait_for(driver, lambda d: text_of(d, "#role") == "admin")
@@ -99,6 +102,7 @@ def test_the_jobs_table_has_a_plane_column(browser: Any, two: Two) -> None:
         "return document.querySelector('table.jobs thead th:nth-child(6) button')"
         ".dataset.sort;")
     assert user == "5"
+    browser.save_screenshot(str(SHOTS / "jobs-planes.png"))
     no_console_errors(browser, "jobs (two planes)")
 
 
@@ -142,6 +146,7 @@ def test_a_silent_plane_says_what_it_holds_and_that_its_job_keeps_its_quota(
         assert holds.startswith("1 job keeping their quota (cpu=16 pods=2) for "), holds
         assert holds.endswith("until the plane is lost after 1m of silence"), holds
         assert cells(browser, "#plane-onprem")["holds"] == "-"
+        browser.save_screenshot(str(SHOTS / "clusters-silent.png"))
 
         browser.get(fed.server.url + "/ui/jobs/placed")
         wait_for(browser, lambda d: text_of(d, "#job-plane").startswith(
@@ -151,6 +156,7 @@ def test_a_silent_plane_says_what_it_holds_and_that_its_job_keeps_its_quota(
         assert "warn" in str(browser.execute_script(
             "return document.getElementById('job-plane').className;"))
         assert text_of(browser, "#job-status") == "Running"
+        browser.save_screenshot(str(SHOTS / "job-silent-plane.png"))
         no_console_errors(browser, "silent plane")
     finally:
         two.gate.heal()

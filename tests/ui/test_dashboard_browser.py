@@ -293,6 +293,33 @@ def test_nodes_show_health_and_admins_cordon(browser: Any, server: LiveServer,
     no_console_errors(browser, "nodes")
 
 
+def test_one_plane_shows_no_plane_column_and_no_clusters_panel(
+        browser: Any, server: LiveServer, api: httpx.Client) -> None:
+    from selenium.webdriver.common.by import By
+
+    job = python_job("one-plane", "team-a", "import time; time.sleep(600)")
+    assert api.post("/v1/jobs", json=job).status_code == 201
+    wait_for(browser, lambda _: api.get("/v1/jobs/one-plane").json()["status"] == "Running")
+    assert api.get("/v1/jobs/one-plane").json()["plane"] == "local"  # placed, on the one plane
+    browser.get(server.url + "/ui/jobs")
+    wait_for(browser, lambda d: text_of(d, "#job-one-plane .status") == "Running")
+    headers = browser.execute_script(
+        "return Array.from(document.querySelectorAll('table.jobs thead th'))"
+        ".map(h => h.innerText.trim());")
+    assert headers[:5] == ["Name", "Queue", "Team", "Status", "User"]
+    assert not browser.find_elements(By.CSS_SELECTOR, "table.jobs .plane")
+    for page in ("/ui/", "/ui/nodes"):
+        browser.get(server.url + page)
+        wait_for(browser, lambda d: d.find_elements(By.ID, "clusters"))
+        assert text_of(browser, "#clusters") == "", page
+        assert not browser.find_elements(By.CSS_SELECTOR, "#clusters table"), page
+    browser.get(server.url + "/ui/jobs/one-plane")
+    wait_for(browser, lambda d: text_of(d, "#job-status") == "Running")
+    assert text_of(browser, "#job-plane") == "local"  # as `phalanx describe` says it
+    assert api.post("/v1/jobs/one-plane/cancel").status_code == 200
+    no_console_errors(browser, "one plane")
+
+
 def test_whatif_replays_the_bundled_sample(browser: Any, server: LiveServer) -> None:
     from selenium.webdriver.common.by import By
 

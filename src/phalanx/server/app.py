@@ -531,7 +531,8 @@ def create_app(
         # Any user's API key opens a dashboard session with that user's role and teams;
         # the bootstrap key signs the session cookies.
         app.mount(MOUNT, create_ui(controller, logs, auth.bootstrap_key, secrets=secret_env,
-                                   slots=slots, log_reads=log_reads, authenticator=auth))
+                                   slots=slots, log_reads=log_reads, authenticator=auth,
+                                   planes=planes))
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
 

@@ -17,6 +17,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.responses import RedirectResponse, Response
 
 from phalanx.control import Controller
+from phalanx.control.planes import PlaneRegistry
 from phalanx.errors import PhalanxError
 from phalanx.server.auth import Authenticator
 from phalanx.server.logstream import FollowerSlots
@@ -41,10 +42,11 @@ MOUNT = "/ui"
 def create_ui(
     controller: Controller, logs: LogStore, token: str, *, secrets: SecretEnvRule,
     slots: FollowerSlots, log_reads: anyio.CapacityLimiter, sample_history: bool = True,
-    authenticator: Authenticator | None = None,
+    authenticator: Authenticator | None = None, planes: PlaneRegistry | None = None,
 ) -> FastAPI:
     """The dashboard as an app of its own, to mount at ``MOUNT``; it shares the API's log
-    follower bounds (``slots``) and disk readers (``log_reads``)."""
+    follower bounds (``slots``) and disk readers (``log_reads``), and shows the compute
+    planes of ``planes``."""
     service = controller.service
     history = History(service, AdmissionCounter(controller.metrics.registry))
     if sample_history:
@@ -53,7 +55,7 @@ def create_ui(
     d = Dashboard(
         controller=controller, logs=logs, sessions=Sessions(token, authenticator=authenticator),
         visibility=Visibility(hidden_key, secrets), history=history, slots=slots,
-        log_reads=log_reads, templates=template_environment(),
+        log_reads=log_reads, templates=template_environment(), planes=planes,
     )
     app = FastAPI(openapi_url=None, docs_url=None, redoc_url=None)
     app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")

@@ -14,12 +14,14 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
 from phalanx.control import Controller, JobService
+from phalanx.control.planes import PlaneRegistry, plane_views
 from phalanx.errors import PhalanxError
 from phalanx.server.logstream import FollowerSlots
 from phalanx.server.ui import charts
 from phalanx.server.ui.history import History
 from phalanx.server.ui.session import CSRF_FIELD, CSRF_HEADER, Session, Sessions
 from phalanx.server.ui.visibility import Visibility
+from phalanx.spec.planes import PlaneView
 from phalanx.store import LogStore
 
 HERE = Path(__file__).parent
@@ -46,10 +48,15 @@ class Dashboard:
     slots: FollowerSlots
     log_reads: anyio.CapacityLimiter
     templates: Environment
+    planes: PlaneRegistry | None = None  # the compute planes (clusters); None: not served
 
     @property
     def service(self) -> JobService:
         return self.controller.service
+
+    def plane_views(self) -> list[PlaneView]:
+        """Every compute plane as ``GET /v1/planes`` has it; none without a registry."""
+        return plane_views(self.planes, self.service) if self.planes is not None else []
 
     def session(self, request: Request) -> Session:
         session = self.sessions.session_of(request)

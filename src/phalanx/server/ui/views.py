@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import yaml
 
+from phalanx.control.planes import with_plane
 from phalanx.control.service import LocalQueueCounts
 from phalanx.errors import NotFound, SpecError
 from phalanx.server.logstream import pod_names
@@ -19,7 +20,17 @@ from phalanx.server.ui.context import Dashboard
 from phalanx.server.ui.history import admission_rates, utilisation
 from phalanx.server.ui.session import Session
 from phalanx.spec.labels import merge_selectors
-from phalanx.spec.resources import JobKind, NodeHealth
+from phalanx.spec.planes import LOCAL_PLANE, PlaneView
+from phalanx.spec.planetext import (
+    NONE,
+    UNHEARD,
+    holds_text,
+    plane_line,
+    several_planes,
+    state_text,
+    used_of,
+)
+from phalanx.spec.resources import GPU, JobKind, NodeHealth
 from phalanx.spec.status import JobRecord, JobStatus
 from phalanx.store import JobFilter
 
@@ -57,6 +68,7 @@ def overview(d: Dashboard, session: Session) -> Fragments:
         "chart": chart,
         "waiters": d.fragment("_waiters.html", session, rows=_longest_waiters(d, session)),
         "bad-nodes": d.fragment("_bad_nodes.html", session, nodes=nodes),
+        "clusters": clusters(d, session),
     }
 
 
@@ -153,11 +165,13 @@ class JobsQuery:
 
 def jobs(d: Dashboard, session: Session, query: JobsQuery) -> Fragments:
     records, after, remaining = _page(d, query)
+    records = [with_plane(r, d.service.plane) for r in records]
     now = time.time()
     rows = [d.visibility.row(r, session, now) for r in records]
     return {"jobs": d.fragment("_jobs.html", session, rows=rows, query=query,
                                next_link=query.link(after) if after else None,
-                               remaining=remaining)}
+                               remaining=remaining,
+                               show_plane=several_planes(records, d.plane_views))}
 
 
 def _page(d: Dashboard, query: JobsQuery) -> tuple[list[JobRecord], str | None, int]:
@@ -179,7 +193,7 @@ def _page(d: Dashboard, query: JobsQuery) -> tuple[list[JobRecord], str | None, 
 
 # ------------------------------------------------------------------ one job
 def job(d: Dashboard, session: Session, name: str) -> Fragments:
-    record = d.service.get(name)
+    record = with_plane(d.service.get(name), d.service.plane)
     seen = d.visibility.record(record, session)
     if seen is None:
         raise NotFound(f"no job {name!r} you may see", field="job",
@@ -194,10 +208,14 @@ def job(d: Dashboard, session: Session, name: str) -> Fragments:
             endpoints = dict(endpoints_of(name, record.attempt))
         except Exception:  # a plane that cannot say leaves the links out, not the page
             endpoints = {}
+    # The local plane has no worker to go silent: its line is its name, asked of no one.
+    planes = d.plane_views() if record.plane not in (None, LOCAL_PLANE) else []
+    on = next((p for p in planes if p.name == record.plane), None)
     return {"job": d.fragment(
         "_job.html", session, job=seen, pods=pods, events=events, restarts=restarts,
         endpoints=endpoints, may_change=session.may_change(record)
-        and not record.status.terminal)}
+        and not record.status.terminal, plane=plane_line(record, planes),
+        plane_unheard=on is not None and on.phase in UNHEARD and not record.status.terminal)}
 
 
 def spec_yaml(record: JobRecord) -> str:
@@ -211,4 +229,38 @@ def job_pods(record: JobRecord) -> list[str]:
 # ------------------------------------------------------------------ nodes
 def nodes(d: Dashboard, session: Session) -> Fragments:
     entries = sorted(d.service.nodes(), key=lambda n: n.node.name)
-    return {"nodes": d.fragment("_nodes.html", session, nodes=entries)}
+    return {"nodes": d.fragment("_nodes.html", session, nodes=entries),
+            "clusters": clusters(d, session)}
+
+
+# ------------------------------------------------------------------ compute planes
+@dataclass(frozen=True, slots=True)
+class PlaneRow:
+    """One compute plane (cluster) as the Clusters panel shows it, in the words of
+    ``phalanx status``: counts and amounts only, never the names of its jobs."""
+
+    name: str
+    phase: str
+    state: str
+    nodes: int
+    jobs: int
+    cpu: str
+    gpu: str
+    holds: str  # what a plane whose worker is not heard holds; "-" for the others
+
+
+def plane_row(plane: PlaneView) -> PlaneRow:
+    return PlaneRow(name=plane.name, phase=plane.phase, state=state_text(plane),
+                    nodes=plane.nodes, jobs=len(plane.jobs), cpu=used_of(plane, "cpu"),
+                    gpu=used_of(plane, GPU),
+                    holds=holds_text(plane) if plane.phase in UNHEARD else NONE)
+
+
+def clusters(d: Dashboard, session: Session) -> str:
+    """The Clusters panel: each compute plane, or nothing when there is only one."""
+    planes = d.plane_views()
+    if len(planes) < 2:
+        return ""
+    rows = [plane_row(p) for p in planes]
+    return d.fragment("_planes.html", session, planes=rows,
+                      gpus=any(GPU in p.allocatable for p in planes))

@@ -41,6 +41,7 @@ class JobRow:
     reason: str
     may_change: bool
     live: bool
+    plane: str | None = None  # the compute plane (cluster) it is placed on
 
 
 class Visibility:
@@ -78,6 +79,7 @@ class Visibility:
             reason=(record.pending_message or "") if shown and queued else "",
             may_change=shown and session.may_change(record) and not record.status.terminal,
             live=not record.status.terminal,
+            plane=record.plane,
         )
 
 

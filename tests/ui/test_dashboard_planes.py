@@ -1,0 +1,164 @@
+"""The dashboard shows the compute planes (clusters) of a control plane with two of them, in a
+real headless Chromium: a Plane column in the jobs table, the job's plane on its page, and
+the Clusters panel of the overview and nodes pages; a partition makes one plane's worker
+silent and the pages say what it holds and that its job keeps its quota until it is lost.
+
+Two simulated planes behind real ``phalanx worker`` processes over real HTTP
+(``tests/planes/harness.py``); the single-plane dashboard, with neither column nor panel, is
+``test_dashboard_browser.py``'s.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.planes.harness import Federation, Gate, wait_until
+from tests.ui.browser import RESULTS, chromium, need_chromium
+from tests.ui.test_dashboard_browser import (
+    mark_page,
+    no_console_errors,
+    same_page,
+    sign_in,
+    text_of,
+    wait_for,
+)
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+
+SHOTS = RESULTS / "dashboard"
+
+NODES = "nodes:\n" + "".join(
+    f"  - {{name: n{i}, allocatable: {{cpu: 8, memory: 64Gi, pods: 110}}}}\n"
+    for i in range(4))
+
+
+def sim_job(name: str, replicas: int, cpu: str = "8") -> dict[str, Any]:
+    return {"name": name, "queue": "default", "podSets": [{
+        "name": "main", "replicas": replicas, "resources": {"cpu": cpu}}]}
+
+
+class Two:
+    def __init__(self, federation: Federation, gate: Gate) -> None:
+        self.fed = federation
+        self.gate = gate
+
+
+@pytest.fixture(scope="module")
+def two(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Two]:
+    need_chromium()
+    root = tmp_path_factory.mktemp("ui-planes")
+    (root / "nodes.yaml").write_text(NODES)
+    compute = ["--compute", "simulated", "--nodes", str(root / "nodes.yaml")]
+    # Silent after 1 s, lost after 60 s: long enough to look at a silent plane. The team's
+    # quota: 24 CPUs.
+    with Federation(root, lost_after="60s", cpu="24") as federation:
+        gate = federation.gate()
+        federation.start_worker("gcp-a", "--fence-after", "50s", via=gate, compute=compute)
+        federation.start_worker("onprem", "--fence-after", "50s", compute=compute)
+        # Every job of this module lands on gcp-a.
+        with federation.api() as api:
+            api.post("/v1/planes/onprem/cordon", json={"cordoned": True})
+        federation.submit(sim_job("placed", 2))
+        federation.submit(sim_job("waits", 2))  # over the quota with "placed": nowhere
+        federation.wait_status("placed", "Running")
+        yield Two(federation, gate)
+
+
+@pytest.fixture(scope="module")
+def browser(two: Two) -> Iterator[Any]:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    with chromium() as driver:
+        sign_in(driver, two.fed.server, two.fed.server.token)
+        wait_for(driver, lambda d: text_of(d, "#role") == "admin")
+        yield driver
+
+
+def cells(driver: Any, css: str) -> dict[str, str]:
+    """Each cell of the row ``css`` by its class, read in one script call."""
+    found = driver.execute_script(
+        "const row = document.querySelector(arguments[0]); if (!row) return {};"
+        "const out = {}; for (const c of row.cells) out[c.className] = c.innerText.trim();"
+        "return out;", css)
+    return {str(k): str(v) for k, v in dict(found).items()}
+
+
+def headers(driver: Any) -> list[str]:
+    return [str(h) for h in driver.execute_script(
+        "return Array.from(document.querySelectorAll('table.jobs thead th'))"
+        ".map(h => h.innerText.trim());")]
+
+
+def test_the_jobs_table_has_a_plane_column(browser: Any, two: Two) -> None:
+    browser.get(two.fed.server.url + "/ui/jobs")
+    wait_for(browser, lambda d: text_of(d, "#job-placed .status") == "Running")
+    assert headers(browser)[:5] == ["Name", "Queue", "Team", "Status", "Plane"]
+    assert text_of(browser, "#job-placed .plane") == "gcp-a"
+    assert text_of(browser, "#job-waits .plane") == "-"  # placed nowhere
+    # The columns after it still sort by their own values: User, not Plane.
+    user = browser.execute_script(
+        "return document.querySelector('table.jobs thead th:nth-child(6) button')"
+        ".dataset.sort;")
+    assert user == "5"
+    browser.save_screenshot(str(SHOTS / "jobs-planes.png"))
+    no_console_errors(browser, "jobs (two planes)")
+
+
+def test_the_clusters_panel_lists_each_plane(browser: Any, two: Two) -> None:
+    for page in ("/ui/", "/ui/nodes"):
+        browser.get(two.fed.server.url + page)
+        wait_for(browser, lambda d: text_of(d, "#clusters-h") == "Clusters")
+        gcp = cells(browser, "#plane-gcp-a")
+        assert gcp == {"name": "gcp-a", "state": "connected", "nodes": "4", "jobs": "1",
+                       "cpu": "16/32", "holds": "-"}, page
+        onprem = cells(browser, "#plane-onprem")
+        assert onprem["state"] == "connected, cordoned"
+        assert (onprem["nodes"], onprem["jobs"], onprem["cpu"]) == ("4", "0", "0/32")
+        no_console_errors(browser, page)
+
+
+def test_a_job_page_names_its_plane(browser: Any, two: Two) -> None:
+    browser.get(two.fed.server.url + "/ui/jobs/placed")
+    wait_for(browser, lambda d: text_of(d, "#job-status") == "Running")
+    assert text_of(browser, "#job-plane") == "gcp-a"
+    browser.get(two.fed.server.url + "/ui/jobs/waits")
+    wait_for(browser, lambda d: text_of(d, "#job-status") == "Queued")
+    assert not browser.find_elements("css selector", "#job-plane")  # placed nowhere
+    no_console_errors(browser, "job detail (two planes)")
+
+
+def test_a_silent_plane_says_what_it_holds_and_that_its_job_keeps_its_quota(
+        browser: Any, two: Two) -> None:
+    fed = two.fed
+    browser.get(fed.server.url + "/ui/")
+    wait_for(browser, lambda d: cells(d, "#plane-gcp-a").get("state") == "connected")
+    mark_page(browser)
+    two.gate.cut()
+    try:
+        wait_until(lambda: fed.plane("gcp-a")["phase"] == "silent", what="gcp-a to go silent")
+        # The open overview follows without a reload.
+        wait_for(browser, lambda d: cells(d, "#plane-gcp-a").get("state", "")
+                 .startswith("silent"))
+        assert same_page(browser), "the page reloaded"
+        holds = cells(browser, "#plane-gcp-a")["holds"]
+        assert holds.startswith("1 job keeping their quota (cpu=16 pods=2) for "), holds
+        assert holds.endswith("until the plane is lost after 1m of silence"), holds
+        assert cells(browser, "#plane-onprem")["holds"] == "-"
+        browser.save_screenshot(str(SHOTS / "clusters-silent.png"))
+
+        browser.get(fed.server.url + "/ui/jobs/placed")
+        wait_for(browser, lambda d: text_of(d, "#job-plane").startswith(
+            "gcp-a (worker silent for "))
+        line = text_of(browser, "#job-plane")
+        assert "the job keeps its quota until 1m of silence" in line, line
+        assert "warn" in str(browser.execute_script(
+            "return document.getElementById('job-plane').className;"))
+        assert text_of(browser, "#job-status") == "Running"
+        browser.save_screenshot(str(SHOTS / "job-silent-plane.png"))
+        no_console_errors(browser, "silent plane")
+    finally:
+        two.gate.heal()
+    wait_until(lambda: fed.plane("gcp-a")["phase"] == "connected", what="gcp-a to come back")
+    wait_for(browser, lambda d: text_of(d, "#job-plane") == "gcp-a")

@@ -8,13 +8,14 @@ from typing import Any
 
 import pytest
 
-from phalanx.compute.simulated import SimulatedPlane
 from phalanx.control import Controller
 from phalanx.errors import SpecError
-from phalanx.spec import JobSpec, Node
+from phalanx.spec import JobSpec
 from phalanx.spec.base import validate
 from phalanx.spec.resources import ClusterQueue, ResourceFlavor
 from phalanx.store import Store
+from tests.k8s_plane.conftest import PlaneFactory
+from tests.k8s_plane.fake_apiserver import FakeAPIServer
 
 
 def _flavor(**options: Any) -> dict[str, Any]:
@@ -44,8 +45,11 @@ def test_bad_options_are_refused_at_apply(options: dict[str, Any], words: str) -
     assert "provisioning" in (caught.value.field or "")
 
 
-def test_a_gang_of_33_pod_sets_is_refused_at_submit(tmp_path: Path) -> None:
-    plane = SimulatedPlane([Node(name="n0", allocatable={"cpu": 64000, "memory": 2 ** 36})])
+def test_a_gang_of_33_pod_sets_is_refused_at_submit(
+        tmp_path: Path, api: FakeAPIServer, make_plane: PlaneFactory) -> None:
+    # (on a Kubernetes plane: the only one whose control plane has this provider)
+    api.add_node("n0", cpu="64", memory="64Gi")
+    plane = make_plane()
     ctl = Controller(Store(f"sqlite:///{tmp_path / 'state.db'}"), plane)
     try:
         queue = ctl.state.config.cluster_queues["default"]
@@ -58,7 +62,8 @@ def test_a_gang_of_33_pod_sets_is_refused_at_submit(tmp_path: Path) -> None:
 
         def gang(pod_sets: int) -> JobSpec:
             return validate(JobSpec, {"name": f"g{pod_sets}", "podSets": [
-                {"name": f"p{i}", "resources": {"cpu": "100m"}, "command": ["x"]}
+                {"name": f"p{i}", "resources": {"cpu": "100m"}, "command": ["x"],
+                 "image": "busybox"}
                 for i in range(pod_sets)]})
 
         with pytest.raises(SpecError) as caught:
@@ -69,5 +74,4 @@ def test_a_gang_of_33_pod_sets_is_refused_at_submit(tmp_path: Path) -> None:
         assert "g32" in ctl.state.jobs and "g33" not in ctl.state.jobs
     finally:
         ctl.stop()
-        plane.close()
         ctl.store.close()

@@ -16,7 +16,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -284,3 +284,30 @@ def job_spec(name: str, code: str, *, replicas: int = 1, cpu: str = "100m",
     if system_restarts:
         spec["restart"] = {"maxSystemRestarts": system_restarts}
     return spec
+
+
+SIM_NODES = "nodes:\n" + "".join(
+    f"  - {{name: n{i}, allocatable: {{cpu: 8, memory: 64Gi, pods: 110}}}}\n"
+    for i in range(4))
+
+
+def sim_job(name: str, replicas: int, cpu: str = "8") -> dict[str, Any]:
+    """A job for simulated planes (its pods run nowhere)."""
+    return {"name": name, "queue": "default", "podSets": [{
+        "name": "main", "replicas": replicas, "resources": {"cpu": cpu}}]}
+
+
+@contextlib.contextmanager
+def two_simulated_planes(root: Path) -> Iterator[tuple[Federation, Gate]]:
+    """Planes gcp-a (behind a gate that can cut it off) and onprem (cordoned, so every job
+    lands on gcp-a), 4 simulated 8-CPU nodes each; silent after 1 s, lost after 60 s (long
+    enough to look at a silent plane); the team's quota 24 CPUs."""
+    (root / "nodes.yaml").write_text(SIM_NODES)
+    compute = ["--compute", "simulated", "--nodes", str(root / "nodes.yaml")]
+    with Federation(root, lost_after="60s", cpu="24") as federation:
+        gate = federation.gate()
+        federation.start_worker("gcp-a", "--fence-after", "50s", via=gate, compute=compute)
+        federation.start_worker("onprem", "--fence-after", "50s", compute=compute)
+        with federation.api() as api:
+            api.post("/v1/planes/onprem/cordon", json={"cordoned": True})
+        yield federation, gate

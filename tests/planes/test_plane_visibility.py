@@ -8,24 +8,13 @@ import json
 import subprocess
 import sys
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
 from phalanx.sdk import Client
-from tests.planes.harness import Federation, Gate, wait_until
+from tests.planes.harness import Federation, Gate, sim_job, two_simulated_planes, wait_until
 
 pytestmark = pytest.mark.timeout(240)
-
-NODES = "nodes:\n" + "".join(
-    f"  - {{name: n{i}, allocatable: {{cpu: 8, memory: 64Gi, pods: 110}}}}\n"
-    for i in range(4))
-
-
-def sim_job(name: str, replicas: int, cpu: str = "8") -> dict[str, Any]:
-    return {"name": name, "queue": "default", "podSets": [{
-        "name": "main", "replicas": replicas, "resources": {"cpu": cpu}}]}
-
 
 class Two:
     def __init__(self, federation: Federation, gate: Gate) -> None:
@@ -47,16 +36,7 @@ class Two:
 @pytest.fixture(scope="module")
 def two(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Two]:
     root = tmp_path_factory.mktemp("visible")
-    (root / "nodes.yaml").write_text(NODES)
-    compute = ["--compute", "simulated", "--nodes", str(root / "nodes.yaml")]
-    # Silent after 1 s, lost after 60 s: long enough to look at a silent plane. The team's
-    # quota: 24 CPUs.
-    with Federation(root, lost_after="60s", cpu="24") as federation:
-        gate = federation.gate()
-        federation.start_worker("gcp-a", "--fence-after", "50s", via=gate, compute=compute)
-        federation.start_worker("onprem", "--fence-after", "50s", compute=compute)
-        # Every job of this module lands on gcp-a.
-        federation.api().post("/v1/planes/onprem/cordon", json={"cordoned": True})
+    with two_simulated_planes(root) as (federation, gate):
         yield Two(federation, gate)
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.planes.harness import Federation, Gate, wait_until
+from tests.planes.harness import Federation, Gate, sim_job, two_simulated_planes, wait_until
 from tests.ui.browser import RESULTS, chromium, need_chromium
 from tests.ui.test_dashboard_browser import (
     mark_page,
@@ -30,15 +30,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 SHOTS = RESULTS / "dashboard"
 
-NODES = "nodes:\n" + "".join(
-    f"  - {{name: n{i}, allocatable: {{cpu: 8, memory: 64Gi, pods: 110}}}}\n"
-    for i in range(4))
-
-
-def sim_job(name: str, replicas: int, cpu: str = "8") -> dict[str, Any]:
-    return {"name": name, "queue": "default", "podSets": [{
-        "name": "main", "replicas": replicas, "resources": {"cpu": cpu}}]}
-
 
 class Two:
     def __init__(self, federation: Federation, gate: Gate) -> None:
@@ -50,17 +41,7 @@ class Two:
 def two(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Two]:
     need_chromium()
     root = tmp_path_factory.mktemp("ui-planes")
-    (root / "nodes.yaml").write_text(NODES)
-    compute = ["--compute", "simulated", "--nodes", str(root / "nodes.yaml")]
-    # Silent after 1 s, lost after 60 s: long enough to look at a silent plane. The team's
-    # quota: 24 CPUs.
-    with Federation(root, lost_after="60s", cpu="24") as federation:
-        gate = federation.gate()
-        federation.start_worker("gcp-a", "--fence-after", "50s", via=gate, compute=compute)
-        federation.start_worker("onprem", "--fence-after", "50s", compute=compute)
-        # Every job of this module lands on gcp-a.
-        with federation.api() as api:
-            api.post("/v1/planes/onprem/cordon", json={"cordoned": True})
+    with two_simulated_planes(root) as (federation, gate):
         federation.submit(sim_job("placed", 2))
         federation.submit(sim_job("waits", 2))  # over the quota with "placed": nowhere
         federation.wait_status("placed", "Running")

@@ -281,3 +281,18 @@ def test_a_report_older_than_one_taken_is_dropped() -> None:
     assert [p.phase for p in plane.observe()] == [PodPhase.SUCCEEDED]
     plane.report(PlaneReport(worker="w", seq=3, nodes=None, pods=[]))
     assert plane.observe() == []
+
+
+def test_a_step_of_the_system_clock_finds_no_plane_lost() -> None:
+    # The timers run on the monotonic clock; the wall clock only dates "last seen".
+    tick, wall = Clock(), Clock()
+    plane = RemotePlane("east", timers=PlaneTimers(worker_grace=60, worker_lost_after=900),
+                        clock=tick, wall=wall)
+    plane.report(report(pod("a", 0)))
+    assert plane.last_seen == wall.now
+    wall.now += 20 * 60  # NTP steps the system clock 20 minutes on
+    plane.observe()
+    assert plane.state is PlaneState.CONNECTED and plane.silent_for() == 0.0
+    tick.now += 61
+    plane.observe()
+    assert plane.state is PlaneState.SILENT

@@ -121,7 +121,8 @@ class RemotePlane(ComputePlane):
     name = "remote"
 
     def __init__(self, plane: str, *, timers: PlaneTimers | None = None,
-                 logs: LogStore | None = None, clock: Callable[[], float] = time.time,
+                 logs: LogStore | None = None, clock: Callable[[], float] | None = None,
+                 wall: Callable[[], float] | None = None,
                  owns: Callable[[str, int], bool] | None = None) -> None:
         super().__init__()
         self.plane = plane
@@ -132,8 +133,13 @@ class RemotePlane(ComputePlane):
         self._disowned: set[Key] = set()  # (warned about once)
         self.timers = timers or PlaneTimers()
         self.logs = logs
-        self.clock = clock
-        self.started = clock()
+        # The timers run on ``clock``, monotonic, so that a step of the system clock (NTP, a
+        # VM resumed) finds no plane lost; ``wall`` dates what is shown (last seen). A clock
+        # given alone (tests) drives both.
+        self.clock = wall or clock or time.time
+        self._tick = clock or time.monotonic
+        self.started = self._tick()
+        self._heard: float | None = None  # when a hello or a report came, on _tick
         self._changed = threading.Condition()
         self.last_seen: float | None = None
         # A report (not a hello) came since this start: until one does, the plane's pods are
@@ -181,6 +187,7 @@ class RemotePlane(ComputePlane):
             self.fence_after = hello.fence_after
             self.compute = hello.compute
             self.last_seen = self.clock()
+            self._heard = self._tick()
         if self._update_state():
             self._nodes_changed()
 
@@ -197,6 +204,7 @@ class RemotePlane(ComputePlane):
             self._seq = report.seq
             self.worker = report.worker
             self.last_seen = self.clock()
+            self._heard = self._tick()
             self.reported = True
             if report.nodes is not None:
                 fresh = {n.name: n for n in report.nodes}
@@ -268,12 +276,12 @@ class RemotePlane(ComputePlane):
 
     def silent_for(self, now: float | None = None) -> float:
         """Seconds since the worker was last heard, counted from the control plane's start."""
-        now = self.clock() if now is None else now
-        return now - max(self.started, self.last_seen or 0.0)
+        now = self._tick() if now is None else now
+        return now - (self.started if self._heard is None else max(self.started, self._heard))
 
     def _update_state(self) -> bool:
         """Move between the states the timers say; True when that changed the state."""
-        now = self.clock()
+        now = self._tick()
         lost_now: list[Refusal] = []
         with self._changed:
             if self._closed:
@@ -311,8 +319,8 @@ class RemotePlane(ComputePlane):
         if self._state is PlaneState.CONNECTED:
             return "connected"
         if self._state is PlaneState.WAITING or self.last_seen is None:
-            return ("waiting for its worker's first report" if self.last_seen is not None
-                    and self.last_seen >= self.started else "waiting for its worker")
+            return ("waiting for its worker's first report" if self._heard is not None
+                    else "waiting for its worker")
         if self._state is PlaneState.SILENT:
             return f"disconnected (silent for {silent:.0f}s)"
         return f"lost (silent for {silent:.0f}s)"

@@ -81,6 +81,25 @@ def wait_for(driver: Any, condition: Any, timeout: float = WAIT) -> Any:
     return WebDriverWait(driver, timeout, poll_frequency=0.2).until(condition)
 
 
+def click(driver: Any, by: str, selector: str) -> None:
+    """Click the element once it is there. Live fragments replace elements (a job's page
+    is re-sent when its status or age changes), so an element found can be gone by the
+    click: find it again and retry until the click lands."""
+    from selenium.common.exceptions import StaleElementReferenceException
+
+    def clicked(d: Any) -> bool:
+        found = d.find_elements(by, selector)
+        if not found:
+            return False
+        try:
+            found[0].click()
+        except StaleElementReferenceException:
+            return False
+        return True
+
+    wait_for(driver, clicked)
+
+
 def text_of(driver: Any, css: str) -> str:
     """The element's text, read in one script call: live fragments replace elements, so
     an element found first and read later may be gone by then."""
@@ -238,8 +257,7 @@ def test_cancel_needs_the_csrf_token(browser: Any, server: LiveServer,
     assert api.get("/v1/jobs/to-cancel").json()["cancelRequested"] is False
 
     browser.get(server.url + "/ui/jobs/to-cancel")
-    wait_for(browser, lambda d: d.find_elements(By.ID, "cancel"))
-    browser.find_element(By.ID, "cancel").click()
+    click(browser, By.ID, "cancel")
     wait_for(browser, lambda d: text_of(d, "#job-status") == "Cancelled")
     assert api.get("/v1/jobs/to-cancel").json()["status"] == "Cancelled"
     no_console_errors(browser, "jobs (after cancel)")
@@ -284,10 +302,10 @@ def test_nodes_show_health_and_admins_cordon(browser: Any, server: LiveServer,
     browser.get(server.url + "/ui/nodes")
     wait_for(browser, lambda d: d.find_elements(By.CSS_SELECTOR, f"#node-{node} .badge"))
     assert text_of(browser, f"#node-{node} .badge") == "healthy"
-    browser.find_element(By.CSS_SELECTOR, f"#node-{node} form button").click()
+    click(browser, By.CSS_SELECTOR, f"#node-{node} form button")
     wait_for(browser, lambda d: d.find_elements(By.CSS_SELECTOR, f"#node-{node} .cordoned"))
     wait_for(browser, lambda _: api.get(f"/v1/nodes/{node}").json()["unschedulable"])
-    browser.find_element(By.CSS_SELECTOR, f"#node-{node} form button").click()
+    click(browser, By.CSS_SELECTOR, f"#node-{node} form button")
     wait_for(browser, lambda d: not d.find_elements(By.CSS_SELECTOR, f"#node-{node} .cordoned"))
     browser.save_screenshot(str(SHOTS / "nodes.png"))
     no_console_errors(browser, "nodes")
@@ -327,7 +345,7 @@ def test_whatif_replays_the_bundled_sample(browser: Any, server: LiveServer) -> 
     limit = browser.find_element(By.NAME, "limit")
     limit.clear()
     limit.send_keys("300")
-    browser.find_element(By.ID, "replay").click()
+    click(browser, By.ID, "replay")
     wait_for(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#report .gpu-utilisation"),
              timeout=180)
     assert text_of(browser, "#report .gpu-utilisation").endswith("%")

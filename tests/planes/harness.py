@@ -68,6 +68,10 @@ class Gate:
         self.port = self.listener.getsockname()[1]
         self.open = threading.Event()
         self.open.set()
+        # Cleared: requests still reach the target, but its answers are lost (the
+        # connection closes instead), as when a network drops a reply.
+        self.answering = threading.Event()
+        self.answering.set()
         self._conns: list[socket.socket] = []
         self._lock = threading.Lock()
         threading.Thread(target=self._accept, daemon=True).start()
@@ -92,13 +96,14 @@ class Gate:
                 continue
             with self._lock:
                 self._conns += [client, upstream]
-            for a, b in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+            for a, b, answers in ((client, upstream, False), (upstream, client, True)):
+                threading.Thread(target=self._pipe, args=(a, b, answers), daemon=True).start()
 
-    @staticmethod
-    def _pipe(src: socket.socket, dst: socket.socket) -> None:
+    def _pipe(self, src: socket.socket, dst: socket.socket, answers: bool) -> None:
         with contextlib.suppress(OSError):
             while data := src.recv(65536):
+                if answers and not self.answering.is_set():
+                    break  # the answer is lost
                 dst.sendall(data)
         for s in (src, dst):
             with contextlib.suppress(OSError):
@@ -115,6 +120,10 @@ class Gate:
 
     def heal(self) -> None:
         self.open.set()
+        self.answering.set()
+
+    def lose_answers(self) -> None:
+        self.answering.clear()
 
     def close(self) -> None:
         self.cut()
@@ -306,8 +315,8 @@ def two_simulated_planes(root: Path) -> Iterator[tuple[Federation, Gate]]:
     compute = ["--compute", "simulated", "--nodes", str(root / "nodes.yaml")]
     with Federation(root, lost_after="60s", cpu="24") as federation:
         gate = federation.gate()
-        federation.start_worker("gcp-a", "--fence-after", "50s", via=gate, compute=compute)
-        federation.start_worker("onprem", "--fence-after", "50s", compute=compute)
+        federation.start_worker("gcp-a", "--fence-after", "45s", via=gate, compute=compute)
+        federation.start_worker("onprem", "--fence-after", "45s", compute=compute)
         with federation.api() as api:
             api.post("/v1/planes/onprem/cordon", json={"cordoned": True})
         yield federation, gate

@@ -120,7 +120,7 @@ def test_partition_worker_fences_itself_before_the_control_plane_requeues(
 def test_a_job_that_succeeds_while_cut_off_is_reported_after_reconnect_and_not_rerun(
         tmp_path: Path) -> None:
     out = tmp_path / "stamps-quiet"
-    with Federation(tmp_path, lost_after="20s") as fed:
+    with Federation(tmp_path, lost_after="25s") as fed:
         gate = fed.gate()
         fed.start_worker("east", "--fence-after", "15s", via=gate)
         fed.submit(job_spec("quiet", stamping(out, 1.5), replicas=2, cpu="500m"))
@@ -138,13 +138,13 @@ def test_a_job_that_succeeds_while_cut_off_is_reported_after_reconnect_and_not_r
 def test_control_plane_down_longer_than_worker_lost_after_requeues_nothing(
         tmp_path: Path) -> None:
     out = tmp_path / "stamps-down"
-    with Federation(tmp_path, lost_after="4s") as fed:
+    with Federation(tmp_path, lost_after="5s") as fed:
         gate = fed.gate()
         fed.start_worker("east", "--fence-after", "3s", via=gate)
         fed.submit(job_spec("steady", stamping(out, 1.0), system_restarts=2))
         fed.wait_status("steady", "Running")
         fed.server.stop()
-        time.sleep(5.0)  # longer than --worker-lost-after
+        time.sleep(6.0)  # longer than --worker-lost-after
         fed.server.start()
         gate.target = ("127.0.0.1", int(fed.server.url.rsplit(":", 1)[1]))
         # Every silence clock starts with the control plane: no plane is lost, no job

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -281,6 +282,63 @@ def test_a_report_older_than_one_taken_is_dropped() -> None:
     assert [p.phase for p in plane.observe()] == [PodPhase.SUCCEEDED]
     plane.report(PlaneReport(worker="w", seq=3, nodes=None, pods=[]))
     assert plane.observe() == []
+
+
+def test_a_report_sent_again_keeps_its_logs_once_and_counts_as_heard() -> None:
+    # Its answer was lost: the worker sends it again under its number, with the same logs.
+    from phalanx.spec.planes import LogChunk
+    logs = []
+
+    class Logs:
+        def append(self, job: str, pod: str, data: bytes) -> None:
+            logs.append((job, pod, data))
+
+    clock = Clock()
+    plane = RemotePlane("east", timers=PlaneTimers(worker_grace=60, worker_lost_after=900),
+                        logs=Logs(), clock=clock)  # type: ignore[arg-type]
+    first = PlaneReport(worker="w", seq=1, nodes=None, pods=[pod("a", 0)],
+                        logs=[LogChunk(job="a", pod="a-main-0", data="line 1\n")])
+    plane.report(first)
+    clock.now += 50
+    plane.report(first)
+    assert logs == [("a", "a-main-0", b"line 1\n")]
+    clock.now += 50  # 100 s after the first, 50 s after the second: within the grace
+    plane.observe()
+    assert plane.state is PlaneState.CONNECTED
+
+
+def test_a_worker_whose_fence_needs_longer_keeps_its_plane_from_being_lost_early() -> None:
+    # The control plane restarted with --worker-lost-after 10 s; the worker, connected all
+    # along, fences after 60 s and its pods take 5.5 s to stop: its plane is lost only
+    # after 60 + 5.5 + 10 s of margin of silence, when no rank of its can still run.
+    from phalanx.compute.lease import lost_after_needed
+
+    clock = Clock()
+    plane = RemotePlane("east", timers=PlaneTimers(worker_grace=1, worker_lost_after=10),
+                        clock=clock)
+    plane.report(PlaneReport(worker="w", seq=1, nodes=None, pods=[pod("a", 0)],
+                             fence_after=60, fence_stops_within=5.5))
+    assert plane.lost_after == lost_after_needed(60, 5.5) == 75.5
+    assert plane.fence_after == 60
+    clock.now += 75
+    assert not plane.observe()[0].phase.done
+    assert plane.state is PlaneState.SILENT
+    clock.now += 1
+    assert plane.observe()[0].reason == PLANE_LOST
+
+
+def test_the_lease_file_carries_the_fences_grace_to_the_pods_supervisors(
+        tmp_path: Path) -> None:
+    from phalanx.compute.lease import LEASE_POLL, FileLease, fence_grace
+    from phalanx.compute.local.shim import lease_expiry
+
+    lease = FileLease(tmp_path / "lease.json", "east", grace=fence_grace(3))
+    lease.renew(2000.0)
+    assert lease_expiry(str(tmp_path / "lease.json")) == (2000.0, 0.3)
+    assert lease.stops_within == LEASE_POLL + 0.3
+    assert fence_grace(600) == 5.0
+    (tmp_path / "lease.json").write_text('{"expiresAt": 5}')  # (written by an older worker)
+    assert lease_expiry(str(tmp_path / "lease.json")) == (5.0, 5.0)
 
 
 def test_a_step_of_the_system_clock_finds_no_plane_lost() -> None:

@@ -110,3 +110,24 @@ def test_metrics_and_node_list_show_each_nodes_plane(two: Federation) -> None:
     items = nodes["items"] if isinstance(nodes, dict) else nodes
     planes = {n["labels"]["phalanx.dev/plane"] for n in items}
     assert planes == {"east", "west"}
+
+
+def test_a_worker_whose_fence_leaves_no_margin_is_refused(two: Federation,
+                                                          tmp_path: Path) -> None:
+    # 7 s of fence, 0.5 + 0.7 s for the pods' supervisors to stop the pods and 1.4 s of
+    # margin come to 9.6 s: not shorter than the control plane's 8 s --worker-lost-after.
+    from tests.planes.harness import WorkerProcess
+
+    key = two.workers["east"].key_file
+    late = WorkerProcess(tmp_path, "east", key, ["--fence-after", "7s"]).start(two.server.url)
+    try:
+        assert late.proc is not None
+        assert late.proc.wait(timeout=60) != 0
+        said = late.log()
+        assert "--fence-after (7s)" in said and "9.6s" in said, said
+        assert "--worker-lost-after (8s)" in said, said
+    finally:
+        late.stop()
+    # The plane's own worker still drives it.
+    assert two.plane("east")["state"] == "connected"
+    assert two.plane("east")["lostAfter"] == 8

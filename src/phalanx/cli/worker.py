@@ -108,10 +108,11 @@ def worker(
     compute_plane = make_plane(
         compute.value, home, nodes, kubeconfig, namespace, default_image, max_pods=max_pods,
         lease=lease_path, plane_name=plane if kube else None,
-        control_plane=control_plane_identity(client, compute.value, fence) if kube else None)
+        control_plane=control_plane_identity(client, compute.value, fence) if kube else None,
+        fence_after=fence)
     lease: PlaneLease | None = None
     if compute is not WorkerCompute.SIMULATED:
-        lease = plane_lease(compute_plane, home / LEASE_FILE, holder=plane)
+        lease = plane_lease(compute_plane, home / LEASE_FILE, holder=plane, fence_after=fence)
     agent = Worker(compute_plane, client, home,
                    WorkerOptions(fence_after=fence, report_interval=interval,
                                  compute=compute.value),

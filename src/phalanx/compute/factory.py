@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from phalanx.compute.base import ComputePlane
-from phalanx.compute.lease import FileLease, PlaneLease
+from phalanx.compute.lease import FileLease, PlaneLease, fence_grace
 from phalanx.errors import SpecError
 from phalanx.store.logs import LogStore
 
@@ -25,6 +25,7 @@ def make_plane(
     lease: Path | None = None,
     plane_name: str | None = None,
     control_plane: str | None = None,
+    fence_after: float | None = None,
 ) -> ComputePlane:
     """Build the compute plane ``serve`` drives; each branch imports only what it needs.
 
@@ -33,7 +34,8 @@ def make_plane(
     whose lapse stops the local plane's pods (a worker's, ``compute/lease.py``).
     ``plane_name``: the name of the plane a worker drives; on Kubernetes its pods then run
     under the fence of the Lease ``plane_lease`` returns, and its objects carry the plane's
-    and ``control_plane``'s identity (the plane acts on no one else's).
+    and ``control_plane``'s identity (the plane acts on no one else's); the fence is scaled
+    to the worker's ``fence_after``.
     """
     if default_image is not None and compute != "kubernetes":
         raise SpecError(
@@ -78,17 +80,19 @@ def make_plane(
         return KubernetesPlane.connect(home=home, kubeconfig=kubeconfig, namespace=namespace,
                                        default_image=default_image,
                                        node_lost_grace=node_lost_grace, plane=plane_name,
-                                       control_plane=control_plane)
+                                       control_plane=control_plane,
+                                       fence_after=fence_after)
     raise SpecError(
         f"unknown compute plane {compute!r}", field="--compute",
         fix="use 'local', 'simulated' or 'kubernetes'",
     )
 
 
-def plane_lease(plane: ComputePlane, lease_file: Path, holder: str) -> PlaneLease:
+def plane_lease(plane: ComputePlane, lease_file: Path, holder: str,
+                fence_after: float) -> PlaneLease:
     """The lease a worker renews for ``plane``: the Kubernetes plane's Lease object when it
     has one (built with ``plane_name``), else a file the local plane's pods watch."""
     kube_lease: PlaneLease | None = getattr(plane, "plane_lease", None)
     if kube_lease is not None:
         return kube_lease
-    return FileLease(lease_file, holder)
+    return FileLease(lease_file, holder, grace=fence_grace(fence_after))

@@ -26,6 +26,28 @@ LEASE_FILE = "lease.json"
 # The pod's supervisor reads its lease file this often (seconds): the fence acts at most
 # this long after the lease lapses.
 LEASE_POLL = 0.5
+FENCE_GRACE_MAX = 5.0
+
+
+def fence_grace(fence_after: float) -> float:
+    """SIGTERM to SIGKILL when a fence stops a plane's pods: a tenth of the fence, at most
+    5 s (with a fence of minutes, ranks get 5 s to exit; one of seconds must act within
+    its own scale)."""
+    return min(FENCE_GRACE_MAX, fence_after / 10)
+
+
+def fence_margin(fence_after: float) -> float:
+    """What the control plane waits beyond a worker's fence and its pods' stop before it
+    calls the plane lost. The worker checks its fence at most a tenth of the fence apart
+    (5 s at most), and counts its silence from when an answer arrived, after the control
+    plane heard it: as long again for that."""
+    return 2 * min(5.0, fence_after / 10)
+
+
+def lost_after_needed(fence_after: float, stops_within: float) -> float:
+    """The shortest ``--worker-lost-after`` that keeps a plane's ranks off two clusters at
+    once: its fence, the time its fence takes to stop every pod, and the margin."""
+    return fence_after + stops_within + fence_margin(fence_after)
 
 
 class PlaneLease(Protocol):
@@ -41,6 +63,11 @@ class PlaneLease(Protocol):
         """Let the lease lapse now: the fence stops the plane's pods."""
 
     @property
+    def stops_within(self) -> float:
+        """Seconds from the lease lapsing until its fence has stopped every pod (SIGKILL
+        included)."""
+
+    @property
     def where(self) -> str:
         """Where the lease is kept, for pods' supervisors and for messages."""
 
@@ -48,29 +75,38 @@ class PlaneLease(Protocol):
 class FileLease:
     """A lease kept in a file on this machine: the local plane's."""
 
-    def __init__(self, path: Path, holder: str) -> None:
+    def __init__(self, path: Path, holder: str, grace: float = FENCE_GRACE_MAX) -> None:
+        """``grace``: SIGTERM to SIGKILL when the pods' supervisors fence them (written in
+        the file, where they read it)."""
         self.path = Path(path)
         self.holder = holder
+        self.grace = grace
+
+    @property
+    def stops_within(self) -> float:
+        return LEASE_POLL + self.grace
 
     @property
     def where(self) -> str:
         return str(self.path)
 
     def renew(self, expires_at: float) -> None:
-        write_lease(self.path, self.holder, expires_at)
+        write_lease(self.path, self.holder, expires_at, self.grace)
 
     def expires_at(self) -> float | None:
         return read_expiry(self.path)
 
     def release(self) -> None:
-        write_lease(self.path, self.holder, 0.0)
+        write_lease(self.path, self.holder, 0.0, self.grace)
 
 
-def write_lease(path: Path, holder: str, expires_at: float) -> None:
+def write_lease(path: Path, holder: str, expires_at: float,
+                grace: float = FENCE_GRACE_MAX) -> None:
     tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with open(fd, "w", encoding="utf-8") as out:
-        json.dump({"holder": holder, "expiresAt": expires_at, "renewedAt": time.time()}, out)
+        json.dump({"holder": holder, "expiresAt": expires_at, "renewedAt": time.time(),
+                   "grace": grace}, out)
     os.replace(tmp, path)
 
 

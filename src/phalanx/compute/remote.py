@@ -13,8 +13,10 @@ than this object, i.e. the control plane's start, so a control plane that was do
 
 - silent for ``worker_grace``: the plane takes no new placements, its nodes show
   NotReady (unschedulable, with the reason); its jobs run on and keep their quota;
-- silent for ``worker_lost_after`` (longer than the worker's ``--fence-after``, by which
-  time the worker or the lease's fence has stopped the pods): the plane is lost, its
+- silent for ``worker_lost_after`` (longer than the worker's ``--fence-after``, the time its
+  fence takes to stop the pods and a margin, ``compute/lease.lost_after_needed``; a
+  worker that says its fence needs longer, as one may after the control plane restarted
+  with a shorter timer, has its plane wait that long instead): the plane is lost, its
   pods read as failed by the system (their jobs are requeued and may run elsewhere) and
   attempts it never started are refused back to pending. A worker that comes back is
   told to stop whatever it still runs of them (the control loop sees old attempts).
@@ -45,6 +47,7 @@ from phalanx.compute.base import (
     PodState,
     Refusal,
 )
+from phalanx.compute.lease import lost_after_needed
 from phalanx.errors import Conflict, NotFound, PhalanxError, Unavailable
 from phalanx.scheduler.types import Admission
 from phalanx.spec.planes import (
@@ -148,6 +151,7 @@ class RemotePlane(ComputePlane):
         self._seq = 0  # the latest report's number
         self.worker: str | None = None
         self.fence_after: float | None = None
+        self._fence_needs = 0.0  # the shortest lost-after the worker's fence allows
         self.compute: str | None = None
         self.cordoned = False  # the whole plane: `phalanx plane cordon/drain`
         self._state = PlaneState.WAITING
@@ -184,7 +188,7 @@ class RemotePlane(ComputePlane):
             if hello.worker != self.worker:
                 self._seq = 0  # (a new worker numbers its reports from 1)
             self.worker = hello.worker
-            self.fence_after = hello.fence_after
+            self._fenced_by(hello.fence_after, hello.fence_stops_within)
             self.compute = hello.compute
             self.last_seen = self.clock()
             self._heard = self._tick()
@@ -198,11 +202,16 @@ class RemotePlane(ComputePlane):
         with self._changed:
             self._check_worker(report.worker)
             if report.seq and report.worker == self.worker and report.seq <= self._seq:
-                # Older than one taken (a retry's first try, answered late): its pods are
-                # not the plane's now. (Its logs were sent again with the newer one.)
+                # Taken already: the same report sent again because its answer was lost
+                # (its logs and refusals are kept once), or one answered late. The worker
+                # is there all the same; its pods come with its next report.
+                self.last_seen = self.clock()
+                self._heard = self._tick()
                 return report.nodes is None and not self._nodes
             self._seq = report.seq
             self.worker = report.worker
+            if report.fence_after is not None:
+                self._fenced_by(report.fence_after, report.fence_stops_within or 0.0)
             self.last_seen = self.clock()
             self._heard = self._tick()
             self.reported = True
@@ -240,6 +249,23 @@ class RemotePlane(ComputePlane):
         else:
             self._notify()
         return report.nodes is None and not self._nodes
+
+    def _fenced_by(self, fence_after: float, stops_within: float) -> None:
+        needs = lost_after_needed(fence_after, stops_within)
+        if needs > self.timers.worker_lost_after and needs != self._fence_needs:
+            log.warning(
+                "the worker of compute plane %s fences its pods after %gs (%gs with their "
+                "stop and the margin), longer than --worker-lost-after (%gs): the plane is "
+                "lost after %gs of silence instead", self.plane, fence_after, needs,
+                self.timers.worker_lost_after, needs)
+        self.fence_after, self._fence_needs = fence_after, needs
+
+    @property
+    def lost_after(self) -> float:
+        """Seconds of silence after which the plane is lost: ``--worker-lost-after``, or
+        longer if its worker's fence needs it (no rank may still run when its job is
+        requeued)."""
+        return max(self.timers.worker_lost_after, self._fence_needs)
 
     def _owned(self, key: Key) -> bool:
         if self.owns is None or self.owns(*key):
@@ -289,7 +315,7 @@ class RemotePlane(ComputePlane):
                 # workers cannot reach it, which says nothing about them.
                 return False
             silent = self.silent_for(now)
-            if silent >= self.timers.worker_lost_after:
+            if silent >= self.lost_after:
                 state = PlaneState.LOST
             elif not self.reported:
                 # (a hello alone says nothing of the pods: WAITING until the first report)

@@ -138,7 +138,7 @@ class PlaneRegistry:
                     "lastSeen": plane.last_seen or registered.last_seen,
                     "worker": plane.worker, "fenceAfter": plane.fence_after,
                     "silentFor": None if phase == "connected" else plane.silent_for(),
-                    "lostAfter": self.timers.worker_lost_after}))
+                    "lostAfter": plane.lost_after}))
             else:
                 views.append(PlaneView.model_validate({**common, "state": "in-process",
                                                        "phase": "in-process", "remote": False}))

@@ -17,6 +17,7 @@ from anyio import to_thread
 from fastapi import FastAPI, Query, Request
 from starlette.responses import Response
 
+from phalanx.compute.lease import fence_margin, lost_after_needed
 from phalanx.control import Controller
 from phalanx.control.planes import PlaneRegistry, jobs_by_plane, plane_views, stop_jobs_on
 from phalanx.errors import Forbidden, PhalanxError, SpecError
@@ -75,14 +76,17 @@ def add_plane_routes(
     @app.post("/v1/planes/{name}/hello", dependencies=needs(Access.PLANE),
               responses=errors(400, 401, 403, 404))
     def hello(name: str, body: PlaneHello) -> PlaneWelcome:
-        """A worker registers (again) for its plane; refused when its fence is not shorter
-        than ``--worker-lost-after`` (its pods must be stopped before their jobs run
-        elsewhere)."""
+        """A worker registers (again) for its plane; refused unless ``--worker-lost-after``
+        is longer than its fence, the time the fence takes to stop the pods, and a margin
+        (its pods must be stopped before their jobs run elsewhere)."""
         remote = registry.remote(name)
-        if body.fence_after >= timers.worker_lost_after:
+        needed = lost_after_needed(body.fence_after, body.fence_stops_within)
+        if needed >= timers.worker_lost_after:
             raise SpecError(
-                f"the worker's --fence-after ({body.fence_after:g}s) is not shorter than the "
-                f"control plane's --worker-lost-after ({timers.worker_lost_after:g}s)",
+                f"the worker's --fence-after ({body.fence_after:g}s), {body.fence_stops_within:g}s "
+                f"for its fence to stop the pods and a margin of "
+                f"{fence_margin(body.fence_after):g}s come to {needed:g}s, not shorter than "
+                f"the control plane's --worker-lost-after ({timers.worker_lost_after:g}s)",
                 field="fenceAfter", fix="start the worker with a shorter --fence-after, or "
                                         "the control plane with a longer --worker-lost-after")
         remote.hello(body)

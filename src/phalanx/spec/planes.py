@@ -51,6 +51,9 @@ class PlaneHello(Model):
     compute: str = Field(description="local, simulated or kubernetes")
     fence_after: float = Field(gt=0, description="Seconds without the control plane after "
                                "which the worker stops its own pods")
+    fence_stops_within: float = Field(default=0.0, ge=0, description=(
+        "Seconds from the lease lapsing until the fence inside the cluster has stopped "
+        "every pod: the control plane waits for that too before it calls the plane lost"))
     version: str = ""
 
 
@@ -106,12 +109,18 @@ class PlaneReport(Model):
     """What the worker's plane has now. ``nodes`` None: unchanged since the last report."""
 
     worker: str
-    seq: int = Field(default=0, ge=0, description="The worker's count of its reports (from "
-                     "1): a report older than one already taken is dropped (0: unnumbered)")
+    seq: int = Field(default=0, ge=0, description=(
+        "The worker's count of its reports (from 1). A report whose answer was lost is sent "
+        "again under its number, with the same logs and refusals: one not newer than the "
+        "last taken is dropped, so they are kept once (0: unnumbered)"))
     nodes: list[Node] | None = None
     pods: list[PodReport] = Field(default_factory=list)
     refusals: list[PlacementRefusal] = Field(default_factory=list)
     logs: list[LogChunk] = Field(default_factory=list)
+    fence_after: float | None = Field(default=None, gt=0, description=(
+        "The worker's fence, as in its hello: a control plane restarted since knows it "
+        "from here"))
+    fence_stops_within: float | None = Field(default=None, ge=0)
 
     @field_validator("nodes")
     @classmethod

@@ -8,7 +8,7 @@ placed on nodes it no longer has, stop and forget what it is told); the third ta
 commands to run in its pods (``phalanx exec``, see ``execs.py``). It never stops a pod
 the control plane did not name, except at the fence:
 
-- every answer from the control plane renews the lease to ``now + fence_after``; the
+- every hello or report the control plane takes renews the lease to ``now + fence_after``; the
   fence inside the cluster (the local pods' supervisors) stops the pods once it lapses,
   even if this process was killed;
 - this process stops its own pods after ``fence_after`` without an answer.
@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from phalanx.compute.base import ComputePlane, PodCredential, PodState
-from phalanx.compute.lease import PlaneLease
+from phalanx.compute.lease import PlaneLease, fence_grace, lost_after_needed
 from phalanx.errors import Conflict, PhalanxError, SpecError
 from phalanx.scheduler.types import Admission
 from phalanx.spec.base import validate
@@ -57,7 +57,7 @@ LOG_CHUNK = 256 * 1024  # most output of one pod sent in one report
 # Most output of all pods in one report: well under the API's body limit (16 MiB by
 # default), so that a backlog after a disconnect never makes a report that always fails.
 REPORT_LOG_BUDGET = 4 * 1024 * 1024
-FENCE_STOP_GRACE = 5.0
+CONVERGE_WAIT = 15.0  # the longest a stopping worker waits for a converge under way
 
 
 @dataclass(slots=True)
@@ -70,6 +70,20 @@ class WorkerOptions:
     @property
     def backoff_cap(self) -> float:
         return min(5.0, self.fence_after / 10)
+
+
+@dataclass(slots=True)
+class _Outbox:
+    """A numbered report's logs and refusals, kept until the control plane answers it.
+
+    A report whose answer is lost may still have been taken: sent again under the same
+    number (with the plane's pods as they are now), the control plane takes its logs and
+    refusals once, so no log line is kept twice."""
+
+    seq: int
+    logs: list[LogChunk]
+    offsets: dict[str, int]  # the log offsets once these logs are taken
+    refusals: list[PlacementRefusal]
 
 
 @dataclass(slots=True)
@@ -110,6 +124,8 @@ class Worker:
         self._refusals_lock = threading.Lock()
         self._sent_generation = -1
         self._seq = 0  # reports sent (numbered, so that a late one is not taken as new)
+        self._outbox: _Outbox | None = None  # the report not answered yet
+        self._converging = threading.Lock()  # held while the plane converges
         self._nodes_wanted = True
         self._offsets: dict[str, int] = self._load_offsets()
         plane.subscribe(self._changed.set)
@@ -127,7 +143,10 @@ class Worker:
                           backoff_cap=self.options.backoff_cap)
         threading.Thread(target=execs.run, name="phalanx-worker-exec", daemon=True).start()
         self._or_stop(self._report_loop)
-        poller.join(timeout=self.options.poll_seconds + 15)
+        # Not waiting out the poller's long poll (a stop would take up to its 25 s): only a
+        # converge under way, and none starts from here (a launch cut halfway would leave
+        # pods the plane does not know of).
+        self._converging.acquire(timeout=CONVERGE_WAIT)
 
     def _or_stop(self, loop: Callable[[], None]) -> None:
         """Run one of the worker's loops; one that ends on an error it could not handle
@@ -136,6 +155,10 @@ class Worker:
         try:
             loop()
         except BaseException:
+            if self.stop.is_set():  # (stopping: its client may be closed under it)
+                log.debug("the worker's %s ended while stopping", threading.current_thread().name,
+                          exc_info=True)
+                return
             log.exception("the worker's %s stopped on an error: stopping the worker",
                           threading.current_thread().name)
             self.stop.set()
@@ -147,7 +170,8 @@ class Worker:
             try:
                 welcome = self.client.hello(PlaneHello(
                     worker=self.id, compute=self.options.compute,
-                    fence_after=self.options.fence_after, version=__version__))
+                    fence_after=self.options.fence_after,
+                    fence_stops_within=self.stops_within, version=__version__))
             except SpecError:
                 raise  # refused for good (a fence the control plane does not accept)
             except PhalanxError as exc:
@@ -158,15 +182,21 @@ class Worker:
                 continue
             self._check_identity(welcome)
             self._contacted()
-            if welcome.worker_lost_after <= self.options.fence_after:
+            needed = lost_after_needed(self.options.fence_after, self.stops_within)
+            if welcome.worker_lost_after <= needed:
                 log.warning("the control plane requeues this plane's jobs after %gs, not later "
-                            "than this worker's fence (%gs)", welcome.worker_lost_after,
-                            self.options.fence_after)
+                            "than this worker's fence and its margin (%gs)",
+                            welcome.worker_lost_after, needed)
             self.options.poll_seconds = min(self.options.poll_seconds, welcome.poll_seconds)
             log.info("registered compute plane %s with control plane %s", welcome.plane,
                      welcome.control_plane)
             return welcome
         raise Conflict("stopped before registering", fix="start the worker again")
+
+    @property
+    def stops_within(self) -> float:
+        """How long the plane's fence takes to stop every pod once the lease lapsed."""
+        return self.lease.stops_within if self.lease is not None else 0.0
 
     def _check_identity(self, welcome: PlaneWelcome) -> None:
         """A state directory serves one plane of one control plane: a worker acts only on
@@ -202,14 +232,16 @@ class Worker:
 
     def _superseded(self, exc: Conflict) -> None:
         """Another worker drives this plane now: stop every pod at once and end."""
-        if self.stop.is_set():
-            return
-        self.superseded = exc
-        self.stop.set()
-        running = {(p.ref.job, p.ref.attempt) for p in self.plane.observe() if not p.phase.done}
-        log.error("%s: stopping %d attempt(s) and this worker", exc, len(running))
-        for job, attempt in sorted(running):
-            self.plane.terminate(job, attempt, FENCE_STOP_GRACE)
+        with self._converging:  # (the worker ends once this is done, not before)
+            if self.stop.is_set():
+                return
+            self.superseded = exc
+            self.stop.set()
+            running = {(p.ref.job, p.ref.attempt) for p in self.plane.observe()
+                       if not p.phase.done}
+            log.error("%s: stopping %d attempt(s) and this worker", exc, len(running))
+            for job, attempt in sorted(running):
+                self.plane.terminate(job, attempt, fence_grace(self.options.fence_after))
 
     def _check_fence(self) -> None:
         """Without the control plane for ``fence_after``: stop every pod of this plane."""
@@ -222,7 +254,7 @@ class Worker:
         log.warning("no answer from the control plane for %.0fs: stopping %d attempt(s) at "
                     "the fence", silent, len(running))
         for job, attempt in sorted(running):
-            self.plane.terminate(job, attempt, FENCE_STOP_GRACE)
+            self.plane.terminate(job, attempt, fence_grace(self.options.fence_after))
 
     # ------------------------------------------------------------------ reporting
     def _report_loop(self) -> None:
@@ -251,24 +283,25 @@ class Worker:
         send_nodes = self._nodes_wanted or generation != self._sent_generation
         nodes = self.plane.inventory() if send_nodes else None
         pods = self.plane.observe()
-        chunks, offsets = self._new_output(pods)
-        with self._refusals_lock:
-            refusals, self._refusals = self._refusals, []
-        self._seq += 1
-        report = PlaneReport(worker=self.id, seq=self._seq, nodes=nodes,
-                             pods=[pod_report(p) for p in pods], refusals=refusals, logs=chunks)
-        try:
-            ack = self.client.report(report)
-        except PhalanxError:
+        outbox = self._outbox
+        if outbox is None:
+            chunks, offsets = self._new_output(pods)
             with self._refusals_lock:
-                self._refusals = refusals + self._refusals  # sent again with the next one
-            raise
+                refusals, self._refusals = self._refusals, []
+            self._seq += 1
+            outbox = self._outbox = _Outbox(self._seq, chunks, offsets, refusals)
+        report = PlaneReport(worker=self.id, seq=outbox.seq, nodes=nodes,
+                             pods=[pod_report(p) for p in pods], refusals=outbox.refusals,
+                             logs=outbox.logs, fence_after=self.options.fence_after,
+                             fence_stops_within=self.stops_within)
+        ack = self.client.report(report)  # (on an error the outbox goes again, as it is)
+        self._outbox = None
         self._contacted()
         if send_nodes:
             self._sent_generation = generation
         self._nodes_wanted = ack.nodes_wanted
-        if offsets != self._offsets:
-            self._offsets = offsets
+        if outbox.offsets != self._offsets:
+            self._offsets = outbox.offsets
             self._save_offsets()
 
     def _new_output(self, pods: list[PodState]) -> tuple[list[LogChunk], dict[str, int]]:
@@ -332,6 +365,9 @@ class Worker:
                 self.stop.wait(delay)
                 delay = min(delay * 2, self.options.backoff_cap)
                 version = -1  # the control plane may have restarted: take it whole again
+                # and its launches with it (a launch it sends again after a restart is
+                # started or refused again; one this plane runs is known by its pods)
+                self._handled.clear()
                 continue
             delay = 0.2
             # (no renewal here: the lease follows the control plane's silence clock, which
@@ -339,7 +375,10 @@ class Worker:
             if desired.version < version:
                 self._handled.clear()  # a restarted control plane: its launches are new
             try:
-                self.converge(desired)
+                with self._converging:
+                    if self.stop.is_set():
+                        return
+                    self.converge(desired)
             except Exception:  # the plane's fault (its API, a file): try it whole again
                 log.exception("could not converge to desired state %d", desired.version)
                 version = -1

@@ -45,6 +45,10 @@ FENCED_REASON = "Fenced"
 TERMINATION_LOG = "/dev/termination-log"  # the kubelet's default terminationMessagePath
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 LEASE_ENV = "PHALANX_FENCE_LEASE"  # NAMESPACE/NAME
+POLL_ENV = "PHALANX_FENCE_POLL"  # seconds between reads (default 10)
+GRACE_ENV = "PHALANX_FENCE_GRACE"  # seconds from SIGTERM to SIGKILL (default 10)
+READ_TIMEOUT_MAX = 5.0
+POLL_JITTER = 1.2  # a read comes at most this many polls after the one before
 API_ENV = "PHALANX_FENCE_API"  # overrides the in-cluster API server address
 # Until the Lease has been read once, how long the fence waits for a first reading.
 DEFAULT_FIRST_READ = 60.0
@@ -192,9 +196,13 @@ def run(command: list[str], reader: LeaseReader, *, poll: float, grace: float,
             return FENCED_EXIT
         try:
             # Jittered, so the ranks of a gang started together do not read in step.
-            return _exit_status(child.wait(timeout=poll * random.uniform(0.8, 1.2)))
+            return _exit_status(child.wait(timeout=poll * random.uniform(0.8, POLL_JITTER)))
         except subprocess.TimeoutExpired:
             continue
+
+
+def read_timeout(poll: float) -> float:
+    return max(1.0, min(poll, READ_TIMEOUT_MAX))
 
 
 def _in_cluster_api() -> str | None:
@@ -216,8 +224,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ca-file", default=f"{SERVICE_ACCOUNT_DIR}/ca.crt")
     # Every rank reads the Lease: 1000 ranks at 10 s are 100 small GETs a second, and the
     # fence still acts well within the margin between --fence-after and --worker-lost-after.
-    parser.add_argument("--poll", type=float, default=10.0, help="Seconds between reads")
-    parser.add_argument("--grace", type=float, default=10.0,
+    parser.add_argument("--poll", type=float, default=float(os.environ.get(POLL_ENV) or 10.0),
+                        help=f"Seconds between reads (default: ${POLL_ENV}, else 10)")
+    parser.add_argument("--grace", type=float,
+                        default=float(os.environ.get(GRACE_ENV) or 10.0),
                         help="Seconds between SIGTERM and SIGKILL when fenced")
     parser.add_argument("--first-read", type=float, default=DEFAULT_FIRST_READ,
                         help="Seconds to wait for a first reading of the Lease")
@@ -234,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"no API server: not in a cluster, and neither --api nor ${API_ENV}")
     namespace, name = args.lease.split("/", 1)
     reader = LeaseReader(args.api, namespace, name, args.token_file, args.ca_file,
-                         timeout=max(1.0, min(args.poll, 5.0)))
+                         timeout=read_timeout(args.poll))
     return run(command, reader, poll=args.poll, grace=args.grace, first_read=args.first_read,
                termination_log=args.termination_log)
 

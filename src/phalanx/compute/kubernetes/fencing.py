@@ -33,6 +33,14 @@ class Fence:
     namespace: str
     lease: str
     image: str
+    poll: float = 10.0  # how often each rank's fence reads the Lease
+    grace: float = 10.0  # SIGTERM to SIGKILL once it lapsed
+
+    @property
+    def stops_within(self) -> float:
+        """The longest from the Lease lapsing until every rank is stopped: a read late by
+        its jitter and slow by its timeout, then the grace."""
+        return fence.POLL_JITTER * self.poll + fence.read_timeout(self.poll) + self.grace
 
 
 def wrap(pod: Object, fence_: Fence, where: str) -> None:
@@ -48,6 +56,8 @@ def wrap(pod: Object, fence_: Fence, where: str) -> None:
     container["command"] = ["python3", SCRIPT, "--", *list(command)]
     container.setdefault("env", []).append(
         {"name": fence.LEASE_ENV, "value": f"{fence_.namespace}/{fence_.lease}"})
+    container["env"] += [{"name": fence.POLL_ENV, "value": f"{fence_.poll:g}"},
+                         {"name": fence.GRACE_ENV, "value": f"{fence_.grace:g}"}]
     container.setdefault("volumeMounts", []).append(
         {"name": VOLUME, "mountPath": MOUNT, "readOnly": True})
     spec.setdefault("volumes", []).append({"name": VOLUME, "emptyDir": {}})
@@ -73,6 +83,11 @@ def from_settings(client: KubeClient, settings: Settings) -> tuple[Fence | None,
             fix="set it to the worker's own image (`phalanx k8s render` with mode: cluster "
             "does)")
     name = lease_name(settings.plane)
+    # Scaled to the worker's fence (10 s at most each), so that the fence acts well within
+    # the margin the control plane keeps between --fence-after and --worker-lost-after.
+    step = 10.0 if settings.fence_after is None else min(10.0, settings.fence_after / 10)
+    made = Fence(settings.namespace, name, settings.fence_image, poll=step, grace=step)
     lease = KubeLease(client, settings.namespace, name,
-                      holder=f"{settings.plane}@{socket.gethostname()}")
-    return Fence(settings.namespace, name, settings.fence_image), lease
+                      holder=f"{settings.plane}@{socket.gethostname()}",
+                      stops_within=made.stops_within)
+    return made, lease

@@ -46,7 +46,11 @@ def expiry_of(lease: Object) -> float | None:
 class KubeLease:
     """A ``PlaneLease`` kept as a Lease object; written with merge patches, created once."""
 
-    def __init__(self, client: KubeClient, namespace: str, name: str, holder: str) -> None:
+    def __init__(self, client: KubeClient, namespace: str, name: str, holder: str,
+                 stops_within: float = 0.0) -> None:
+        """``stops_within``: how long the fence around the ranks takes to stop them once
+        the Lease lapses (``fencing.Fence.stops_within``)."""
+        self.stops_within = stops_within
         self.client = client
         self.namespace = namespace
         self.name = name

@@ -132,6 +132,7 @@ class KubernetesPlane(ComputePlane):
         node_lost_grace: float | None = None,
         plane: str | None = None,
         control_plane: str | None = None,
+        fence_after: float | None = None,
     ) -> KubernetesPlane:
         """Connect (kubeconfig, in-cluster, or explicit server + token), adopt, start watching."""
         configuration, _ = configure(kubeconfig=kubeconfig, context=context, server=server,
@@ -144,6 +145,7 @@ class KubernetesPlane(ComputePlane):
             settings.node_lost_grace = node_lost_grace
         settings.plane = plane or settings.plane  # driven by the worker of this plane
         settings.control_plane = control_plane or settings.control_plane
+        settings.fence_after = fence_after or settings.fence_after
         made = cls(KubeClient(configuration), home, settings)
         try:
             made.start()

@@ -57,6 +57,7 @@ class Settings:
     # watching the Lease the worker renews (fencing.py). None: driven in-process.
     plane: str | None = None
     fence_image: str | None = None
+    fence_after: float | None = None  # the worker's --fence-after (scales the pods' fence)
     # The control plane's identity when a worker drives the plane: labels its objects.
     control_plane: str | None = None
 

@@ -159,14 +159,17 @@ def copy_output(pipe: int, log: Any) -> None:
         os.close(pipe)
 
 
-def lease_expiry(path: str) -> float | None:
-    """The lease's ``expiresAt`` (as ``compute/lease.py`` writes it); None: unreadable."""
+def lease_expiry(path: str) -> tuple[float | None, float]:
+    """The lease's ``expiresAt`` (None: unreadable) and the fence's grace, as
+    ``compute/lease.py`` writes them."""
     try:
         with open(path, encoding="utf-8") as f:
-            value = json.load(f).get("expiresAt")
+            data = json.load(f)
+        value, grace = data.get("expiresAt"), data.get("grace", FENCE_GRACE)
     except (OSError, ValueError, AttributeError):
-        return None
-    return float(value) if isinstance(value, int | float) else None
+        return None, FENCE_GRACE
+    grace = float(grace) if isinstance(grace, int | float) and grace >= 0 else FENCE_GRACE
+    return (float(value) if isinstance(value, int | float) else None), grace
 
 
 class LeaseFence:
@@ -181,14 +184,14 @@ class LeaseFence:
 
     def _watch(self) -> None:
         while not self.done.wait(LEASE_POLL):
-            expiry = lease_expiry(self.path)
+            expiry, grace = lease_expiry(self.path)
             if expiry is not None and expiry > time.time():
                 continue
             self.fenced_at = time.time()
             # The command shares this supervisor's group; the supervisor ignores SIGTERM.
             with contextlib.suppress(OSError):
                 os.killpg(os.getpgid(0), signal.SIGTERM)
-            if not self.done.wait(FENCE_GRACE):
+            if not self.done.wait(grace):
                 kill_group_leftovers()
             return
 

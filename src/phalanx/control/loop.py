@@ -8,7 +8,9 @@ and forget what ended, launch what was admitted. So the store always knows first
 and a restart that finds a job's pods still running knows what they belong to.
 
 On start it rebuilds the scheduler's state from the store and re-adopts whatever
-the plane is still running, so a restart loses no job and runs nothing twice.
+the plane is still running, so a restart loses no job and runs nothing twice; a
+launch the plane may not have taken yet (admitted, or starting on a worker that has
+not reported since) is sent again, as launches are idempotent.
 """
 
 from __future__ import annotations
@@ -239,7 +241,12 @@ class ControlLoop:
                 if record.stop_reason:  # a stop under way: with the job's own grace
                     state.commands.append(PlaneCommand("terminate", record.name, record.attempt,
                                                        record.spec.termination_grace))
-                elif record.status is JobStatus.ADMITTED and not pods:
+                elif not pods and (record.status is JobStatus.ADMITTED or (
+                        record.status is JobStatus.STARTING and not self._seen(record))):
+                    # Launched, but a worker that has not reported since this start may not
+                    # have taken it: its plane's desired state was lost with the restart.
+                    # Sent again (the worker skips an attempt it runs), so that its pods
+                    # start, or its refusal is taken, rather than the job read as gone.
                     state.launches.append(Launch(record, record.attempt, admission))
                 if pods:
                     state.event(record, "Adopted", f"re-adopted {len(pods)} pod(s) of attempt "
@@ -476,7 +483,12 @@ class ControlLoop:
         # first cycle after a restart works every reason out again.
 
     def _launch_all(self, launches: list[Launch]) -> None:
-        """Start the pods of each admission, then record in one go how each launch went."""
+        """Start the pods of each admission, then record in one go how each launch went.
+
+        A launch sent again after a restart (the record is Starting already) changes no
+        record and adds no event; its credential is the key the first launch carried (the
+        source answers the same for one attempt), so pods already running keep theirs.
+        """
         if not launches:
             return
         failed: dict[int, Exception] = {}

@@ -175,4 +175,3 @@ def test_a_job_launched_while_its_worker_was_cut_off_runs_once_after_a_restart(
         assert not set(GONE) & {reason for reason, _ in reasons}, reasons
         assert done["systemRestarts"] == 0
         assert wait_until(lambda: out.exists() and out.read_text(), timeout=5) == "1\n"
-        gate.cut()  # ends the worker's long poll, so that it stops at once when told to

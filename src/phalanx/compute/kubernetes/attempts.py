@@ -73,15 +73,28 @@ def with_spec(anchor: Object, job: JobSpec, api_url: str | None = None) -> Objec
     return anchor
 
 
-def check_owner(obj: Object, job: str, attempt: int) -> None:
+def check_owner(obj: Object, job: str, attempt: int,
+                identity: dict[str, str] | None = None) -> None:
+    """Refuse to adopt an object that exists under the name this attempt wants but is not
+    its own: another job's, or the same job's of another plane or control plane (a worker
+    acts on no one else's objects)."""
     labels = obj.get("metadata", {}).get("labels") or {}
+    name = obj.get("metadata", {}).get("name")
     if labels.get(objects.JOB) != job or labels.get(objects.ATTEMPT) != str(attempt):
-        name = obj.get("metadata", {}).get("name")
         raise Conflict(
             f"{obj.get('kind', 'object')} {name!r} exists and belongs to another job "
             f"({labels.get(objects.JOB)!r}, attempt {labels.get(objects.ATTEMPT)!r})",
             field="name", fix="rename the job, or delete the stray object",
         )
+    theirs = {k: labels.get(k) for k in (objects.PLANE, objects.CONTROL_PLANE)
+              if labels.get(k) != (identity or {}).get(k)}
+    if theirs:
+        owner = ", ".join(f"{k}={v}" for k, v in sorted(theirs.items()))
+        raise Conflict(
+            f"{obj.get('kind', 'object')} {name!r} exists and belongs to another plane or "
+            f"control plane ({owner})", field="name",
+            fix="give each control plane and plane its own runs namespace, or delete the "
+                "stray object")
 
 
 def key_of(anchor: Object) -> bytes:

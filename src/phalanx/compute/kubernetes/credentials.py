@@ -31,11 +31,11 @@ def secret_name(attempt_name: str) -> str:
 
 
 def secret(attempt_name: str, namespace: str, job: str, attempt: int, owner: Object,
-           credential: PodCredential) -> Object:
+           credential: PodCredential, identity: dict[str, str] | None = None) -> Object:
     return {
         "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
         "metadata": {"name": secret_name(attempt_name), "namespace": namespace,
-                     "labels": attempt_labels(job, attempt, "credential"),
+                     "labels": attempt_labels(job, attempt, "credential", identity),
                      "ownerReferences": [owner]},
         "data": {KEY: base64.b64encode(credential.key.encode()).decode()},
     }

@@ -115,7 +115,8 @@ def ray_cluster(plan: objects.AttemptPlan, pods: list[Object], owner: Object) ->
     return {
         "apiVersion": f"{GROUP}/{VERSION}", "kind": "RayCluster",
         "metadata": {"name": plan.name, "namespace": plan.namespace,
-                     "labels": objects.attempt_labels(plan.job, plan.attempt, "ray-cluster"),
+                     "labels": objects.attempt_labels(plan.job, plan.attempt, "ray-cluster",
+                                                     plan.identity),
                      # KubeRay runs the containers' own commands (Phalanx's `ray start`).
                      "annotations": {OVERWRITE_COMMAND: "true"},
                      "ownerReferences": [owner]},

@@ -71,13 +71,23 @@ def dns_label(text: str, *, letter_first: bool = False) -> str:
     return f"{clean[:54].rstrip('-')}-{digest}"
 
 
-def attempt_name(job: str, attempt: int) -> str:
+def owner_tag(identity: dict[str, str] | None) -> str:
+    """A short tag of whose objects these are (plane and control plane), for the names of a
+    plane a worker drives: two control planes sharing a namespace both run a job "train",
+    attempt 1, under names that never meet. Empty for an in-process plane."""
+    if not identity:
+        return ""
+    owner = "/".join(f"{k}={v}" for k, v in sorted(identity.items()))
+    return "-" + hashlib.sha256(owner.encode()).hexdigest()[:6]
+
+
+def attempt_name(job: str, attempt: int, identity: dict[str, str] | None = None) -> str:
     """Name of the attempt's anchor ConfigMap, Service (the pods' subdomain) and PodGroup."""
-    return dns_label(f"{job}-{attempt}", letter_first=True)
+    return dns_label(f"{job}-{attempt}{owner_tag(identity)}", letter_first=True)
 
 
-def pod_name(ref: PodRef) -> str:
-    return dns_label(f"{ref.job}-{ref.attempt}-{ref.pod_set}-{ref.index}")
+def pod_name(ref: PodRef, identity: dict[str, str] | None = None) -> str:
+    return dns_label(f"{ref.job}-{ref.attempt}-{ref.pod_set}-{ref.index}{owner_tag(identity)}")
 
 
 def hostname(ref: PodRef) -> str:
@@ -152,7 +162,7 @@ def plan_attempt(
     it, so a launch completed by another plane gives them the same ones. ``identity``: the
     labels of the plane and control plane a worker drives it for.
     """
-    name = attempt_name(job.name, attempt)
+    name = attempt_name(job.name, attempt, identity)
     domain = f"{name}.{namespace}.svc"
     # Ranks, nodes, commands and env come from the job's kind: the same contract on every plane.
     framework = framework_of(job)
@@ -167,7 +177,7 @@ def plan_attempt(
                        master_addr=hosts[0], endpoints=framework.endpoints(job, pods),
                        identity=dict(identity or {}))
     for p in pods:
-        plan.pods.append(PlannedPod(ref=p.ref, node=p.node, name=pod_name(p.ref),
+        plan.pods.append(PlannedPod(ref=p.ref, node=p.node, name=pod_name(p.ref, identity),
                                     hostname=hostname(p.ref), env=p.env, command=p.command,
                                     ports=p.ports))
     return plan

@@ -285,7 +285,7 @@ class KubernetesPlane(ComputePlane):
         )
         anchor, _ = self.client.create_or_get(f"{self._base}/configmaps", with_spec(
             objects.anchor(plan, admission, now, key, current.ray_cluster), job, current.api_url))
-        check_owner(anchor, job.name, attempt)
+        check_owner(anchor, job.name, attempt, self.identity)
         current.uid = anchor["metadata"]["uid"]
         # An anchor that was there already keeps its key and its way of making pods.
         current.key = key_of(anchor)
@@ -338,7 +338,7 @@ class KubernetesPlane(ComputePlane):
             s for s in self.observe()
             if s.ref.job == job and s.phase is PodPhase.RUNNING
             and ((pod is None and s.ref.rank == 0)
-                 or pod in (str(s.ref.rank), s.ref.name, objects.pod_name(s.ref)))
+                 or pod in (str(s.ref.rank), s.ref.name, objects.pod_name(s.ref, self.identity)))
         ]
         if not running:
             raise NotFound(
@@ -348,7 +348,7 @@ class KubernetesPlane(ComputePlane):
         found = max(running, key=lambda s: s.ref.attempt)
         with self._lock:  # the name it has (KubeRay names its pods itself)
             name = next((p.name for a in self._attempts.values() for p in a.pods
-                         if p.ref == found.ref), objects.pod_name(found.ref))
+                         if p.ref == found.ref), objects.pod_name(found.ref, self.identity))
         return open_pod_exec(self.client.api, self.namespace, name, argv,
                              tty=tty, cols=cols, rows=rows)
 
@@ -436,8 +436,8 @@ class KubernetesPlane(ComputePlane):
         created, _ = self.client.create_or_get(
             f"{self._base}/secrets", credentials.secret(
                 current.name, self.namespace, current.job, current.attempt, owner,
-                current.credential))
-        check_owner(created, current.job, current.attempt)
+                current.credential, self.identity))
+        check_owner(created, current.job, current.attempt, self.identity)
 
     def release_checkpoints(self, job: str) -> None:
         self.checkpoints.release(job)
@@ -456,19 +456,19 @@ class KubernetesPlane(ComputePlane):
                 group_obj, _ = self.client.create_or_get(
                     f"/apis/{group}/{version}/namespaces/{self.namespace}/podgroups",
                     objects.pod_group(plan, owner))
-                check_owner(group_obj, current.job, current.attempt)
+                check_owner(group_obj, current.job, current.attempt, self.identity)
             svc, _ = self.client.create_or_get(f"{self._base}/services",
                                                objects.service(plan, owner))
-            check_owner(svc, current.job, current.attempt)
+            check_owner(svc, current.job, current.attempt, self.identity)
             self._create_secret(current)  # before any pod that mounts it
             bodies = [self._pod_object(plan, p, current.spec, owner, current.api_url)
                       for p in plan.pods]
             if current.ray_cluster:  # KubeRay makes the pods, from these as templates
                 cluster = self.ray_clusters.create(kuberay.ray_cluster(plan, bodies, owner))
-                check_owner(cluster, current.job, current.attempt)
+                check_owner(cluster, current.job, current.attempt, self.identity)
             for body in [] if current.ray_cluster else bodies:
                 created, _ = self.client.create_or_get(f"{self._base}/pods", body)
-                check_owner(created, current.job, current.attempt)
+                check_owner(created, current.job, current.attempt, self.identity)
                 self._pod_seen(created, deleted=False, from_create=True)
             self.client.patch(f"{self._base}/configmaps/{current.name}",
                               {"metadata": {"annotations": {objects.LAUNCHED: "true"}}})

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 import time
-from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -20,7 +19,6 @@ from rich.text import Text
 from phalanx.cli import (
     admin,
     cluster,
-    daemon,
     doctor,
     identity,
     k8s,
@@ -29,6 +27,7 @@ from phalanx.cli import (
     planes,
     podexec,
     render,
+    serve,
     sim,
     ui,
     worker,
@@ -43,13 +42,11 @@ from phalanx.cli.output import (
     write_line,
 )
 from phalanx.cli.settings import Settings, settings_of
-from phalanx.defaults import DEFAULT_HOST, DEFAULT_PORT
-from phalanx.errors import AuthError, ConnectionFailed, ServerError, SpecError
+from phalanx.errors import SpecError
 from phalanx.sdk.client import Client
 from phalanx.sdk.documents import read_text, to_config_documents
-from phalanx.spec import JobSpec, load_jobs_yaml, parse_duration, validate
+from phalanx.spec import JobSpec, load_jobs_yaml, validate
 from phalanx.spec.api import JobList
-from phalanx.spec.base import check_api_url
 from phalanx.spec.config import config_kind
 from phalanx.spec.labels import merge_selectors
 from phalanx.spec.status import JobDetail, JobRecord, JobStatus
@@ -66,14 +63,6 @@ WATCH_SECONDS = 1.0
 # `phalanx jobs` shows this many unless told otherwise, like `gh run list`: drawing every row
 # of 20,000 jobs takes longer than anyone waits for a table.
 DEFAULT_LIST_LIMIT = 50
-# How long `down --stop-jobs` waits for each cancelled job's pods to be gone.
-STOP_JOBS_SECONDS = 120.0
-# Finished jobs and their logs are deleted a week after they finish unless `up` says
-# otherwise: long enough to look at last week's runs, short enough that the store and the
-# log directory stop growing with every job ever run.
-DEFAULT_FINISHED_TTL = "7d"
-
-
 
 _settings = settings_of
 
@@ -99,258 +88,8 @@ def main(
     ctx.obj = Settings(url=url, token=token, home=home)
 
 
-# --------------------------------------------------------------------------- server
-def _finished_ttl(text: str) -> float | None:
-    try:
-        seconds = parse_duration(text)
-    except SpecError as exc:
-        raise SpecError(exc.message, field="--finished-ttl",
-                        fix="write e.g. 12h, 7d or 0") from None
-    return seconds or None
-
-
-class Compute(StrEnum):
-    LOCAL = "local"
-    SIMULATED = "simulated"
-    KUBERNETES = "kubernetes"
-
-
-@app.command()
-@reports_errors
-def up(
-    ctx: typer.Context,
-    detach: Annotated[
-        bool, typer.Option("--detach", "-d", help="Run in the background; return once it answers")
-    ] = False,
-    host: Annotated[str, typer.Option(help="Address to listen on")] = DEFAULT_HOST,
-    port: Annotated[int, typer.Option(help="Port to listen on (0: any free port)")] = DEFAULT_PORT,
-    db: Annotated[
-        str | None, typer.Option(help="Store URL, e.g. postgresql://... (default: a SQLite file)")
-    ] = None,
-    compute: Annotated[Compute, typer.Option(help="Compute plane")] = Compute.LOCAL,
-    nodes: Annotated[
-        Path | None,
-        typer.Option(
-            help="YAML file of nodes (for --compute simulated)",
-            exists=True, dir_okay=False, resolve_path=True,
-        ),
-    ] = None,
-    kubeconfig: Annotated[
-        Path | None,
-        typer.Option(
-            help="Kubeconfig (--compute kubernetes; default: in-cluster, then ~/.kube/config)",
-            exists=True, dir_okay=False, resolve_path=True,
-        ),
-    ] = None,
-    namespace: Annotated[
-        str | None,
-        typer.Option(help="Namespace the job pods run in (for --compute kubernetes)"),
-    ] = None,
-    default_image: Annotated[
-        str | None,
-        typer.Option(help="Image of pod sets that name none (for --compute kubernetes; "
-                     "without it such jobs are refused)"),
-    ] = None,
-    run_as_user: Annotated[
-        str | None,
-        typer.Option(help="User (name or uid) the local plane's pods run as; required "
-                     "when the control plane runs as root (--run-as-user root to mean it)"),
-    ] = None,
-    secret_env: Annotated[
-        list[str] | None,
-        typer.Option(help="Env name or glob pattern whose values API answers redact, besides "
-                     "*TOKEN*, *SECRET*, *PASSWORD*, *KEY*... words (repeatable)"),
-    ] = None,
-    max_pods: Annotated[
-        int | None,
-        typer.Option(help="Pods this machine runs at once (for --compute local; default 110)",
-                     min=1),
-    ] = None,
-    max_body_bytes: Annotated[
-        int, typer.Option(help="Largest request body the API takes, in bytes (16 MiB)", min=1)
-    ] = 16 * 2**20,
-    finished_ttl: Annotated[
-        str, typer.Option(help="Delete finished jobs and their logs this long after they "
-                          "finish, e.g. 12h, 7d (0: keep them for ever)")
-    ] = DEFAULT_FINISHED_TTL,
-    token_ttl: Annotated[
-        str, typer.Option(help="How long a token exchanged for an API key lives, e.g. 5m")
-    ] = "5m",
-    timeout: Annotated[
-        float, typer.Option(help="With -d: seconds to wait for the server to answer")
-    ] = 30.0,
-    health_interval: Annotated[
-        str, typer.Option(help="How often the local plane checks this machine's health "
-                          "(phalanx doctor's checks), e.g. 60s; 0 never")
-    ] = "60s",
-    site_checks: Annotated[
-        Path | None, typer.Option(help="Directory of site health checks for the local plane "
-                                  "(executables: exit 0/1/2 = PASS/WARN/ERR)")
-    ] = None,
-    node_lost_grace: Annotated[
-        str | None, typer.Option(help="How long a Kubernetes node may stop reporting before "
-                                 "its gangs are requeued elsewhere (default 60s)")
-    ] = None,
-    interactive: Annotated[
-        bool, typer.Option(help="Let phalanx exec run commands in running pods")
-    ] = True,
-    pod_api_url: Annotated[
-        str | None, typer.Option(help="The API's URL as job pods reach it, for their "
-                                 "per-attempt credential (default: the address listened on)")
-    ] = None,
-    local_plane: Annotated[bool, typer.Option(help="Run the in-process compute plane 'local'; "
-                                              "--no-local-plane: only workers")] = True,
-    worker_grace: Annotated[str, typer.Option(help="A plane whose worker is silent this long "
-                                              "takes no new placements")] = "60s",
-    worker_lost_after: Annotated[str, typer.Option(help="After this long silent, a plane's "
-                                                   "jobs are requeued elsewhere; longer than "
-                                                   "its workers' --fence-after")] = "15m",
-) -> None:
-    """Start the embedded control plane (foreground, or in the background with -d)."""
-    home = _settings(ctx).state_dir
-    interval = parse_duration(health_interval, field="--health-interval")
-    lost_grace = None
-    if node_lost_grace is not None:
-        lost_grace = parse_duration(node_lost_grace, field="--node-lost-grace")
-    ttl = _finished_ttl(finished_ttl)
-    token_life = parse_duration(token_ttl, field="--token-ttl")
-    if pod_api_url is not None:
-        check_api_url(pod_api_url, "--pod-api-url")
-    if token_life <= 0:
-        raise SpecError("must be more than 0", field="--token-ttl", fix="write e.g. 5m")
-    if not detach:
-        from phalanx.server import serve  # the server's dependencies load only when serving
-
-        serve(
-            home=home, host=host, port=port, db=db, compute=compute.value, nodes_file=nodes,
-            kubeconfig=kubeconfig, namespace=namespace, default_image=default_image,
-            run_as_user=run_as_user, secret_env=secret_env or (),
-            health_interval=interval, site_checks=site_checks, node_lost_grace=lost_grace,
-            max_pods=max_pods, max_body_bytes=max_body_bytes,
-            finished_ttl=ttl, token_ttl=token_life, interactive=interactive,
-            pod_api_url=pod_api_url,
-            local_plane=local_plane,
-            worker_grace=parse_duration(worker_grace, field="--worker-grace"),
-            worker_lost_after=parse_duration(worker_lost_after, field="--worker-lost-after"),
-        )
-        return
-    running = daemon.server_info(home)
-    if running is not None and daemon.healthz(running.url):
-        note(f"A Phalanx control plane is already running at {running.url} (pid {running.pid}).")
-        return
-    args = ["--host", host, "--port", str(port), "--compute", compute.value]
-    if db:
-        args += ["--db", db]
-    if nodes:
-        args += ["--nodes", str(nodes)]
-    if kubeconfig:
-        args += ["--kubeconfig", str(kubeconfig)]
-    if namespace:
-        args += ["--namespace", namespace]
-    if default_image is not None:
-        args += ["--default-image", default_image]
-    if run_as_user is not None:
-        args += ["--run-as-user", run_as_user]
-    for pattern in secret_env or ():
-        args += ["--secret-env", pattern]
-    args += ["--health-interval", health_interval]
-    if site_checks is not None:
-        args += ["--site-checks", str(site_checks)]
-    if node_lost_grace is not None:
-        args += ["--node-lost-grace", node_lost_grace]
-    if max_pods is not None:
-        args += ["--max-pods", str(max_pods)]
-    args += ["--max-body-bytes", str(max_body_bytes)]
-    args += ["--finished-ttl", finished_ttl, "--token-ttl", token_ttl]
-    if not interactive:
-        args += ["--no-interactive"]
-    if pod_api_url is not None:
-        args += ["--pod-api-url", pod_api_url]
-    if not local_plane:
-        args += ["--no-local-plane"]
-    args += ["--worker-grace", worker_grace, "--worker-lost-after", worker_lost_after]
-    try:
-        with err.status("Starting the Phalanx control plane...") as spinner:
-            info = daemon.start_detached(
-                home, args, timeout, on_progress=lambda msg: spinner.update(msg)
-            )
-    except daemon.ServerStartFailed as exc:
-        if exc.log:
-            err.print(exc.log, markup=False, highlight=False)
-        raise
-    note(f"Phalanx control plane running at {info.url} (pid {info.pid})", style="green")
-    note(f"state in {home}, log in {home / 'server.log'}; stop it with `phalanx down`")
-
-
-@app.command()
-@reports_errors
-def down(
-    ctx: typer.Context,
-    timeout: Annotated[
-        float, typer.Option(help="Seconds to wait after SIGTERM before SIGKILL")
-    ] = 30.0,
-    stop_jobs: Annotated[
-        bool, typer.Option("--stop-jobs", help="Cancel the running jobs first and wait until "
-                           "their pods are gone (otherwise they keep running)")
-    ] = False,
-) -> None:
-    """Stop the control plane running on this state directory.
-
-    Running jobs' pods keep running, and the next `phalanx up` adopts them; --stop-jobs
-    cancels them first.
-    """
-    settings = _settings(ctx)
-    home = settings.state_dir
-    running: list[JobRecord] = []
-    if daemon.server_info(home) is not None:
-        running = _running_jobs(settings, stop_jobs)
-    result = daemon.stop_server(home, timeout)
-    if result is daemon.StopResult.NOT_RUNNING:
-        note(f"No Phalanx control plane is running on {home}.")
-        return
-    if result is daemon.StopResult.KILLED:
-        note(f"The control plane did not stop within {timeout:g}s and was killed.", style="yellow")
-    else:
-        note("Phalanx control plane stopped.", style="green")
-    if running:
-        note(f"{len(running)} job(s) keep running; the next `phalanx up` adopts them: "
-             f"{_jobs_and_pods(running)}. `phalanx down --stop-jobs` cancels them first.",
-             style="yellow")
-
-
-def _jobs_and_pods(records: list[JobRecord]) -> str:
-    def pods(r: JobRecord) -> int:
-        return r.admission.pod_count if r.admission else r.spec.pod_count
-
-    return ", ".join(f"{r.name} ({pods(r)} pod{'s' if pods(r) != 1 else ''})" for r in records)
-
-
-def _running_jobs(settings: Settings, stop: bool) -> list[JobRecord]:
-    """The jobs whose pods outlive the control plane; with ``stop``, cancelled and waited for
-    first (then none)."""
-    active = [JobStatus.ADMITTED, JobStatus.STARTING, JobStatus.RUNNING]
-    try:
-        with settings.client(timeout=10.0) as client:
-            running = client.list(status=active)
-            if not stop or not running:
-                return running
-            with err.status(f"Cancelling {len(running)} job(s)...") as spinner:
-                for record in running:
-                    client.cancel(record.name)
-                for record in running:
-                    spinner.update(f"waiting for {record.name} to stop")
-                    client.wait(record.name, timeout=STOP_JOBS_SECONDS)
-            note(f"{len(running)} job(s) cancelled and stopped: {_jobs_and_pods(running)}")
-            return []
-    except TimeoutError as exc:
-        raise ServerError(f"{exc}; the control plane was left running",
-                          fix="wait and run `phalanx down --stop-jobs` again") from None
-    except (ConnectionFailed, AuthError) as exc:
-        if stop:
-            raise
-        note(f"Could not ask the control plane which jobs run ({exc.message}); their pods, "
-             "if any, keep running.", style="yellow")
-        return []
+app.command("up")(serve.up)
+app.command("down")(serve.down)
 
 
 # --------------------------------------------------------------------------- jobs

@@ -331,6 +331,9 @@ def test_one_plane_shows_no_plane_column_and_no_clusters_panel(
         wait_for(browser, lambda d: d.find_elements(By.ID, "clusters"))
         assert text_of(browser, "#clusters") == "", page
         assert not browser.find_elements(By.CSS_SELECTOR, "#clusters table"), page
+    # One plane: the nodes as a plain list, under no cluster heading.
+    assert browser.find_elements(By.CSS_SELECTOR, "#nodes > article.node")
+    assert not browser.find_elements(By.CSS_SELECTOR, ".plane-nodes")
     browser.get(server.url + "/ui/jobs/one-plane")
     wait_for(browser, lambda d: text_of(d, "#job-status") == "Running")
     assert text_of(browser, "#job-plane") == "local"  # as `phalanx describe` says it

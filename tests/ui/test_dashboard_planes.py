@@ -100,6 +100,23 @@ def test_the_clusters_panel_lists_each_plane(browser: Any, two: Two) -> None:
         no_console_errors(browser, page)
 
 
+def test_the_nodes_page_groups_nodes_under_their_cluster(browser: Any, two: Two) -> None:
+    browser.get(two.fed.server.url + "/ui/nodes")
+    wait_for(browser, lambda d: text_of(d, "#nodes-of-gcp-a-h"))
+    grouped = browser.execute_script(
+        "const out = {}; for (const s of document.querySelectorAll('section.plane-nodes'))"
+        "  out[s.id] = Array.from(s.querySelectorAll('article.node h3'))"
+        "    .map(h => h.firstChild.textContent.trim());"
+        "return out;")
+    assert sorted(grouped) == ["nodes-of-gcp-a", "nodes-of-onprem"]
+    assert all(len(names) == 4 for names in grouped.values()), grouped
+    assert all(name.startswith("gcp-a.") for name in grouped["nodes-of-gcp-a"]), grouped
+    assert all(name.startswith("onprem.") for name in grouped["nodes-of-onprem"]), grouped
+    assert text_of(browser, "#nodes-of-onprem-h") == "Cluster onprem 4 nodes"
+    browser.save_screenshot(str(SHOTS / "nodes-by-cluster.png"))
+    no_console_errors(browser, "nodes (two planes)")
+
+
 def test_a_job_page_names_its_plane(browser: Any, two: Two) -> None:
     browser.get(two.fed.server.url + "/ui/jobs/placed")
     wait_for(browser, lambda d: text_of(d, "#job-status") == "Running")

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import yaml
 
 from phalanx.control.planes import with_plane
-from phalanx.control.service import LocalQueueCounts
+from phalanx.control.service import LocalQueueCounts, NodeOverview
 from phalanx.errors import NotFound, SpecError
 from phalanx.server.logstream import pod_names
 from phalanx.server.ui import charts
@@ -20,7 +20,7 @@ from phalanx.server.ui.context import Dashboard
 from phalanx.server.ui.history import admission_rates, utilisation
 from phalanx.server.ui.session import Session
 from phalanx.spec.labels import merge_selectors
-from phalanx.spec.planes import LOCAL_PLANE, PlaneView
+from phalanx.spec.planes import LOCAL_PLANE, PLANE_LABEL, PlaneView
 from phalanx.spec.planetext import (
     NONE,
     UNHEARD,
@@ -229,8 +229,19 @@ def job_pods(record: JobRecord) -> list[str]:
 # ------------------------------------------------------------------ nodes
 def nodes(d: Dashboard, session: Session) -> Fragments:
     entries = sorted(d.service.nodes(), key=lambda n: n.node.name)
-    return {"nodes": d.fragment("_nodes.html", session, nodes=entries),
+    return {"nodes": d.fragment("_nodes.html", session, groups=by_plane(entries)),
             "clusters": clusters(d, session)}
+
+
+def by_plane(entries: list[NodeOverview]) -> list[tuple[str | None, list[NodeOverview]]]:
+    """The nodes under their compute plane (cluster), planes by name; one group with no
+    name when all are of one plane (or none, as with no node)."""
+    groups: dict[str, list[NodeOverview]] = {}
+    for entry in entries:
+        groups.setdefault(entry.node.labels.get(PLANE_LABEL, LOCAL_PLANE), []).append(entry)
+    if len(groups) < 2:
+        return [(None, entries)] if entries else []
+    return sorted(groups.items())
 
 
 # ------------------------------------------------------------------ compute planes

@@ -48,7 +48,7 @@ def mixed(tmp_path_factory: pytest.TempPathFactory, kube: FakeAPIServer) -> Iter
     root = tmp_path_factory.mktemp("mixed")
     kubeconfig = root / "kubeconfig"
     kubeconfig.write_text(kube.kubeconfig())
-    with Federation(root, cpu="100") as federation:
+    with Federation(root, cpu="100", lost_after="15s") as federation:
         federation.start_worker("laptop", "--fence-after", "4s")
         federation.start_worker(
             "gke", "--fence-after", "4s",
@@ -92,8 +92,9 @@ def test_a_gang_lands_on_the_kubernetes_plane_with_identity_and_fence(
         assert container["command"][3:] == [sys.executable, "-c", "import time; time.sleep(600)"]
         env = {e["name"]: e.get("value") for e in container["env"]}
         assert env[fence.LEASE_ENV] == f"{RUNS}/phalanx-plane-gke"
-        # Scaled to the worker's 4 s fence: it acts well within the control plane's margin.
-        assert (env[fence.POLL_ENV], env[fence.GRACE_ENV]) == ("0.4", "0.4")
+        # Scaled to the worker's 4 s fence (reads once a second at most): it acts well within
+        # the control plane's margin.
+        assert (env[fence.POLL_ENV], env[fence.GRACE_ENV]) == ("1", "0.4")
         assert env["PHALANX_EPOCH"] == str(running["attempt"])
         assert pod["spec"]["initContainers"][0]["image"] == FENCE_IMAGE
     # The worker renews the Lease while the control plane answers it: its expiry advances.

@@ -307,6 +307,22 @@ def test_a_report_sent_again_keeps_its_logs_once_and_counts_as_heard() -> None:
     assert plane.state is PlaneState.CONNECTED
 
 
+def test_nodes_carried_by_a_report_taken_as_a_duplicate_are_asked_for_again() -> None:
+    # Report 2 was taken, its answer lost; the plane's nodes changed before the retry,
+    # which carries them under number 2: not taken, so the answer asks for them again.
+    plane = RemotePlane("east", clock=Clock())
+    assert plane.report(PlaneReport(worker="w", seq=1, nodes=[
+        Node(name="n1", allocatable={"cpu": "4"})])) is False
+    assert plane.report(PlaneReport(worker="w", seq=2, nodes=None)) is False
+    assert plane.report(PlaneReport(worker="w", seq=2, nodes=[
+        Node(name="n1", allocatable={"cpu": "4"}),
+        Node(name="n2", allocatable={"cpu": "4"})])) is True
+    assert [n.name for n in plane.inventory()] == ["n1"]
+    plane.report(PlaneReport(worker="w", seq=3, nodes=[
+        Node(name="n1", allocatable={"cpu": "4"}), Node(name="n2", allocatable={"cpu": "4"})]))
+    assert sorted(n.name for n in plane.inventory()) == ["n1", "n2"]
+
+
 def test_a_worker_whose_fence_needs_longer_keeps_its_plane_from_being_lost_early() -> None:
     # The control plane restarted with --worker-lost-after 10 s; the worker, connected all
     # along, fences after 60 s and its pods take 5.5 s to stop: its plane is lost only

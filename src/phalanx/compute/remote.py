@@ -207,7 +207,8 @@ class RemotePlane(ComputePlane):
                 # is there all the same; its pods come with its next report.
                 self.last_seen = self.clock()
                 self._heard = self._tick()
-                return report.nodes is None and not self._nodes
+                # Nodes it carried were not taken: asked for again, with the next number.
+                return report.nodes is not None or not self._nodes
             self._seq = report.seq
             self.worker = report.worker
             if report.fence_after is not None:

@@ -120,7 +120,8 @@ class PlaneReport(Model):
     fence_after: float | None = Field(default=None, gt=0, description=(
         "The worker's fence, as in its hello: a control plane restarted since knows it "
         "from here"))
-    fence_stops_within: float | None = Field(default=None, ge=0)
+    fence_stops_within: float | None = Field(default=None, ge=0, description=(
+        "As in its hello: seconds its fence takes to stop every pod once the lease lapsed"))
 
     @field_validator("nodes")
     @classmethod

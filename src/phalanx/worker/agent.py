@@ -57,7 +57,7 @@ LOG_CHUNK = 256 * 1024  # most output of one pod sent in one report
 # Most output of all pods in one report: well under the API's body limit (16 MiB by
 # default), so that a backlog after a disconnect never makes a report that always fails.
 REPORT_LOG_BUDGET = 4 * 1024 * 1024
-CONVERGE_WAIT = 15.0  # the longest a stopping worker waits for a converge under way
+CONVERGE_WAIT = 60.0  # the longest a stopping worker waits for a converge under way
 
 
 @dataclass(slots=True)
@@ -120,6 +120,7 @@ class Worker:
         self.superseded: Conflict | None = None  # why it stopped, if another worker took over
         self._changed = threading.Event()
         self._handled: set[tuple[str, int]] = set()  # launches done or refused
+        self._refused: dict[tuple[str, int], PlacementRefusal] = {}  # still listed
         self._refusals: list[PlacementRefusal] = []
         self._refusals_lock = threading.Lock()
         self._sent_generation = -1
@@ -146,7 +147,8 @@ class Worker:
         # Not waiting out the poller's long poll (a stop would take up to its 25 s): only a
         # converge under way, and none starts from here (a launch cut halfway would leave
         # pods the plane does not know of).
-        self._converging.acquire(timeout=CONVERGE_WAIT)
+        if self._converging.acquire(timeout=CONVERGE_WAIT):
+            self._converging.release()  # (a converge or stop after this sees ``stop``)
 
     def _or_stop(self, loop: Callable[[], None]) -> None:
         """Run one of the worker's loops; one that ends on an error it could not handle
@@ -167,6 +169,7 @@ class Worker:
     def _register(self) -> PlaneWelcome:
         delay = 0.2
         while not self.stop.is_set():
+            sent = (time.monotonic(), time.time())
             try:
                 welcome = self.client.hello(PlaneHello(
                     worker=self.id, compute=self.options.compute,
@@ -181,7 +184,7 @@ class Worker:
                 delay = min(delay * 2, self.options.backoff_cap)
                 continue
             self._check_identity(welcome)
-            self._contacted()
+            self._contacted(sent)
             needed = lost_after_needed(self.options.fence_after, self.stops_within)
             if welcome.worker_lost_after <= needed:
                 log.warning("the control plane requeues this plane's jobs after %gs, not later "
@@ -217,16 +220,19 @@ class Worker:
                 f"{known.get('plane')} of control plane {known.get('controlPlane')}",
                 field="--state-dir", fix="give each plane and control plane its own --state-dir")
 
-    def _contacted(self) -> None:
-        """The control plane took a hello or a report: renew the lease. Only those count,
-        as only those reset the control plane's silence clock: a worker whose reports fail
-        while its long polls succeed must fence itself before the plane is found lost."""
+    def _contacted(self, sent: tuple[float, float]) -> None:
+        """The control plane took a hello or a report sent at ``sent`` (monotonic, wall):
+        renew the lease from then. Only those count, as only those reset the control
+        plane's silence clock: a worker whose reports fail while its long polls succeed
+        must fence itself before the plane is found lost. From the sending, not the
+        answer: the control plane heard it after that, however slow the answer was, so
+        the fence never ends later than its silence clock says."""
         with self.contact.lock:  # (one renewal at a time)
-            self.contact.last = time.monotonic()
+            self.contact.last = max(self.contact.last, sent[0])
             self.contact.fenced = False
             if self.lease is not None:
                 try:
-                    self.lease.renew(time.time() + self.options.fence_after)
+                    self.lease.renew(sent[1] + self.options.fence_after)
                 except Exception as exc:  # the fence will stop the pods: say why, go on
                     log.error("cannot renew the lease at %s: %s", self.lease.where, exc)
 
@@ -241,7 +247,10 @@ class Worker:
                        if not p.phase.done}
             log.error("%s: stopping %d attempt(s) and this worker", exc, len(running))
             for job, attempt in sorted(running):
-                self.plane.terminate(job, attempt, fence_grace(self.options.fence_after))
+                try:
+                    self.plane.terminate(job, attempt, fence_grace(self.options.fence_after))
+                except Exception:  # the others still go; the fence stops this one
+                    log.exception("could not stop %s attempt %d", job, attempt)
 
     def _check_fence(self) -> None:
         """Without the control plane for ``fence_after``: stop every pod of this plane."""
@@ -294,9 +303,10 @@ class Worker:
                              pods=[pod_report(p) for p in pods], refusals=outbox.refusals,
                              logs=outbox.logs, fence_after=self.options.fence_after,
                              fence_stops_within=self.stops_within)
+        sent = (time.monotonic(), time.time())
         ack = self.client.report(report)  # (on an error the outbox goes again, as it is)
         self._outbox = None
-        self._contacted()
+        self._contacted(sent)
         if send_nodes:
             self._sent_generation = generation
         self._nodes_wanted = ack.nodes_wanted
@@ -365,20 +375,18 @@ class Worker:
                 self.stop.wait(delay)
                 delay = min(delay * 2, self.options.backoff_cap)
                 version = -1  # the control plane may have restarted: take it whole again
-                # and its launches with it (a launch it sends again after a restart is
-                # started or refused again; one this plane runs is known by its pods)
-                self._handled.clear()
                 continue
             delay = 0.2
             # (no renewal here: the lease follows the control plane's silence clock, which
             # only a hello or a report resets; see _contacted)
-            if desired.version < version:
-                self._handled.clear()  # a restarted control plane: its launches are new
+            # Taken whole (after an error, or from a restarted control plane): what it lists
+            # it may have asked for before, and a refusal of it may not have reached it.
+            fresh = version == -1 or desired.version < version
             try:
                 with self._converging:
                     if self.stop.is_set():
                         return
-                    self.converge(desired)
+                    self.converge(desired, fresh=fresh)
             except Exception:  # the plane's fault (its API, a file): try it whole again
                 log.exception("could not converge to desired state %d", desired.version)
                 version = -1
@@ -386,13 +394,27 @@ class Worker:
                 continue
             version = desired.version
 
-    def converge(self, desired: DesiredState) -> None:
+    def converge(self, desired: DesiredState, *, fresh: bool = False) -> None:
+        """Start what ``desired`` lists and this plane neither runs nor refused, stop and
+        forget what it says. An attempt launched once is never launched again (its pods
+        are known, or gone for good). One refused stays refused while the control plane
+        lists it; with ``fresh`` the refusal goes again, since the control plane may never
+        have taken it (it restarted, or the answer was lost)."""
         pods = self.plane.observe()
         known = {(p.ref.job, p.ref.attempt) for p in pods}
         names = {n.name for n in self.plane.inventory()}
+        listed = {(a.job, a.attempt) for a in desired.attempts}
+        for key in [k for k in self._refused if k not in listed]:  # taken, or not wanted
+            del self._refused[key]
+            self._handled.discard(key)
         for attempt in desired.attempts:
             key = (attempt.job, attempt.attempt)
-            if key in known or key in self._handled:
+            if key in known:
+                continue
+            if key in self._handled:
+                refused = self._refused.get(key)
+                if fresh and refused is not None:
+                    self._send_refusal(refused)
                 continue
             self._handled.add(key)
             nodes = {n for ps in attempt.admission.pod_sets for n in ps.nodes}
@@ -424,10 +446,15 @@ class Worker:
 
     def _refuse(self, job: str, attempt: int, reason: str, *, error: bool = False,
                 user: bool = False) -> None:
+        refusal = PlacementRefusal(job=job, attempt=attempt, reason=reason, error=error,
+                                   failure="user" if user else "system")
+        self._refused[(job, attempt)] = refusal
+        self._send_refusal(refusal)
+
+    def _send_refusal(self, refusal: PlacementRefusal) -> None:
         with self._refusals_lock:
-            self._refusals.append(PlacementRefusal(job=job, attempt=attempt, reason=reason,
-                                                   error=error,
-                                                   failure="user" if user else "system"))
+            if refusal not in self._refusals:
+                self._refusals.append(refusal)
         self._changed.set()
 
 

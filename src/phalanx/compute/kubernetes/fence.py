@@ -222,8 +222,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="API server URL (default: in-cluster)")
     parser.add_argument("--token-file", default=f"{SERVICE_ACCOUNT_DIR}/token")
     parser.add_argument("--ca-file", default=f"{SERVICE_ACCOUNT_DIR}/ca.crt")
-    # Every rank reads the Lease: 1000 ranks at 10 s are 100 small GETs a second, and the
-    # fence still acts well within the margin between --fence-after and --worker-lost-after.
+    # Every rank reads the Lease: 1000 ranks at 10 s (what the worker sets for a fence of
+    # 100 s or more) are 100 small GETs a second, and the fence still acts well within the
+    # margin between --fence-after and --worker-lost-after.
     parser.add_argument("--poll", type=float, default=float(os.environ.get(POLL_ENV) or 10.0),
                         help=f"Seconds between reads (default: ${POLL_ENV}, else 10)")
     parser.add_argument("--grace", type=float,

@@ -26,6 +26,10 @@ _COPY = ("import shutil, phalanx.compute.kubernetes.fence as f; "
          f"shutil.copy(f.__file__, {SCRIPT!r})")
 
 
+MIN_POLL = 1.0  # seconds between a rank's reads of the Lease, at least
+LEASE_ROUNDING = 1.0  # the Lease's duration is whole seconds, rounded up
+
+
 @dataclass(frozen=True, slots=True)
 class Fence:
     """The Lease the pods watch, and the image the fence script is copied from."""
@@ -38,9 +42,13 @@ class Fence:
 
     @property
     def stops_within(self) -> float:
-        """The longest from the Lease lapsing until every rank is stopped: a read late by
-        its jitter and slow by its timeout, then the grace."""
-        return fence.POLL_JITTER * self.poll + fence.read_timeout(self.poll) + self.grace
+        """The longest from the Lease lapsing until every rank is stopped. The fence also
+        counts, on its own clock, from when it last saw the Lease change, which can be a
+        read (late by its jitter, slow by its timeout) after the renewal; it notices the
+        lapse up to another read later; the Lease's whole seconds round up by 1 s; then
+        the grace."""
+        read = fence.POLL_JITTER * self.poll + fence.read_timeout(self.poll)
+        return 2 * read + LEASE_ROUNDING + self.grace
 
 
 def wrap(pod: Object, fence_: Fence, where: str) -> None:
@@ -84,9 +92,11 @@ def from_settings(client: KubeClient, settings: Settings) -> tuple[Fence | None,
             "does)")
     name = lease_name(settings.plane)
     # Scaled to the worker's fence (10 s at most each), so that the fence acts well within
-    # the margin the control plane keeps between --fence-after and --worker-lost-after.
+    # the margin the control plane keeps between --fence-after and --worker-lost-after;
+    # the reads no more than once a second, whatever the fence (every rank reads).
     step = 10.0 if settings.fence_after is None else min(10.0, settings.fence_after / 10)
-    made = Fence(settings.namespace, name, settings.fence_image, poll=step, grace=step)
+    made = Fence(settings.namespace, name, settings.fence_image, poll=max(MIN_POLL, step),
+                 grace=step)
     lease = KubeLease(client, settings.namespace, name,
                       holder=f"{settings.plane}@{socket.gethostname()}",
                       stops_within=made.stops_within)

@@ -21,9 +21,9 @@ main process ends. While the command runs, the supervisor also serves the pod's
 exec channel (``ExecChannel``: ``phalanx exec``), when the plane names its socket.
 When the plane names a lease file (a compute-plane worker's, ``compute/lease.py``), the
 supervisor reads it every LEASE_POLL seconds and stops the command (SIGTERM to its
-group, SIGKILL after FENCE_GRACE) once the lease has lapsed: the fence that keeps a rank
-from running on two clusters when the worker was killed or cut off. The exit record then
-says ``fenced``.
+group, SIGKILL after the grace the lease file gives, else FENCE_GRACE) once it lapsed:
+the fence that keeps a rank from running on two clusters when the worker was killed or
+cut off. The exit record then says ``fenced``.
 Group-wide SIGTERM/SIGINT/SIGHUP do not stop the supervisor
 (it stays to record how the command ended); SIGKILL does, which the plane
 accounts for.
@@ -159,15 +159,15 @@ def copy_output(pipe: int, log: Any) -> None:
         os.close(pipe)
 
 
-def lease_expiry(path: str) -> tuple[float | None, float]:
-    """The lease's ``expiresAt`` (None: unreadable) and the fence's grace, as
-    ``compute/lease.py`` writes them."""
+def lease_expiry(path: str) -> tuple[float | None, float | None]:
+    """The lease's ``expiresAt`` and the fence's grace, as ``compute/lease.py`` writes them
+    (None, None: unreadable)."""
     try:
         with open(path, encoding="utf-8") as f:
             data = json.load(f)
         value, grace = data.get("expiresAt"), data.get("grace", FENCE_GRACE)
     except (OSError, ValueError, AttributeError):
-        return None, FENCE_GRACE
+        return None, None
     grace = float(grace) if isinstance(grace, int | float) and grace >= 0 else FENCE_GRACE
     return (float(value) if isinstance(value, int | float) else None), grace
 
@@ -183,8 +183,10 @@ class LeaseFence:
         threading.Thread(target=self._watch, name="fence", daemon=True).start()
 
     def _watch(self) -> None:
+        grace = FENCE_GRACE
         while not self.done.wait(LEASE_POLL):
-            expiry, grace = lease_expiry(self.path)
+            expiry, read = lease_expiry(self.path)
+            grace = grace if read is None else read  # (the last one read, if it is gone)
             if expiry is not None and expiry > time.time():
                 continue
             self.fenced_at = time.time()

@@ -54,3 +54,31 @@ def test_an_object_of_another_control_plane_under_our_name_is_not_adopted() -> N
     # An in-process plane's objects carry no identity, and its names no tag.
     assert objects.owner_tag(None) == ""
     assert objects.pod_name(objects.PodRef("train", 1, "main", 0, 0)) == "train-1-main-0"
+
+
+def test_two_control_planes_keep_apart_their_jobs_checkpoint_directories(
+        api: FakeAPIServer, make_plane: PlaneFactory) -> None:
+    from phalanx.compute.kubernetes.checkpoints import CLEANUP_LABEL
+
+    claim = {"persistentVolumeClaim": {"claimName": "ckpt"}}
+    api.add_node("gpu-1", cpu="32", memory="256Gi", gpus=8)
+    planes = {cp: make_plane(plane="gke", control_plane=cp, fence_image=FENCE_IMAGE,
+                             checkpoint_volume=claim) for cp in ("cp-ours", "cp-theirs")}
+    job = gang("train", replicas=1)
+    for plane in planes.values():
+        plane.launch(job, 1, admit(job, ["gpu-1"]))
+    made = wait_until(lambda: len(pods(api, "train")) == 2 and pods(api, "train"))
+    paths = {p["metadata"]["labels"][objects.CONTROL_PLANE]: next(
+        m["subPath"] for m in p["spec"]["containers"][0]["volumeMounts"]
+        if m["name"] == "phalanx-checkpoints") for p in made}
+    assert paths["cp-ours"] != paths["cp-theirs"]
+    assert all(path.startswith("train-") for path in paths.values())
+    # Our job ends: our cleanup removes our directory only, and theirs is left alone.
+    planes["cp-ours"].release_checkpoints("train")
+    planes["cp-theirs"].release_checkpoints("train")
+    cleanups = {p["metadata"]["labels"][objects.CONTROL_PLANE]: p
+                for p in api.list("pods", "runs") if CLEANUP_LABEL in p["metadata"]["labels"]}
+    assert set(cleanups) == {"cp-ours", "cp-theirs"}
+    for cp, cleanup in cleanups.items():
+        assert cleanup["spec"]["containers"][0]["command"][-1] == \
+            f"/phalanx/checkpoints/{paths[cp]}"

@@ -1,7 +1,9 @@
 """Jobs' checkpoint directories on Kubernetes: one directory per job on a volume the
 deploy values name (``runs.checkpoints``: a PersistentVolumeClaim or a hostPath).
 
-Each pod mounts the job's directory (``subPath: <job>``, which the kubelet creates) at
+Each pod mounts the job's directory (``subPath: <job>``, which the kubelet creates; on a
+plane a worker drives, ``<job>-<tag of its control plane>``, so that two control planes
+sharing a volume never share a job's directory or remove each other's) at
 ``/phalanx/checkpoints`` and finds it as ``PHALANX_CHECKPOINT_DIR``; every attempt of
 the job mounts the same one. When the job ends and keeps nothing, a small cleanup pod
 mounts the volume and removes the directory; cleanup pods that finished are deleted at
@@ -11,6 +13,7 @@ the next cleanup. Without a volume, pods get no checkpoint directory.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from phalanx.compute.base import CHECKPOINT_DIR_ENV
@@ -24,26 +27,32 @@ CLEANUP_LABEL = "phalanx.dev/checkpoint-cleanup"  # the job whose directory the 
 DEFAULT_CLEANUP_IMAGE = "busybox:1.36"
 
 
-def mount(spec: Object, container: Object, job: str, volume: Object) -> None:
-    """Give a job pod (``spec``, its ``container``) the job's checkpoint directory."""
+def mount(spec: Object, container: Object, directory: str, volume: Object) -> None:
+    """Give a job pod (``spec``, its ``container``) the job's checkpoint ``directory``."""
     spec.setdefault("volumes", []).append({"name": VOLUME, **volume})
     container.setdefault("volumeMounts", []).append(
-        {"name": VOLUME, "mountPath": MOUNT_PATH, "subPath": job})
+        {"name": VOLUME, "mountPath": MOUNT_PATH, "subPath": directory})
     if not any(e["name"] == CHECKPOINT_DIR_ENV for e in container["env"]):  # the user's wins
         container["env"].append({"name": CHECKPOINT_DIR_ENV, "value": MOUNT_PATH})
 
 
-def cleanup_pod(job: str, namespace: str, volume: Object, image: str) -> Object:
+def cleanup_pod(job: str, namespace: str, volume: Object, image: str,
+                directory: str | None = None, owner: dict[str, str] | None = None) -> Object:
+    """The pod that removes ``job``'s ``directory`` (its name unless told), labelled with
+    ``owner`` (the control plane a worker drives the plane for)."""
+    directory = directory or job
+    tag = directory[len(job):] if directory.startswith(job) else ""
     return {
         "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": f"{job[:48]}-ckpt-cleanup", "namespace": namespace,
-                     "labels": {CLEANUP_LABEL: job}},
+        "metadata": {"name": f"{job[:48 - len(tag)]}{tag}-ckpt-cleanup",
+                     "namespace": namespace,
+                     "labels": {CLEANUP_LABEL: job, **(owner or {})}},
         "spec": {
             "restartPolicy": "OnFailure",
             "volumes": [{"name": VOLUME, **volume}],
             "containers": [{
                 "name": "cleanup", "image": image,
-                "command": ["rm", "-rf", "--", f"{MOUNT_PATH}/{job}"],
+                "command": ["rm", "-rf", "--", f"{MOUNT_PATH}/{directory}"],
                 "volumeMounts": [{"name": VOLUME, "mountPath": MOUNT_PATH}],
                 "resources": {"requests": {"cpu": "10m", "memory": "16Mi"},
                               "limits": {"memory": "64Mi"}},
@@ -54,23 +63,30 @@ def cleanup_pod(job: str, namespace: str, volume: Object, image: str) -> Object:
 
 class CheckpointCleaner:
     def __init__(self, client: KubeClient, namespace: str, volume: Object | None,
-                 image: str = DEFAULT_CLEANUP_IMAGE) -> None:
+                 image: str = DEFAULT_CLEANUP_IMAGE, *,
+                 directory: Callable[[str], str] = str,
+                 owner: dict[str, str] | None = None) -> None:
+        """``directory``: a job's directory from its name; ``owner``: the labels of the
+        control plane whose cleanups these are (it deletes no one else's)."""
         self.client = client
         self.namespace = namespace
         self.volume = volume
         self.image = image
+        self.directory = directory
+        self.owner = dict(owner or {})
         self._pods = f"/api/v1/namespaces/{namespace}/pods"
 
     def release(self, job: str) -> None:
         """Remove ``job``'s directory (by a cleanup pod); delete cleanups that are done."""
         if self.volume is None:
             return
-        done = self.client.get(self._pods, labelSelector=CLEANUP_LABEL)
+        selector = ",".join([CLEANUP_LABEL, *(f"{k}={v}" for k, v in sorted(self.owner.items()))])
+        done = self.client.get(self._pods, labelSelector=selector)
         for pod in done.get("items", []):
             if pod.get("status", {}).get("phase") == "Succeeded":
                 self.client.delete(f"{self._pods}/{pod['metadata']['name']}")
-        self.client.create_or_get(self._pods,
-                                  cleanup_pod(job, self.namespace, self.volume, self.image))
+        self.client.create_or_get(self._pods, cleanup_pod(
+            job, self.namespace, self.volume, self.image, self.directory(job), self.owner))
 
 
 def volume_source(text: str, field: str) -> Object:

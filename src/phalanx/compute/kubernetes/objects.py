@@ -81,6 +81,17 @@ def owner_tag(identity: dict[str, str] | None) -> str:
     return "-" + hashlib.sha256(owner.encode()).hexdigest()[:6]
 
 
+def control_plane_of(identity: dict[str, str] | None) -> dict[str, str]:
+    """Of the identity labels, the control plane's only."""
+    return {k: v for k, v in (identity or {}).items() if k == CONTROL_PLANE}
+
+
+def checkpoint_directory(job: str, identity: dict[str, str] | None = None) -> str:
+    """The job's directory on the checkpoint volume: tagged with its control plane (not its
+    plane: the job keeps its checkpoints when it moves between planes that share it)."""
+    return f"{job}{owner_tag(control_plane_of(identity))}"
+
+
 def attempt_name(job: str, attempt: int, identity: dict[str, str] | None = None) -> str:
     """Name of the attempt's anchor ConfigMap, Service (the pods' subdomain) and PodGroup."""
     return dns_label(f"{job}-{attempt}{owner_tag(identity)}", letter_first=True)
@@ -154,15 +165,18 @@ class AttemptPlan:
 
 def plan_attempt(
     job: JobSpec, attempt: int, admission: Admission, namespace: str, key: bytes,
-    identity: dict[str, str] | None = None,
+    identity: dict[str, str] | None = None, *, tagged: bool = True,
 ) -> AttemptPlan:
     """Names, nodes and environments of the attempt's pods (raises SpecError on bad input).
 
     ``key`` is the attempt's (kept on its anchor): the secrets its pods share derive from
     it, so a launch completed by another plane gives them the same ones. ``identity``: the
-    labels of the plane and control plane a worker drives it for.
+    labels of the plane and control plane a worker drives it for, and (``tagged``) a tag
+    of them in the names; an attempt whose anchor was made with untagged names keeps
+    them.
     """
-    name = attempt_name(job.name, attempt, identity)
+    named = identity if tagged else None
+    name = attempt_name(job.name, attempt, named)
     domain = f"{name}.{namespace}.svc"
     # Ranks, nodes, commands and env come from the job's kind: the same contract on every plane.
     framework = framework_of(job)
@@ -177,7 +191,7 @@ def plan_attempt(
                        master_addr=hosts[0], endpoints=framework.endpoints(job, pods),
                        identity=dict(identity or {}))
     for p in pods:
-        plan.pods.append(PlannedPod(ref=p.ref, node=p.node, name=pod_name(p.ref, identity),
+        plan.pods.append(PlannedPod(ref=p.ref, node=p.node, name=pod_name(p.ref, named),
                                     hostname=hostname(p.ref), env=p.env, command=p.command,
                                     ports=p.ports))
     return plan
@@ -304,7 +318,8 @@ def pod(
     if job.termination_grace is not None:  # the kubelet's SIGTERM-to-SIGKILL wait
         spec["terminationGracePeriodSeconds"] = round(job.termination_grace)
     if checkpoint_volume is not None:
-        checkpoints.mount(spec, container, job.name, checkpoint_volume)
+        checkpoints.mount(spec, container, checkpoint_directory(job.name, plan.identity),
+                          checkpoint_volume)
     return {
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {

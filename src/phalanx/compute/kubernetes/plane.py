@@ -90,9 +90,12 @@ class KubernetesPlane(ComputePlane):
         self._launching = threading.Lock()
         self._attempts: dict[tuple[str, int], Attempt] = {}
         self._by_pod: dict[str, tuple[Attempt, TrackedPod]] = {}
+        self.identity = objects.identity_labels(self.settings.plane, self.settings.control_plane)
         self.checkpoints = checkpoints.CheckpointCleaner(
             client, self.namespace, self.settings.checkpoint_volume,
-            self.settings.checkpoint_cleanup_image)
+            self.settings.checkpoint_cleanup_image,
+            directory=lambda job: objects.checkpoint_directory(job, self.identity),
+            owner=objects.control_plane_of(self.identity))
         self.logs = LogCopier(client, self.namespace, LogStore.for_home(self.home),
                               self.home / "kubernetes" / "log-offsets")
         self.inventory_source = NodeInventory(client, namespace=self.namespace,
@@ -102,7 +105,6 @@ class KubernetesPlane(ComputePlane):
                                               stale_after=self.settings.doctor_stale_after)
         self.tainter = HealthTainter(client, allowed=self.settings.node_writes)
         self.fence, self.plane_lease = fencing.from_settings(client, self.settings)
-        self.identity = objects.identity_labels(self.settings.plane, self.settings.control_plane)
         self.pod_informer = Informer(
             client, f"{self._base}/pods", label_selector=objects.selector(self.identity),
             on_list=self._list_pods, on_event=self._pod_event, name="pods",
@@ -448,8 +450,12 @@ class KubernetesPlane(ComputePlane):
             log.error("cannot complete the launch of %s: its anchor lacks the plan", current.name)
             return
         with self._launching:
+            # (an anchor made before names were tagged keeps its names)
+            tagged = current.name == objects.attempt_name(current.job, current.attempt,
+                                                          self.identity)
             plan = objects.plan_attempt(current.spec, current.attempt, current.admission,
-                                        self.namespace, current.key, self.identity)
+                                        self.namespace, current.key, self.identity,
+                                        tagged=tagged)
             owner = objects.owner_reference({"metadata": {"name": plan.name, "uid": current.uid}})
             if self.pod_groups:
                 group, version = objects.POD_GROUP_API.split("/")

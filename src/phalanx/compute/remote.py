@@ -151,7 +151,9 @@ class RemotePlane(ComputePlane):
         self._seq = 0  # the latest report's number
         self.worker: str | None = None
         self.fence_after: float | None = None
-        self._fence_needs = 0.0  # the shortest lost-after the worker's fence allows
+        # The shortest lost-after the worker's fence allows, as it last said (kept in the
+        # store: a restarted control plane starts from it, for a worker that never reports)
+        self.fence_needs = 0.0
         self.compute: str | None = None
         self.cordoned = False  # the whole plane: `phalanx plane cordon/drain`
         self._state = PlaneState.WAITING
@@ -253,20 +255,20 @@ class RemotePlane(ComputePlane):
 
     def _fenced_by(self, fence_after: float, stops_within: float) -> None:
         needs = lost_after_needed(fence_after, stops_within)
-        if needs > self.timers.worker_lost_after and needs != self._fence_needs:
+        if needs > self.timers.worker_lost_after and needs != self.fence_needs:
             log.warning(
                 "the worker of compute plane %s fences its pods after %gs (%gs with their "
                 "stop and the margin), longer than --worker-lost-after (%gs): the plane is "
                 "lost after %gs of silence instead", self.plane, fence_after, needs,
                 self.timers.worker_lost_after, needs)
-        self.fence_after, self._fence_needs = fence_after, needs
+        self.fence_after, self.fence_needs = fence_after, needs
 
     @property
     def lost_after(self) -> float:
         """Seconds of silence after which the plane is lost: ``--worker-lost-after``, or
         longer if its worker's fence needs it (no rank may still run when its job is
         requeued)."""
-        return max(self.timers.worker_lost_after, self._fence_needs)
+        return max(self.timers.worker_lost_after, self.fence_needs)
 
     def _owned(self, key: Key) -> bool:
         if self.owns is None or self.owns(*key):

@@ -49,6 +49,7 @@ class PlaneRegistry:
         self.logs = logs
         self._lock = threading.Lock()
         self._seen_written: dict[str, float] = {}
+        self._needs_written: dict[str, float] = {}
         for registered in store.list():
             self._join(registered)
 
@@ -56,6 +57,8 @@ class PlaneRegistry:
         remote = RemotePlane(registered.name, timers=self.timers, logs=self.logs,
                              owns=partial(self.planes.owns, registered.name))
         remote.set_cordoned(registered.cordoned or registered.draining)
+        if registered.fence_needs:
+            remote.fence_needs = registered.fence_needs
         self.planes.add(registered.name, remote)
         return remote
 
@@ -67,13 +70,18 @@ class PlaneRegistry:
         return plane
 
     def heard(self, name: str) -> None:
-        """Keep the store's last-seen time roughly current (for display)."""
+        """Keep the store's last-seen time roughly current (for display), and what the
+        worker's fence needs as soon as that changes (a restart must wait as long)."""
         now = time.time()
+        needs = self.remote(name).fence_needs or None
         with self._lock:
-            if now - self._seen_written.get(name, 0.0) < SEEN_WRITE_EVERY:
+            changed = needs is not None and needs != self._needs_written.get(name)
+            if not changed and now - self._seen_written.get(name, 0.0) < SEEN_WRITE_EVERY:
                 return
             self._seen_written[name] = now
-        self.store.seen(name, now)
+            if needs is not None:
+                self._needs_written[name] = needs
+        self.store.seen(name, now, needs)
 
     def stopping(self) -> None:
         """The control plane is stopping: release the workers' polls, freeze their timers."""

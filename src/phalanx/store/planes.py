@@ -21,6 +21,7 @@ class RegisteredPlane:
     draining: bool = False
     created_at: float = 0.0
     last_seen: float | None = None
+    fence_needs: float | None = None  # seconds of silence its worker's fence needs
 
 
 def _not_found(name: str) -> NotFound:
@@ -35,8 +36,8 @@ class PlaneStore:
     def list(self) -> list[RegisteredPlane]:
         with self.store.engine.connect() as connection:
             rows = connection.execute(select(planes).order_by(planes.c.name)).all()
-        return [RegisteredPlane(r.name, r.cordoned, r.draining, r.created_at, r.last_seen)
-                for r in rows]
+        return [RegisteredPlane(r.name, r.cordoned, r.draining, r.created_at, r.last_seen,
+                                r.fence_needs) for r in rows]
 
     def get(self, name: str) -> RegisteredPlane:
         for plane in self.list():
@@ -73,10 +74,12 @@ class PlaneStore:
             insert_audit(connection, [audit])
         return self.get(name)
 
-    def seen(self, name: str, when: float) -> None:
+    def seen(self, name: str, when: float, fence_needs: float | None = None) -> None:
+        values: dict[str, float] = {"last_seen": when}
+        if fence_needs is not None:
+            values["fence_needs"] = fence_needs
         with self.store.write() as connection:
-            connection.execute(update(planes).where(planes.c.name == name)
-                               .values(last_seen=when))
+            connection.execute(update(planes).where(planes.c.name == name).values(**values))
 
     def remove(self, name: str, audit: AuditEntry) -> None:
         with self.store.write() as connection:

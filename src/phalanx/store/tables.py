@@ -188,4 +188,8 @@ planes = Table(
     Column("draining", Boolean, nullable=False, server_default=false()),
     Column("created_at", Double, nullable=False),
     Column("last_seen", Double, nullable=True),
+    # The shortest silence after which its worker's fence has surely stopped its pods (its
+    # fence, the pods' stop and a margin): a restarted control plane waits at least this
+    # long before it calls the plane lost, even if the worker never reports again.
+    Column("fence_needs", Double, nullable=True),
 )

@@ -117,6 +117,7 @@ class Handler(BaseHTTPRequestHandler):
         fault = self.api.take_fault(method, url.path, is_watch)
         if fault is not None:
             data = json.dumps(status_body(fault.status, "Injected", "injected fault")).encode()
+            self._log(fault.status)  # (before the answer leaves, as _send does)
             self.send_response(fault.status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
@@ -124,7 +125,6 @@ class Handler(BaseHTTPRequestHandler):
                 self.send_header("Retry-After", fault.retry_after)
             self.end_headers()
             self.wfile.write(data)
-            self._log(fault.status)
             return None
         if url.path == PG:
             if not self.api.pod_groups:

@@ -76,11 +76,11 @@ class Handler(BaseHTTPRequestHandler):
             self.api.requests.append((self.command, urlsplit(self.path).path, code))
 
     def _start_stream(self, content_type: str) -> None:
+        self._log(200)
         self.send_response(200)
         self.send_header("Content-Type", content_type)
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
-        self._log(200)
 
     def _chunk(self, data: bytes) -> None:
         self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
@@ -344,12 +344,13 @@ class Handler(BaseHTTPRequestHandler):
                               f'container "main" in pod "{name}" is waiting to start')
         if query.get("follow") not in ("true", "1"):
             data = bytes(api.logs.get((ns, name), b""))
+            self._log(200)
             self.send_response(200)
             self.send_header("Content-Type", "text/plain")
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
             self.wfile.write(data)
-            return self._log(200)
+            return None
         self._start_stream("text/plain")
         sent = 0
         try:

@@ -38,9 +38,10 @@ def fence_grace(fence_after: float) -> float:
 
 def fence_margin(fence_after: float) -> float:
     """What the control plane waits beyond a worker's fence and its pods' stop before it
-    calls the plane lost. The worker checks its fence at most a tenth of the fence apart
-    (5 s at most), and counts its silence from when an answer arrived, after the control
-    plane heard it: as long again for that."""
+    calls the plane lost. The fence in the cluster acts on the lease alone, which the
+    worker renews from when it sent what the control plane took; the margin is for the
+    two machines' clocks and the lease's write and reads (a tenth of the fence, 5 s at
+    most, twice)."""
     return 2 * min(5.0, fence_after / 10)
 
 

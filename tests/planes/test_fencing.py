@@ -187,3 +187,31 @@ def test_a_second_worker_for_a_plane_takes_it_over_and_the_first_stops_its_pods(
                        what="the first worker's pods to stop")
         finally:
             second.stop()
+
+
+def test_a_plane_removed_by_force_moves_its_jobs_only_once_its_fence_has_acted(
+        tmp_path: Path) -> None:
+    # The removed plane's worker loses its key at once and may never hear the stop: the job
+    # runs elsewhere only once that worker's fence has surely stopped its ranks.
+    out = tmp_path / "stamps-removed"
+    with Federation(tmp_path, lost_after="60s") as fed:
+        fed.start_worker("east", "--fence-after", "3s")
+        spec = job_spec("moved", stamping(out, 600.0), replicas=2, cpu="500m",
+                        system_restarts=2)
+        spec["restart"]["backoff"] = "0s"  # (no restart backoff to hide an overlap)
+        fed.submit(spec)
+        assert plane_of(fed.wait_status("moved", "Running")) == "east"
+        wait_until(lambda: len(stamps(out).get(1, [])) >= 4, what="ranks of attempt 1")
+        fed.start_worker("west", "--fence-after", "3s")
+        removed = fed.cli("plane", "remove", "east", "--force")
+        assert removed.returncode == 0, removed.stderr
+        said = removed.stdout.decode() + removed.stderr.decode()
+        assert "1 job(s) requeued, held until its fence" in " ".join(said.split()), said
+        held = wait_until(lambda: (j := fed.job("moved"))["status"] == "Queued" and j,
+                          what="the job to be requeued")
+        assert "after compute plane east was removed" in str(held.get("pendingMessage")), \
+            held.get("pendingMessage")
+        done = fed.wait_status("moved", "Succeeded", timeout=90)
+        assert done["attempt"] == 2 and plane_of(done) == "west"
+        # From the ranks' own clocks: attempt 1 stopped (at the fence) before 2 started.
+        assert max(stamps(out)[1]) < min(stamps(out)[2])

@@ -151,9 +151,15 @@ def drain(
 @reports_errors
 def remove(
     ctx: typer.Context, name: str,
-    force: Annotated[bool, typer.Option(help="Even while jobs run there")] = False,
+    force: Annotated[bool, typer.Option(
+        help="Even while jobs run there: they are requeued, and start elsewhere once the "
+             "plane's fence has surely stopped their pods")] = False,
 ) -> None:
     """Unregister the plane and revoke its keys; refused while jobs run there."""
     with settings_of(ctx).client() as client:
+        running = client.plane(name).jobs if force else []
         client.remove_plane(name, force=force)
     note(f"compute plane {name} removed; its keys are revoked")
+    if running:
+        note(f"{len(running)} job(s) requeued, held until its fence has surely stopped "
+             f"their pods there: {', '.join(running)}", style="yellow")

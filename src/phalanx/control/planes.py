@@ -211,15 +211,26 @@ def jobs_by_plane(state: ControlState, planes: PlaneSet) -> dict[str, list[str]]
     return found
 
 
-def stop_jobs_on(state: ControlState, planes: PlaneSet, name: str) -> list[str]:
-    """Stop the plane's jobs now, requeued as system failures (to run elsewhere)."""
+def stop_jobs_on(state: ControlState, planes: PlaneSet, name: str, *,
+                 removed_for: float = 0.0) -> list[str]:
+    """Stop the plane's jobs now, requeued as system failures (to run elsewhere).
+
+    ``removed_for``: the plane is being removed while they run, and its worker may not
+    hear the stop; they start again elsewhere only after that many seconds, by when its
+    fence has surely stopped their pods (no rank on two clusters at once)."""
     stopped = []
     with state.lock:
+        now = state.clock()
         for record in list(state.active.values()):
             if record.stop_reason or plane_of_job(record, planes) != name:
                 continue
-            state.begin_stop(record, DRAINED, f"compute plane {name} is being drained",
-                             "system")
+            if removed_for > 0:
+                state.holds[record.name] = (
+                    now + removed_for,
+                    f"held for {removed_for:.0f}s after compute plane {name} was removed, "
+                    "until its fence has surely stopped the job's pods there")
+            state.begin_stop(record, DRAINED, f"compute plane {name} is being "
+                             f"{'removed' if removed_for > 0 else 'drained'}", "system")
             stopped.append(record.name)
     state.persist()
     state.wake.set()

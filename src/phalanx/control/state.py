@@ -71,6 +71,9 @@ class ControlState:
         # The admitted subset: what the loop walks every step, so a deep queue costs nothing.
         self.active: dict[str, JobRecord] = {}
         self.backoff: dict[str, float] = {}  # queued jobs held until their restart backoff ends
+        # Jobs being stopped whose next attempt may not start before a time, and why: those
+        # of a plane removed by force wait until its fence has surely stopped their pods.
+        self.holds: dict[str, tuple[float, str]] = {}
         self.dependencies = DependencyGate()  # queued jobs held until their dependsOn end
         self.pods: dict[str, list[PodState]] = {}  # latest observation, current attempts only
         self.commands: list[PlaneCommand] = []
@@ -130,7 +133,11 @@ class ControlState:
             record.system_restarts = decision.system_restarts
             # The node failed, not the job: no backoff, the scheduler places it elsewhere.
             delay = 0.0 if reason in (NODE_UNHEALTHY, DRAINED) else decision.delay
-            if decision.restart:
+            until, why = self.holds.pop(record.name, (0.0, ""))
+            if decision.restart and until - now > delay:
+                self.requeue(record, now, f"{record.message}; {decision.message}",
+                             delay=until - now, why=why)
+            elif decision.restart:
                 self.requeue(record, now, f"{record.message}; {decision.message}", delay=delay)
             else:
                 self.finish(record, JobStatus.FAILED, f"{record.message}; {decision.message}")
@@ -154,7 +161,10 @@ class ControlState:
         record.exit_code = 0
         self.finish(record, JobStatus.SUCCEEDED, message or f"all {expected} pod(s) succeeded")
 
-    def requeue(self, record: JobRecord, now: float, message: str, delay: float = 0.0) -> None:
+    def requeue(self, record: JobRecord, now: float, message: str, delay: float = 0.0,
+                why: str = "") -> None:
+        """Back to the queue; with ``delay``, held that long (``why``: for what, else a
+        restart backoff)."""
         record.status = JobStatus.QUEUED
         self.active.pop(record.name, None)
         record.admission = None
@@ -165,7 +175,7 @@ class ControlState:
         if delay > 0:
             record.not_before = now + delay
             record.pending_code = "Backoff"
-            record.pending_message = f"restarting after a {delay:g}s backoff"
+            record.pending_message = why or f"restarting after a {delay:g}s backoff"
             self.backoff[record.name] = record.not_before
         else:
             record.not_before = None

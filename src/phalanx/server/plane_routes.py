@@ -178,10 +178,20 @@ def add_plane_routes(
                 responses=errors(400, 401, 403, 404, 409))
     def remove_plane(name: str, request: Request,
                      force: bool = Query(default=False)) -> PlaneView:
-        """Unregister the plane; refused while jobs run there unless ``force``."""
+        """Unregister the plane; refused while jobs run there unless ``force``. With it,
+        those jobs are requeued and start elsewhere once the plane's fence has surely
+        stopped their pods (its worker loses its key now, and may never hear the stop)."""
         shown = get_plane(name)
+        running = by_plane().get(name, [])
+        if running and not force:
+            registry.remove(name, audit_entry(request, "plane-remove", name, force=force),
+                            running=running, force=force)  # (refused, naming them)
+        remote = registry.remote(name)
+        if running:
+            stop_jobs_on(controller.state, registry.planes, name,
+                         removed_for=remote.fence_needs or remote.lost_after)
         registry.remove(name, audit_entry(request, "plane-remove", name, force=force),
-                        running=by_plane().get(name, []), force=force)
+                        running=running, force=force)
         for key in auth.identity.list_keys():
             if key.scope == plane_scope(name) and key.revoked_at is None:
                 auth.identity.revoke_key(key.id, audit_entry(request, "key-revoke", key.id))

@@ -370,3 +370,23 @@ def test_a_step_of_the_system_clock_finds_no_plane_lost() -> None:
     tick.now += 61
     plane.observe()
     assert plane.state is PlaneState.SILENT
+
+
+def test_a_message_from_a_newer_worker_or_control_plane_is_read_without_its_new_fields(
+) -> None:
+    # One version apart during an upgrade: fields this side does not know are ignored in
+    # the worker protocol, while what users write (a plane's creation) refuses them.
+    from pydantic import ValidationError
+
+    from phalanx.spec.planes import DesiredState, PlaneCreate, PlaneHello
+
+    hello = PlaneHello.model_validate({"worker": "w", "compute": "local", "fenceAfter": 60,
+                                       "fenceRestartsWithin": 3})
+    assert hello.fence_after == 60
+    report = PlaneReport.model_validate({"worker": "w", "seq": 4, "pods": [
+        {"job": "a", "attempt": 1, "podSet": "main", "index": 0, "rank": 0, "node": "n1",
+         "phase": "Running", "gpuMemory": "80Gi"}], "clock": 12.5})
+    assert report.pods[0].phase == "Running"
+    assert DesiredState.model_validate({"version": 3, "drain": True}).version == 3
+    with pytest.raises(ValidationError):
+        PlaneCreate.model_validate({"name": "east", "nmae": "typo"})

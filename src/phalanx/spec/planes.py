@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import ConfigDict, Field, field_validator
 
 from phalanx.spec.base import Model, Quantity
 from phalanx.spec.resources import Node
@@ -30,6 +30,15 @@ PLANE_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?")
 PodPhaseName = Literal["Pending", "Running", "Succeeded", "Failed"]
 
 
+class WireModel(Model):
+    """A message between a worker and the control plane. A field this side does not know
+    is ignored, not refused: a worker and a control plane one version apart still talk
+    (an upgrade takes them one at a time). What users write keeps refusing unknown
+    fields, which are typos there."""
+
+    model_config = ConfigDict(extra="ignore")
+
+
 def plane_scope(name: str) -> str:
     return PLANE_SCOPE_PREFIX + name
 
@@ -44,7 +53,7 @@ def check_plane_name(name: str, field: str = "name") -> str:
     return name
 
 
-class PlaneHello(Model):
+class PlaneHello(WireModel):
     """A worker registering (again): who it is and how it fences."""
 
     worker: str = Field(description="Random id of this worker process, new at each start")
@@ -57,7 +66,7 @@ class PlaneHello(Model):
     version: str = ""
 
 
-class PlaneWelcome(Model):
+class PlaneWelcome(WireModel):
     """The control plane's answer to a registration."""
 
     control_plane: str = Field(description="The control plane's identity; pods carry it")
@@ -67,7 +76,7 @@ class PlaneWelcome(Model):
     poll_seconds: float = Field(description="How long a poll for the desired state may wait")
 
 
-class PodReport(Model):
+class PodReport(WireModel):
     job: str
     attempt: int
     pod_set: str
@@ -83,7 +92,7 @@ class PodReport(Model):
     finished_at: float | None = None
 
 
-class PlacementRefusal(Model):
+class PlacementRefusal(WireModel):
     """The worker will not start an attempt where it was placed (its nodes changed)."""
 
     job: str
@@ -94,18 +103,18 @@ class PlacementRefusal(Model):
     failure: Literal["user", "system"] = "system"
 
 
-class ReportAck(Model):
+class ReportAck(WireModel):
     nodes_wanted: bool = Field(description="The control plane has no nodes of this worker "
                                "(it restarted): send them with the next report")
 
 
-class LogChunk(Model):
+class LogChunk(WireModel):
     job: str
     pod: str
     data: str = Field(description="New output of the pod's log, UTF-8 (invalid bytes replaced)")
 
 
-class PlaneReport(Model):
+class PlaneReport(WireModel):
     """What the worker's plane has now. ``nodes`` None: unchanged since the last report."""
 
     worker: str
@@ -131,14 +140,14 @@ class PlaneReport(Model):
         return nodes
 
 
-class AttemptKey(Model):
+class AttemptKey(WireModel):
     job: str
     attempt: int
     grace: float | None = Field(default=None, description="In ``stops``: seconds between "
                                 "SIGTERM and SIGKILL")
 
 
-class DesiredAttempt(Model):
+class DesiredAttempt(WireModel):
     """An attempt the control plane wants started."""
 
     job: str
@@ -151,7 +160,7 @@ class DesiredAttempt(Model):
         "their job's owner (at the worker's --control-plane URL); sent only to its plane's worker")
 
 
-class DesiredState(Model):
+class DesiredState(WireModel):
     version: int
     attempts: list[DesiredAttempt] = Field(default_factory=list)
     stops: list[AttemptKey] = Field(default_factory=list)
@@ -160,7 +169,7 @@ class DesiredState(Model):
 
 
 # --------------------------------------------------------------------------- exec
-class ExecRequest(Model):
+class ExecRequest(WireModel):
     """A command to run in one of the plane's pods (``phalanx exec``): the worker opens the
     WebSocket ``/v1/planes/{plane}/exec/{session}`` and relays its frames."""
 
@@ -173,13 +182,13 @@ class ExecRequest(Model):
     rows: int = 24
 
 
-class ExecRequests(Model):
+class ExecRequests(WireModel):
     """Commands waiting for the worker (each handed out once)."""
 
     sessions: list[ExecRequest] = Field(default_factory=list)
 
 
-class ExecReady(Model):
+class ExecReady(WireModel):
     """The worker's first message on an exec WebSocket: the command runs, or why it does not."""
 
     error: dict[str, Any] | None = Field(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -10,7 +9,7 @@ import typer
 
 from phalanx.cli import daemon
 from phalanx.cli.output import err, note, reports_errors
-from phalanx.cli.settings import Settings, settings_of
+from phalanx.cli.settings import Compute, Settings, settings_of
 from phalanx.defaults import DEFAULT_HOST, DEFAULT_PORT
 from phalanx.errors import AuthError, ConnectionFailed, ServerError, SpecError
 from phalanx.spec import parse_duration
@@ -34,12 +33,6 @@ def _finished_ttl(text: str) -> float | None:
         raise SpecError(exc.message, field="--finished-ttl",
                         fix="write e.g. 12h, 7d or 0") from None
     return seconds or None
-
-
-class Compute(StrEnum):
-    LOCAL = "local"
-    SIMULATED = "simulated"
-    KUBERNETES = "kubernetes"
 
 
 @reports_errors

@@ -4,12 +4,21 @@ they make."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 
 import typer
 
 from phalanx.defaults import phalanx_home
 from phalanx.sdk.client import Client
+
+
+class Compute(StrEnum):
+    """The compute planes `phalanx up` and `phalanx worker` can drive."""
+
+    LOCAL = "local"
+    SIMULATED = "simulated"
+    KUBERNETES = "kubernetes"
 
 
 @dataclass(frozen=True, slots=True)

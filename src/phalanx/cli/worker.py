@@ -14,16 +14,15 @@ import logging
 import signal
 import threading
 import time
-from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from phalanx.cli.output import reports_errors
-from phalanx.cli.settings import settings_of
+from phalanx.cli.settings import Compute, settings_of
 from phalanx.compute.factory import make_plane, plane_lease
-from phalanx.compute.lease import LEASE_FILE, PlaneLease
+from phalanx.compute.lease import LEASE_FILE, PlaneLease, fence_step
 from phalanx.defaults import make_private_dir
 from phalanx.errors import ConnectionFailed, ServerError, SpecError
 from phalanx.spec import parse_duration
@@ -32,12 +31,6 @@ from phalanx.store.logs import LogStore
 from phalanx.version import __version__
 from phalanx.worker.agent import Worker, WorkerOptions
 from phalanx.worker.client import PlaneClient, read_key
-
-
-class WorkerCompute(StrEnum):
-    LOCAL = "local"
-    SIMULATED = "simulated"
-    KUBERNETES = "kubernetes"
 
 
 def control_plane_identity(client: PlaneClient, compute: str, fence_after: float) -> str:
@@ -53,7 +46,7 @@ def control_plane_identity(client: PlaneClient, compute: str, fence_after: float
         except (ConnectionFailed, ServerError) as exc:
             logging.getLogger(__name__).warning("%s; retrying in %.1fs", exc, delay)
             time.sleep(delay)
-            delay = min(delay * 2, 5.0, fence_after / 10)
+            delay = min(delay * 2, fence_step(fence_after))
 
 
 def check_fence(fence_after: float, report_interval: float) -> None:
@@ -73,7 +66,7 @@ def worker(
     plane: Annotated[str, typer.Option(help="This compute plane's name (phalanx plane add)")],
     api_key_file: Annotated[Path, typer.Option(help="File holding the plane's API key; "
                                                "read again at every token refresh")],
-    compute: Annotated[WorkerCompute, typer.Option(help="Compute plane")] = WorkerCompute.LOCAL,
+    compute: Annotated[Compute, typer.Option(help="Compute plane")] = Compute.LOCAL,
     nodes: Annotated[Path | None, typer.Option(help="Nodes YAML (for --compute simulated)")]
     = None,
     kubeconfig: Annotated[Path | None, typer.Option(help="Kubeconfig (for --compute "
@@ -101,17 +94,17 @@ def worker(
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # not a line per report
     client = PlaneClient(control_plane, plane, api_key_file)
-    lease_path = home / LEASE_FILE if compute is WorkerCompute.LOCAL else None
+    lease_path = home / LEASE_FILE if compute is Compute.LOCAL else None
     # On Kubernetes the plane fences its pods with a Lease named after the plane, and labels
     # its objects with the plane's and the control plane's identity.
-    kube = compute is WorkerCompute.KUBERNETES
+    kube = compute is Compute.KUBERNETES
     compute_plane = make_plane(
         compute.value, home, nodes, kubeconfig, namespace, default_image, max_pods=max_pods,
         lease=lease_path, plane_name=plane if kube else None,
         control_plane=control_plane_identity(client, compute.value, fence) if kube else None,
         fence_after=fence)
     lease: PlaneLease | None = None
-    if compute is not WorkerCompute.SIMULATED:
+    if compute is not Compute.SIMULATED:
         lease = plane_lease(compute_plane, home / LEASE_FILE, holder=plane, fence_after=fence)
     agent = Worker(compute_plane, client, home,
                    WorkerOptions(fence_after=fence, report_interval=interval,

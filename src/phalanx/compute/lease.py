@@ -29,11 +29,16 @@ LEASE_POLL = 0.5
 FENCE_GRACE_MAX = 5.0
 
 
+def fence_step(fence_after: float, cap: float = FENCE_GRACE_MAX) -> float:
+    """A tenth of the fence, at most ``cap``: the scale of everything that must act well
+    within it (the fence's grace, its reads, the worker's reconnect backoff). With a fence
+    of minutes that is the cap; one of seconds (tests) acts within its own scale."""
+    return min(cap, fence_after / 10)
+
+
 def fence_grace(fence_after: float) -> float:
-    """SIGTERM to SIGKILL when a fence stops a plane's pods: a tenth of the fence, at most
-    5 s (with a fence of minutes, ranks get 5 s to exit; one of seconds must act within
-    its own scale)."""
-    return min(FENCE_GRACE_MAX, fence_after / 10)
+    """SIGTERM to SIGKILL when a fence stops a plane's pods."""
+    return fence_step(fence_after)
 
 
 def fence_margin(fence_after: float) -> float:
@@ -42,7 +47,7 @@ def fence_margin(fence_after: float) -> float:
     worker renews from when it sent what the control plane took; the margin is for the
     two machines' clocks and the lease's write and reads (a tenth of the fence, 5 s at
     most, twice)."""
-    return 2 * min(5.0, fence_after / 10)
+    return 2 * fence_step(fence_after)
 
 
 def lost_after_needed(fence_after: float, stops_within: float) -> float:

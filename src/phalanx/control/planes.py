@@ -105,13 +105,17 @@ class PlaneRegistry:
         remote.set_cordoned(registered.cordoned or registered.draining)
         return registered
 
-    def remove(self, name: str, audit: AuditEntry, *, running: list[str],
-               force: bool) -> None:
-        self.remote(name)
+    def check_removable(self, name: str, *, running: list[str], force: bool) -> RemotePlane:
+        """The plane, if it may go: refused while ``running`` jobs run there, unless
+        ``force``."""
+        remote = self.remote(name)
         if running and not force:
             raise Conflict(f"jobs run on compute plane {name}: {', '.join(running[:5])}",
                            field="name", fix="drain it first (`phalanx plane drain NAME "
                                              "--move`), or pass --force")
+        return remote
+
+    def remove(self, name: str, audit: AuditEntry) -> None:
         self.store.remove(name, audit)
         removed = self.planes.remove(name)
         if removed is not None:

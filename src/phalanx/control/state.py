@@ -134,11 +134,11 @@ class ControlState:
             # The node failed, not the job: no backoff, the scheduler places it elsewhere.
             delay = 0.0 if reason in (NODE_UNHEALTHY, DRAINED) else decision.delay
             until, why = self.holds.pop(record.name, (0.0, ""))
-            if decision.restart and until - now > delay:
+            if until - now <= delay:
+                why = ""  # (its own delay is the longer)
+            if decision.restart:
                 self.requeue(record, now, f"{record.message}; {decision.message}",
-                             delay=until - now, why=why)
-            elif decision.restart:
-                self.requeue(record, now, f"{record.message}; {decision.message}", delay=delay)
+                             delay=max(delay, until - now), why=why)
             else:
                 self.finish(record, JobStatus.FAILED, f"{record.message}; {decision.message}")
 

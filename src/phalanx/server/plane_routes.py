@@ -183,15 +183,11 @@ def add_plane_routes(
         stopped their pods (its worker loses its key now, and may never hear the stop)."""
         shown = get_plane(name)
         running = by_plane().get(name, [])
-        if running and not force:
-            registry.remove(name, audit_entry(request, "plane-remove", name, force=force),
-                            running=running, force=force)  # (refused, naming them)
-        remote = registry.remote(name)
+        remote = registry.check_removable(name, running=running, force=force)
         if running:
             stop_jobs_on(controller.state, registry.planes, name,
                          removed_for=remote.fence_needs or remote.lost_after)
-        registry.remove(name, audit_entry(request, "plane-remove", name, force=force),
-                        running=running, force=force)
+        registry.remove(name, audit_entry(request, "plane-remove", name, force=force))
         for key in auth.identity.list_keys():
             if key.scope == plane_scope(name) and key.revoked_at is None:
                 auth.identity.revoke_key(key.id, audit_entry(request, "key-revoke", key.id))

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from phalanx.compute.base import ComputePlane, PodCredential, PodState
-from phalanx.compute.lease import PlaneLease, fence_grace, lost_after_needed
+from phalanx.compute.lease import PlaneLease, fence_grace, fence_step, lost_after_needed
 from phalanx.errors import Conflict, PhalanxError, SpecError
 from phalanx.scheduler.types import Admission
 from phalanx.spec.base import validate
@@ -69,7 +69,7 @@ class WorkerOptions:
 
     @property
     def backoff_cap(self) -> float:
-        return min(5.0, self.fence_after / 10)
+        return fence_step(self.fence_after)
 
 
 @dataclass(slots=True)

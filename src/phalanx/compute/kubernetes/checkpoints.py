@@ -13,7 +13,6 @@ the next cleanup. Without a volume, pods get no checkpoint directory.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from typing import Any
 
 from phalanx.compute.base import CHECKPOINT_DIR_ENV
@@ -27,21 +26,25 @@ CLEANUP_LABEL = "phalanx.dev/checkpoint-cleanup"  # the job whose directory the 
 DEFAULT_CLEANUP_IMAGE = "busybox:1.36"
 
 
-def mount(spec: Object, container: Object, directory: str, volume: Object) -> None:
-    """Give a job pod (``spec``, its ``container``) the job's checkpoint ``directory``."""
+def directory(job: str, tag: str = "") -> str:
+    """The job's directory on the volume; ``tag``: its control plane's, if a worker drives
+    the plane (``objects.owner_tag``)."""
+    return f"{job}{tag}"
+
+
+def mount(spec: Object, container: Object, job: str, volume: Object, tag: str = "") -> None:
+    """Give a job pod (``spec``, its ``container``) the job's checkpoint directory."""
     spec.setdefault("volumes", []).append({"name": VOLUME, **volume})
     container.setdefault("volumeMounts", []).append(
-        {"name": VOLUME, "mountPath": MOUNT_PATH, "subPath": directory})
+        {"name": VOLUME, "mountPath": MOUNT_PATH, "subPath": directory(job, tag)})
     if not any(e["name"] == CHECKPOINT_DIR_ENV for e in container["env"]):  # the user's wins
         container["env"].append({"name": CHECKPOINT_DIR_ENV, "value": MOUNT_PATH})
 
 
-def cleanup_pod(job: str, namespace: str, volume: Object, image: str,
-                directory: str | None = None, owner: dict[str, str] | None = None) -> Object:
-    """The pod that removes ``job``'s ``directory`` (its name unless told), labelled with
-    ``owner`` (the control plane a worker drives the plane for)."""
-    directory = directory or job
-    tag = directory[len(job):] if directory.startswith(job) else ""
+def cleanup_pod(job: str, namespace: str, volume: Object, image: str, tag: str = "",
+                owner: dict[str, str] | None = None) -> Object:
+    """The pod that removes ``job``'s directory, labelled with ``owner`` (the control plane
+    a worker drives the plane for, whose ``tag`` the directory carries)."""
     return {
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": f"{job[:48 - len(tag)]}{tag}-ckpt-cleanup",
@@ -52,7 +55,7 @@ def cleanup_pod(job: str, namespace: str, volume: Object, image: str,
             "volumes": [{"name": VOLUME, **volume}],
             "containers": [{
                 "name": "cleanup", "image": image,
-                "command": ["rm", "-rf", "--", f"{MOUNT_PATH}/{directory}"],
+                "command": ["rm", "-rf", "--", f"{MOUNT_PATH}/{directory(job, tag)}"],
                 "volumeMounts": [{"name": VOLUME, "mountPath": MOUNT_PATH}],
                 "resources": {"requests": {"cpu": "10m", "memory": "16Mi"},
                               "limits": {"memory": "64Mi"}},
@@ -63,16 +66,15 @@ def cleanup_pod(job: str, namespace: str, volume: Object, image: str,
 
 class CheckpointCleaner:
     def __init__(self, client: KubeClient, namespace: str, volume: Object | None,
-                 image: str = DEFAULT_CLEANUP_IMAGE, *,
-                 directory: Callable[[str], str] = str,
+                 image: str = DEFAULT_CLEANUP_IMAGE, *, tag: str = "",
                  owner: dict[str, str] | None = None) -> None:
-        """``directory``: a job's directory from its name; ``owner``: the labels of the
-        control plane whose cleanups these are (it deletes no one else's)."""
+        """``owner``: the labels of the control plane whose cleanups these are (it deletes
+        no one else's), ``tag``: the tag its jobs' directories carry."""
         self.client = client
         self.namespace = namespace
         self.volume = volume
         self.image = image
-        self.directory = directory
+        self.tag = tag
         self.owner = dict(owner or {})
         self._pods = f"/api/v1/namespaces/{namespace}/pods"
 
@@ -86,7 +88,7 @@ class CheckpointCleaner:
             if pod.get("status", {}).get("phase") == "Succeeded":
                 self.client.delete(f"{self._pods}/{pod['metadata']['name']}")
         self.client.create_or_get(self._pods, cleanup_pod(
-            job, self.namespace, self.volume, self.image, self.directory(job), self.owner))
+            job, self.namespace, self.volume, self.image, self.tag, self.owner))
 
 
 def volume_source(text: str, field: str) -> Object:

@@ -16,6 +16,7 @@ from phalanx.compute.kubernetes import fence
 from phalanx.compute.kubernetes.client import KubeClient, Object
 from phalanx.compute.kubernetes.lease import KubeLease, lease_name
 from phalanx.compute.kubernetes.settings import FENCE_IMAGE_ENV, Settings
+from phalanx.compute.lease import fence_step
 from phalanx.errors import SpecError
 
 VOLUME = "phalanx-fence"
@@ -27,6 +28,7 @@ _COPY = ("import shutil, phalanx.compute.kubernetes.fence as f; "
 
 
 MIN_POLL = 1.0  # seconds between a rank's reads of the Lease, at least
+MAX_STEP = 10.0  # ... and at most, as for the rank's grace
 LEASE_ROUNDING = 1.0  # the Lease's duration is whole seconds, rounded up
 
 
@@ -94,7 +96,8 @@ def from_settings(client: KubeClient, settings: Settings) -> tuple[Fence | None,
     # Scaled to the worker's fence (10 s at most each), so that the fence acts well within
     # the margin the control plane keeps between --fence-after and --worker-lost-after;
     # the reads no more than once a second, whatever the fence (every rank reads).
-    step = 10.0 if settings.fence_after is None else min(10.0, settings.fence_after / 10)
+    step = MAX_STEP if settings.fence_after is None else fence_step(settings.fence_after,
+                                                                       MAX_STEP)
     made = Fence(settings.namespace, name, settings.fence_image, poll=max(MIN_POLL, step),
                  grace=step)
     lease = KubeLease(client, settings.namespace, name,

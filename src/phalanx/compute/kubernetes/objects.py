@@ -86,10 +86,10 @@ def control_plane_of(identity: dict[str, str] | None) -> dict[str, str]:
     return {k: v for k, v in (identity or {}).items() if k == CONTROL_PLANE}
 
 
-def checkpoint_directory(job: str, identity: dict[str, str] | None = None) -> str:
-    """The job's directory on the checkpoint volume: tagged with its control plane (not its
-    plane: the job keeps its checkpoints when it moves between planes that share it)."""
-    return f"{job}{owner_tag(control_plane_of(identity))}"
+def checkpoint_tag(identity: dict[str, str] | None) -> str:
+    """The tag of a job's checkpoint directory: its control plane's (not its plane's: the
+    job keeps its checkpoints when it moves between planes that share the volume)."""
+    return owner_tag(control_plane_of(identity))
 
 
 def attempt_name(job: str, attempt: int, identity: dict[str, str] | None = None) -> str:
@@ -318,8 +318,8 @@ def pod(
     if job.termination_grace is not None:  # the kubelet's SIGTERM-to-SIGKILL wait
         spec["terminationGracePeriodSeconds"] = round(job.termination_grace)
     if checkpoint_volume is not None:
-        checkpoints.mount(spec, container, checkpoint_directory(job.name, plan.identity),
-                          checkpoint_volume)
+        checkpoints.mount(spec, container, job.name, checkpoint_volume,
+                          checkpoint_tag(plan.identity))
     return {
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {

@@ -94,7 +94,7 @@ class KubernetesPlane(ComputePlane):
         self.checkpoints = checkpoints.CheckpointCleaner(
             client, self.namespace, self.settings.checkpoint_volume,
             self.settings.checkpoint_cleanup_image,
-            directory=lambda job: objects.checkpoint_directory(job, self.identity),
+            tag=objects.checkpoint_tag(self.identity),
             owner=objects.control_plane_of(self.identity))
         self.logs = LogCopier(client, self.namespace, LogStore.for_home(self.home),
                               self.home / "kubernetes" / "log-offsets")

@@ -10,8 +10,12 @@
    plane's CPU per worker while they report (1 report a second each) and idle otherwise,
    and how long 500 one-CPU jobs take from submit to all Running across the planes.
 
+3. Stop: SIGTERM to exit of a connected worker (it waits for a converge under way, not
+   for its long poll).
+
     python -m benchmarks.planes              # full (a few minutes)
     python -m benchmarks.planes --quick      # smoke run (4 workers x 50 nodes, 3 rounds)
+    python -m benchmarks.planes --stop-only  # only the worker's stop (5 rounds)
 """
 
 from __future__ import annotations
@@ -155,6 +159,24 @@ def latency(rounds: int) -> dict[str, Any]:
     return results
 
 
+def worker_stop(rounds: int) -> dict[str, Any]:
+    """SIGTERM to exit of a connected worker, one new worker (and plane) per round."""
+    took = []
+    with tempfile.TemporaryDirectory() as tmp, control_plane(Path(tmp), True) as (
+            server, client):
+        for i in range(rounds):
+            name = f"stop-{i}"
+            worker = _worker(server, Path(tmp), name)
+            _wait(lambda n=name: client.plane(n).state == "connected", 60, 0.05)
+            time.sleep(1.0)  # (in its long poll by now)
+            sent = time.perf_counter()
+            worker.terminate()
+            worker.wait(timeout=120)
+            took.append(time.perf_counter() - sent)
+    return {"sigterm_to_exit_p50_s": statistics.median(took), "sigterm_to_exit_max_s":
+            max(took), "rounds": rounds}
+
+
 def _nodes_file(path: Path, count: int) -> Path:
     lines = ["nodes:"] + [f"  - {{name: n{i}, allocatable: {{cpu: 8, memory: 64Gi, pods: 110}}}}"
                           for i in range(count)]
@@ -218,8 +240,20 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--workers", type=int)
     parser.add_argument("--nodes", type=int)
+    parser.add_argument("--stop-only", action="store_true",
+                        help="measure only how fast a worker stops")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
+    stop = worker_stop(3 if args.quick else 5)
+    stop_table = Table(title="A worker's stop")
+    stop_table.add_column("figure")
+    stop_table.add_column("value", justify="right")
+    for key, value in stop.items():
+        stop_table.add_row(key, f"{value:.2f}" if isinstance(value, float) else str(value))
+    Console().print(stop_table)
+    if args.stop_only:
+        print(f"wrote {write_json('planes-stop', {'stop': stop}, args.out)}")
+        return
     workers = args.workers or (4 if args.quick else 20)
     nodes = args.nodes or (50 if args.quick else 500)
     lat = latency(3 if args.quick else 10)
@@ -240,7 +274,7 @@ def main() -> None:
         shown = f"{value:.3f}" if isinstance(value, float) else str(value)
         scale_table.add_row(key, shown)
     Console().print(scale_table)
-    path = write_json("planes", {"latency": lat, "scale": big}, args.out)
+    path = write_json("planes", {"latency": lat, "scale": big, "stop": stop}, args.out)
     print(f"wrote {path}")
 
 

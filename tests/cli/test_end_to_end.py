@@ -16,6 +16,7 @@ from typer.testing import CliRunner, Result
 from phalanx import Client, JobStatus
 from phalanx.cli.main import app
 from phalanx.scheduler import COMPILED
+from phalanx.spec import format_amount, parse_quantity
 from tests.sdk.live_server import LiveServer, live_server
 
 __all__ = ["live_server"]
@@ -33,7 +34,7 @@ resourceGroups:
   - name: default
     resources:
     - {name: cpu, nominalQuota: 1500m, borrowingLimit: 500m}
-    - {name: memory, nominalQuota: 2Gi}
+    - {name: memory, nominalQuota: 24684084Ki}  # as /proc/meminfo says it
 ---
 kind: LocalQueue
 name: cli-team
@@ -169,10 +170,20 @@ def test_apply_then_queues(live_server: LiveServer, tmp_path: Path) -> None:
     assert cpu["nominal"] == "1500m"
     assert {"name": "cli-team", "clusterQueue": "cli-team"}.items() <= next(
         lq for lq in data["localQueues"] if lq["name"] == "cli-team").items()
+    memory = next(u for u in team["usage"] if u["resource"] == "memory")
+    assert parse_quantity(memory["nominal"]) == parse_quantity("24684084Ki")  # exact on the wire
     table = cli(live_server, "queues")
     assert table.exit_code == 0
-    assert any(line.split()[:2] == ["cli-team", "cli-research"]
-               for line in table.stdout.splitlines())
+    rows = [line.split() for line in table.stdout.splitlines()]
+    assert any(row[:2] == ["cli-team", "cli-research"] for row in rows)
+    # People read quantities as they write them: 23.5Gi, not 24684084Ki or 25276502016.
+    assert any(row[-6:-3] == ["default", "memory", "23.5Gi"] for row in rows), table.stdout
+    # So does a Python user printing the SDK's record; code keeps the exact milli-units.
+    with Client(home=live_server.home) as client:
+        usage = next(u for cq in client.queues().cluster_queues if cq.name == "cli-team"
+                     for u in cq.usage if u.resource == "memory")
+    assert usage.nominal == parse_quantity("24684084Ki")
+    assert "nominal='23.5Gi'" in repr(usage) and str(usage.nominal) not in repr(usage)
     # A job to a queue that does not exist is refused by the server: bad input, nothing stored.
     path = job_file(tmp_path, "lost", "pass")
     refused = cli(live_server, "submit", "-f", str(path), "--queue", "no-queue")
@@ -186,6 +197,9 @@ def test_nodes_status_version(live_server: LiveServer) -> None:
     assert nodes and nodes[0]["allocatable"]["cpu"]
     table = cli(live_server, "nodes")
     assert nodes[0]["name"] in table.stdout and "CPU USED/ALLOC" in table.stdout
+    # This machine's memory, as a person writes it (a few digits and a binary suffix).
+    memory = format_amount(parse_quantity(nodes[0]["allocatable"]["memory"]), "memory")
+    assert len(memory) <= 7 and f"/{memory}" in table.stdout, table.stdout
     status = cli(live_server, "status")
     assert status.exit_code == 0 and live_server.url in status.stdout
     version = cli(live_server, "version", "--json")

@@ -155,6 +155,17 @@ def test_nodes_table_from_api_shape() -> None:
     assert "degraded, cordoned (GPU 0 hot)" in out
 
 
+def test_a_machines_memory_reads_as_people_write_it() -> None:
+    node = NodeView.model_validate({
+        "name": "box", "allocatable": {"cpu": "8", "memory": "24684084Ki", "nvidia.com/gpu": "2"},
+        "used": {"cpu": "2500m", "memory": "4294967296", "nvidia.com/gpu": "1"}})
+    table = text(render.nodes_table([node]))
+    assert "2500m/8" in table and "4Gi/23.5Gi" in table and "1/2" in table
+    assert "24684084" not in table
+    shown = text(render.node_view(node))
+    assert "cpu=8, memory=23.5Gi, nvidia.com/gpu=2" in shown
+
+
 def test_applied_lines() -> None:
     applied = [{"kind": "ClusterQueue", "name": "team-a", "action": "created"}]
     assert render.applied_lines(map(AppliedObject.model_validate, applied)) == [

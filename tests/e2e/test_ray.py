@@ -23,7 +23,6 @@ from typer.testing import CliRunner, Result
 from phalanx import Client
 from phalanx.cli.main import app
 from phalanx.ray import Cluster, ClusterConfiguration, ClusterStatus, get_cluster
-from phalanx.spec import parse_quantity
 from tests.e2e.conftest import REPO, ControlPlane, running
 
 pytest.importorskip("ray")
@@ -120,8 +119,7 @@ def test_the_dashboard_is_recorded_and_the_cli_reads_it(
     assert row.split()[:4] == [CLUSTER, "ready", "default", "2"] and dashboard in row
     details = get_cluster(CLUSTER, Client(home=plane.home)).details()
     assert (details.num_workers, details.head_cpu) == (2, "250m")
-    assert details.worker_memory is not None
-    assert parse_quantity(details.worker_memory) == parse_quantity("1G")  # CodeFlare's GB
+    assert (details.head_memory, details.worker_memory) == ("1Gi", "1G")  # CodeFlare's GB
     assert "Dashboard" in cli(plane, "describe", CLUSTER).stdout
     status = cli(plane, "cluster", "status", CLUSTER, "--json")
     assert status.exit_code == 0, status.output

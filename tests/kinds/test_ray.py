@@ -15,9 +15,11 @@ from phalanx.errors import SpecError
 from phalanx.kinds import GangPhase, OwnAddressNetwork, PodPhase, PodRef, PodState, framework_of
 from phalanx.kinds.ray import Ray
 from phalanx.ray import ClusterConfiguration
+from phalanx.ray.cluster import _configuration, describe
 from phalanx.scheduler.types import Admission, PodSetAssignment
 from phalanx.spec import validate
 from phalanx.spec.resources import JobSpec
+from phalanx.spec.status import JobRecord
 
 
 def ray_job(entrypoint: str | None = None, **head: Any) -> JobSpec:
@@ -176,6 +178,21 @@ def test_codeflare_names_make_a_ray_job() -> None:
     local = ClusterConfiguration(name="x", namespace="ns", local_queue="lq", worker_gpu=2)
     assert local.to_job_spec().queue == "lq"
     assert local.to_job_spec().pod_sets[1].resources == {"nvidia.com/gpu": 2000}
+
+
+def test_details_show_amounts_as_people_write_them_and_get_cluster_keeps_them_exact() -> None:
+    config = ClusterConfiguration(name="rc", num_workers=2, head_cpu=2, head_memory=1,
+                                  worker_cpu="500m", worker_memory="24684084Ki", worker_gpu=1)
+    record = JobRecord(name="rc", spec=config.to_job_spec(), queue="default",
+                       cluster_queue="default", priority=0, submitted_at=0.0, queued_at=0.0)
+    details = describe(record)
+    assert (details.head_cpu, details.head_memory, details.head_gpu) == ("2", "1G", 0)
+    assert (details.worker_cpu, details.worker_memory, details.worker_gpu) == (
+        "500m", "23.5Gi", 1)  # rounded for people to read, not 25276502016
+    # The configuration read back from the stored spec is exact: a cluster made from it
+    # asks for what the first one did.
+    again = _configuration(record.spec)
+    assert again.to_job_spec().pod_sets == record.spec.pod_sets
 
 
 def test_requests_and_limits_must_agree() -> None:

@@ -59,6 +59,11 @@ def test_submit_wait_logs_events(client: Client) -> None:
     assert list(client.logs("sdk-hello", pod="sdk-hello-worker-0")) == ["rank 0"]
     detail = client.get("sdk-hello")
     assert detail.admission is not None and detail.exit_code == 0
+    # Printed, the record says quantities as the spec did; code gets exact milli-units.
+    worker = detail.spec.pod_sets[0]
+    assert worker.resources == {"cpu": 100, "memory": 32 * 2**20 * 1000}
+    assert "resources={'cpu': '100m', 'memory': '32Mi'}" in repr(detail), repr(detail)
+    assert str(32 * 2**20 * 1000) not in str(detail)
     reasons = [e.reason for e in client.events("sdk-hello")]
     assert reasons and reasons == [e.reason for e in detail.events]
     assert [r.name for r in client.list(status="Succeeded")].count("sdk-hello") == 1

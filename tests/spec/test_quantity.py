@@ -1,7 +1,10 @@
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 from phalanx.errors import SpecError
-from phalanx.spec import format_quantity, parse_duration, parse_quantity
+from phalanx.spec import format_amount, format_quantity, parse_duration, parse_quantity
+from phalanx.spec.quantity import MAX_MILLIS, MILLI, counts_bytes
 
 
 @pytest.mark.parametrize(
@@ -43,3 +46,52 @@ def test_parse_duration(text: object, seconds: float) -> None:
 def test_bad_duration() -> None:
     with pytest.raises(SpecError):
         parse_duration("2 hours", field="maxRuntime")
+
+
+# ---------------------------------------------------------------- shown as people write them
+@pytest.mark.parametrize(
+    ("text", "resource", "shown"),
+    [
+        ("24684084Ki", "memory", "23.5Gi"),  # a node's /proc/meminfo, rounded to 3 digits
+        ("4294967296", "memory", "4Gi"),
+        ("256Mi", "memory", "256Mi"),
+        ("250Gi", "memory", "250Gi"),
+        ("1.5Gi", "memory", "1.5Gi"),
+        ("1536Mi", "memory", "1.5Gi"),
+        ("1000000000", "memory", "1G"),  # CodeFlare's gigabytes stay decimal when exact
+        ("1G", "memory", "1G"),
+        ("1000Mi", "memory", "1000Mi"),
+        ("1025Ki", "memory", "1Mi"),
+        ("512", "memory", "512"),
+        ("0", "memory", "0"),
+        ("100Gi", "ephemeral-storage", "100Gi"),
+        ("2Gi", "hugepages-2Mi", "2Gi"),
+        ("500m", "cpu", "500m"),
+        ("2500m", "cpu", "2500m"),
+        ("64", "cpu", "64"),
+        ("8", "nvidia.com/gpu", "8"),
+        ("110", "pods", "110"),
+    ],
+)
+def test_format_amount_as_people_write_it(text: str, resource: str, shown: str) -> None:
+    assert format_amount(parse_quantity(text), resource) == shown
+
+
+@given(millis=st.integers(min_value=0, max_value=MAX_MILLIS),
+       resource=st.sampled_from(["memory", "ephemeral-storage", "cpu", "nvidia.com/gpu", "pods"]))
+@example(millis=24684084 * 2**10 * MILLI, resource="memory")
+@example(millis=(2**30 - 1) * MILLI, resource="memory")  # a byte short of 1Gi: 1020Mi
+@example(millis=99995 * 2**10 * 10, resource="memory")  # 999.95Ki: rounds to 1000Ki
+@example(millis=1500, resource="memory")  # a byte and a half
+@example(millis=MAX_MILLIS, resource="memory")
+@example(millis=MAX_MILLIS, resource="cpu")
+def test_format_amount_parses_back_within_its_rounding(millis: int, resource: str) -> None:
+    shown = format_amount(millis, resource)
+    back = parse_quantity(shown)
+    if counts_bytes(resource):
+        # DISPLAY_DIGITS significant digits: within half a unit of the last one (0.5 %).
+        assert abs(back - millis) * 200 <= millis, (millis, shown, back)
+        assert len(shown) <= 7, shown  # "1023Ki", "23.5Gi": never a long run of digits
+    else:
+        assert back == millis, (millis, shown)  # CPU and counts are shown exactly
+        assert shown == str(millis // MILLI) if millis % MILLI == 0 else shown == f"{millis}m"

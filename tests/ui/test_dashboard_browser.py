@@ -178,7 +178,7 @@ def test_a_job_goes_from_pending_to_running_to_succeeded_without_reloading(
         return check
 
     wait_for(browser, status_is("Queued"))
-    assert "needs 0.5 cpu" in text_of(browser, "#job-watched .reason")  # with the numbers
+    assert "needs 500m cpu" in text_of(browser, "#job-watched .reason")  # with the numbers
     wait_for(browser, status_is("Running"))
     wait_for(browser, status_is("Succeeded"))
     assert same_page(browser), "the page reloaded"
@@ -210,7 +210,7 @@ def test_why_a_job_is_pending_and_a_queue_usage_bar_changing(
     browser.get(server.url + "/ui/jobs/waiting-b")
     wait_for(browser, lambda d: any(ch.isdigit() for ch in text_of(d, "#why-pending")))
     why = text_of(browser, "#why-pending")
-    assert "needs 0.4 cpu" in why and "free" in why, why  # asked for, and what is free
+    assert "needs 400m cpu" in why and "free" in why, why  # asked for, and what is free
     no_console_errors(browser, "job detail (pending)")
 
 

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.slow
 NODES = """\
 nodes:
   - name: sim-a
-    allocatable: {cpu: 8, memory: 32Gi, nvidia.com/gpu: 4}
+    allocatable: {cpu: 8, memory: 24684084Ki, nvidia.com/gpu: 4}  # as /proc/meminfo says
 """
 QUEUES = [
     {"kind": "ResourceFlavor", "name": "default"},
@@ -146,6 +146,27 @@ def test_secrets_are_redacted_on_the_job_page(ui: httpx.Client, api: httpx.Clien
     page = ui.get("/ui/jobs/secretive").text
     assert "HF_TOKEN: &lt;redacted&gt;" in page
     assert "hf_s3cr3t" not in page
+
+
+def test_quantities_read_as_people_write_them(ui: httpx.Client, api: httpx.Client) -> None:
+    memory_queue = {"kind": "ClusterQueue", "name": "cq-memory", "resourceGroups": [{
+        "coveredResources": ["cpu", "memory"], "flavors": [{"name": "default", "resources": [
+            {"name": "cpu", "nominalQuota": "2500m"},
+            {"name": "memory", "nominalQuota": "4294967296"}]}]}]}
+    local_queue = {"kind": "LocalQueue", "name": "team-memory", "clusterQueue": "cq-memory"}
+    assert api.post("/v1/config/apply",
+                    json={"documents": [memory_queue, local_queue]}).status_code == 200
+    queues = ui.get("/ui/queues").text
+    assert "<td>4Gi</td>" in queues and "<td>2500m</td>" in queues
+    assert "4294967296" not in queues
+    nodes = ui.get("/ui/nodes").text
+    assert "<td>23.5Gi</td>" in nodes and "<td>4</td>" in nodes  # memory; GPUs counted
+    assert "24684084" not in nodes and "25276502016" not in nodes
+    spec = job("sized", "team-memory")
+    spec["podSets"][0]["resources"] = {"cpu": "500m", "memory": "256Mi"}
+    assert api.post("/v1/jobs", json=spec).status_code == 201
+    page = ui.get("/ui/jobs/sized").text
+    assert "cpu=500m memory=256Mi" in page and "268435456000" not in page
 
 
 def test_resubmit_takes_the_next_free_name(ui: httpx.Client, api: httpx.Client) -> None:

@@ -15,7 +15,7 @@ from phalanx.cli.output import note, out, print_json, reports_errors
 from phalanx.cli.planeinfo import holds_text
 from phalanx.cli.settings import settings_of
 from phalanx.errors import Conflict
-from phalanx.spec import format_quantity
+from phalanx.spec import format_amount
 from phalanx.spec.planes import PlaneKey, PlaneView
 
 app = typer.Typer(help="Compute planes that dial in: add, list, describe, cordon, drain, "
@@ -39,8 +39,8 @@ def _age(when: float | None) -> str:
 
 
 def _resources(plane: PlaneView) -> str:
-    return " ".join(f"{res}={format_quantity(plane.used.get(res, 0), res)}/"
-                    f"{format_quantity(amount, res)}"
+    return " ".join(f"{res}={format_amount(plane.used.get(res, 0), res)}/"
+                    f"{format_amount(amount, res)}"
                     for res, amount in sorted(plane.allocatable.items())) or "-"
 
 

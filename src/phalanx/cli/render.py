@@ -10,7 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from phalanx.errors import SpecError
-from phalanx.spec import format_duration, format_quantity, parse_quantity
+from phalanx.spec import format_amount, format_duration, parse_quantity
 from phalanx.spec.api import AppliedObject, NodeView, PoolView, QueuesOverview, ServerStatus
 from phalanx.spec.planes import PLANE_LABEL
 from phalanx.spec.status import JobAdmission, JobDetail, JobEvent, JobRecord, JobStatus
@@ -52,7 +52,7 @@ def elapsed(start: float | None, end: float | None, now: float | None = None) ->
 def show_quantity(value: str | int | float, resource: str = "") -> str:
     """A quantity from the API (string or number) in its resource-aware short form."""
     try:
-        return format_quantity(parse_quantity(value), resource)
+        return format_amount(parse_quantity(value), resource)
     except SpecError:
         return str(value)
 
@@ -61,7 +61,7 @@ def resources_text(resources: Mapping[str, int]) -> str:
     """Per-pod requests held as milli-units, e.g. "cpu=1 memory=2Gi"."""
     if not resources:
         return NONE
-    return " ".join(f"{res}={format_quantity(amount, res)}" for res, amount in resources.items())
+    return " ".join(f"{res}={format_amount(amount, res)}" for res, amount in resources.items())
 
 
 def status_text(status: JobStatus) -> Text:
@@ -270,7 +270,7 @@ def queues_view(data: QueuesOverview) -> Group:
             cqs.add_row(*head, *[NONE] * 6)
         for i, u in enumerate(cq.usage):
             amounts = (u.nominal, u.used, u.borrowed, u.withheld)
-            cells = [u.flavor, u.resource, *(format_quantity(a, u.resource) for a in amounts)]
+            cells = [u.flavor, u.resource, *(format_amount(a, u.resource) for a in amounts)]
             cqs.add_row(*(head if i == 0 else [""] * len(head)), *cells)
     lqs = _table("LOCALQUEUE", "CLUSTERQUEUE", "PENDING", "ADMITTED")
     for lq in data.local_queues:
@@ -313,7 +313,7 @@ def nodes_table(nodes: Iterable[NodeView]) -> Table:
         style = {"healthy": "green", "degraded": "yellow"}.get(node.health.value, "red")
         alloc, used = node.allocatable, node.used
         cells = [
-            f"{format_quantity(used.get(r, 0), r)}/{format_quantity(alloc[r], r)}" if r in alloc
+            f"{format_amount(used.get(r, 0), r)}/{format_amount(alloc[r], r)}" if r in alloc
             else NONE
             for r in resources
         ]
@@ -334,7 +334,7 @@ def node_view(node: NodeView) -> Group:
         ("Node", node.name),
         ("Health", Text(node.health.value + (" (lost)" if node.lost else ""), style=style)),
         ("Schedulable", "no (cordoned)" if node.unschedulable else "yes"),
-        ("Allocatable", ", ".join(f"{r}={format_quantity(v, r)}"
+        ("Allocatable", ", ".join(f"{r}={format_amount(v, r)}"
                                   for r, v in node.allocatable.items()) or NONE),
     ]
     for reason in node.health_reasons:

@@ -20,7 +20,7 @@ import httpx
 from phalanx.errors import NotFound, PhalanxError, SpecError
 from phalanx.ray.config import WORKER, ClusterConfiguration
 from phalanx.sdk.client import Client
-from phalanx.spec.quantity import format_quantity
+from phalanx.spec.quantity import MILLI, format_amount, format_quantity
 from phalanx.spec.ray import HEAD
 from phalanx.spec.resources import GPU, JobKind, JobSpec
 from phalanx.spec.status import JobRecord, JobStatus
@@ -75,8 +75,15 @@ class RayCluster:
 
 
 def _amount(resources: dict[str, int], name: str) -> str | None:
+    """The exact quantity, as a configuration takes it back."""
     millis = resources.get(name)
     return None if millis is None else format_quantity(millis, name)
+
+
+def _shown(resources: dict[str, int], name: str) -> str | None:
+    """The quantity as people write it ("1G", "4Gi", "500m"), for ``details()``."""
+    millis = resources.get(name)
+    return None if millis is None else format_amount(millis, name)
 
 
 def describe(record: JobRecord) -> RayCluster:
@@ -88,11 +95,11 @@ def describe(record: JobRecord) -> RayCluster:
     return RayCluster(
         name=record.name, status=_BY_JOB_STATUS[record.status], queue=record.queue,
         num_workers=sum(p.replicas for p in workers),
-        head_cpu=_amount(head.resources, "cpu"), head_memory=_amount(head.resources, "memory"),
-        head_gpu=head.resources.get(GPU, 0) // 1000,
-        worker_cpu=_amount(worker.resources, "cpu") if worker else None,
-        worker_memory=_amount(worker.resources, "memory") if worker else None,
-        worker_gpu=worker.resources.get(GPU, 0) // 1000 if worker else 0,
+        head_cpu=_shown(head.resources, "cpu"), head_memory=_shown(head.resources, "memory"),
+        head_gpu=head.resources.get(GPU, 0) // MILLI,
+        worker_cpu=_shown(worker.resources, "cpu") if worker else None,
+        worker_memory=_shown(worker.resources, "memory") if worker else None,
+        worker_gpu=worker.resources.get(GPU, 0) // MILLI if worker else 0,
         dashboard=record.endpoints.get("dashboard") if live else None,
         client_uri=record.endpoints.get("client") if live else None,
         message=record.message,
@@ -238,10 +245,10 @@ def _configuration(spec: JobSpec) -> ClusterConfiguration:
         name=spec.name, local_queue=spec.queue,
         num_workers=sum(p.replicas for p in workers),
         head_cpu=_amount(head.resources, "cpu"), head_memory=_amount(head.resources, "memory"),
-        head_gpu=head.resources.get(GPU, 0) // 1000 or None,
+        head_gpu=head.resources.get(GPU, 0) // MILLI or None,
         worker_cpu=_amount(worker.resources, "cpu") if worker else None,
         worker_memory=_amount(worker.resources, "memory") if worker else None,
-        worker_gpu=(worker.resources.get(GPU, 0) // 1000 or None) if worker else None,
+        worker_gpu=(worker.resources.get(GPU, 0) // MILLI or None) if worker else None,
         image=head.image, envs=dict(head.env), labels=dict(spec.labels),
         priority=spec.priority,
     )

@@ -16,6 +16,7 @@ from phalanx.scheduler.admitted import least_work_lost
 from phalanx.scheduler.cache import QuotaCache
 from phalanx.scheduler.workload import FR, PODS, Workload
 from phalanx.spec.config import QueueConfig
+from phalanx.spec.quantity import format_amount
 from phalanx.spec.resources import ClusterQueue, Node, NodeHealth
 
 Withheld = dict[FR, int]  # (flavor, resource) -> capacity of nodes that are out
@@ -102,6 +103,6 @@ def over_quota(cache: QuotaCache, config: QueueConfig,
 
 
 def describe(lost: Withheld) -> str:
-    parts = [f"{amount / 1000:g} {res} of {flavor}" for (flavor, res), amount in sorted(
+    parts = [f"{format_amount(amount, res)} {res} of {flavor}" for (flavor, res), amount in sorted(
         lost.items()) if res != PODS]
     return ", ".join(parts) or "capacity"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, TypeVar, get_args
 
 from pydantic import (
     BaseModel,
@@ -18,6 +18,7 @@ from pydantic.alias_generators import to_camel
 
 from phalanx.errors import SpecError
 from phalanx.spec.quantity import (
+    format_amount,
     format_duration,
     format_quantity,
     parse_duration,
@@ -37,6 +38,19 @@ class Model(BaseModel):
         """The document form: camelCase keys, quantities as strings, no empty fields."""
         return self.model_dump(mode="json", by_alias=True, exclude_none=True)
 
+    def __repr_args__(self) -> Any:
+        # Quantities stay milli-unit ints for code; printed, a record shows them as people
+        # write them ("256Mi", "500m"), not as 268435456000.
+        shown = _quantity_fields(type(self))
+        for name, value in super().__repr_args__():
+            if name in shown and value is not None:
+                if isinstance(value, Mapping):
+                    value = {res: format_amount(v, res) for res, v in value.items()}
+                elif isinstance(value, int):
+                    resource = getattr(self, "resource", None) or getattr(self, "name", "")
+                    value = format_amount(value, resource if isinstance(resource, str) else "")
+            yield name, value
+
 
 def _quantity(value: object) -> int:
     try:
@@ -53,12 +67,32 @@ def _duration(value: object) -> float:
 
 
 # Quantities are milli-units in Python and Kubernetes-style strings/numbers on the wire.
+_QUANTITY_SERIALIZER = PlainSerializer(format_quantity, return_type=str)
 Quantity = Annotated[
     int,
     BeforeValidator(_quantity),
-    PlainSerializer(format_quantity, return_type=str),
+    _QUANTITY_SERIALIZER,
     WithJsonSchema({"anyOf": [{"type": "string"}, {"type": "number"}]}),
 ]
+_QUANTITY_FIELDS: dict[type, frozenset[str]] = {}
+
+
+def _is_quantity(annotation: object) -> bool:
+    """Whether ``annotation`` is Quantity, optional or a mapping to it (at any depth)."""
+    return annotation is Quantity or any(_is_quantity(a) for a in get_args(annotation))
+
+
+def _quantity_fields(model: type[BaseModel]) -> frozenset[str]:
+    """The fields of ``model`` that hold quantities (directly or as a resource mapping)."""
+    known = _QUANTITY_FIELDS.get(model)
+    if known is None:
+        known = frozenset(name for name, field in model.model_fields.items()
+                          if _QUANTITY_SERIALIZER in field.metadata
+                          or _is_quantity(field.annotation))
+        _QUANTITY_FIELDS[model] = known
+    return known
+
+
 Duration = Annotated[
     float,
     BeforeValidator(_duration),

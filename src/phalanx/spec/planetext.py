@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from phalanx.spec.planes import PlaneView
-from phalanx.spec.quantity import format_duration, format_quantity
+from phalanx.spec.quantity import format_amount, format_duration
 from phalanx.spec.status import JobRecord
 
 NONE = "-"
@@ -44,7 +44,7 @@ def state_text(plane: PlaneView) -> str:
 
 def amounts_text(amounts: Mapping[str, int]) -> str:
     """Milli-unit amounts (Quantity fields) as "cpu=12 nvidia.com/gpu=8"."""
-    return " ".join(f"{res}={format_quantity(amounts[res], res)}"
+    return " ".join(f"{res}={format_amount(amounts[res], res)}"
                     for res in sorted(amounts)) or NONE
 
 
@@ -52,8 +52,8 @@ def used_of(plane: PlaneView, resource: str) -> str:
     """``12/32``: what the plane's jobs use of what its nodes have; ``-`` if none have it."""
     if resource not in plane.allocatable:
         return NONE
-    used = format_quantity(plane.used.get(resource, 0), resource)
-    return f"{used}/{format_quantity(plane.allocatable[resource], resource)}"
+    used = format_amount(plane.used.get(resource, 0), resource)
+    return f"{used}/{format_amount(plane.allocatable[resource], resource)}"
 
 
 def holds_text(plane: PlaneView) -> str:

@@ -91,13 +91,63 @@ def format_quantity(millis: int, resource: str = "") -> str:
     return f"{millis}m"
 
 
+# Resources counted in bytes: shown with binary suffixes (Ki, Mi, Gi, Ti) as people size memory.
+_BYTE_RESOURCES = ("memory", "storage", "ephemeral-storage")
+# How many significant digits a byte figure keeps when no short exact form exists:
+# the shown value is within half a unit in the last digit, 0.5 % of it at most.
+DISPLAY_DIGITS = 3
+_DISPLAY_BINARY = ("Ei", "Pi", "Ti", "Gi", "Mi", "Ki")
+_DISPLAY_DECIMAL = ("E", "P", "T", "G", "M", "k")
+
+
+def counts_bytes(resource: str) -> bool:
+    """Whether ``resource`` is an amount of bytes (memory, storage, huge pages)."""
+    name = resource.removeprefix("requests.").removeprefix("limits.")
+    return name in _BYTE_RESOURCES or name.endswith("-storage") or name.startswith("hugepages-")
+
+
+def _mantissa(number: Decimal) -> str | None:
+    """``number`` as plain digits if it has at most DISPLAY_DIGITS significant ones."""
+    if number != number.quantize(Decimal(1).scaleb(number.adjusted() - DISPLAY_DIGITS + 1)):
+        return None
+    return format(number.normalize(), "f")
+
+
+def _scaled(number: Decimal, suffixes: tuple[str, ...], table: dict[str, Decimal]) -> tuple[
+        Decimal, str]:
+    """``number`` in the largest unit of ``suffixes`` it holds at least one of."""
+    for suffix in suffixes:
+        if number >= table[suffix]:
+            return number / table[suffix], suffix
+    return number, ""
+
+
 def format_amount(millis: int, resource: str = "") -> str:
-    """A human figure for messages: whole units where possible, else decimals."""
-    if resource == "memory":
-        return format_quantity(millis, resource)
-    if millis % MILLI == 0:
-        return str(millis // MILLI)
-    return f"{millis / MILLI:g}"
+    """A quantity as a person writes it, for tables, pages and messages.
+
+    Bytes get binary suffixes ("4Gi", "256Mi", "1.5Gi"), or decimal ones when only those
+    are exact ("1G"); a figure with no short exact form is rounded to DISPLAY_DIGITS
+    significant digits ("23.5Gi"), so it is within 0.5 % of the value. CPU and countable
+    resources (GPUs, pods) are whole numbers ("8"), or thousandths ("500m") when
+    fractional, always exact. ``format_quantity`` is the exact form the API sends.
+    """
+    if not counts_bytes(resource) or millis < MILLI:
+        return str(millis // MILLI) if millis % MILLI == 0 else f"{millis}m"
+    number = Decimal(millis) / MILLI
+    binary_table = {s: Decimal(_BINARY[s]) for s in _DISPLAY_BINARY}
+    binary, binary_suffix = _scaled(number, _DISPLAY_BINARY, binary_table)
+    if binary == binary.to_integral_value():
+        return f"{int(binary)}{binary_suffix}"
+    shown = _mantissa(binary)
+    if shown is not None:
+        return f"{shown}{binary_suffix}"
+    decimal, decimal_suffix = _scaled(number, _DISPLAY_DECIMAL, _DECIMAL)
+    shown = _mantissa(decimal)
+    if shown is not None:
+        return f"{shown}{decimal_suffix}"
+    step = Decimal(1).scaleb(binary.adjusted() - DISPLAY_DIGITS + 1)
+    rounded = binary.quantize(step, rounding="ROUND_HALF_EVEN")
+    return f"{format(rounded.normalize(), 'f')}{binary_suffix}"
 
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")

@@ -22,6 +22,7 @@ from pydantic import (
 from phalanx.spec.base import Duration, Model, Name, Quantity
 from phalanx.spec.labels import check_labels
 from phalanx.spec.provisioning import FlavorProvisioning, ProvisioningPolicy
+from phalanx.spec.quantity import format_amount
 from phalanx.spec.ray import RaySpec
 
 GPU = "nvidia.com/gpu"
@@ -422,7 +423,7 @@ class PodSet(Model):
     def _pinned_cpus_whole(cls, value: str, info: ValidationInfo) -> str:
         cpu = info.data.get("resources", {}).get("cpu")
         if value == "exclusive" and (cpu is None or cpu <= 0 or cpu % 1000):
-            shown = "not set" if cpu is None else f"{cpu / 1000:g}"
+            shown = "not set" if cpu is None else format_amount(cpu, "cpu")
             raise ValueError(
                 f"exclusive pinning gives whole CPUs, and resources.cpu is {shown}; ask for an "
                 f"integer cpu such as \"1\" or \"4\", or drop cpuPinning"

@@ -9,6 +9,8 @@ from __future__ import annotations
 import time
 from html import escape
 
+from phalanx.spec.quantity import format_amount
+
 WIDTH = 640
 HEIGHT = 160
 PAD = 32
@@ -48,7 +50,8 @@ def line_chart(points: list[tuple[float, float]], *, label: str, unit: str,
     )
 
 
-def usage_bar(nominal: int, used: int, borrowed: int, lendable: int) -> str:
+def usage_bar(nominal: int, used: int, borrowed: int, lendable: int,
+              resource: str = "") -> str:
     """One flavor/resource of a ClusterQueue: used within nominal, borrowed beyond it,
     and what it could lend; the scale is the larger of nominal and used."""
     scale = max(nominal, used, 1)
@@ -57,8 +60,8 @@ def usage_bar(nominal: int, used: int, borrowed: int, lendable: int) -> str:
     def pct(v: int) -> str:
         return f"{100 * v / scale:.1f}%"
 
-    text = (f"used {_q(used)} of nominal {_q(nominal)}, borrowed {_q(borrowed)}, "
-            f"lendable {_q(lendable)}")
+    text = (f"used {quantity(used, resource)} of nominal {quantity(nominal, resource)}, "
+            f"borrowed {quantity(borrowed, resource)}, lendable {quantity(lendable, resource)}")
     return (
         f'<div class="bar" role="img" aria-label="{escape(text)}" title="{escape(text)}">'
         f'<span class="nominal" style="width:{pct(nominal)}"></span>'
@@ -68,17 +71,9 @@ def usage_bar(nominal: int, used: int, borrowed: int, lendable: int) -> str:
     )
 
 
-def _q(milli: int) -> str:
-    """Milli-units as people read them (2, 1.5, 250m)."""
-    if milli % 1000 == 0:
-        return str(milli // 1000)
-    if milli >= 1000:
-        return f"{milli / 1000:.2f}".rstrip("0")
-    return f"{milli}m"
-
-
-def quantity(milli: int) -> str:
-    return _q(milli)
+def quantity(milli: int, resource: str = "") -> str:
+    """Milli-units as people write them for ``resource`` (4Gi, 23.5Gi, 2, 250m)."""
+    return format_amount(milli, resource)
 
 
 def _ago(seconds: float) -> str:

@@ -30,6 +30,7 @@ from phalanx.spec.planetext import (
     state_text,
     used_of,
 )
+from phalanx.spec.quantity import format_quantity
 from phalanx.spec.resources import GPU, JobKind, NodeHealth
 from phalanx.spec.status import JobRecord, JobStatus
 from phalanx.store import JobFilter
@@ -219,7 +220,13 @@ def job(d: Dashboard, session: Session, name: str) -> Fragments:
 
 
 def spec_yaml(record: JobRecord) -> str:
-    return yaml.safe_dump(record.spec.to_dict(), sort_keys=False)
+    spec = record.spec.to_dict()
+    # Each request in its resource's exact Kubernetes spelling (memory as 24684084Ki, not
+    # 25276502016): still the spec, as it could be submitted again.
+    for document, pod_set in zip(spec.get("podSets", []), record.spec.pod_sets, strict=True):
+        if pod_set.resources:
+            document["resources"] = {r: format_quantity(v, r) for r, v in pod_set.resources.items()}
+    return yaml.safe_dump(spec, sort_keys=False)
 
 
 def job_pods(record: JobRecord) -> list[str]:

@@ -232,7 +232,7 @@ def test_two_control_planes_on_one_machine_share_no_directory(
     assert one.checkpoints.path("train") != two.checkpoints.path("train")
 
 
-def test_a_range_is_refused_when_it_cannot_be_given_out_safely() -> None:
+def test_a_range_is_refused_when_it_cannot_be_given_out_safely(tmp_path: Path) -> None:
     for text in ("", "5", "10-5", "0-10", "a-b"):
         with pytest.raises(SpecError) as bad:
             parse_uid_range(text)
@@ -247,5 +247,10 @@ def test_a_range_is_refused_when_it_cannot_be_given_out_safely() -> None:
             check_uid_range(UidRange(users[0], users[0] + 1), control_plane_uid=0)
     with pytest.raises(SpecError, match="systemd"):
         check_uid_range(parse_uid_range("61000-61200"), control_plane_uid=0)
+    subuid = tmp_path / "subuid"
+    subuid.write_text("ann:100000:65536\n")
+    with pytest.raises(SpecError, match="ann's 100000-165535"):
+        check_uid_range(UidRange(165000, 166000), control_plane_uid=0, subordinate=[subuid])
+    check_uid_range(UidRange(165536, 166000), control_plane_uid=0, subordinate=[subuid])
     with pytest.raises(SpecError, match="65535"):
         check_uid_range(parse_uid_range("65530-65535"), control_plane_uid=0)

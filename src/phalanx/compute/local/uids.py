@@ -48,6 +48,8 @@ SYSTEMD_DYNAMIC = range(61184, 65520)
 # Shared places where a pod may leave files behind under its uid; emptied of them when
 # the uid is given back, so its next holder finds none.
 SCRATCH = (Path("/tmp"), Path("/var/tmp"), Path("/dev/shm"))
+# Subordinate ids that rootless containers map their users to.
+SUBORDINATE = (Path("/etc/subuid"), Path("/etc/subgid"))
 RANGE_FIX = ("give a range of uids no user of this machine has, e.g. --pod-uids 200000-200999 "
              "(see docs/security.md: how to choose a range)")
 
@@ -84,10 +86,30 @@ def parse_uid_range(text: str) -> UidRange:
     return UidRange(first, last)
 
 
-def check_uid_range(uids: UidRange, *, control_plane_uid: int | None = None) -> None:
+def subordinate_overlaps(uids: UidRange, files: Iterable[Path] = SUBORDINATE) -> list[str]:
+    """Entries of ``/etc/subuid`` and ``/etc/subgid`` (``name:first:count``) the range meets."""
+    found = []
+    for path in files:
+        try:
+            lines = path.read_text().splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            parts = line.strip().split(":")
+            if len(parts) != 3 or not (parts[1].isdigit() and parts[2].isdigit()):
+                continue
+            first, count = int(parts[1]), int(parts[2])
+            if count and first <= uids.last and uids.first <= first + count - 1:
+                found.append(f"{parts[0]}'s {first}-{first + count - 1} in {path}")
+    return found
+
+
+def check_uid_range(uids: UidRange, *, control_plane_uid: int | None = None,
+                    subordinate: Iterable[Path] = SUBORDINATE) -> None:
     """Refuse a range this control plane could not give out safely: it must run as root
     (only root starts processes as other uids), and no uid of the range may be a user of
-    this machine, the 16-bit "no uid", or systemd's own dynamic uids."""
+    this machine, a subordinate id of ``/etc/subuid`` or ``/etc/subgid`` (containers'),
+    the 16-bit "no uid", or systemd's own dynamic uids."""
     own = os.geteuid() if control_plane_uid is None else control_plane_uid
     if own != ROOT_UID:
         raise SpecError(
@@ -107,6 +129,10 @@ def check_uid_range(uids: UidRange, *, control_plane_uid: int | None = None) -> 
         shown = ", ".join(f"{name} ({uid})" for uid, name in users[:3])
         raise SpecError(f"{uids} holds uids of users of this machine: {shown}", field=FIELD,
                         fix=RANGE_FIX)
+    overlaps = subordinate_overlaps(uids, subordinate)
+    if overlaps:
+        raise SpecError(f"{uids} overlaps subordinate ids containers use: "
+                        f"{', '.join(overlaps[:3])}", field=FIELD, fix=RANGE_FIX)
 
 
 def attempt_user(uid: int, home: Path) -> PodUser:

@@ -11,7 +11,7 @@ import os
 import pwd
 import stat
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -88,7 +88,7 @@ def make_plane(planes: list[LocalPlane], home: Path, uids: UidRange,
     return plane
 
 
-def running(job_name: str, count: int = 1):  # type: ignore[no-untyped-def]
+def running(job_name: str, count: int = 1) -> Callable[[list[PodState]], bool]:
     def check(pods: list[PodState]) -> bool:
         mine = [p for p in pods if p.ref.job == job_name]
         return len(mine) == count and all(p.phase is PodPhase.RUNNING for p in mine)
@@ -254,3 +254,16 @@ def test_a_range_is_refused_when_it_cannot_be_given_out_safely(tmp_path: Path) -
     check_uid_range(UidRange(165536, 166000), control_plane_uid=0, subordinate=[subuid])
     with pytest.raises(SpecError, match="65535"):
         check_uid_range(parse_uid_range("65530-65535"), control_plane_uid=0)
+
+
+def test_pod_uids_are_for_the_local_plane_alone_and_not_with_run_as_user(
+        tmp_path: Path) -> None:
+    from phalanx.compute.factory import make_plane as build
+
+    with pytest.raises(SpecError) as other_plane:
+        build("simulated", tmp_path, pod_uids=str(free_uids(2)))
+    assert other_plane.value.field == "--pod-uids"
+    with pytest.raises(SpecError, match="both say whom pods run as"):
+        build("local", tmp_path, run_as_user="nobody", pod_uids=str(free_uids(2)))
+    with pytest.raises(SpecError, match="is not a range of uids"):
+        build("local", tmp_path, pod_uids="many")

@@ -6,6 +6,7 @@ may not reach the repository's virtualenv. Switching uids needs root, as the pla
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pwd
@@ -78,6 +79,10 @@ def planes(tmp_path: Path) -> Iterator[list[LocalPlane]]:
             plane.forget(pod.ref.job, pod.ref.attempt)
             plane.release_checkpoints(pod.ref.job)
         plane.close()
+        assert plane.uids is not None
+        for root in (plane.credentials.root, plane.checkpoints.root, plane.uids.workdirs):
+            with contextlib.suppress(OSError):  # this plane's own, empty once forgotten
+                root.rmdir()
 
 
 def make_plane(planes: list[LocalPlane], home: Path, uids: UidRange,

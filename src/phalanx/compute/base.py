@@ -32,6 +32,7 @@ plane overrides only what it can do better:
 from __future__ import annotations
 
 import abc
+import hashlib
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -47,6 +48,23 @@ from phalanx.spec.status import JobEvent
 
 # Where a job's pods save checkpoints: kept across its attempts (each plane says where).
 CHECKPOINT_DIR_ENV = "PHALANX_CHECKPOINT_DIR"
+# The label naming the control plane whose objects these are (a plane's objects carry it).
+CONTROL_PLANE_LABEL = "phalanx.dev/control-plane"
+
+
+def owner_tag(identity: dict[str, str] | None) -> str:
+    """A short tag of whose objects these are (plane and control plane), for names that
+    must never meet: two control planes sharing a namespace, or a machine's ``/var/tmp``,
+    both run a job "train", attempt 1, under names that differ. Empty for no identity."""
+    if not identity:
+        return ""
+    owner = "/".join(f"{k}={v}" for k, v in sorted(identity.items()))
+    return "-" + hashlib.sha256(owner.encode()).hexdigest()[:6]
+
+
+def control_plane_tag(control_plane: str) -> str:
+    """The tag of one control plane's objects (``owner_tag`` of its label alone)."""
+    return owner_tag({CONTROL_PLANE_LABEL: control_plane})
 
 __all__ = [
     "ComputePlane", "FailureKind", "Listener", "NodeTable", "PodCredential", "PodPhase",

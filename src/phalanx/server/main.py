@@ -118,6 +118,7 @@ def serve(
     local_plane: bool = True,
     worker_grace: float = 60.0,
     worker_lost_after: float = 900.0,
+    pod_uids: str | None = None,
 ) -> None:
     """Run the control plane in the foreground until SIGINT or SIGTERM.
 
@@ -131,7 +132,8 @@ def serve(
     loopback one when it listens on every address); ``local_plane``: whether it runs the
     in-process compute plane ``local`` (False: it only waits for workers, ``phalanx
     worker``); ``worker_grace``/``worker_lost_after``: the timers of planes that dial in
-    (``compute/remote.py``).
+    (``compute/remote.py``); ``pod_uids``: the range of uids the local plane gives its
+    attempts, one each (``compute/local/uids.py``).
 
     Everything it creates in the state directory is owner-only (umask 077 while it
     runs); an existing state directory with looser modes is tightened, and said so.
@@ -164,7 +166,11 @@ def serve(
     if local_plane:
         plane.add(LOCAL_PLANE, make_plane(
             compute, home, nodes_file, kubeconfig, namespace, default_image, run_as_user,
-            health_interval, site_checks, node_lost_grace, max_pods), qualify=False)
+            health_interval, site_checks, node_lost_grace, max_pods,
+            # Keys the local plane's shared directories (the in-process Kubernetes plane's
+            # objects stay untagged, as they always were).
+            control_plane=control_plane_id(home) if compute == "local" else None,
+            pod_uids=pod_uids), qualify=False)
     logs = LogStore.for_home(home)
     planes = PlaneRegistry(plane, PlaneStore(store), timers=timers, logs=logs)
     db_label = redact_url(db) if db else "sqlite"

@@ -1,10 +1,11 @@
 """The file that holds an attempt's API credential, for its pods alone.
 
 ``<root>/<job>.<attempt>/api-key``: the directory 0700 and the file 0600, both owned by
-the user the pods run as, under the state directory, or ``/var/tmp`` when pods run as
-another user (``poddirs.py``). Pods find it through ``PHALANX_API_KEY_FILE``; the key is
-never in their environment, which ``/proc/<pid>/environ`` and crash reports show more
-readily than a file. It goes when the plane forgets the attempt.
+the user the attempt's pods run as (its own uid under ``--pod-uids``), under the state
+directory, or under ``/var/tmp``, keyed by the control plane, when pods run as another
+user (``poddirs.py``). Pods find it through ``PHALANX_API_KEY_FILE``; the key is never in
+their environment, which ``/proc/<pid>/environ`` and crash reports show more readily
+than a file. It goes when the plane forgets the attempt.
 """
 
 from __future__ import annotations
@@ -14,39 +15,55 @@ import os
 import shutil
 from pathlib import Path
 
-from phalanx.compute.local.poddirs import owned_dir, reachable_root
+from phalanx.compute.local.poddirs import legacy_root, owned_dir, reachable_root
 from phalanx.compute.local.users import PodUser
 
 KEY_FILE = "api-key"
+WHAT = "credentials"
 
 
 class CredentialFiles:
-    def __init__(self, home: Path, run_as: PodUser | None) -> None:
-        self.root = reachable_root(home, run_as, "credentials")
-        self.shared = not self.root.is_relative_to(home)
-        self.run_as = run_as
+    def __init__(self, home: Path, shared: bool, tag: str = "") -> None:
+        self.root = reachable_root(home, shared, WHAT, tag)
+        self.shared = shared
+        # An attempt adopted from an earlier version keeps its file in the untagged root.
+        self.legacy = legacy_root(WHAT) if shared and tag else None
 
     def directory(self, job: str, attempt: int) -> Path:
         return self.root / f"{job}.{attempt}"
 
-    def write(self, job: str, attempt: int, key: str) -> Path:
-        """The attempt's key file, written once (a repeated launch finds it in place)."""
-        directory = owned_dir(self.root, f"{job}.{attempt}", self.run_as, shared=self.shared)
+    def write(self, job: str, attempt: int, key: str, owner: PodUser | None) -> Path:
+        """The attempt's key file, written once (a repeated launch finds it in place),
+        owned by ``owner`` (None: this process's user)."""
+        directory = owned_dir(self.root, f"{job}.{attempt}", owner, shared=self.shared)
         path = directory / KEY_FILE
         with contextlib.suppress(FileNotFoundError):
             if path.read_text() == key:
+                self.own(job, attempt, owner)
                 return path
         partial = directory / f".{KEY_FILE}.tmp"
         partial.unlink(missing_ok=True)
         fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         try:
-            if self.run_as is not None:
-                os.fchown(fd, self.run_as.uid, self.run_as.gid)
+            if owner is not None:
+                os.fchown(fd, owner.uid, owner.gid)
             os.write(fd, key.encode())
         finally:
             os.close(fd)
         os.replace(partial, path)
         return path
 
+    def own(self, job: str, attempt: int, owner: PodUser | None) -> None:
+        """Hand the attempt's directory and key to ``owner`` (an attempt that waited for
+        its uid got them before it had one)."""
+        if owner is None:
+            return
+        directory = self.directory(job, attempt)
+        for path in (directory, directory / KEY_FILE):
+            with contextlib.suppress(FileNotFoundError):
+                os.chown(path, owner.uid, owner.gid)
+
     def remove(self, job: str, attempt: int) -> None:
         shutil.rmtree(self.directory(job, attempt), ignore_errors=True)
+        if self.legacy is not None:
+            shutil.rmtree(self.legacy / f"{job}.{attempt}", ignore_errors=True)

@@ -85,6 +85,7 @@ Viewer = Principal
 # An admin who owns no job (the dashboard's admin view): every job in full, secrets redacted.
 ADMIN = Principal("", ADMIN_ROLE)
 HIDDEN_USER = "hidden"
+HIDDEN_PREFIX = "hidden-"  # hidden jobs' names; no job may take one (server/app.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,7 +98,7 @@ class Occupancy:
 
     def hidden_name(self, name: str) -> str:
         digest = hmac.new(self.secret, name.encode(), hashlib.sha256).hexdigest()[:16]
-        return f"hidden-{digest}"
+        return f"{HIDDEN_PREFIX}{digest}"
 
     def of(self, record: Record) -> Record:
         name = self.hidden_name(record.name)

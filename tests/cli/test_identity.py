@@ -148,3 +148,22 @@ def test_a_state_directory_of_an_earlier_version_keeps_its_token(tmp_path: Path)
         assert me.exit_code == 0 and json.loads(me.stdout)["role"] == "admin"
         with server.client() as raw:  # and still taken as a bearer, as scripts send it
             assert raw.get("/v1/queues").status_code == 200
+
+
+def test_users_set_enable_and_the_last_admin(server: LiveServer) -> None:
+    assert local(server, "users", "create", "cli-user", "--role", "viewer").exit_code == 0
+    taken = local(server, "users", "create", "cli-user", "--role", "admin")
+    assert taken.exit_code != 0 and "user cli-user already exists" in taken.stderr
+    assert "phalanx users set cli-user" in taken.stderr
+    changed = local(server, "users", "set", "cli-user", "--role", "member", "--json")
+    assert changed.exit_code == 0 and json.loads(changed.stdout)["role"] == "member"
+    assert local(server, "users", "disable", "cli-user").exit_code == 0
+    enabled = local(server, "users", "enable", "cli-user")
+    assert enabled.exit_code == 0 and "user cli-user enabled" in enabled.stderr
+    users = {u["name"]: u for u in json.loads(local(server, "users", "list", "--json").stdout)}
+    assert users["cli-user"]["disabled"] is False
+    last = local(server, "users", "disable", "admin")
+    assert last.exit_code != 0 and "admin is the last enabled admin" in last.stderr
+    assert local(server, "jobs").exit_code == 0  # the local admin still works
+    acting = local(server, "--as", "cli-user", "whoami")
+    assert acting.exit_code == 0 and "cli-user (member)" in acting.stdout

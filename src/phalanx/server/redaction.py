@@ -109,9 +109,13 @@ class Occupancy:
         spec = JobSpec.model_construct(
             **{**dict(record.spec), "name": name, "pod_sets": pod_sets, "labels": {},
                "depends_on": [], "max_runtime": None})
+        # The admission names the job too, and endpoints' URLs may.
+        admission = None if record.admission is None else \
+            record.admission.model_copy(update={"job": name})
         return record.model_copy(update={
             "name": name, "spec": spec, "user": HIDDEN_USER, "message": "",
-            "pending_message": None, "exit_code": None, "stop_reason": None})
+            "pending_message": None, "exit_code": None, "stop_reason": None,
+            "admission": admission, "endpoints": {}})
 
 
 def redacted_spec(spec: JobSpec, rule: SecretEnvRule) -> JobSpec:

@@ -8,7 +8,6 @@ and every error answer is the envelope ``{"error": {type, message, field, fix}}`
 from __future__ import annotations
 
 import logging
-import re
 import time
 from collections.abc import Callable
 from typing import Any
@@ -61,11 +60,12 @@ from phalanx.server.plane_routes import add_plane_routes, check_plane_key
 from phalanx.server.podexec import add_exec_route, deny
 from phalanx.server.principal import Principal
 from phalanx.server.redaction import (
-    HIDDEN_PREFIX,
     Occupancy,
     SecretEnvRule,
+    clash_as_seen_by,
     job_as_seen_by,
     jobs_as_seen_by,
+    refuse_reserved_names,
 )
 from phalanx.server.ui import MOUNT, create_ui
 from phalanx.spec.api import (
@@ -254,19 +254,6 @@ def _not_found(name: str) -> NotFound:
                     fix="check the name with `phalanx jobs`")
 
 
-# A taken name's Conflict names the name's field: ``name``, or ``items[i].name`` in a batch.
-_NAME_FIELD = re.compile(r"(?:items\[(\d+)\]\.)?name")
-
-
-def _unavailable(name: str, field: str) -> Conflict:
-    """The answer for a name held by a job the caller may not see, or reserved: the same,
-    so it tells that the name is unavailable (job names are shared by every team) and
-    nothing of the job: whose it is, its queue, its state."""
-    return Conflict(f"the job name {name!r} is not available", field=field,
-                    fix="job names are shared by every team: choose another (a prefix of "
-                        "your team's keeps clear of others')")
-
-
 def create_app(
     controller: Controller, auth: Authenticator, logs: LogStore, *, db_label: str,
     secrets: SecretEnvRule | None = None, max_body_bytes: int = MAX_BODY_BYTES,
@@ -371,12 +358,11 @@ def create_app(
         """Submit as the caller, once it may submit every job: (the caller, the jobs,
         whether this is a retry's answer). A name held by a job the caller may not see,
         or one of the reserved form of hidden jobs' names, is refused with one answer
-        (``_unavailable``); a dependency on such a job answers as one on no job."""
+        (``server/redaction.py``); a dependency on such a job answers as one on no job."""
         principal = viewer_of(request)
-        for i, spec in enumerate(specs):
+        for spec in specs:
             principal.check_submit(spec.queue)
-            if spec.name.startswith(HIDDEN_PREFIX):
-                raise _unavailable(spec.name, f"items[{i}].name" if batch else "name")
+        refuse_reserved_names(specs, batch=batch)
         audit = submit_audit(request, specs)
         try:
             if idempotency_key is None:
@@ -388,20 +374,7 @@ def create_app(
                 sees=principal.sees)
             return principal, records, replayed
         except Conflict as exc:
-            raise _name_clash(exc, specs, principal) from None
-
-    def _name_clash(exc: Conflict, specs: list[JobSpec], principal: Principal) -> Conflict:
-        """A taken name's Conflict as the caller may see it: as it is when the caller sees
-        the job holding the name, else the answer every unavailable name gets."""
-        field = _NAME_FIELD.fullmatch(exc.field or "")
-        if field is None:
-            return exc
-        name = specs[int(field.group(1) or 0)].name
-        try:
-            holder = service.get(name)
-        except NotFound:  # the batch names it twice
-            return exc
-        return exc if principal.sees(holder) else _unavailable(name, exc.field or "name")
+            raise clash_as_seen_by(exc, specs, principal, service.get) from None
 
     def submit_audit(request: Request, specs: list[JobSpec]) -> list[Any]:
         names = [s.name for s in specs]

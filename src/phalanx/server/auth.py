@@ -30,7 +30,13 @@ import jwt
 from phalanx.errors import AuthError, Forbidden, NotFound, SpecError
 from phalanx.server.jobkeys import AttemptLookup, JobKeys, job_of_key
 from phalanx.server.keys import KeyHasher, ensure_bootstrap_key, key_id_of
-from phalanx.server.principal import ADMIN_ROLE, BOOTSTRAP_KEY, JobBinding, Principal
+from phalanx.server.principal import (
+    ADMIN_ROLE,
+    BOOTSTRAP_KEY,
+    READ_SCOPE,
+    JobBinding,
+    Principal,
+)
 from phalanx.server.ratelimit import FailureLimiter, FailureLimits, tried_from, tried_key
 from phalanx.server.tokens import SIGNING_FILE, SigningKeys
 from phalanx.spec.api import ACT_AS_HEADER
@@ -43,6 +49,7 @@ log = logging.getLogger("phalanx.auth")
 TOKEN_TTL = 300.0
 VERIFIED_TOKENS = 10_000  # signatures remembered; all forgotten when full
 BOOTSTRAP_USER = "admin"
+PERSON_SCOPES = frozenset({"all", READ_SCOPE})  # a plane's key has a scope of its own
 _EXCHANGE_FIX = ("exchange an API key for a token at POST /v1/auth/token (the SDK and CLI do "
                  "it themselves; `phalanx login` stores your key)")
 
@@ -172,9 +179,10 @@ class Authenticator:
         """The user ``name`` as an admin acting as it (``X-Phalanx-Act-As``): its role,
         teams and queues, the admin's key and scope, and an audit entry naming both.
 
-        Forbidden for anyone but an admin with a key of its own (a job's credential is
-        not one), before the name is even looked at: the refusal tells nothing of it."""
-        if not principal.acts_as_admin:
+        Forbidden for anyone but an admin with a person's key (not a job's credential nor
+        a compute plane's key), before the name is even looked at: the refusal tells
+        nothing of it."""
+        if not principal.acts_as_admin or principal.scope not in PERSON_SCOPES:
             raise Forbidden(
                 f"acting as another user ({ACT_AS_HEADER}) needs role admin and a person's "
                 f"key; {principal.name}'s token is not an admin's", field=ACT_AS_HEADER,

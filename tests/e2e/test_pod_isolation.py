@@ -221,10 +221,11 @@ def test_secret_env_is_redacted_in_answers_but_reaches_the_pod(server: LiveServe
     code = ("import os; print('pod sees', os.environ['HF_TOKEN'], os.environ['wandbApiKey'], "
             "os.environ['CORP_LOGIN'])")
     with _http(server) as http:
-        # Submitted as another user (the bootstrap key acts as the user its client names):
-        # its answer shows the owner the real values; the admin's reads below do not.
+        # Submitted as another user (the admin acting as it): its answer shows the owner
+        # the real values; the admin's own reads below do not.
+        assert http.put("/v1/users/owner", json={"role": "admin"}).status_code in (200, 201)
         submitted = http.post("/v1/jobs", json=_job("secretive", code, env),
-                              headers={"X-Phalanx-User": "owner"})
+                              headers={"X-Phalanx-Act-As": "owner"})
         assert submitted.status_code == 201, submitted.text
         assert submitted.json()["spec"]["podSets"][0]["env"]["HF_TOKEN"] == HF_SECRET
         job = _wait(http, "secretive", "Succeeded", "Failed")

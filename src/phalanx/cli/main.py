@@ -84,8 +84,14 @@ def main(
         Path | None,
         typer.Option(help="State directory (default: $PHALANX_HOME, else ~/.phalanx)"),
     ] = None,
+    act_as: Annotated[
+        str | None,
+        typer.Option("--as", metavar="USER",
+                     help="Act as this user (admins only; every request is audited with "
+                          "both names)"),
+    ] = None,
 ) -> None:
-    ctx.obj = Settings(url=url, token=token, home=home)
+    ctx.obj = Settings(url=url, token=token, home=home, act_as=act_as)
 
 
 app.command("up")(serve.up)

@@ -1,5 +1,5 @@
-"""The global options every verb shares (``--url``, ``--token``, ``--home``) and the client
-they make."""
+"""The global options every verb shares (``--url``, ``--token``, ``--home``, ``--as``) and
+the client they make."""
 
 from __future__ import annotations
 
@@ -26,9 +26,11 @@ class Settings:
     url: str | None = None
     token: str | None = None
     home: Path | None = None
+    act_as: str | None = None  # an admin acting as this user (`--as`)
 
     def client(self, timeout: float = 30.0) -> Client:
-        return Client(self.url, self.token, home=self.home, timeout=timeout)
+        return Client(self.url, self.token, home=self.home, timeout=timeout,
+                      act_as=self.act_as)
 
     @property
     def state_dir(self) -> Path:

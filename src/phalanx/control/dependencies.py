@@ -17,6 +17,7 @@ Every method runs with the state's lock held.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Literal
 
 from phalanx.errors import NotFound, SpecError
@@ -56,16 +57,22 @@ def failure_message(dependency: JobRecord) -> str:
             f"to succeed (dependsOn condition Succeeded; condition Finished runs after any end)")
 
 
-def status_of(state: ControlState, name: str) -> JobStatus | None:
-    """The status of the job ``name``: live from memory, finished from the store, None if
-    there is no such job."""
+def record_of(state: ControlState, name: str) -> JobRecord | None:
+    """The job ``name``: live from memory, finished from the store, None if there is no
+    such job."""
     record = state.jobs.get(name) or state.saving.get(name)
     if record is not None:
-        return record.status
+        return record
     try:
-        return state.store.get_job(name).status
+        return state.store.get_job(name)
     except NotFound:
         return None
+
+
+def status_of(state: ControlState, name: str) -> JobStatus | None:
+    """The status of the job ``name``, None if there is no such job."""
+    record = record_of(state, name)
+    return None if record is None else record.status
 
 
 class DependencyGate:
@@ -171,23 +178,28 @@ def cycle_in(dependencies: dict[str, list[Dependency]]) -> list[str] | None:
     return None
 
 
-def check_new(state: ControlState, record: JobRecord, submitted: set[str]) -> None:
+def check_new(state: ControlState, record: JobRecord, submitted: set[str],
+              sees: Callable[[JobRecord], bool] | None = None) -> None:
     """Refuse a new job whose dependencies name no job (in the store or among ``submitted``,
     the jobs of its own request) or one that already ended so that it could never run;
-    mark it waiting for the others."""
+    mark it waiting for the others. A job the submitter does not ``sees`` is refused as
+    one that does not exist: its name, state and outcome are not the submitter's to learn."""
     unmet: dict[str, str] = {}
     for j, dep in enumerate(record.spec.depends_on):
         if dep.job in submitted:
             unmet[dep.job] = dep.condition
             continue
-        status = status_of(state, dep.job)
-        if status is None:
+        found = record_of(state, dep.job)
+        if found is not None and sees is not None and not sees(found):
+            found = None  # another team's job: answered as no job
+        if found is None:
             raise SpecError(
                 f"job {dep.job!r} does not exist and is not in this submission",
                 field=f"dependsOn[{j}]",
                 fix=f"submit {dep.job} first, or in the same request (several documents in "
                     "one file: `phalanx submit -f pipeline.yaml`)",
             )
+        status = found.status
         result = outcome(dep.condition, status)
         if result == "failed":
             raise SpecError(

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import builtins
 import contextlib
-import getpass
-import re
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -37,7 +35,7 @@ from phalanx.sdk.documents import to_config_documents, to_job_spec
 from phalanx.sdk.identity import IdentityCalls
 from phalanx.sdk.planes import PlaneCalls
 from phalanx.spec.api import (
-    USER_HEADER,
+    ACT_AS_HEADER,
     AppliedObject,
     ConfigApplied,
     ConfigDeleted,
@@ -113,17 +111,6 @@ _KEY_FIX = ("check the API key: `phalanx login` stores yours; $PHALANX_TOKEN or 
 # Pages ``list`` asks for when it gathers every job: big enough to be few requests,
 # small enough that no answer is huge.
 LIST_PAGE = 1000
-_USER_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._@+-]{0,252}")
-
-
-def os_user() -> str | None:
-    """The OS user, sent as ``X-Phalanx-User`` (heeded only for the state directory's
-    bootstrap key, which acts for its machine's users); None when it cannot be told."""
-    try:
-        name = getpass.getuser()
-    except Exception:  # no passwd entry, no USER variable: send nothing
-        return None
-    return name if _USER_NAME.fullmatch(name) else None
 
 
 def _selector_params(labels: Mapping[str, str] | None) -> builtins.list[tuple[str, str]]:
@@ -166,7 +153,8 @@ class Client(IdentityCalls, PlaneCalls):
     current context of ``phalanx login`` and its key, then to what the server running on
     the state directory (``home``, default ``$PHALANX_HOME`` or ``~/.phalanx``) wrote there.
     ``token`` is an API key, exchanged for short-lived tokens that are refreshed before
-    they expire (``sdk/auth.py``), or a token to send as it is.
+    they expire (``sdk/auth.py``), or a token to send as it is. ``act_as``: an admin's
+    requests act as that user (``X-Phalanx-Act-As``; each is audited with both names).
     """
 
     def __init__(
@@ -176,12 +164,13 @@ class Client(IdentityCalls, PlaneCalls):
         *,
         home: str | Path | None = None,
         timeout: float = 30.0,
+        act_as: str | None = None,
     ) -> None:
         self.endpoint: Endpoint = resolve_endpoint(url, token, home)
         self.timeout = timeout
         headers = {"Accept": "application/json"}
-        if (user := os_user()) is not None:
-            headers[USER_HEADER] = user
+        if act_as is not None:
+            headers[ACT_AS_HEADER] = act_as
         self.auth: KeyAuth | None = None
         self._exchange: httpx.Client | None = None
         key = self.endpoint.token

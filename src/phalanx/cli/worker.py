@@ -82,12 +82,22 @@ def worker(
     fence_after: Annotated[str, typer.Option(help="Stop this plane's pods after this long "
                                              "without the control plane")] = "10m",
     report_interval: Annotated[str, typer.Option(help="How often to report the plane")] = "1s",
+    # The env var is the Kubernetes plane's own (compute/kubernetes/settings.py), named
+    # here as text: importing that package would load the kubernetes client.
+    fence_image: Annotated[str | None, typer.Option(
+        envvar="PHALANX_K8S_FENCE_IMAGE", show_envvar=True,
+        help="Image holding Phalanx, from which each pod's fence is copied (for --compute "
+        "kubernetes; the worker's own image)")] = None,
 ) -> None:
     """Run a compute plane for a remote control plane: it dials out, nothing dials in."""
     check_plane_name(plane, "--plane")
     fence = parse_duration(fence_after, field="--fence-after")
     interval = parse_duration(report_interval, field="--report-interval")
     check_fence(fence, interval)
+    if fence_image is not None and compute is not Compute.KUBERNETES:
+        raise SpecError(f"the {compute.value} compute plane has no fence to copy into pods",
+                        field="--fence-image", fix="use --fence-image with --compute "
+                        "kubernetes only")
     read_key(api_key_file)  # a missing or empty key file is refused before anything starts
     home = make_private_dir(state_dir or settings_of(ctx).state_dir / f"worker-{plane}")
     logging.basicConfig(level=logging.INFO,
@@ -102,7 +112,7 @@ def worker(
         compute.value, home, nodes, kubeconfig, namespace, default_image, max_pods=max_pods,
         lease=lease_path, plane_name=plane if kube else None,
         control_plane=control_plane_identity(client, compute.value, fence) if kube else None,
-        fence_after=fence)
+        fence_after=fence, fence_image=fence_image)
     lease: PlaneLease | None = None
     if compute is not Compute.SIMULATED:
         lease = plane_lease(compute_plane, home / LEASE_FILE, holder=plane, fence_after=fence)

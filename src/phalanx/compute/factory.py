@@ -26,6 +26,7 @@ def make_plane(
     plane_name: str | None = None,
     control_plane: str | None = None,
     fence_after: float | None = None,
+    fence_image: str | None = None,
 ) -> ComputePlane:
     """Build the compute plane ``serve`` drives; each branch imports only what it needs.
 
@@ -35,7 +36,8 @@ def make_plane(
     ``plane_name``: the name of the plane a worker drives; on Kubernetes its pods then run
     under the fence of the Lease ``plane_lease`` returns, and its objects carry the plane's
     and ``control_plane``'s identity (the plane acts on no one else's); the fence is scaled
-    to the worker's ``fence_after``.
+    to the worker's ``fence_after``, and copied into each pod from ``fence_image`` (default:
+    ``$PHALANX_K8S_FENCE_IMAGE``).
     """
     if default_image is not None and compute != "kubernetes":
         raise SpecError(
@@ -81,7 +83,7 @@ def make_plane(
                                        default_image=default_image,
                                        node_lost_grace=node_lost_grace, plane=plane_name,
                                        control_plane=control_plane,
-                                       fence_after=fence_after)
+                                       fence_after=fence_after, fence_image=fence_image)
     raise SpecError(
         f"unknown compute plane {compute!r}", field="--compute",
         fix="use 'local', 'simulated' or 'kubernetes'",

@@ -87,14 +87,15 @@ fresh_home() {
   homes+=("$PHALANX_HOME")
 }
 
-# --run-as-user: a control plane running as root asks whom its pods run as.
-up() { run "$bin/phalanx" up -d --port 0 --run-as-user "$(id -u)" "$@"; }
+up() { run "$bin/phalanx" up -d --port 0 "$@"; }
+# A control plane running as root asks whom the local plane's pods run as.
+as_me=(--run-as-user "$(id -u)")
 
 base() {
   bin=$(venv base "")/bin
   PATH=$bin:$PATH  # the pods' `python` is the venv's, as after `. .venv/bin/activate`
   fresh_home base
-  up
+  up "${as_me[@]}"
   run "$bin/phalanx" apply -f examples/queues.yaml
   run "$bin/phalanx" submit -f examples/hello-gang.yaml --queue team-a --wait
   run "$bin/phalanx" logs hello-gang
@@ -150,7 +151,7 @@ with psycopg.connect(sys.argv[1], autocommit=True) as conn:
     conn.execute(f"CREATE DATABASE {sys.argv[2]}")
 EOF
   fresh_home postgres
-  up --db "${PHALANX_TEST_POSTGRES_URL%/*}/$db"
+  up "${as_me[@]}" --db "${PHALANX_TEST_POSTGRES_URL%/*}/$db"
   run "$bin/phalanx" apply -f examples/queues.yaml
   run "$bin/phalanx" status
   grep -qi postgres <<<"$said" || { echo "extras: status names no PostgreSQL: $said" >&2; exit 1; }

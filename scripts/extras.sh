@@ -112,6 +112,7 @@ EOF
   run "$bin/phalanx" describe hello-gang
   run "$bin/phalanx" status
   run "$bin/phalanx" queues
+  run "$bin/phalanx" nodes
   run "$bin/phalanx" pools
   # `phalanx wait` gives up after --timeout (exit 1), then reports the cancelled job (exit 1).
   expect 1 "$bin/phalanx" wait sleeper --timeout 1

@@ -15,28 +15,29 @@ import signal
 import threading
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from phalanx.cli.output import reports_errors
 from phalanx.cli.settings import Compute, settings_of
-from phalanx.compute.factory import make_plane, plane_lease
-from phalanx.compute.lease import LEASE_FILE, PlaneLease, fence_step
 from phalanx.defaults import make_private_dir
 from phalanx.errors import ConnectionFailed, ServerError, SpecError
 from phalanx.spec import parse_duration
 from phalanx.spec.planes import PlaneHello, check_plane_name
-from phalanx.store.logs import LogStore
 from phalanx.version import __version__
-from phalanx.worker.agent import Worker, WorkerOptions
-from phalanx.worker.client import PlaneClient, read_key
+
+if TYPE_CHECKING:
+    from phalanx.compute.lease import PlaneLease
+    from phalanx.worker.client import PlaneClient
 
 
 def control_plane_identity(client: PlaneClient, compute: str, fence_after: float) -> str:
     """The control plane's identity, asked for before a Kubernetes plane is built: it labels
     every object with it and acts on no other. Retries while the control plane cannot be
     reached; a refused key or fence stops the worker as the agent would."""
+    from phalanx.compute.lease import fence_step
+
     delay = 0.2
     while True:
         try:
@@ -90,6 +91,13 @@ def worker(
         "kubernetes; the worker's own image)")] = None,
 ) -> None:
     """Run a compute plane for a remote control plane: it dials out, nothing dials in."""
+    # Loaded here, not with the module: every other verb of the CLI would pay for them.
+    from phalanx.compute.factory import make_plane, plane_lease
+    from phalanx.compute.lease import LEASE_FILE
+    from phalanx.store.logs import LogStore
+    from phalanx.worker.agent import Worker, WorkerOptions
+    from phalanx.worker.client import PlaneClient, read_key
+
     check_plane_name(plane, "--plane")
     fence = parse_duration(fence_after, field="--fence-after")
     interval = parse_duration(report_interval, field="--report-interval")

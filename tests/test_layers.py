@@ -37,3 +37,25 @@ def test_the_architecture_page_describes_every_package() -> None:
     packages = {p.parent.name for p in source.glob("*/__init__.py")}
     modules = {p.stem for p in source.glob("*.py") if p.stem != "__init__"}
     assert packages | modules == described, (packages | modules) ^ described
+
+
+def test_the_architecture_diagram_draws_every_layered_package() -> None:
+    page = (REPO / "docs" / "architecture.md").read_text()
+    diagram = page.split("```")[1]
+    drawn = set(re.findall(r"\b([a-z]+)\b", diagram))
+    contract = (REPO / ".importlinter").read_text().split("[importlinter:contract:layers]")[1]
+    layers = contract.split("layers =")[1].split("\n[")[0]
+    layered = set(re.findall(r"phalanx\.(\w+)", layers))
+    assert layered <= drawn, layered - drawn
+
+
+def test_every_module_the_architecture_page_names_exists() -> None:
+    page = (REPO / "docs" / "architecture.md").read_text()
+    source = REPO / "src" / "phalanx"
+    named = set(re.findall(r"`((?:\w+/)+\w+\.py)`", page))
+    assert named, "the page names no module"
+    missing = sorted(p for p in named if not (source / p).exists() and not (REPO / p).exists())
+    assert not missing, missing
+    # Who builds a plane, said where it is: `make_plane` lives in compute/factory.py.
+    for said in re.findall(r"`([\w/]+\.py)`'s `make_plane`", page):
+        assert "def make_plane" in (source / said).read_text(), said

@@ -11,6 +11,7 @@ import typer
 
 from phalanx.defaults import phalanx_home
 from phalanx.sdk.client import Client
+from phalanx.sdk.credentials import TokenFile
 
 
 class Compute(StrEnum):
@@ -29,8 +30,12 @@ class Settings:
     act_as: str | None = None  # an admin acting as this user (`--as`)
 
     def client(self, timeout: float = 30.0) -> Client:
-        return Client(self.url, self.token, home=self.home, timeout=timeout,
-                      act_as=self.act_as)
+        """A client whose tokens outlive the command (``credentials.TokenFile``)."""
+        client = Client(self.url, self.token, home=self.home, timeout=timeout,
+                        act_as=self.act_as)
+        if client.auth is not None:
+            client.auth.store = TokenFile(client.url)
+        return client
 
     @property
     def state_dir(self) -> Path:

@@ -119,6 +119,9 @@ class ExecSession(Protocol):
 class ComputePlane(abc.ABC):
     """What every compute plane does, and the optional capabilities it may offer."""
 
+    # What kind of plane it is ("local", "kubernetes", ...): `phalanx up --compute`'s word,
+    # and what the provisioning registry compares a provider's plane with, so that choosing
+    # providers imports no plane module (nor the optional extra behind one).
     name: ClassVar[str]
 
     def __init__(self) -> None:

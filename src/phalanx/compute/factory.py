@@ -27,6 +27,7 @@ def make_plane(
     control_plane: str | None = None,
     fence_after: float | None = None,
     pod_uids: str | None = None,
+    fence_image: str | None = None,
 ) -> ComputePlane:
     """Build the compute plane ``serve`` drives; each branch imports only what it needs.
 
@@ -36,7 +37,8 @@ def make_plane(
     ``plane_name``: the name of the plane a worker drives; on Kubernetes its pods then run
     under the fence of the Lease ``plane_lease`` returns, and its objects carry the plane's
     and ``control_plane``'s identity (the plane acts on no one else's); the fence is scaled
-    to the worker's ``fence_after``. ``pod_uids`` (``FIRST-LAST``): the local plane runs
+    to the worker's ``fence_after``, and copied into each pod from ``fence_image`` (default:
+    ``$PHALANX_K8S_FENCE_IMAGE``). ``pod_uids`` (``FIRST-LAST``): the local plane runs
     each attempt as a uid of its own from this range; its directories outside the state
     directory are keyed by ``control_plane``.
     """
@@ -101,7 +103,7 @@ def make_plane(
                                        default_image=default_image,
                                        node_lost_grace=node_lost_grace, plane=plane_name,
                                        control_plane=control_plane,
-                                       fence_after=fence_after)
+                                       fence_after=fence_after, fence_image=fence_image)
     raise SpecError(
         f"unknown compute plane {compute!r}", field="--compute",
         fix="use 'local', 'simulated' or 'kubernetes'",

@@ -135,6 +135,7 @@ class KubernetesPlane(ComputePlane):
         plane: str | None = None,
         control_plane: str | None = None,
         fence_after: float | None = None,
+        fence_image: str | None = None,
     ) -> KubernetesPlane:
         """Connect (kubeconfig, in-cluster, or explicit server + token), adopt, start watching."""
         configuration, _ = configure(kubeconfig=kubeconfig, context=context, server=server,
@@ -148,6 +149,7 @@ class KubernetesPlane(ComputePlane):
         settings.plane = plane or settings.plane  # driven by the worker of this plane
         settings.control_plane = control_plane or settings.control_plane
         settings.fence_after = fence_after or settings.fence_after
+        settings.fence_image = fence_image or settings.fence_image
         made = cls(KubeClient(configuration), home, settings)
         try:
             made.start()

@@ -47,6 +47,7 @@ class Tally:
     rounds: int = 0
     examples: int = 0
     failing: int = 0
+    bounded: bool = False  # examples drawn inside the test: only their cap is known
     failed_seeds: list[int] = field(default_factory=list)
 
 
@@ -63,7 +64,7 @@ def run_round(files: list[str], seed: int, examples: int, fuzz_examples: int,
            "PHALANX_FUZZ_EXAMPLES": str(fuzz_examples)}
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                "--hypothesis-profile=explore", f"--hypothesis-seed={seed}",
-               "--hypothesis-show-statistics", "--timeout", str(int(timeout)), *files]
+               "--hypothesis-show-statistics", "-rA", "--timeout", str(int(timeout)), *files]
     try:
         done = subprocess.run(command, capture_output=True, text=True, cwd=REPO, env=env,
                               timeout=timeout + 60)
@@ -73,10 +74,13 @@ def run_round(files: list[str], seed: int, examples: int, fuzz_examples: int,
     return done.returncode, done.stdout + done.stderr
 
 
-def tally_round(out: str, seed: int, tallies: dict[str, Tally]) -> None:
-    """Add one round's per-test statistics (one entry per parametrized case)."""
+def tally_round(out: str, seed: int, fuzz_examples: int, tallies: dict[str, Tally]) -> None:
+    """Add one round's per-test statistics (one entry per parametrized case). A test that
+    draws its examples inside (the API fuzz test) has no statistics: each case passed counts
+    its cap, ``fuzz_examples``."""
     current = None
-    seen = set()
+    seen: set[str] = set()  # tests with statistics this round
+    counted: set[str] = set()  # tests without, counted this round
     for line in out.splitlines():
         test = TEST_LINE.match(line.strip())
         if test:
@@ -93,6 +97,14 @@ def tally_round(out: str, seed: int, tallies: dict[str, Tally]) -> None:
                 t.failing += 1
                 if seed not in t.failed_seeds:
                     t.failed_seeds.append(seed)
+    for case in re.findall(r"^PASSED (tests/\S+::[^\s\[]+)", out, re.M):
+        if case in seen:
+            continue
+        t = tallies.setdefault(case, Tally(bounded=True))
+        if case not in counted:
+            t.rounds += 1
+            counted.add(case)
+        t.examples += fuzz_examples
     for failed in re.findall(r"^FAILED (tests/\S+::[^\s\[]+)", out, re.M):
         t = tallies.setdefault(failed, Tally())
         if seed not in t.failed_seeds:
@@ -108,7 +120,8 @@ def table(tallies: dict[str, Tally], minutes: float, examples: int) -> Table:
                        else "right")
     for name in sorted(tallies):
         t = tallies[name]
-        out.add_row(name, f"{t.rounds}", f"{t.examples:,}", f"{t.failing}",
+        out.add_row(name, f"{t.rounds}", f"{'≤' if t.bounded else ''}{t.examples:,}",
+                    f"{t.failing}",
                     ", ".join(str(s) for s in t.failed_seeds) or "-")
     return out
 
@@ -154,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
         code, out = run_round(files, seed, args.examples, args.fuzz_examples,
                               timeout=max(deadline - start, 60.0) + 300)
         seconds = time.perf_counter() - start
-        tally_round(out, seed, tallies)
+        tally_round(out, seed, args.fuzz_examples, tallies)
         summary = out.strip().splitlines()[-1] if out.strip() else ""
         rounds.append({"seed": seed, "exit": code, "seconds": seconds, "summary": summary})
         console.print(f"  seed {seed}: {summary} ({seconds:.0f} s)")
@@ -171,7 +184,8 @@ def main(argv: list[str] | None = None) -> int:
         "fuzz_examples_per_operation": args.fuzz_examples, "minutes": minutes,
         "rounds": rounds, "failed_seeds": failed,
         "tests": {name: {"rounds": t.rounds, "examples": t.examples,
-                         "failing_rounds": t.failing, "failed_seeds": t.failed_seeds}
+                         "examples_are_a_cap": t.bounded, "failing_rounds": t.failing,
+                         "failed_seeds": t.failed_seeds}
                   for name, t in sorted(tallies.items())},
     }, args.json)
     console.print(f"wrote {path}; scheduler core {machine()['scheduler_core']}")

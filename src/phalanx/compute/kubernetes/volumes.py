@@ -12,15 +12,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from phalanx.compute.kubernetes import checkpoints, credentials, fencing
 from phalanx.errors import SpecError
 from phalanx.spec.quantity import format_quantity
 from phalanx.spec.resources import JobSpec, PodSet
 from phalanx.spec.volumes import SHM_PATH, SHM_VOLUME
 
 Object = dict[str, Any]
-# The plane's own mounts: a user's mount there would clash with them.
-PLANE_MOUNTS = (checkpoints.MOUNT_PATH, credentials.MOUNT_PATH, fencing.MOUNT)
+
+
+def plane_mounts() -> tuple[str, ...]:
+    """The plane's own mountPaths: a user's mount there would clash with them."""
+    # Imported here: those modules build on objects.py, which builds on this one.
+    from phalanx.compute.kubernetes import checkpoints, credentials, fencing
+
+    return checkpoints.MOUNT_PATH, credentials.MOUNT_PATH, fencing.MOUNT
 
 
 def _within(path: str, tree: str) -> bool:
@@ -31,7 +36,7 @@ def check(job: JobSpec) -> None:
     """Refuse a mountPath that would meet one of the plane's own mounts."""
     for i, pod_set in enumerate(job.pod_sets):
         for j, mount in enumerate(pod_set.mounts):
-            clash = [p for p in PLANE_MOUNTS
+            clash = [p for p in plane_mounts()
                      if _within(p, mount.mount_path) or _within(mount.mount_path, p)]
             if clash:
                 raise SpecError(f"a mount at {mount.mount_path} would meet Phalanx's own mount "

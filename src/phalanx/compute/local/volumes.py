@@ -79,7 +79,7 @@ def _within(path: str, tree: str) -> bool:
 class LocalVolumes:
     """Checks a job's volumes against this plane and plans each pod's namespace."""
 
-    def __init__(self, protected: Iterable[Path], namespaces: bool | None = None) -> None:
+    def __init__(self, protected: Iterable[Path | str], namespaces: bool | None = None) -> None:
         """``protected``: the plane's own directories, which no mountPath may hide or
         enter; ``namespaces``: whether pods may get mount namespaces (None: probed on first
         need)."""

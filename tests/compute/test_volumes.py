@@ -125,3 +125,21 @@ def test_without_namespaces_mounts_and_shm_are_refused_naming_the_field(
     assert "Kubernetes plane" in (caught.value.fix or "")
     # A job without mounts runs there as before.
     volumes.check(JobSpec.model_validate({"name": "v", "podSets": [{"command": ["x"]}]}))
+
+
+@needs_root
+def test_a_job_points_its_checkpoint_directory_at_a_volume(plane: LocalPlane,
+                                                           tmp_path: Path) -> None:
+    disk, target = tmp_path / "disk", tmp_path / "ckpt"
+    disk.mkdir()
+    target.mkdir()
+    code = ("import os; d = os.environ['PHALANX_CHECKPOINT_DIR']; os.makedirs(d); "
+            "open(os.path.join(d, 'epoch-1.pt'), 'w').write('weights')")
+    spec = job(code, [{"name": "ckpt", "hostPath": {"path": str(disk)}}],
+               [{"name": "ckpt", "mountPath": str(target)}],
+               env={"PHALANX_CHECKPOINT_DIR": f"{target}/train"})
+    plane.launch(spec, 1, admit(spec))
+    [pod] = wait_pods(plane, all_done)
+    assert pod.exit_code == 0, plane.logs.path("v", pod.ref.name).read_text()
+    assert (disk / "train" / "epoch-1.pt").read_text() == "weights"  # on the volume
+    assert plane.last_checkpoint("v") is None  # the plane's own directory holds none

@@ -33,6 +33,10 @@ job's owner (see docs/security.md). ``PYTHONUNBUFFERED=1`` is set
 (unless the pod set says otherwise) so Python output reaches the log line by
 line. Memory requests are accounted by the scheduler, not enforced here.
 
+Volumes: a pod whose pod set has ``mounts`` or ``shm`` gets a mount namespace of its own
+(``volumes.py`` plans it, the supervisor makes it); what the plane cannot honour is refused
+at submit (``check_job``) or, for what the machine lacks now, at launch.
+
 Pods run as the user ``run_as`` names (``phalanx up --run-as-user``, see
 ``users.py``), with that user's HOME, USER and LOGNAME, or, with ``--pod-uids``, each
 attempt as a uid of its own (``uids.py``: a pending "WaitingForPodUid" while none is

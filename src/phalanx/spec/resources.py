@@ -11,6 +11,7 @@ from typing import Annotated, Literal
 
 from pydantic import (
     AfterValidator,
+    AliasChoices,
     BeforeValidator,
     Field,
     ValidationInfo,
@@ -24,6 +25,7 @@ from phalanx.spec.labels import check_labels
 from phalanx.spec.provisioning import FlavorProvisioning, ProvisioningPolicy
 from phalanx.spec.quantity import format_amount
 from phalanx.spec.ray import RaySpec
+from phalanx.spec.volumes import Volume, VolumeMount, check_paths, check_shm, check_volumes
 
 GPU = "nvidia.com/gpu"
 
@@ -398,6 +400,15 @@ class PodSet(Model):
                     "integer), from one NUMA node when they fit; on Kubernetes requests equal "
                     "limits (Guaranteed QoS) for the static CPU manager",
     )
+    mounts: list[VolumeMount] = Field(
+        default_factory=list, validation_alias=AliasChoices("mounts", "volumeMounts"),
+        description="Where the pods see the job's volumes (Kubernetes' volumeMounts, "
+                    "accepted under that name too)",
+    )
+    shm: Quantity | None = Field(
+        default=None, gt=0, description="A /dev/shm of this size, e.g. 16Gi (on Kubernetes a "
+        "Memory emptyDir, counted as the pod's memory)",
+    )
 
     @model_validator(mode="after")
     def _min_within_replicas(self) -> PodSet:
@@ -428,6 +439,19 @@ class PodSet(Model):
                 f"exclusive pinning gives whole CPUs, and resources.cpu is {shown}; ask for an "
                 f"integer cpu such as \"1\" or \"4\", or drop cpuPinning"
             )
+        return value
+
+    @field_validator("mounts")
+    @classmethod
+    def _one_mount_per_path(cls, value: list[VolumeMount]) -> list[VolumeMount]:
+        check_paths(value)
+        return value
+
+    @field_validator("shm")
+    @classmethod
+    def _shm_mounted_once(cls, value: int | None, info: ValidationInfo) -> int | None:
+        if value is not None:
+            check_shm(info.data.get("mounts", []))
         return value
 
     @field_validator("resources")
@@ -470,6 +494,11 @@ class JobSpec(Model):
         description="Jobs that must end first: names (`[prep]`, condition Succeeded) or "
                     "`{job: prep, condition: Finished}`; the job waits, holding no quota",
     )
+    volumes: list[Volume] = Field(
+        default_factory=list, validate_default=True,
+        description="Volumes the pod sets mount (Kubernetes' volumes: emptyDir, hostPath, "
+                    "persistentVolumeClaim, configMap, nfs)",
+    )
 
     @model_validator(mode="after")
     def _unique_pod_sets(self) -> JobSpec:
@@ -480,6 +509,13 @@ class JobSpec(Model):
             raise ValueError(f"ray is set on a job of kind {self.kind.value!r}; set kind: ray, "
                              "or remove ray")
         return self
+
+    @field_validator("volumes")
+    @classmethod
+    def _mounted_volumes_listed(cls, value: list[Volume], info: ValidationInfo,
+                                ) -> list[Volume]:
+        check_volumes(value, info.data.get("pod_sets", []))
+        return value
 
     @field_validator("depends_on")
     @classmethod

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from phalanx.compute.base import CONTROL_PLANE_LABEL, owner_tag
-from phalanx.compute.kubernetes import checkpoints
+from phalanx.compute.kubernetes import checkpoints, volumes
 from phalanx.errors import SpecError
 from phalanx.kinds import DEFAULT_MASTER_PORT, OwnAddressNetwork, PodRef, framework_of
 from phalanx.scheduler.types import Admission
@@ -308,6 +308,7 @@ def pod(
         spec["priorityClassName"] = priority_class
     if job.termination_grace is not None:  # the kubelet's SIGTERM-to-SIGKILL wait
         spec["terminationGracePeriodSeconds"] = round(job.termination_grace)
+    volumes.mount(spec, container, job, pod_set)
     if checkpoint_volume is not None:
         checkpoints.mount(spec, container, job.name, checkpoint_volume,
                           checkpoint_tag(plan.identity))

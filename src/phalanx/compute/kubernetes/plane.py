@@ -27,7 +27,14 @@ from pathlib import Path
 from urllib.parse import quote
 
 from phalanx.compute.base import ComputePlane, ExecSession, PodCredential, PodPhase, PodState
-from phalanx.compute.kubernetes import checkpoints, credentials, fencing, kuberay, objects
+from phalanx.compute.kubernetes import (
+    checkpoints,
+    credentials,
+    fencing,
+    kuberay,
+    objects,
+    volumes,
+)
 from phalanx.compute.kubernetes.attempts import (
     Attempt,
     TrackedPod,
@@ -242,6 +249,7 @@ class KubernetesPlane(ComputePlane):
         for index in range(len(job.pod_sets)):
             objects.image_of(job, index, self.settings.default_image)
         objects.check_cpu_pinning(job)
+        volumes.check(job)
 
     def cordon(self, name: str, unschedulable: bool) -> None:
         """Patch the Node's ``spec.unschedulable``, as ``kubectl cordon`` does.

@@ -33,6 +33,10 @@ job's owner (see docs/security.md). ``PYTHONUNBUFFERED=1`` is set
 (unless the pod set says otherwise) so Python output reaches the log line by
 line. Memory requests are accounted by the scheduler, not enforced here.
 
+Volumes: a pod whose pod set has ``mounts`` or ``shm`` gets a mount namespace of its own
+(``volumes.py`` plans it, the supervisor makes it); what the plane cannot honour is refused
+at submit (``check_job``) or, for what the machine lacks now, at launch.
+
 Pods run as the user ``run_as`` names (``phalanx up --run-as-user``, see
 ``users.py``), with that user's HOME, USER and LOGNAME, or, with ``--pod-uids``, each
 attempt as a uid of its own (``uids.py``: a pending "WaitingForPodUid" while none is
@@ -85,6 +89,7 @@ from phalanx.compute.local.state import (
 )
 from phalanx.compute.local.uids import AttemptUids, UidRange
 from phalanx.compute.local.users import PodUser
+from phalanx.compute.local.volumes import LocalVolumes
 from phalanx.errors import NotFound, SpecError
 from phalanx.health import Doctor
 from phalanx.health.stale import DoctorWatch
@@ -195,6 +200,11 @@ class LocalPlane(MachineNode, ComputePlane):
         self.credentials = CredentialFiles(self.home, shared, tag)
         self.uids = None if pod_uids is None else AttemptUids(
             pod_uids, reachable_root(self.home, shared, "work", tag))
+        # A pod's mounts may hide none of what the plane and its supervisors use.
+        self.volumes = LocalVolumes([
+            self.home, self.logs.root, self.checkpoints.root, self.credentials.root,
+            SHIM.parents[2], sys.prefix, sys.base_prefix, sys.exec_prefix,
+            *([self.uids.workdirs] if self.uids is not None else [])])
         self._lock = threading.RLock()
         self._wake = threading.Event()
         self._closed = threading.Event()
@@ -224,6 +234,7 @@ class LocalPlane(MachineNode, ComputePlane):
                     field=f"podSets[{i}].command",
                     fix='give the command to run, e.g. command: ["python", "train.py"]',
                 )
+        self.volumes.check(job)
 
     def launch(self, job: JobSpec, attempt: int, admission: Admission, *,
                credential: PodCredential | None = None) -> None:
@@ -387,7 +398,13 @@ class LocalPlane(MachineNode, ComputePlane):
         network = LocalNetwork(count, self._ports_taken())
         plans = framework.plan(job, attempt, admission, network)
         pod_sets = {p.name: (i, p) for i, p in enumerate(job.pod_sets)}
-        wanted, wanted_cpus = [], []
+        wanted, wanted_cpus, namespaces = [], [], []
+        volumes_dir = self._state.attempt_dir(job.name, attempt) / "volumes"
+        # Under --pod-uids an attempt still waiting for its uid is checked as any uid of the
+        # range would be: one that owns nothing outside its own directories.
+        stranger = None if self.uids is None else PodUser(
+            uid=self.uids.pool.uids.first, gid=self.uids.pool.uids.first, groups=(), name=None,
+            home="/")
         for plan in plans:
             ref, node = plan.ref, plan.node
             i, pod_set = pod_sets[ref.pod_set]
@@ -414,6 +431,8 @@ class LocalPlane(MachineNode, ComputePlane):
             wanted.append(0 if virtual else gpus // MILLI)
             exclusive = pod_set.cpu_pinning == "exclusive" and not virtual
             wanted_cpus.append(pod_set.resources.get("cpu", 0) // MILLI if exclusive else 0)
+            namespaces.append(self.volumes.plan(job, i, volumes_dir / ref.name, owner,
+                                                owner or stranger))
         assigned = assign_gpus(wanted, [g.index for g in self.gpus], self._held_gpus())
         pinned = pinning.assign_cpus(wanted_cpus, self.cpu_topology, self._held_cpus())
         checkpoint_dir = str(self.checkpoints.prepare(job.name, owner))
@@ -425,7 +444,8 @@ class LocalPlane(MachineNode, ComputePlane):
         cwd = os.getcwd() if self.uids is None else str(self.uids.workdir(job.name, attempt))
         user_env = {"HOME": cwd} if self.uids is not None else (
             self.run_as.environment() if self.run_as is not None else {})
-        for plan, gpus_of_pod, cpus_of_pod in zip(plans, assigned, pinned, strict=True):
+        for plan, gpus_of_pod, cpus_of_pod, namespace in zip(plans, assigned, pinned,
+                                                             namespaces, strict=True):
             pod_set = pod_sets[plan.ref.pod_set][1]
             planned.append(PlannedPod(plan.ref, plan.node, gpus_of_pod, cpus_of_pod))
             env = {"PYTHONUNBUFFERED": "1", **user_env, CHECKPOINT_DIR_ENV: checkpoint_dir,
@@ -439,7 +459,7 @@ class LocalPlane(MachineNode, ComputePlane):
                 env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
                 env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in gpus_of_pod)
             launches.append(PodLaunch(plan.command, pod_set.working_dir or cwd, env,
-                                      owner, cpus_of_pod))
+                                      owner, cpus_of_pod, namespace))
         master_port = plans[0].ports.get("master", 0) if plans else 0
         record = AttemptRecord(job=job.name, attempt=attempt, master_port=master_port,
                                launched_at=now, pods=planned, ports=sorted(network.chosen.values()),
@@ -498,6 +518,7 @@ class LocalPlane(MachineNode, ComputePlane):
             "logMaxBytes": self.logs.rotation.max_bytes, "logKeep": self.logs.rotation.keep,
             "cpus": list(launch.cpus),
             "lease": str(self.lease) if self.lease is not None else None,
+            **launch.namespace,
         }
         try:
             with open(stdin, "wb") as pipe:

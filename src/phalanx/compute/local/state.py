@@ -89,15 +89,17 @@ class PodLaunch:
     env: dict[str, str]
     user: PodUser | None  # None: the supervisor's own user
     cpus: tuple[int, ...] = ()  # pinned: the supervisor sets this affinity before starting
+    # The pod's mount namespace (volumes, mounts, shm: ``volumes.py``); empty: none.
+    namespace: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {"command": self.command, "cwd": self.cwd, "env": self.env,
-                "cpus": list(self.cpus)}
+                "cpus": list(self.cpus), "namespace": self.namespace}
 
     @classmethod
     def from_json(cls, data: dict[str, Any], user: PodUser | None) -> PodLaunch:
         return cls(list(data["command"]), data["cwd"], dict(data["env"]), user,
-                   tuple(data.get("cpus", ())))
+                   tuple(data.get("cpus", ())), dict(data.get("namespace", {})))
 
 
 @dataclass(frozen=True, slots=True)

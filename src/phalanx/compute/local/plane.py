@@ -53,6 +53,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from phalanx import relay
 from phalanx.compute.base import (
     CHECKPOINT_DIR_ENV,
     ComputePlane,
@@ -81,7 +82,7 @@ from phalanx.compute.local.users import PodUser
 from phalanx.errors import NotFound, SpecError
 from phalanx.health import Doctor, Report, make_doctor
 from phalanx.health.stale import DoctorWatch, mark_stale, stale_after_for
-from phalanx.kinds import framework_of, relay
+from phalanx.kinds import framework_of
 from phalanx.scheduler.types import Admission
 from phalanx.spec.quantity import MILLI
 from phalanx.spec.resources import GPU, JobSpec, Node, NodeCheck, NodeHealth

@@ -7,7 +7,9 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
+import grimp
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
@@ -59,3 +61,41 @@ def test_every_module_the_architecture_page_names_exists() -> None:
     # Who builds a plane, said where it is: `make_plane` lives in compute/factory.py.
     for said in re.findall(r"`([\w/]+\.py)`'s `make_plane`", page):
         assert "def make_plane" in (source / said).read_text(), said
+
+
+def _cycle(graph: Any, modules: set[str]) -> list[str] | None:
+    """An import cycle among ``modules`` (as the path ``[a, b, a]``), or None."""
+    edges = {m: sorted(graph.find_modules_directly_imported_by(m) & modules) for m in modules}
+    done: set[str] = set()
+    for start in sorted(modules):
+        path: list[str] = []
+        stack: list[tuple[str, int]] = [(start, 0)]
+        while stack:
+            module, i = stack.pop()
+            if module in done:
+                continue
+            if i == 0:
+                if module in path:
+                    return [*path[path.index(module):], module]
+                path.append(module)
+            if i < len(edges[module]):
+                stack.append((module, i + 1))
+                stack.append((edges[module][i], 0))
+            else:
+                path.pop()
+                done.add(module)
+    return None
+
+
+@pytest.mark.parametrize("package", ["phalanx.control", "phalanx.sdk"])
+def test_no_import_cycle_between_the_modules_of(package: str) -> None:
+    """Within these packages, no module imports (at any level, type-checking imports
+    included) one that imports it back: a rule calls back into the state through returned
+    decisions, not through an import."""
+    graph = grimp.build_graph("phalanx")
+    # The package's __init__ only re-exports its modules (lazily): it is not one of the files.
+    modules = graph.find_children(package) | {
+        m for child in graph.find_children(package)
+        for m in graph.find_descendants(child)}
+    assert len(modules) > 3
+    assert _cycle(graph, modules) is None, _cycle(graph, modules)

@@ -1,7 +1,7 @@
 """``phalanx exec`` (a command inside a job's running pod) and ``phalanx attach``.
 
 ``exec`` speaks ``/v1/jobs/{name}/exec`` (``server/podexec.py``): a WebSocket whose
-messages are ``phalanx.kinds.relay`` frames. With ``-t`` the local terminal is put
+messages are ``phalanx.relay`` frames. With ``-t`` the local terminal is put
 in raw mode and its size follows the window; with ``-i`` this process's input goes
 to the command. The exit code is the command's. ``attach`` follows one pod's output
 (its log), as ``kubectl attach`` shows a container's.
@@ -29,9 +29,9 @@ import typer
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import ClientConnection, connect
 
+from phalanx import relay
 from phalanx.cli.output import reports_errors
 from phalanx.errors import ConnectionFailed, PhalanxError, SpecError
-from phalanx.kinds import relay
 from phalanx.sdk.client import Client, error_from_response
 from phalanx.sdk.config import Endpoint
 

@@ -26,7 +26,7 @@ plane overrides only what it can do better:
   (``compute/remote.py``) says when it cannot see a node's pods right now (a job there
   that reports no pods is not lost), and which placements its worker refused.
 - ``exec``: run a command inside a running pod (``phalanx exec``), its input,
-  output and exit relayed as ``phalanx.kinds.relay`` frames.
+  output and exit relayed as ``phalanx.relay`` frames.
 """
 
 from __future__ import annotations
@@ -105,7 +105,7 @@ class Refusal:
 
 
 class ExecSession(Protocol):
-    """A command running inside a pod, spoken to in whole ``phalanx.kinds.relay`` frames."""
+    """A command running inside a pod, spoken to in whole ``phalanx.relay`` frames."""
 
     def send(self, frame: bytes) -> None:
         """Input (``I``) or a terminal size (``R``) from the client."""

@@ -145,7 +145,7 @@ class JobService:
                                        field="name", fix="give every job its own name")
                     seen.add(spec.name)
                     record, event = self._new_job(spec, now, user)
-                    check_new(state, record, submitted, sees)
+                    check_new(state.job_record, record, submitted, sees)
                     if record.pending_message and spec.depends_on:
                         event.message += f"; {record.pending_message}"
                     self._check_pending_room(record.cluster_queue, pending)
@@ -167,7 +167,7 @@ class JobService:
                 state.jobs[record.name] = record
             for record in records:  # each job's dependencies known first, if submitted with it
                 if record.spec.depends_on:
-                    state.dependencies.enter(state, record)
+                    state.enter_gate(record)
                 else:
                     state.queue(record)
             copies = [record.model_copy() for record in records]

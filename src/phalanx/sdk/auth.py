@@ -21,6 +21,7 @@ from typing import Protocol
 import httpx
 
 from phalanx.errors import AuthError
+from phalanx.sdk.responses import error_from_response
 
 TOKEN_PATH = "/v1/auth/token"
 REFRESH_MARGIN = 60.0  # seconds; at most a fifth of the token's life
@@ -69,8 +70,6 @@ class KeyAuth(httpx.Auth):
             return self._token
 
     def _fetch(self) -> str:
-        from phalanx.sdk.client import error_from_response  # the client imports this module
-
         # The key goes as a bearer too: a control plane older than tokens takes it so and
         # answers 404 here (no such route), and the client then sends the key itself.
         response = self._exchange.post(TOKEN_PATH, json={"key": self.key},

@@ -17,23 +17,17 @@ import httpx
 from pydantic import BaseModel, ValidationError
 
 from phalanx.errors import (
-    ERROR_TYPES,
     AuthError,
-    Conflict,
     ConnectionFailed,
-    Forbidden,
-    NotFound,
-    PayloadTooLarge,
-    PhalanxError,
     ServerError,
     SpecError,
-    TooManyPending,
 )
 from phalanx.sdk.auth import KeyAuth, looks_like_jwt
 from phalanx.sdk.config import Endpoint, resolve_endpoint
 from phalanx.sdk.documents import to_config_documents, to_job_spec
 from phalanx.sdk.identity import IdentityCalls
 from phalanx.sdk.planes import PlaneCalls
+from phalanx.sdk.responses import error_from_response
 from phalanx.spec.api import (
     ACT_AS_HEADER,
     AppliedObject,
@@ -57,39 +51,6 @@ from phalanx.spec.resources import ConfigObject
 from phalanx.spec.status import JobDetail, JobEvent, JobRecord, JobStatus
 
 M = TypeVar("M", bound=BaseModel)
-
-_BY_STATUS: dict[int, type[PhalanxError]] = {
-    400: SpecError,
-    401: AuthError,
-    403: Forbidden,
-    404: NotFound,
-    409: Conflict,
-    413: PayloadTooLarge,
-    422: SpecError,
-    429: TooManyPending,
-}
-
-
-def error_from_response(response: httpx.Response) -> PhalanxError:
-    """The phalanx.errors exception an error response stands for, with its field and fix."""
-    body: Any = None
-    with contextlib.suppress(ValueError):
-        body = response.json()
-    error = body.get("error") if isinstance(body, dict) else None
-    if isinstance(error, dict) and isinstance(error.get("message"), str):
-        cls = ERROR_TYPES.get(str(error.get("type")))
-        if cls is None:
-            cls = _BY_STATUS.get(response.status_code, ServerError)
-        field, fix = error.get("field"), error.get("fix")
-        return cls(
-            error["message"],
-            field=field if isinstance(field, str) else None,
-            fix=fix if isinstance(fix, str) else None,
-        )
-    cls = _BY_STATUS.get(response.status_code, ServerError)
-    text = response.text.strip()[:200] or response.reason_phrase
-    return cls(f"HTTP {response.status_code} from {response.request.url}: {text}")
-
 
 # A submit whose answer was lost (the connection dropped, the answer timed out) is sent
 # again with the same Idempotency-Key, so the control plane answers it without a second job.

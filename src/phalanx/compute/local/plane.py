@@ -59,6 +59,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from phalanx import relay
 from phalanx.compute.base import (
     CHECKPOINT_DIR_ENV,
     ComputePlane,
@@ -93,7 +94,8 @@ from phalanx.compute.local.volumes import LocalVolumes
 from phalanx.errors import NotFound, SpecError
 from phalanx.health import Doctor
 from phalanx.health.stale import DoctorWatch
-from phalanx.kinds import framework_of, relay
+from phalanx import relay
+from phalanx.kinds import framework_of
 from phalanx.scheduler.types import Admission
 from phalanx.spec.quantity import MILLI
 from phalanx.spec.resources import GPU, JobSpec, Node

@@ -55,9 +55,9 @@ POD_UMASK = 0o022
 # The log writer, beside this package: phalanx/store/logfile.py (standard library only).
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 LOGFILE = os.path.join(_PACKAGE, "store", "logfile.py")
-# The exec channel's wire format, beside the job kinds (phalanx/kinds/relay.py, standard
+# The exec channel's wire format, beside the package root (phalanx/relay.py, standard
 # library only): ``phalanx exec`` runs commands in the pod through it.
-RELAY = os.path.join(_PACKAGE, "kinds", "relay.py")
+RELAY = os.path.join(_PACKAGE, "relay.py")
 # A pod's own mount namespace (its volumes, its /dev/shm), beside this file.
 MOUNTNS = os.path.join(_PACKAGE, "compute", "local", "mountns.py")
 PIPE_READ = 64 * 1024
@@ -132,7 +132,7 @@ def load_logfile() -> ModuleType:
 
 class ExecChannel:
     """Runs what ``phalanx exec`` asks inside the pod: the pod's environment, working
-    directory, user and process group (``kinds/relay.py``), on an owner-only Unix socket
+    directory, user and process group (``relay.py``), on an owner-only Unix socket
     beside the pod's bookkeeping. Open while the pod's command runs."""
 
     def __init__(self, path: str, env: dict[str, str], cwd: str, popen: dict[str, Any]) -> None:

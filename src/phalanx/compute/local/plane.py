@@ -94,7 +94,6 @@ from phalanx.compute.local.volumes import LocalVolumes
 from phalanx.errors import NotFound, SpecError
 from phalanx.health import Doctor
 from phalanx.health.stale import DoctorWatch
-from phalanx import relay
 from phalanx.kinds import framework_of
 from phalanx.scheduler.types import Admission
 from phalanx.spec.quantity import MILLI

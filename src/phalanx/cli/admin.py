@@ -68,8 +68,12 @@ def apply(
     file: Annotated[Path, typer.Option("--file", "-f", help="YAML file of config documents")],
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON")] = False,
 ) -> None:
-    """Create or update flavors, cohorts, queues and priority classes (all or nothing)."""
-    documents = to_config_documents(file)  # checked here first: bad input sends nothing
+    """Create or update flavors, cohorts, queues and priority classes (all or nothing);
+    Kueue's own objects (kueue.x-k8s.io) are read too."""
+    notes: list[str] = []
+    documents = to_config_documents(file, notes)  # checked here first: bad input sends nothing
+    for said in notes:
+        note(said)
     with settings_of(ctx).client() as client:
         applied = client.apply(documents)
     if as_json:

@@ -157,13 +157,25 @@ def test_what_kubernetes_sets_is_ignored_as_kubectl_does() -> None:
 
 # (document, the path the refusal names, a word of what Phalanx does instead)
 REFUSALS = [
-    pytest.param(kueue("v1beta1", "ClusterQueue", "team-a", {
+    pytest.param(kueue("v1beta2", "ClusterQueue", "team-a", {
         "admissionChecksStrategy": {"admissionChecks": [{"name": "prov"}]}}),
-        "documents[0] (ClusterQueue team-a).spec.admissionChecksStrategy", "provisioning",
-        id="admissionChecksStrategy"),
+        "documents[0] (ClusterQueue team-a).spec.admissionChecksStrategy.admissionChecks[0]",
+        "same file", id="admissionChecksStrategy-without-its-check"),
     pytest.param(kueue("v1beta1", "ClusterQueue", "team-a", {"admissionChecks": ["prov"]}),
-                 "documents[0] (ClusterQueue team-a).spec.admissionChecks", "provisioning",
-                 id="admissionChecks"),
+                 "documents[0] (ClusterQueue team-a).spec.admissionChecks[0]", "same file",
+                 id="admissionChecks-without-its-check"),
+    pytest.param(kueue("v1beta2", "ClusterQueue", "team-a", {"admissionChecks": ["prov"]}),
+                 "documents[0] (ClusterQueue team-a).spec.admissionChecks", "spelling",
+                 id="admissionChecks-is-no-v1beta2-field"),
+    pytest.param(kueue("v1beta1", "AdmissionCheck", "mk", {
+        "controllerName": "kueue.x-k8s.io/multikueue"}),
+        "documents[0] (AdmissionCheck mk).spec.controllerName", "provisioning-request",
+        id="AdmissionCheck-of-another-controller"),
+    pytest.param(kueue("v1beta2", "ProvisioningRequestConfig", "prc", {
+        "provisioningClassName": "queued-provisioning.gke.io",
+        "retryStrategy": {"backoffLimitCount": 1}}),
+        "documents[0] (ProvisioningRequestConfig prc).spec.retryStrategy",
+        "ProvisioningPolicy", id="ProvisioningRequestConfig-retryStrategy"),
     pytest.param(kueue("v1beta2", "ClusterQueue", "team-a", {"cohort": "research"}),
                  "documents[0] (ClusterQueue team-a).spec.cohort", "spelling",
                  id="v1beta1-field-in-v1beta2"),
@@ -197,9 +209,6 @@ REFUSALS = [
                   "metadata": {"name": "normal"}, "value": 1, "globalDefault": True},
                  "documents[0] (PriorityClass normal).globalDefault", "default",
                  id="globalDefault"),
-    pytest.param(kueue("v1beta1", "AdmissionCheck", "prov", {
-        "controllerName": "kueue.x-k8s.io/provisioning-request"}),
-        "documents[0] (AdmissionCheck prov).kind", "provisioning", id="AdmissionCheck"),
     pytest.param(kueue("v1beta1", "MultiKueueConfig", "mk", {}),
                  "documents[0] (MultiKueueConfig mk).kind", "ResourceFlavor",
                  id="unread-kind"),
@@ -325,3 +334,62 @@ def test_a_namespace_is_one_queue() -> None:
 
     assert caught.value.field == "documents[1] (LocalQueue serve).metadata.namespace"
     assert "holds LocalQueue train already" in caught.value.message
+
+
+def provisioning_file(version: str, flavor_annotations: dict[str, str]) -> list[dict[str, Any]]:
+    check_rule: dict[str, Any] = (
+        {"admissionChecks": ["prov"]} if version == "v1beta1"
+        else {"admissionChecksStrategy": {"admissionChecks": [{"name": "prov",
+                                                               "onFlavors": ["burst"]}]}})
+    return [
+        kueue(version, "ResourceFlavor", "burst", {"nodeLabels": {"pool": "burst"}},
+              annotations=flavor_annotations),
+        kueue(version, "ClusterQueue", "team-a", {**check_rule, "resourceGroups": [{
+            "coveredResources": ["cpu"],
+            "flavors": [{"name": "burst", "resources": [{"name": "cpu", "nominalQuota": 8}]}]}]}),
+        kueue(version, "AdmissionCheck", "prov", {
+            "controllerName": "kueue.x-k8s.io/provisioning-request",
+            "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "ProvisioningRequestConfig",
+                           "name": "gke-queued"}}),
+        kueue(version, "ProvisioningRequestConfig", "gke-queued", {
+            "provisioningClassName": "queued-provisioning.gke.io",
+            "parameters": {"maxRunDurationSeconds": "3600"}}),
+    ]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_provisioning_admission_check_becomes_the_flavors_provisioning(version: str) -> None:
+    notes: list[str] = []
+    docs = provisioning_file(version, {"phalanx.dev/provisioning": json.dumps(
+        {"node": {"cpu": "4"}, "maxNodes": 6})})
+
+    objects = parse_config_documents(docs, notes=notes)
+
+    assert [(o.kind, o.name) for o in objects] == [("ResourceFlavor", "burst"),
+                                                   ("ClusterQueue", "team-a")]
+    provisioning = objects[0].to_dict()["provisioning"]
+    assert provisioning["provider"] == "kubernetes-provisioningrequest"
+    assert provisioning["options"] == {"className": "queued-provisioning.gke.io",
+                                       "parameters": {"maxRunDurationSeconds": "3600"}}
+    assert provisioning["maxNodes"] == 6
+    assert "AdmissionCheck prov of ClusterQueue team-a becomes ResourceFlavor burst's" in notes[0]
+    # Written back, the flavor carries it all in its annotation, and reads the same.
+    assert parse_config_documents([to_kueue(o, version) for o in objects]) == objects
+
+
+def test_a_provisioning_check_needs_the_shape_of_a_node() -> None:
+    with pytest.raises(SpecError) as caught:
+        parse_config_documents(provisioning_file("v1beta1", {}))
+
+    assert caught.value.field == "documents[1] (ClusterQueue team-a).spec.admissionChecks[0]"
+    assert "phalanx.dev/provisioning" in (caught.value.fix or "")
+
+
+def test_an_unused_check_is_said_not_kept() -> None:
+    notes: list[str] = []
+
+    objects = parse_config_documents(provisioning_file("v1beta2", {})[2:], notes=notes)
+
+    assert objects == []
+    assert notes == ["AdmissionCheck prov is named by no ClusterQueue of this file; it is not "
+                     "kept"]

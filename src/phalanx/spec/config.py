@@ -16,6 +16,7 @@ from pydantic import Field
 from phalanx.errors import Conflict, NotFound, SpecError
 from phalanx.spec.base import Model, validate
 from phalanx.spec.kueue import is_kubernetes_document, validate_kueue
+from phalanx.spec.kueue_checks import FOLDED, resolve_admission_checks
 from phalanx.spec.provisioning import FlavorProvisioning, ProvisioningPolicy
 from phalanx.spec.quantity import format_quantity
 from phalanx.spec.resources import (
@@ -337,7 +338,12 @@ def parse_config_documents(
     documents said that Phalanx read but keeps nowhere."""
     objects: list[ConfigObject] = []
     namespaces: dict[str, str] = {}
+    docs, said = resolve_admission_checks(docs, source)
+    if notes is not None:
+        notes.extend(said)
     for i, doc in enumerate(docs):
+        if doc is FOLDED:  # an admission check, read into the flavors it applies to
+            continue
         if not isinstance(doc, dict):
             raise SpecError(f"document {i + 1} is not a mapping", field=source)
         if is_kubernetes_document(doc):

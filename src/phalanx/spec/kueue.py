@@ -65,9 +65,9 @@ class Refused:
 Rules = dict[str, Any]
 
 _NO_CHECKS = Refused(
-    "Phalanx has no admission checks: a ResourceFlavor's provisioning buys node pools for "
-    "pending gangs (docs/provisioning.md); write it as the flavor's phalanx.dev/provisioning "
-    "annotation or in Phalanx's own form")
+    "Phalanx has no admission checks but Kueue's provisioning-request one, read as a "
+    "ResourceFlavor's provisioning (docs/provisioning.md): put the AdmissionCheck and its "
+    "ProvisioningRequestConfig in the same file")
 _RESOURCE_GROUPS: Rules = {
     "coveredResources": None,
     "flavors": [{"name": None, "resources": [{
@@ -186,8 +186,6 @@ def _api(doc: dict[str, Any], where: str) -> tuple[str, str]:
         raise SpecError(
             f"Kueue version {version!r} is not one Phalanx reads", field=f"{where}.apiVersion",
             fix=f"use {KUEUE_GROUP}/v1beta1 or {KUEUE_GROUP}/v1beta2")
-    if kind in ("AdmissionCheck", "ProvisioningRequestConfig"):
-        raise _refuse(f"{where}.kind", _NO_CHECKS.instead)
     if kind not in KUEUE_KINDS:
         raise SpecError(
             f"Kueue kind {kind!r} is not one Phalanx reads", field=f"{where}.kind",

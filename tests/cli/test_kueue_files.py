@@ -60,14 +60,13 @@ apiVersion: kueue.x-k8s.io/v1beta2
 kind: ClusterQueue
 metadata: {name: gated}
 spec:
-  admissionChecksStrategy:
-    admissionChecks: [{name: prov}]
+  admissionScope: {admissionMode: UsageBasedAdmissionFairSharing}
 """)
     before = cli(server, "config").stdout
 
     refused = cli(server, "apply", "-f", str(path))
 
     assert refused.exit_code == 2
-    assert f"{path}[1] (ClusterQueue gated).spec.admissionChecksStrategy" in refused.output
-    assert "provisioning" in refused.output
+    assert f"{path}[1] (ClusterQueue gated).spec.admissionScope" in refused.output
+    assert "by priority, then submission time" in refused.output
     assert cli(server, "config").stdout == before

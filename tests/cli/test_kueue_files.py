@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner, Result
 
+from phalanx import Client
 from phalanx.cli.main import app
 from tests.sdk.live_server import LiveServer
 
@@ -70,3 +71,17 @@ spec:
     assert f"{path}[1] (ClusterQueue gated).spec.admissionScope" in refused.output
     assert "by priority, then submission time" in refused.output
     assert cli(server, "config").stdout == before
+
+
+def test_the_sdk_applies_kueue_objects_and_warns_of_what_it_keeps_nowhere(
+        server: LiveServer) -> None:
+    flavor = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
+              "metadata": {"name": "racked"},
+              "spec": {"nodeLabels": {"instance-type": "on-demand"}, "topologyName": "racks"}}
+
+    with Client(server.url, server.token) as client, pytest.warns(
+            UserWarning, match="topologyName racks is not kept"):
+        applied = client.apply([flavor])
+
+    assert [(a.kind, a.name, a.action) for a in applied] == [
+        ("ResourceFlavor", "racked", "created")]

@@ -419,11 +419,11 @@ def to_kueue(obj: Any, version: str = DEFAULT_KUEUE_VERSION) -> dict[str, Any]:
         meta["namespace"] = name
     elif kind == "ClusterQueue":
         cohort = doc.pop("cohort", None)
-        if cohort is not None:
-            doc["cohort" if version == "v1beta1" else "cohortName"] = cohort
         # Kueue admits from no namespace without a selector; Phalanx's queues take every
         # LocalQueue that points at them.
-        doc["namespaceSelector"] = {}
+        doc = {"namespaceSelector": {}, **doc}
+        if cohort is not None:
+            doc = {("cohort" if version == "v1beta1" else "cohortName"): cohort, **doc}
         if version == "v1beta2":
             doc["flavorFungibility"] = {
                 k: "MayStopSearch" if v in ("Borrow", "Preempt") else v
@@ -431,5 +431,5 @@ def to_kueue(obj: Any, version: str = DEFAULT_KUEUE_VERSION) -> dict[str, Any]:
     elif kind == "Cohort":
         parent = doc.pop("parent", None)
         if parent is not None:
-            doc["parentName"] = parent
+            doc = {"parentName": parent, **doc}
     return {"apiVersion": api, "kind": kind, "metadata": meta, "spec": doc}

@@ -68,10 +68,14 @@ def apply(
                                        "('-': standard input)")],
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON")] = False,
 ) -> None:
-    """Create or update flavors, cohorts, queues and priority classes (all or nothing)."""
+    """Create or update flavors, cohorts, queues and priority classes (all or nothing);
+    Kueue's own objects (kueue.x-k8s.io) are read too."""
     text, source = read_input(file)
+    notes: list[str] = []
     # Checked here first: bad input sends nothing.
-    documents = [obj.to_dict() for obj in load_config_yaml(text, source=source)]
+    documents = [obj.to_dict() for obj in load_config_yaml(text, source=source, notes=notes)]
+    for said in notes:
+        note(said)
     with settings_of(ctx).client() as client:
         applied = client.apply(documents)
     if as_json:

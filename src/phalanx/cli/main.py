@@ -19,6 +19,7 @@ from rich.text import Text
 from phalanx.cli import (
     admin,
     cluster,
+    configio,
     doctor,
     identity,
     k8s,
@@ -434,6 +435,7 @@ def delete(
 
 
 admin.register(app)
+configio.register(app)
 app.command("sim")(sim.sim)
 login.register(app)
 identity.register(app)

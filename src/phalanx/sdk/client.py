@@ -5,6 +5,7 @@ from __future__ import annotations
 import builtins
 import time
 import uuid
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -415,9 +416,13 @@ class Client(IdentityCalls, PlaneCalls):
     ) -> builtins.list[AppliedObject]:
         """Create or update flavors, cohorts, queues and priority classes, all or nothing.
 
-        Returns what was done to each document (created, configured or unchanged).
+        Returns what was done to each document (created, configured or unchanged). Kueue's
+        own objects are read too; what they say that Phalanx keeps nowhere is warned of.
         """
-        docs = to_config_documents(documents)
+        notes: builtins.list[str] = []
+        docs = to_config_documents(documents, notes)
+        for note in notes:
+            warnings.warn(note, UserWarning, stacklevel=2)
         return self._request(
             ConfigApplied, "POST", "/v1/config/apply", json={"documents": docs}
         ).applied

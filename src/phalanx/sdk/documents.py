@@ -51,13 +51,16 @@ def to_job_spec(job: object) -> JobSpec:
 
 
 def to_config_documents(
-    documents: Sequence[Mapping[str, Any]] | str | Path,
+    documents: Sequence[Mapping[str, Any]] | str | Path, notes: list[str] | None = None,
 ) -> list[dict[str, Any]]:
-    """Validated config documents (flavors, cohorts, queues, priority classes) in wire form."""
+    """Validated config documents (flavors, cohorts, queues, priority classes) in wire form.
+
+    Kueue's own objects are taken too (``phalanx.spec.kueue``); ``notes`` receives what
+    they said that Phalanx read but keeps nowhere."""
     if isinstance(documents, str | Path):
-        objects = load_config_yaml(read_text(documents), source=str(documents))
+        objects = load_config_yaml(read_text(documents), source=str(documents), notes=notes)
     elif isinstance(documents, Sequence):
-        objects = parse_config_documents(list(documents))
+        objects = parse_config_documents(list(documents), notes=notes)
     else:
         raise SpecError(
             f"cannot apply a {type(documents).__name__}",

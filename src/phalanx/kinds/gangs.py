@@ -25,6 +25,13 @@ class GangStatus:
     exit_code: int | None = None
 
 
+# What a failure reason without an exit code or signal means, said in words.
+_WHY = {
+    "DiskFull": "disk full: no space left for the pod's log or exit record",
+    "Lost": "its supervisor ended without saying how the pod ended",
+}
+
+
 def gang_status(pods: list[PodState], expected: int) -> GangStatus:
     """Summarise one attempt's pods; ``expected`` is how many the admission placed."""
     done = [p for p in pods if p.phase.done]
@@ -36,7 +43,8 @@ def gang_status(pods: list[PodState], expected: int) -> GangStatus:
         what = (
             f"exit code {first.exit_code}"
             if first.exit_code is not None
-            else f"signal {first.signal}" if first.signal is not None else first.reason
+            else f"signal {first.signal}" if first.signal is not None
+            else _WHY.get(first.reason, first.reason)
         )
         message = f"pod {first.ref.name} failed ({first.reason}: {what})"
         return GangStatus(

@@ -21,15 +21,11 @@ from pydantic import BaseModel, ValidationError
 from phalanx.errors import (
     ERROR_TYPES,
     AuthError,
-    Conflict,
     ConnectionFailed,
-    Forbidden,
-    NotFound,
-    PayloadTooLarge,
     PhalanxError,
     ServerError,
     SpecError,
-    TooManyPending,
+    error_by_status,
 )
 from phalanx.sdk.auth import KeyAuth, looks_like_jwt
 from phalanx.sdk.config import Endpoint, resolve_endpoint
@@ -60,16 +56,9 @@ from phalanx.spec.status import JobDetail, JobEvent, JobRecord, JobStatus
 
 M = TypeVar("M", bound=BaseModel)
 
-_BY_STATUS: dict[int, type[PhalanxError]] = {
-    400: SpecError,
-    401: AuthError,
-    403: Forbidden,
-    404: NotFound,
-    409: Conflict,
-    413: PayloadTooLarge,
-    422: SpecError,
-    429: TooManyPending,
-}
+def _by_status(status: int) -> type[PhalanxError]:
+    """The error for an answer without the envelope (a proxy's, say), by its status."""
+    return SpecError if status == 422 else error_by_status(status, ServerError)
 
 
 def error_from_response(response: httpx.Response) -> PhalanxError:
@@ -81,14 +70,14 @@ def error_from_response(response: httpx.Response) -> PhalanxError:
     if isinstance(error, dict) and isinstance(error.get("message"), str):
         cls = ERROR_TYPES.get(str(error.get("type")))
         if cls is None:
-            cls = _BY_STATUS.get(response.status_code, ServerError)
+            cls = _by_status(response.status_code)
         field, fix = error.get("field"), error.get("fix")
         return cls(
             error["message"],
             field=field if isinstance(field, str) else None,
             fix=fix if isinstance(fix, str) else None,
         )
-    cls = _BY_STATUS.get(response.status_code, ServerError)
+    cls = _by_status(response.status_code)
     text = response.text.strip()[:200] or response.reason_phrase
     return cls(f"HTTP {response.status_code} from {response.request.url}: {text}")
 

@@ -10,33 +10,28 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import anyio
 from anyio import to_thread
-from fastapi import FastAPI, Header, Query, Request, WebSocket
+from fastapi import FastAPI, Header, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from phalanx.control import Controller
 from phalanx.control.planes import PlaneRegistry, plane_views, with_plane
 from phalanx.errors import (
-    AuthError,
-    Conflict,
-    Forbidden,
-    InternalError,
     NotFound,
-    PayloadTooLarge,
     PhalanxError,
     SpecError,
     Unavailable,
+    error_by_status,
 )
 from phalanx.server.access import (
-    PRINCIPAL,
     Access,
     audit_entry,
     caller_of,
@@ -45,6 +40,9 @@ from phalanx.server.access import (
 )
 from phalanx.server.auth import Authenticator
 from phalanx.server.cluster_routes import add_cluster_routes
+from phalanx.server.guard import MAX_BODY_BYTES, Guard, methods_of
+from phalanx.server.guard import OPEN as _OPEN
+from phalanx.server.guard import error_response as _error
 from phalanx.server.identity_routes import add_identity_routes
 from phalanx.server.logstream import (
     READ_THREADS,
@@ -56,10 +54,11 @@ from phalanx.server.logstream import (
     parse_since,
     stream_logs,
 )
-from phalanx.server.plane_routes import add_plane_routes, check_plane_key
-from phalanx.server.podexec import add_exec_route, deny
+from phalanx.server.plane_routes import add_plane_routes
+from phalanx.server.podexec import add_exec_route
 from phalanx.server.principal import Principal
 from phalanx.server.redaction import Occupancy, SecretEnvRule, job_as_seen_by, jobs_as_seen_by
+from phalanx.server.storage import StateDisk
 from phalanx.server.ui import MOUNT, create_ui
 from phalanx.spec.api import (
     USER_HEADER,
@@ -86,10 +85,6 @@ log = logging.getLogger("phalanx.api")
 BEARER = "bearerAuth"
 
 
-def _error(exc: PhalanxError) -> JSONResponse:
-    return JSONResponse({"error": exc.to_dict()}, status_code=exc.status_code)
-
-
 def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
     """The error answers a route declares, all in the error envelope."""
     words = {
@@ -105,128 +100,16 @@ def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
              "a key) the client failed too often",
         500: "The control plane failed; it logged why",
         503: "The control loop is stuck or stopped",
+        507: "No space left in the control plane's state directory (PHALANX_HOME); "
+             "nothing was written",
     }
     return {code: {"model": ErrorResponse, "description": words[code]}
-            for code in (*codes, 500)}
+            for code in (*codes, 500, 507)}
 
 
 _V1 = _errors(401)
 # Routes reserved to some roles answer 403 too.
 _ROLE_ERRORS = _errors(401, 403)
-MAX_BODY_BYTES = 16 * 2**20  # the default of ``phalanx up --max-body-bytes``
-_STATUS_ERRORS: dict[int, type[PhalanxError]] = {400: SpecError, 401: AuthError,
-                                                 403: Forbidden,
-                                                 404: NotFound, 409: Conflict}
-
-
-def _replay(body: bytes, receive: Receive) -> Receive:
-    """A ``receive`` that gives ``body`` whole first, then whatever ``receive`` gives."""
-    given = False
-
-    async def replay() -> Message:
-        nonlocal given
-        if not given:
-            given = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
-
-    return replay
-
-
-class _Guard:
-    """Authentication for ``/v1`` (the principal goes into the request's state for the
-    routes' access checks) and the error envelope for failures no handler caught.
-
-    Plain ASGI rather than ``@app.middleware("http")``: Starlette's BaseHTTPMiddleware
-    runs every request in an extra task and copies its answer through a stream, which
-    cost about a sixth of the server's time per submission.
-    """
-
-    def __init__(self, app: ASGIApp, auth: Authenticator, max_body_bytes: int) -> None:
-        # A WebSocket (``/v1/jobs/{name}/exec``) carries its token in the same header.
-        self.app = app
-        self.auth = auth
-        self.max_body_bytes = max_body_bytes
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] not in ("http", "websocket"):
-            await self.app(scope, receive, send)
-            return
-        if scope["path"].startswith("/v1/") and scope["path"] not in _OPEN:
-            header = next((v for k, v in scope["headers"] if k == b"authorization"), None)
-            try:
-                principal = self.auth.verify(_bearer(header))
-                check_plane_key(principal, scope["path"])
-                if scope["type"] == "websocket":
-                    # Running commands in pods changes things: never a viewer or a read-only
-                    # key. Which jobs' pods, the exec route checks per job.
-                    principal.check_writes()
-            except (AuthError, Forbidden) as exc:
-                refusal = _error(exc)
-                if scope["type"] == "websocket":
-                    await deny(WebSocket(scope, receive, send), refusal)
-                else:
-                    await refusal(scope, receive, send)
-                return
-            scope.setdefault("state", {})[PRINCIPAL] = principal
-        if scope["type"] == "websocket":
-            await self.app(scope, receive, send)
-            return
-        too_large = PayloadTooLarge(
-            f"the request body is larger than {self.max_body_bytes} bytes", field="body",
-            fix="send less per request (split a batch into several), or start the control "
-                "plane with a larger --max-body-bytes",
-        )
-        declared = next((v for k, v in scope["headers"] if k == b"content-length"), None)
-        if declared is not None and declared.isdigit() and int(declared) > self.max_body_bytes:
-            await _error(too_large)(scope, receive, send)
-            return
-        if declared is None and scope.get("method") in ("POST", "PUT", "PATCH"):
-            # A body sent without a declared length (chunked) is read here up to the cap,
-            # then handed to the route whole.
-            chunks, size, more = [], 0, True
-            while more:
-                message = await receive()
-                if message["type"] != "http.request":
-                    return  # the client went away
-                chunk = message.get("body", b"")
-                size += len(chunk)
-                if size > self.max_body_bytes:
-                    await _error(too_large)(scope, receive, send)
-                    return
-                chunks.append(chunk)
-                more = message.get("more_body", False)
-            receive = _replay(b"".join(chunks), receive)
-        started = False
-
-        async def watch(message: Message) -> None:
-            nonlocal started
-            started = started or message["type"] == "http.response.start"
-            await send(message)
-
-        try:
-            await self.app(scope, receive, watch)
-        except Exception:
-            # The client gets the envelope; the traceback stays in the server's log.
-            log.exception("%s %s failed", scope.get("method"), scope["path"])
-            if not started:
-                await _error(InternalError(
-                    "the control plane failed to answer", fix="see the control plane's log",
-                ))(scope, receive, send)
-
-
-_OPEN = frozenset({"/v1/auth/token"})  # the exchange takes a key, not a token
-
-
-def _bearer(header: bytes | None) -> str:
-    text = header.decode("latin-1") if header else ""
-    if not text.startswith("Bearer ") or not text[7:].strip():
-        raise AuthError("missing token", field="Authorization",
-                        fix="send 'Authorization: Bearer <token>': exchange an API key for "
-                        "one at POST /v1/auth/token (the SDK and CLI do it themselves)")
-    return text[7:].strip()
-
-
 viewer_of = caller_of
 
 
@@ -241,12 +124,13 @@ def create_app(
     controller: Controller, auth: Authenticator, logs: LogStore, *, db_label: str,
     secrets: SecretEnvRule | None = None, max_body_bytes: int = MAX_BODY_BYTES,
     log_limits: LogLimits | None = None, dashboard: bool = True, interactive: bool = True,
-    planes: PlaneRegistry | None = None, control_plane_id: str = "",
+    planes: PlaneRegistry | None = None, control_plane_id: str = "", home: Path | None = None,
 ) -> FastAPI:
     """``secrets`` says which env values job specs in answers redact (default: the built-in
     rule); see ``server/redaction.py``. ``dashboard`` serves the web dashboard at ``/ui``.
     ``interactive`` says whether commands may run in pods through the API
-    (``server/podexec.py``)."""
+    (``server/podexec.py``). ``home``: the state directory, whose free space ``/healthz``
+    reports and a write that found none answers (507; ``server/storage.py``)."""
     service = controller.service
     secret_env = secrets if secrets is not None else SecretEnvRule()
     slots = FollowerSlots(log_limits if log_limits is not None else LogLimits())
@@ -259,7 +143,8 @@ def create_app(
     # looks at the same body again so the error names the field and the fix as before.
     parsers: dict[str, Callable[[object], object]] = {}
 
-    app.add_middleware(_Guard, auth=auth, max_body_bytes=max_body_bytes)
+    disk = StateDisk(home) if home is not None else None
+    app.add_middleware(Guard, auth=auth, max_body_bytes=max_body_bytes, disk=disk)
     add_exec_route(app, service, interactive=interactive, error_response=_error)
     identity = auth.identity
     occupancy = Occupancy(auth.hasher.pepper)
@@ -276,6 +161,9 @@ def create_app(
 
     @app.exception_handler(PhalanxError)
     async def phalanx_error(request: Request, exc: PhalanxError) -> JSONResponse:
+        full = disk.refusal(exc) if disk is not None and exc.status_code >= 500 else None
+        if full is not None:
+            return _error(full)
         if exc.status_code >= 500:
             log.error("%s %s: %s", request.method, request.url.path, exc, exc_info=exc)
         return _error(exc)
@@ -303,18 +191,26 @@ def create_app(
         return _error(error)
 
     @app.exception_handler(StarletteHTTPException)
-    async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
-        cls = _STATUS_ERRORS.get(exc.status_code, PhalanxError)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        cls = error_by_status(exc.status_code, PhalanxError)
         error = cls(str(exc.detail), fix="see /openapi.json for the routes")
+        headers = getattr(exc, "headers", None)
+        if exc.status_code == 405:
+            # Starlette names the methods of the first route that matched the path only.
+            headers = {**(headers or {}), "Allow": ", ".join(methods_of(app, request))}
         return JSONResponse({"error": error.to_dict()}, status_code=exc.status_code,
-                            headers=getattr(exc, "headers", None))
+                            headers=headers)
 
     @app.get("/healthz", responses=_errors(503))
     def healthz() -> Health:
-        """Answers 200 while the control loop completes steps, 503 once it stops or is stuck."""
+        """Answers 200 while the control loop completes steps and the state directory has
+        room; 503 once the loop stops or is stuck, or the directory is full."""
         healthy, message = controller.health()
         if not healthy:
             raise Unavailable(message, fix="see the control plane's log (server.log)")
+        full = disk.problem() if disk is not None else None
+        if full is not None:
+            raise Unavailable(full.message, fix=full.fix)
         return Health(message=message)
 
     @app.get("/metrics", response_class=PlainTextResponse, responses=_errors())

@@ -201,16 +201,17 @@ def create_app(
         return JSONResponse({"error": error.to_dict()}, status_code=exc.status_code,
                             headers=headers)
 
-    @app.get("/healthz", responses=_errors(503))
-    def healthz() -> Health:
+    @app.get("/healthz", response_model=Health, responses=_errors(503))
+    def healthz() -> Health | JSONResponse:
         """Answers 200 while the control loop completes steps and the state directory has
         room; 503 once the loop stops or is stuck, or the directory is full."""
         healthy, message = controller.health()
         if not healthy:
             raise Unavailable(message, fix="see the control plane's log (server.log)")
-        full = disk.problem() if disk is not None else None
-        if full is not None:
-            raise Unavailable(full.message, fix=full.fix)
+        if disk is not None and (full := disk.problem()) is not None:
+            # Answered, not raised: the refused writes were logged already.
+            return _error(Unavailable(full.message, fix=f"free space on the disk of {disk.home} "
+                                      "(delete finished jobs and their logs: phalanx delete)"))
         return Health(message=message)
 
     @app.get("/metrics", response_class=PlainTextResponse, responses=_errors())

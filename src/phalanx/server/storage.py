@@ -10,46 +10,18 @@ load balancer or an operator sees it. Once space is freed, writes succeed again 
 
 from __future__ import annotations
 
-import errno
 import logging
 import shutil
 import threading
 from pathlib import Path
 
-from phalanx.errors import InsufficientStorage
+from phalanx.errors import InsufficientStorage, is_no_space
 
 log = logging.getLogger("phalanx.api")
 
 # Below this, the state directory counts as full: a submit, an event or a log line may
 # not fit. Also the room a failed write asks for beyond what was free when it failed.
 MIN_FREE_BYTES = 1024 * 1024
-# SQLite's "database or disk is full" (SQLITE_FULL), as its driver's exception says it.
-_SQLITE_FULL = "database or disk is full"
-_SQLITE_FULL_CODE = 13
-
-
-def is_no_space(exc: BaseException) -> bool:
-    """Whether ``exc``, or an exception it wraps, is a write that found no space left."""
-    seen: set[int] = set()
-    stack: list[BaseException | None] = [exc]
-    while stack:
-        current = stack.pop()
-        if current is None or id(current) in seen:
-            continue
-        seen.add(id(current))
-        if isinstance(current, OSError) and current.errno in (errno.ENOSPC, errno.EDQUOT):
-            return True
-        if getattr(current, "sqlite_errorcode", None) == _SQLITE_FULL_CODE:
-            return True
-        if _SQLITE_FULL in str(current):
-            return True
-        # SQLAlchemy keeps the driver's exception as ``orig``.
-        orig = getattr(current, "orig", None)
-        stack.extend([current.__cause__, current.__context__,
-                      orig if isinstance(orig, BaseException) else None])
-    return False
-
-
 class StateDisk:
     """The disk of the state directory, as ``/healthz`` and a failed write see it."""
 
@@ -58,8 +30,9 @@ class StateDisk:
         self.min_free = min_free
         self._lock = threading.Lock()
         # Free bytes when a write last failed for lack of space (None: none failed since
-        # space came back).
+        # space came back), and how many were refused since.
         self._failed_at: int | None = None
+        self._refused = 0
 
     def free(self) -> int:
         try:
@@ -75,6 +48,7 @@ class StateDisk:
         free = self.free()
         with self._lock:
             self._failed_at = free
+            self._refused += 1
         log.error("no space left in PHALANX_HOME %s (%d bytes free): a write was refused "
                   "(%s); nothing of it was kept; free space there and send it again",
                   self.home, free, _first_line(exc))
@@ -92,9 +66,15 @@ class StateDisk:
         write failed for lack of space and little has been freed since."""
         free = self.free()
         with self._lock:
+            refused = 0
             if self._failed_at is not None and free >= self._failed_at + self.min_free:
-                self._failed_at = None  # space came back
+                self._failed_at, refused, self._refused = None, self._refused, 0
             failed = self._failed_at is not None
+        if refused:
+            # Said again now that it can be written: the line at the time may not have fit.
+            log.warning("space is back in PHALANX_HOME %s (%d bytes free): %d writes were "
+                        "refused for lack of it (no space left in PHALANX_HOME), none kept "
+                        "in part", self.home, free, refused)
         if free < self.min_free or failed:
             return self.error(free)
         return None

@@ -112,7 +112,7 @@ def add_identity_routes(app: FastAPI, auth: Authenticator,
         return set_disabled(name, request, False)
 
     # ------------------------------------------------------------------ keys
-    @app.get("/v1/keys", dependencies=needs(Access.READ), responses=errors)
+    @app.get("/v1/keys", dependencies=needs(Access.READ), responses=errors_for(400, 401, 403))
     def keys(request: Request,
              user: str | None = Query(None, description="Whose keys (admins: default all)"),
              revoked: bool = Query(False, description="Include revoked keys"),

@@ -33,19 +33,18 @@ console = Console(stderr=True)
 TEST = "tests/server/test_api_fuzz.py"
 
 
-def run(examples: int, extra: list[str]) -> dict[str, Any]:
-    """Run the fuzz test; its figures."""
-    with tempfile.TemporaryDirectory(prefix="phalanx-fuzz-") as scratch:
-        report, junit = Path(scratch) / "sent.json", Path(scratch) / "junit.xml"
-        env = {**os.environ, "PHALANX_FUZZ_EXAMPLES": str(examples),
-               "PHALANX_FUZZ_REPORT": str(report)}
-        started = time.monotonic()
-        code = subprocess.run(
-            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--timeout=0",
-             f"--junitxml={junit}", TEST, *extra], env=env, check=False).returncode
-        seconds = time.monotonic() - started
-        sent = json.loads(report.read_text())["sent"] if report.exists() else []
-        failed = _failed(junit)
+def run(examples: int, extra: list[str], scratch: Path) -> dict[str, Any]:
+    """Run the fuzz test, keeping what it sent in ``scratch`` as it goes; its figures."""
+    report, junit = scratch / "sent.json", scratch / "junit.xml"
+    env = {**os.environ, "PHALANX_FUZZ_EXAMPLES": str(examples),
+           "PHALANX_FUZZ_REPORT": str(report)}
+    started = time.monotonic()
+    code = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--timeout=0",
+         f"--junitxml={junit}", TEST, *extra], env=env, check=False).returncode
+    seconds = time.monotonic() - started
+    sent = json.loads(report.read_text())["sent"] if report.exists() else []
+    failed = _failed(junit)
     statuses: Counter[int] = Counter()
     operations: set[str] = set()
     for row in sent:
@@ -74,9 +73,12 @@ def main() -> None:
     parser.add_argument("--examples", type=int, default=1000,
                         help="examples per operation and role (default: 1000)")
     parser.add_argument("--out", type=Path, help="where to write the JSON results")
+    parser.add_argument("--scratch", type=Path, help="keep what was sent (sent.json) here as "
+                        "the run goes (default: a temporary directory)")
     parser.add_argument("pytest_args", nargs="*", help="more pytest arguments (e.g. -k keys)")
     args = parser.parse_args()
-    result = run(args.examples, args.pytest_args)
+    with tempfile.TemporaryDirectory(prefix="phalanx-fuzz-") as scratch:
+        result = run(args.examples, args.pytest_args, Path(args.scratch or scratch))
     table = Table(title=f"API fuzz, {args.examples} examples per operation and role")
     for column in ("operations", "roles", "requests", "5xx", "failed tests", "seconds"):
         table.add_column(column, justify="right")

@@ -83,6 +83,10 @@ def bearers(sim_server: LiveServer) -> Iterator[dict[str, Bearer]]:
         assert key.status_code == 201, key.text
     yield {"admin": Bearer(sim_server.url, sim_server.token, exchange=False),
            "member": Bearer(sim_server.url, key.json()["key"], exchange=True)}
+
+
+def _report() -> None:
+    """What was sent so far (after each operation: a long hunt stopped early still tells)."""
     if REPORT:
         rows = [{"operation": op, "role": role, "status": status, "requests": n}
                 for (op, role, status), n in sorted(SENT.items())]
@@ -140,7 +144,10 @@ def test_every_operation_answers_as_declared(
             assert not _stored(new_job, sim_server), (
                 f"a refused submit ({response.status_code}) stored job {new_job!r}")
 
-    answers_as_declared()
+    try:
+        answers_as_declared()
+    finally:
+        _report()
 
 
 def _new_job_name(label: str, case: Case, server: LiveServer) -> str | None:

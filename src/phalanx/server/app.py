@@ -15,23 +15,28 @@ from typing import Any
 
 import anyio
 from anyio import to_thread
-from fastapi import FastAPI, Header, Query, Request
+from fastapi import FastAPI, Header, Query, Request, WebSocket
 from fastapi.exceptions import RequestValidationError
-from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from phalanx.control import Controller
 from phalanx.control.planes import PlaneRegistry, plane_views, with_plane
 from phalanx.errors import (
+    AuthError,
+    Forbidden,
+    InternalError,
     NotFound,
+    PayloadTooLarge,
     PhalanxError,
     SpecError,
     Unavailable,
     error_by_status,
 )
 from phalanx.server.access import (
+    PRINCIPAL,
     Access,
     audit_entry,
     caller_of,
@@ -40,9 +45,7 @@ from phalanx.server.access import (
 )
 from phalanx.server.auth import Authenticator
 from phalanx.server.cluster_routes import add_cluster_routes
-from phalanx.server.guard import MAX_BODY_BYTES, Guard, methods_of
-from phalanx.server.guard import OPEN as _OPEN
-from phalanx.server.guard import error_response as _error
+from phalanx.server.document import openapi_document
 from phalanx.server.identity_routes import add_identity_routes
 from phalanx.server.logstream import (
     READ_THREADS,
@@ -54,8 +57,8 @@ from phalanx.server.logstream import (
     parse_since,
     stream_logs,
 )
-from phalanx.server.plane_routes import add_plane_routes
-from phalanx.server.podexec import add_exec_route
+from phalanx.server.plane_routes import add_plane_routes, check_plane_key
+from phalanx.server.podexec import add_exec_route, deny
 from phalanx.server.principal import Principal
 from phalanx.server.redaction import Occupancy, SecretEnvRule, job_as_seen_by, jobs_as_seen_by
 from phalanx.server.storage import StateDisk
@@ -75,14 +78,15 @@ from phalanx.spec.api import (
 )
 from phalanx.spec.base import spec_error_from_errors
 from phalanx.spec.labels import merge_selectors
-from phalanx.spec.resources import JobSpec
+from phalanx.spec.resources import MAX_JOB_SPEC_BYTES, JobSpec
 from phalanx.spec.status import JobDetail, JobRecord, JobStatus, PodInfo
 from phalanx.store import JobFilter, LogStore
 from phalanx.version import __version__
 
 log = logging.getLogger("phalanx.api")
 
-BEARER = "bearerAuth"
+def _error(exc: PhalanxError) -> JSONResponse:
+    return JSONResponse({"error": exc.to_dict()}, status_code=exc.status_code)
 
 
 def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
@@ -110,6 +114,142 @@ def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
 _V1 = _errors(401)
 # Routes reserved to some roles answer 403 too.
 _ROLE_ERRORS = _errors(401, 403)
+MAX_BODY_BYTES = 16 * 2**20  # the default of ``phalanx up --max-body-bytes``
+# One job's body (POST /v1/jobs): its spec's bounded parts (MAX_JOB_SPEC_BYTES) and room
+# for the rest and for JSON's escapes.
+MAX_JOB_BODY_BYTES = 2 * MAX_JOB_SPEC_BYTES
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """A ``receive`` that gives ``body`` whole first, then whatever ``receive`` gives."""
+    given = False
+
+    async def replay() -> Message:
+        nonlocal given
+        if not given:
+            given = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
+
+
+class _Guard:
+    """Authentication for ``/v1`` (the principal goes into the request's state for the
+    routes' access checks) and the error envelope for failures no handler caught.
+
+    Plain ASGI rather than ``@app.middleware("http")``: Starlette's BaseHTTPMiddleware
+    runs every request in an extra task and copies its answer through a stream, which
+    cost about a sixth of the server's time per submission.
+    """
+
+    def __init__(self, app: ASGIApp, auth: Authenticator, max_body_bytes: int,
+                 disk: StateDisk | None) -> None:
+        # A WebSocket (``/v1/jobs/{name}/exec``) carries its token in the same header.
+        self.app = app
+        self.auth = auth
+        self.max_body_bytes = max_body_bytes
+        self.disk = disk
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        if scope["path"].startswith("/v1/") and scope["path"] not in _OPEN:
+            header = next((v for k, v in scope["headers"] if k == b"authorization"), None)
+            try:
+                principal = self.auth.verify(_bearer(header))
+                check_plane_key(principal, scope["path"])
+                if scope["type"] == "websocket":
+                    # Running commands in pods changes things: never a viewer or a read-only
+                    # key. Which jobs' pods, the exec route checks per job.
+                    principal.check_writes()
+            except (AuthError, Forbidden) as exc:
+                refusal = _error(exc)
+                if scope["type"] == "websocket":
+                    await deny(WebSocket(scope, receive, send), refusal)
+                else:
+                    await refusal(scope, receive, send)
+                return
+            scope.setdefault("state", {})[PRINCIPAL] = principal
+        if scope["type"] == "websocket":
+            await self.app(scope, receive, send)
+            return
+        cap = self.max_body_bytes
+        too_large = PayloadTooLarge(
+            f"the request body is larger than {cap} bytes", field="body",
+            fix="send less per request (split a batch into several), or start the control "
+                "plane with a larger --max-body-bytes",
+        )
+        if scope["path"] == "/v1/jobs" and cap > MAX_JOB_BODY_BYTES:
+            cap = MAX_JOB_BODY_BYTES
+            too_large = PayloadTooLarge(
+                f"the request body is larger than {cap} bytes, the most one job takes",
+                field="body", fix="pass large data as a file (a volume, the checkpoint "
+                "directory), not in the job's command, env or labels")
+        declared = next((v for k, v in scope["headers"] if k == b"content-length"), None)
+        if declared is not None and declared.isdigit() and int(declared) > cap:
+            await _error(too_large)(scope, receive, send)
+            return
+        if declared is None and scope.get("method") in ("POST", "PUT", "PATCH"):
+            # A body sent without a declared length (chunked) is read here up to the cap,
+            # then handed to the route whole.
+            chunks, size, more = [], 0, True
+            while more:
+                message = await receive()
+                if message["type"] != "http.request":
+                    return  # the client went away
+                chunk = message.get("body", b"")
+                size += len(chunk)
+                if size > cap:
+                    await _error(too_large)(scope, receive, send)
+                    return
+                chunks.append(chunk)
+                more = message.get("more_body", False)
+            receive = _replay(b"".join(chunks), receive)
+        started = False
+
+        async def watch(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watch)
+        except Exception as exc:
+            full = self.disk.refusal(exc) if self.disk is not None else None
+            if full is None:
+                # The client gets the envelope; the traceback stays in the server's log.
+                log.exception("%s %s failed", scope.get("method"), scope["path"])
+            if not started:
+                await _error(full or InternalError(
+                    "the control plane failed to answer", fix="see the control plane's log",
+                ))(scope, receive, send)
+
+
+def _methods_of(app: FastAPI, request: Request) -> list[str]:
+    """Every method some route answers at the request's path (for a 405's ``Allow``)."""
+    path = request.scope["path"]
+    methods: set[str] = set()
+    for route in app.router.routes:
+        regex, allowed = getattr(route, "path_regex", None), getattr(route, "methods", None)
+        if regex is not None and allowed and regex.match(path):
+            methods.update(allowed)
+    return sorted(methods)
+
+
+_OPEN = frozenset({"/v1/auth/token"})  # the exchange takes a key, not a token
+
+
+def _bearer(header: bytes | None) -> str:
+    text = header.decode("latin-1") if header else ""
+    if not text.startswith("Bearer ") or not text[7:].strip():
+        raise AuthError("missing token", field="Authorization",
+                        fix="send 'Authorization: Bearer <token>': exchange an API key for "
+                        "one at POST /v1/auth/token (the SDK and CLI do it themselves)")
+    return text[7:].strip()
+
+
 viewer_of = caller_of
 
 
@@ -144,7 +284,7 @@ def create_app(
     parsers: dict[str, Callable[[object], object]] = {}
 
     disk = StateDisk(home) if home is not None else None
-    app.add_middleware(Guard, auth=auth, max_body_bytes=max_body_bytes, disk=disk)
+    app.add_middleware(_Guard, auth=auth, max_body_bytes=max_body_bytes, disk=disk)
     add_exec_route(app, service, interactive=interactive, error_response=_error)
     identity = auth.identity
     occupancy = Occupancy(auth.hasher.pepper)
@@ -197,7 +337,7 @@ def create_app(
         headers = getattr(exc, "headers", None)
         if exc.status_code == 405:
             # Starlette names the methods of the first route that matched the path only.
-            headers = {**(headers or {}), "Allow": ", ".join(methods_of(app, request))}
+            headers = {**(headers or {}), "Allow": ", ".join(_methods_of(app, request))}
         return JSONResponse({"error": error.to_dict()}, status_code=exc.status_code,
                             headers=headers)
 
@@ -430,7 +570,7 @@ def create_app(
         app.mount(MOUNT, create_ui(controller, logs, auth.bootstrap_key, secrets=secret_env,
                                    slots=slots, log_reads=log_reads, authenticator=auth,
                                    planes=planes))
-    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
+    app.openapi = lambda: openapi_document(app, _OPEN)  # type: ignore[method-assign]
     return app
 
 
@@ -453,35 +593,3 @@ _FIX_AT = {
     "cookie": "send no cookies; the API takes a bearer token",
 }
 MAX_LIMIT = 1_000_000
-
-
-def _openapi(app: FastAPI) -> dict[str, Any]:
-    """FastAPI's document, with the bearer token declared and its unused 422 answers gone.
-
-    Validation errors answer 400 in the error envelope (declared per route), never 422.
-    """
-    if app.openapi_schema is not None:
-        return app.openapi_schema
-    doc = get_openapi(title=app.title, version=app.version, description=app.description,
-                      routes=app.routes)
-    for path, operations in doc.get("paths", {}).items():
-        for operation in operations.values():
-            responses = operation.get("responses", {})
-            responses.pop("422", None)
-            for code, response in responses.items():
-                content = response.get("content", {})
-                # A text route (logs, metrics) still answers its errors in the JSON envelope.
-                if code[0] in "45" and "text/plain" in content:
-                    content["application/json"] = content.pop("text/plain")
-            if path.startswith("/v1/") and path not in _OPEN:
-                operation["security"] = [{BEARER: []}]
-    schemas = doc.get("components", {}).get("schemas", {})
-    for unused in ("HTTPValidationError", "ValidationError"):
-        schemas.pop(unused, None)
-    doc.setdefault("components", {})["securitySchemes"] = {
-        BEARER: {"type": "http", "scheme": "bearer", "bearerFormat": "JWT",
-                 "description": "A short-lived token from POST /v1/auth/token, which takes "
-                 "an API key (the state directory's admin key is $PHALANX_HOME/token)"},
-    }
-    app.openapi_schema = doc
-    return doc

@@ -60,7 +60,8 @@ class Bearer:
 
     def __init__(self, url: str, key: str, *, exchange: bool) -> None:
         self.url, self.key, self.exchange = url, key, exchange
-        self.token, self.expires_at = key, float("inf")
+        # A key to exchange has no token yet: the first header exchanges it.
+        self.token, self.expires_at = key, float("-inf") if exchange else float("inf")
 
     def header(self) -> dict[str, str]:
         if self.exchange and time.time() > self.expires_at - 60:
@@ -81,8 +82,12 @@ def bearers(sim_server: LiveServer) -> Iterator[dict[str, Bearer]]:
                                            "teams": [TEAM]}).is_success
         key = api.post("/v1/keys", json={"user": MEMBER, "description": "fuzzing"})
         assert key.status_code == 201, key.text
-    yield {"admin": Bearer(sim_server.url, sim_server.token, exchange=False),
-           "member": Bearer(sim_server.url, key.json()["key"], exchange=True)}
+    roles = {"admin": Bearer(sim_server.url, sim_server.token, exchange=False),
+             "member": Bearer(sim_server.url, key.json()["key"], exchange=True)}
+    for role, bearer in roles.items():  # each role is who it should be, or nothing is tested
+        me = httpx.get(f"{sim_server.url}/v1/auth/whoami", headers=bearer.header(), timeout=30)
+        assert me.status_code == 200 and me.json()["role"] == role, (role, me.text)
+    yield roles
 
 
 def _report() -> None:

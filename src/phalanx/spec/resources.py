@@ -540,11 +540,17 @@ class JobSpec(Model):
             )
         return self
 
-    @model_validator(mode="after")
-    def _unique_pod_sets(self) -> JobSpec:
-        names = [p.name for p in self.pod_sets]
+    @field_validator("pod_sets")
+    @classmethod
+    def _unique_pod_sets(cls, value: list[PodSet]) -> list[PodSet]:
+        # A field's validator, so the refusal names podSets.
+        names = [p.name for p in value]
         if len(set(names)) != len(names):
             raise ValueError("two podSets share a name; give each pod set its own name")
+        return value
+
+    @model_validator(mode="after")
+    def _ray_on_ray_jobs(self) -> JobSpec:
         if self.ray is not None and self.kind is not JobKind.RAY:
             raise ValueError(f"ray is set on a job of kind {self.kind.value!r}; set kind: ray, "
                              "or remove ray")

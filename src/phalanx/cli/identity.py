@@ -113,12 +113,20 @@ def enable_user(ctx: typer.Context, name: Annotated[str, typer.Argument()]) -> N
 
 
 # --------------------------------------------------------------------------- keys
+def _moment(when: float) -> str:
+    """A local time to the minute; a time past what the clock can show (a key stored with
+    a lifetime of centuries), as such."""
+    try:
+        return time.strftime("%Y-%m-%d %H:%M", time.localtime(when))
+    except (OverflowError, OSError, ValueError):
+        return "beyond 9999"
+
+
 def _key_row(table: Table, key: KeyView) -> None:
     now = time.time()
     state = ("revoked" if key.revoked_at else
              "expired" if key.expires_at and key.expires_at <= now else "active")
-    expires = "never" if key.expires_at is None else time.strftime(
-        "%Y-%m-%d %H:%M", time.localtime(key.expires_at))
+    expires = "never" if key.expires_at is None else _moment(key.expires_at)
     table.add_row(key.id, key.user, key.scope, state, expires, ago(key.created_at),
                   key.description)
 
@@ -152,11 +160,12 @@ def create_key(
 def list_keys(
     ctx: typer.Context,
     user: Annotated[str | None, typer.Option(help="Whose keys (admins; default: all)")] = None,
+    show_all: Annotated[bool, typer.Option("--all", help="Revoked keys too")] = False,
     as_json: JSON = False,
 ) -> None:
-    """API keys by their id (never the keys themselves)."""
+    """API keys by their id (never the keys themselves); revoked ones with --all."""
     with settings_of(ctx).client() as client:
-        items = client.keys(user)
+        items = client.keys(user, revoked=show_all)
     if as_json:
         print_json([k.to_dict() for k in items])
         return

@@ -27,6 +27,8 @@ plane overrides only what it can do better:
   that reports no pods is not lost), and which placements its worker refused.
 - ``exec``: run a command inside a running pod (``phalanx exec``), its input,
   output and exit relayed as ``phalanx.relay`` frames.
+- ``plane_lease``: the lease a worker renews for the plane when the plane keeps its own
+  (the Kubernetes plane's Lease object); None: the worker keeps a file lease.
 """
 
 from __future__ import annotations
@@ -39,8 +41,10 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import ClassVar, Protocol, Self
 
+from phalanx.compute.lease import PlaneLease
 from phalanx.defaults import API_KEY_FILE_ENV, URL_ENV
 from phalanx.errors import NotFound, SpecError
+from phalanx.kinds import framework_of
 from phalanx.kinds.pods import FailureKind, PodPhase, PodRef, PodState
 from phalanx.scheduler.types import Admission
 from phalanx.spec.resources import JobSpec, Node
@@ -116,6 +120,24 @@ class ExecSession(Protocol):
     def close(self) -> None: ...
 
 
+class CannotTellYet(SpecError):
+    """A plane cannot tell yet whether it could run a job: its worker has not said what it
+    runs. Not a refusal by itself; a federation of planes weighs the others' answers."""
+
+
+def check_commands(job: JobSpec) -> None:
+    """SpecError unless every pod set whose kind supplies no command has one: on a plane
+    whose pods are processes (no image supplies one), what it would run."""
+    framework = framework_of(job)
+    for i, pod_set in enumerate(job.pod_sets):
+        if not pod_set.command and framework.needs_command(pod_set):
+            raise SpecError(
+                f"pod set {pod_set.name!r} has no command to run",
+                field=f"podSets[{i}].command",
+                fix='give the command to run, e.g. command: ["python", "train.py"]',
+            )
+
+
 class ComputePlane(abc.ABC):
     """What every compute plane does, and the optional capabilities it may offer."""
 
@@ -123,6 +145,8 @@ class ComputePlane(abc.ABC):
     # and what the provisioning registry compares a provider's plane with, so that choosing
     # providers imports no plane module (nor the optional extra behind one).
     name: ClassVar[str]
+    # The lease a worker renews for this plane, when the plane keeps one of its own.
+    plane_lease: PlaneLease | None = None
 
     def __init__(self) -> None:
         self._listeners: list[Listener] = []

@@ -114,7 +114,6 @@ def plane_lease(plane: ComputePlane, lease_file: Path, holder: str,
                 fence_after: float) -> PlaneLease:
     """The lease a worker renews for ``plane``: the Kubernetes plane's Lease object when it
     has one (built with ``plane_name``), else a file the local plane's pods watch."""
-    kube_lease: PlaneLease | None = getattr(plane, "plane_lease", None)
-    if kube_lease is not None:
-        return kube_lease
+    if plane.plane_lease is not None:
+        return plane.plane_lease
     return FileLease(lease_file, holder, grace=fence_grace(fence_after))

@@ -56,6 +56,7 @@ class PodState:
 # planes set these reasons (compute/local/outcome.py, compute/remote.py,
 # compute/kubernetes/status.py) and the reason alone tells a user nothing.
 REASON_MEANINGS = {
+    "DiskFull": "disk full: no space was left for the pod's log or exit record",
     "Lost": "its process ended leaving no exit status; the machine or the pod's supervisor "
             "went away",
     "PlaneLost": "the compute plane that ran it stopped reporting for longer than the control "

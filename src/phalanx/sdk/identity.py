@@ -54,8 +54,12 @@ class IdentityCalls:
         verb = "disable" if disabled else "enable"
         return self._request(UserView, "POST", f"/v1/users/{quote(name, safe='')}:{verb}")
 
-    def keys(self, user: str | None = None) -> builtins.list[KeyView]:
-        params = {"user": user} if user else {}
+    def keys(self, user: str | None = None, *, revoked: bool = False,
+             ) -> builtins.list[KeyView]:
+        """API keys; revoked ones too with ``revoked``."""
+        params: dict[str, str] = {"user": user} if user else {}
+        if revoked:
+            params["revoked"] = "true"
         return self._request(KeyList, "GET", "/v1/keys", params=params).items
 
     def create_key(self, user: str | None = None, *, scope: str = "all",

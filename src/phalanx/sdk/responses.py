@@ -10,29 +10,12 @@ from typing import Any
 
 import httpx
 
-from phalanx.errors import (
-    ERROR_TYPES,
-    AuthError,
-    Conflict,
-    Forbidden,
-    NotFound,
-    PayloadTooLarge,
-    PhalanxError,
-    ServerError,
-    SpecError,
-    TooManyPending,
-)
+from phalanx.errors import ERROR_TYPES, PhalanxError, ServerError, SpecError, error_by_status
 
-_BY_STATUS: dict[int, type[PhalanxError]] = {
-    400: SpecError,
-    401: AuthError,
-    403: Forbidden,
-    404: NotFound,
-    409: Conflict,
-    413: PayloadTooLarge,
-    422: SpecError,
-    429: TooManyPending,
-}
+
+def _by_status(status: int) -> type[PhalanxError]:
+    """The error for an answer without the envelope (a proxy's, say), by its status."""
+    return SpecError if status == 422 else error_by_status(status, ServerError)
 
 
 def error_from_response(response: httpx.Response) -> PhalanxError:
@@ -44,13 +27,13 @@ def error_from_response(response: httpx.Response) -> PhalanxError:
     if isinstance(error, dict) and isinstance(error.get("message"), str):
         cls = ERROR_TYPES.get(str(error.get("type")))
         if cls is None:
-            cls = _BY_STATUS.get(response.status_code, ServerError)
+            cls = _by_status(response.status_code)
         field, fix = error.get("field"), error.get("fix")
         return cls(
             error["message"],
             field=field if isinstance(field, str) else None,
             fix=fix if isinstance(fix, str) else None,
         )
-    cls = _BY_STATUS.get(response.status_code, ServerError)
+    cls = _by_status(response.status_code)
     text = response.text.strip()[:200] or response.reason_phrase
     return cls(f"HTTP {response.status_code} from {response.request.url}: {text}")

@@ -10,13 +10,13 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import anyio
 from anyio import to_thread
 from fastapi import FastAPI, Header, Query, Request, WebSocket
 from fastapi.exceptions import RequestValidationError
-from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -34,6 +34,7 @@ from phalanx.errors import (
     PhalanxError,
     SpecError,
     Unavailable,
+    error_by_status,
 )
 from phalanx.server.access import (
     PRINCIPAL,
@@ -45,6 +46,7 @@ from phalanx.server.access import (
 )
 from phalanx.server.auth import Authenticator
 from phalanx.server.cluster_routes import add_cluster_routes
+from phalanx.server.document import openapi_document
 from phalanx.server.identity_routes import add_identity_routes
 from phalanx.server.logstream import (
     READ_THREADS,
@@ -67,6 +69,7 @@ from phalanx.server.redaction import (
     jobs_as_seen_by,
     refuse_reserved_names,
 )
+from phalanx.server.storage import StateDisk
 from phalanx.server.ui import MOUNT, create_ui
 from phalanx.spec.api import (
     ACT_AS_HEADER,
@@ -82,15 +85,12 @@ from phalanx.spec.api import (
 )
 from phalanx.spec.base import spec_error_from_errors
 from phalanx.spec.labels import merge_selectors
-from phalanx.spec.resources import JobSpec
+from phalanx.spec.resources import MAX_JOB_SPEC_BYTES, JobSpec
 from phalanx.spec.status import JobDetail, JobRecord, JobStatus, PodInfo
 from phalanx.store import JobFilter, LogStore
 from phalanx.version import __version__
 
 log = logging.getLogger("phalanx.api")
-
-BEARER = "bearerAuth"
-
 
 def _error(exc: PhalanxError) -> JSONResponse:
     return JSONResponse({"error": exc.to_dict()}, status_code=exc.status_code)
@@ -111,18 +111,20 @@ def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
              "a key) the client failed too often",
         500: "The control plane failed; it logged why",
         503: "The control loop is stuck or stopped",
+        507: "No space left in the control plane's state directory (PHALANX_HOME); "
+             "nothing was written",
     }
     return {code: {"model": ErrorResponse, "description": words[code]}
-            for code in (*codes, 500)}
+            for code in (*codes, 500, 507)}
 
 
 _V1 = _errors(401)
 # Routes reserved to some roles answer 403 too.
 _ROLE_ERRORS = _errors(401, 403)
 MAX_BODY_BYTES = 16 * 2**20  # the default of ``phalanx up --max-body-bytes``
-_STATUS_ERRORS: dict[int, type[PhalanxError]] = {400: SpecError, 401: AuthError,
-                                                 403: Forbidden,
-                                                 404: NotFound, 409: Conflict}
+# One job's body (POST /v1/jobs): its spec's bounded parts (MAX_JOB_SPEC_BYTES) and room
+# for the rest and for JSON's escapes.
+MAX_JOB_BODY_BYTES = 2 * MAX_JOB_SPEC_BYTES
 
 
 def _replay(body: bytes, receive: Receive) -> Receive:
@@ -148,11 +150,13 @@ class _Guard:
     cost about a sixth of the server's time per submission.
     """
 
-    def __init__(self, app: ASGIApp, auth: Authenticator, max_body_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, auth: Authenticator, max_body_bytes: int,
+                 disk: StateDisk | None) -> None:
         # A WebSocket (``/v1/jobs/{name}/exec``) carries its token in the same header.
         self.app = app
         self.auth = auth
         self.max_body_bytes = max_body_bytes
+        self.disk = disk
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
@@ -183,13 +187,20 @@ class _Guard:
         if scope["type"] == "websocket":
             await self.app(scope, receive, send)
             return
+        cap = self.max_body_bytes
         too_large = PayloadTooLarge(
-            f"the request body is larger than {self.max_body_bytes} bytes", field="body",
+            f"the request body is larger than {cap} bytes", field="body",
             fix="send less per request (split a batch into several), or start the control "
                 "plane with a larger --max-body-bytes",
         )
+        if scope["path"] == "/v1/jobs" and cap > MAX_JOB_BODY_BYTES:
+            cap = MAX_JOB_BODY_BYTES
+            too_large = PayloadTooLarge(
+                f"the request body is larger than {cap} bytes, the most one job takes",
+                field="body", fix="pass large data as a file (a volume, the checkpoint "
+                "directory), not in the job's command, env or labels")
         declared = next((v for k, v in scope["headers"] if k == b"content-length"), None)
-        if declared is not None and declared.isdigit() and int(declared) > self.max_body_bytes:
+        if declared is not None and declared.isdigit() and int(declared) > cap:
             await _error(too_large)(scope, receive, send)
             return
         if declared is None and scope.get("method") in ("POST", "PUT", "PATCH"):
@@ -202,7 +213,7 @@ class _Guard:
                     return  # the client went away
                 chunk = message.get("body", b"")
                 size += len(chunk)
-                if size > self.max_body_bytes:
+                if size > cap:
                     await _error(too_large)(scope, receive, send)
                     return
                 chunks.append(chunk)
@@ -217,13 +228,26 @@ class _Guard:
 
         try:
             await self.app(scope, receive, watch)
-        except Exception:
-            # The client gets the envelope; the traceback stays in the server's log.
-            log.exception("%s %s failed", scope.get("method"), scope["path"])
+        except Exception as exc:
+            full = self.disk.refusal(exc) if self.disk is not None else None
+            if full is None:
+                # The client gets the envelope; the traceback stays in the server's log.
+                log.exception("%s %s failed", scope.get("method"), scope["path"])
             if not started:
-                await _error(InternalError(
+                await _error(full or InternalError(
                     "the control plane failed to answer", fix="see the control plane's log",
                 ))(scope, receive, send)
+
+
+def _methods_of(app: FastAPI, request: Request) -> list[str]:
+    """Every method some route answers at the request's path (for a 405's ``Allow``)."""
+    path = request.scope["path"]
+    methods: set[str] = set()
+    for route in app.router.routes:
+        regex, allowed = getattr(route, "path_regex", None), getattr(route, "methods", None)
+        if regex is not None and allowed and regex.match(path):
+            methods.update(allowed)
+    return sorted(methods)
 
 
 _OPEN = frozenset({"/v1/auth/token"})  # the exchange takes a key, not a token
@@ -258,12 +282,13 @@ def create_app(
     controller: Controller, auth: Authenticator, logs: LogStore, *, db_label: str,
     secrets: SecretEnvRule | None = None, max_body_bytes: int = MAX_BODY_BYTES,
     log_limits: LogLimits | None = None, dashboard: bool = True, interactive: bool = True,
-    planes: PlaneRegistry | None = None, control_plane_id: str = "",
+    planes: PlaneRegistry | None = None, control_plane_id: str = "", home: Path | None = None,
 ) -> FastAPI:
     """``secrets`` says which env values job specs in answers redact (default: the built-in
     rule); see ``server/redaction.py``. ``dashboard`` serves the web dashboard at ``/ui``.
     ``interactive`` says whether commands may run in pods through the API
-    (``server/podexec.py``)."""
+    (``server/podexec.py``). ``home``: the state directory, whose free space ``/healthz``
+    reports and a write that found none answers (507; ``server/storage.py``)."""
     service = controller.service
     secret_env = secrets if secrets is not None else SecretEnvRule()
     slots = FollowerSlots(log_limits if log_limits is not None else LogLimits())
@@ -276,7 +301,8 @@ def create_app(
     # looks at the same body again so the error names the field and the fix as before.
     parsers: dict[str, Callable[[object], object]] = {}
 
-    app.add_middleware(_Guard, auth=auth, max_body_bytes=max_body_bytes)
+    disk = StateDisk(home) if home is not None else None
+    app.add_middleware(_Guard, auth=auth, max_body_bytes=max_body_bytes, disk=disk)
     add_exec_route(app, service, interactive=interactive, error_response=_error)
     identity = auth.identity
     occupancy = Occupancy(auth.hasher.pepper)
@@ -293,6 +319,9 @@ def create_app(
 
     @app.exception_handler(PhalanxError)
     async def phalanx_error(request: Request, exc: PhalanxError) -> JSONResponse:
+        full = disk.refusal(exc) if disk is not None and exc.status_code >= 500 else None
+        if full is not None:
+            return _error(full)
         if exc.status_code >= 500:
             log.error("%s %s: %s", request.method, request.url.path, exc, exc_info=exc)
         return _error(exc)
@@ -320,18 +349,27 @@ def create_app(
         return _error(error)
 
     @app.exception_handler(StarletteHTTPException)
-    async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
-        cls = _STATUS_ERRORS.get(exc.status_code, PhalanxError)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        cls = error_by_status(exc.status_code, PhalanxError)
         error = cls(str(exc.detail), fix="see /openapi.json for the routes")
+        headers = getattr(exc, "headers", None)
+        if exc.status_code == 405:
+            # Starlette names the methods of the first route that matched the path only.
+            headers = {**(headers or {}), "Allow": ", ".join(_methods_of(app, request))}
         return JSONResponse({"error": error.to_dict()}, status_code=exc.status_code,
-                            headers=getattr(exc, "headers", None))
+                            headers=headers)
 
-    @app.get("/healthz", responses=_errors(503))
-    def healthz() -> Health:
-        """Answers 200 while the control loop completes steps, 503 once it stops or is stuck."""
+    @app.get("/healthz", response_model=Health, responses=_errors(503))
+    def healthz() -> Health | JSONResponse:
+        """Answers 200 while the control loop completes steps and the state directory has
+        room; 503 once the loop stops or is stuck, or the directory is full."""
         healthy, message = controller.health()
         if not healthy:
             raise Unavailable(message, fix="see the control plane's log (server.log)")
+        if disk is not None and (full := disk.problem()) is not None:
+            # Answered, not raised: the refused writes were logged already.
+            return _error(Unavailable(full.message, fix=f"free space on the disk of {disk.home} "
+                                      "(delete finished jobs and their logs: phalanx delete)"))
         return Health(message=message)
 
     @app.get("/metrics", response_class=PlainTextResponse, responses=_errors())
@@ -546,7 +584,7 @@ def create_app(
         app.mount(MOUNT, create_ui(controller, logs, auth.bootstrap_key, secrets=secret_env,
                                    slots=slots, log_reads=log_reads, authenticator=auth,
                                    planes=planes))
-    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
+    app.openapi = lambda: openapi_document(app, _OPEN)  # type: ignore[method-assign]
     return app
 
 
@@ -569,35 +607,3 @@ _FIX_AT = {
     "cookie": "send no cookies; the API takes a bearer token",
 }
 MAX_LIMIT = 1_000_000
-
-
-def _openapi(app: FastAPI) -> dict[str, Any]:
-    """FastAPI's document, with the bearer token declared and its unused 422 answers gone.
-
-    Validation errors answer 400 in the error envelope (declared per route), never 422.
-    """
-    if app.openapi_schema is not None:
-        return app.openapi_schema
-    doc = get_openapi(title=app.title, version=app.version, description=app.description,
-                      routes=app.routes)
-    for path, operations in doc.get("paths", {}).items():
-        for operation in operations.values():
-            responses = operation.get("responses", {})
-            responses.pop("422", None)
-            for code, response in responses.items():
-                content = response.get("content", {})
-                # A text route (logs, metrics) still answers its errors in the JSON envelope.
-                if code[0] in "45" and "text/plain" in content:
-                    content["application/json"] = content.pop("text/plain")
-            if path.startswith("/v1/") and path not in _OPEN:
-                operation["security"] = [{BEARER: []}]
-    schemas = doc.get("components", {}).get("schemas", {})
-    for unused in ("HTTPValidationError", "ValidationError"):
-        schemas.pop(unused, None)
-    doc.setdefault("components", {})["securitySchemes"] = {
-        BEARER: {"type": "http", "scheme": "bearer", "bearerFormat": "JWT",
-                 "description": "A short-lived token from POST /v1/auth/token, which takes "
-                 "an API key (the state directory's admin key is $PHALANX_HOME/token)"},
-    }
-    app.openapi_schema = doc
-    return doc

@@ -130,16 +130,19 @@ def add_identity_routes(app: FastAPI, auth: Authenticator,
         return set_disabled(name, request, False)
 
     # ------------------------------------------------------------------ keys
-    @app.get("/v1/keys", dependencies=needs(Access.READ), responses=errors)
+    @app.get("/v1/keys", dependencies=needs(Access.READ), responses=errors_for(400, 401, 403))
     def keys(request: Request,
              user: str | None = Query(None, description="Whose keys (admins: default all)"),
+             revoked: bool = Query(False, description="Include revoked keys"),
              ) -> KeyList:
-        """API keys (never the keys themselves): the caller's own, or for an admin anyone's."""
+        """API keys (never the keys themselves): the caller's own, or for an admin anyone's;
+        revoked ones only when asked for."""
         p = principal_of(request)
         p.check_person()
         if not p.acts_as_admin:
             user = p.name
-        return KeyList(items=[_key_view(k) for k in identity.list_keys(user)])
+        return KeyList(items=[_key_view(k) for k in identity.list_keys(user)
+                              if revoked or k.revoked_at is None])
 
     @app.post("/v1/keys", status_code=201, dependencies=needs(Access.SELF),
               responses=errors_for(400, 401, 403, 404))

@@ -217,7 +217,7 @@ def serve(
     app = create_app(controller, auth, logs, db_label=str(info["db"]),
                      secrets=SecretEnvRule(extra=tuple(secret_env)), max_body_bytes=max_body_bytes,
                      log_limits=LogLimits.from_env(), interactive=interactive,
-                     planes=planes, control_plane_id=control_plane_id(home))
+                     planes=planes, control_plane_id=control_plane_id(home), home=home)
     server_file = home / SERVER_FILE
     # Written whole and then renamed: clients poll for this file and must never read half of it.
     partial = server_file.with_suffix(".json.tmp")

@@ -96,9 +96,7 @@ class WorkerChannel:
 
 def error_of(found: dict[str, Any]) -> PhalanxError:
     """The plane's refusal, as the error the worker's plane raised (ServerError if unknown)."""
-    kind = getattr(errors, str(found.get("type")), None)
-    if not (isinstance(kind, type) and issubclass(kind, PhalanxError)):
-        kind = ServerError
+    kind = errors.ERROR_TYPES.get(str(found.get("type")), ServerError)
     message = str(found.get("message") or "the worker's plane refused the command")
     field, fix = found.get("field"), found.get("fix")
     return kind(message, field=str(field) if field else None, fix=str(fix) if fix else None)

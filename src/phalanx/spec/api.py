@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, ConfigDict, Field, PlainSerializer, WithJsonSchema
 
 from phalanx.errors import SpecError
-from phalanx.spec.base import Model, Quantity, validate
+from phalanx.spec.base import Model, Quantity, StrictNumber, validate
 from phalanx.spec.config import CONFIG_KINDS, parse_config_documents
 from phalanx.spec.labels import check_labels
 from phalanx.spec.planes import PlaneView
@@ -222,9 +222,10 @@ class PoolList(Model):
 
 
 class DrainRequest(Model):
-    grace_seconds: float | None = Field(
-        default=None, ge=0, description="Time the gangs on the node get to stop "
-        "(default: the control plane's grace)",
+    grace_seconds: StrictNumber | None = Field(
+        default=None, ge=0, allow_inf_nan=False,
+        description="Time the gangs on the node get to stop (default: the control plane's "
+        "grace)",
     )
 
 

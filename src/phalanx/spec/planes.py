@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from pydantic import ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field, StrictBool, field_validator
 
 from phalanx.spec.base import Model, Quantity
 from phalanx.spec.resources import Node
@@ -256,11 +256,11 @@ class PlaneKey(Model):
 
 
 class PlaneFlags(Model):
-    cordoned: bool
+    cordoned: StrictBool
 
 
 class PlaneDrain(Model):
-    move: bool = Field(default=False, description="Stop the plane's jobs now (requeued as "
+    move: StrictBool = Field(default=False, description="Stop the plane's jobs now (requeued as "
                        "system failures, to run elsewhere); false: let them finish")
 
 

@@ -51,6 +51,7 @@ import hashlib
 import json
 import logging
 import os
+import shutil
 import signal
 import sys
 import threading
@@ -68,6 +69,7 @@ from phalanx.compute.base import (
     PodCredential,
     PodPhase,
     PodState,
+    check_commands,
     control_plane_tag,
 )
 from phalanx.compute.local import cpus as pinning
@@ -78,7 +80,7 @@ from phalanx.compute.local.gpus import GPUInfo, assign_gpus, discover_gpus
 from phalanx.compute.local.inventory import DEFAULT_MAX_PODS, default_node_name, machine_node
 from phalanx.compute.local.machine import MachineNode
 from phalanx.compute.local.network import LocalNetwork
-from phalanx.compute.local.outcome import LOST, outcome_of
+from phalanx.compute.local.outcome import DISK_FULL_BYTES, LOST, outcome_of
 from phalanx.compute.local.poddirs import reachable_root
 from phalanx.compute.local.state import (
     AttemptRecord,
@@ -227,14 +229,7 @@ class LocalPlane(MachineNode, ComputePlane):
     def check_job(self, job: JobSpec) -> None:
         """Every pod set whose kind does not supply a command needs one: here a pod is a
         process, and no image supplies one."""
-        framework = framework_of(job)
-        for i, pod_set in enumerate(job.pod_sets):
-            if not pod_set.command and framework.needs_command(pod_set):
-                raise SpecError(
-                    f"pod set {pod_set.name!r} has no command to run",
-                    field=f"podSets[{i}].command",
-                    fix='give the command to run, e.g. command: ["python", "train.py"]',
-                )
+        check_commands(job)
         self.volumes.check(job)
 
     def launch(self, job: JobSpec, attempt: int, admission: Admission, *,
@@ -574,6 +569,7 @@ class LocalPlane(MachineNode, ComputePlane):
         outcome = outcome_of(
             record, terminate_requested_at=current.record.terminate_requested_at,
             killed=pod.killed, now=now,
+            disk_full=record is None and _free_bytes(current.directory) < DISK_FULL_BYTES,
         )
         pod.final = PodState(
             ref=ref, node=pod.plan.node, phase=outcome.phase, exit_code=outcome.exit_code,
@@ -640,3 +636,11 @@ class LocalPlane(MachineNode, ComputePlane):
             timeout = None if upcoming is None else max(0.0, upcoming - time.time()) + 0.01
             self._wake.wait(timeout)
             self._wake.clear()
+
+
+def _free_bytes(directory: Path) -> int:
+    """Free bytes on the disk of ``directory`` (as much as can be: unknown counts as room)."""
+    try:
+        return shutil.disk_usage(directory).free
+    except OSError:
+        return DISK_FULL_BYTES

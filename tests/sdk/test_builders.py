@@ -88,7 +88,7 @@ def test_builders_accept_prebuilt_pod_sets_and_do_not_share_state() -> None:
         (Job("T_bad").pod_set(), "name", "not a valid name"),
         (Job("t", kind="slurm").pod_set(), "kind", "torch"),
         (Job("t").pod_set().max_runtime("forever"), "maxRuntime", "not a duration"),
-        (Job("t").pod_set("w").pod_set("w"), None, "share a name"),
+        (Job("t").pod_set("w").pod_set("w"), "podSets", "share a name"),
         (Job("t"), "podSets", "no pod sets"),
     ],
 )

@@ -48,8 +48,8 @@ from phalanx.sdk.client import Client
 from phalanx.spec import JobSpec, load_config_yaml, validate
 from phalanx.spec.api import JobList
 from phalanx.spec.config import config_kind
-from phalanx.spec.manifests import Translation, load_submissions
 from phalanx.spec.labels import merge_selectors
+from phalanx.spec.manifests import Translation, load_submissions
 from phalanx.spec.status import JobDetail, JobRecord, JobStatus
 
 app = typer.Typer(

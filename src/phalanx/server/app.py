@@ -46,7 +46,6 @@ from phalanx.server.access import (
 from phalanx.server.auth import Authenticator
 from phalanx.server.cluster_routes import add_cluster_routes
 from phalanx.server.identity_routes import add_identity_routes
-from phalanx.server.manifest_routes import add_manifest_routes, manifest_of
 from phalanx.server.logstream import (
     READ_THREADS,
     TEXT,
@@ -57,6 +56,7 @@ from phalanx.server.logstream import (
     parse_since,
     stream_logs,
 )
+from phalanx.server.manifest_routes import add_manifest_routes, manifest_of
 from phalanx.server.plane_routes import add_plane_routes, check_plane_key
 from phalanx.server.podexec import add_exec_route, deny
 from phalanx.server.principal import Principal

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from phalanx.errors import PhalanxError, SpecError
+from phalanx.spec.base import validate
+from phalanx.spec.config import load_yaml_documents
 from phalanx.spec.manifests import appwrapper, batch, jobset, kubeflow, ray
 from phalanx.spec.manifests.base import (
     PRIORITY_LABEL,
@@ -27,8 +29,6 @@ from phalanx.spec.manifests.base import (
     Fields,
     metadata,
 )
-from phalanx.spec.base import validate
-from phalanx.spec.config import load_yaml_documents
 from phalanx.spec.resources import JobSpec
 
 __all__ = ["KINDS", "PRIORITY_LABEL", "QUEUE_LABEL", "Translation", "is_manifest",

@@ -41,9 +41,9 @@ def translate(manifest: Fields, draft: Draft, inner: Inner) -> None:
     unsuspended(spec)
     spec.take("managedBy", str)
     spec.done()
-    outer = {key: draft.doc[key] for key in ("name", "labels", "queue", "priority")
-             if key in draft.doc}
-    outer_paths = {key: draft.paths[key] for key in outer}
+    keys: tuple[str, ...] = ("name", "labels", "queue", "priority")
+    outer: dict[str, object] = {key: draft.doc[key] for key in keys if key in draft.doc}
+    outer_paths: dict[str, str] = {key: draft.paths[key] for key in outer}
     inner(template, draft)
     # Kueue queues the AppWrapper, not what it wraps: its metadata is the job's.
     draft.doc.update(outer)

@@ -36,7 +36,7 @@ def _replica_specs(spec: Fields, key: str, roles: tuple[str, ...]) -> dict[str, 
             found[role] = replica
     for role in specs.data:
         if role not in roles:
-            raise specs.refuse(role, f"is not a replica type of this kind",
+            raise specs.refuse(role, "is not a replica type of this kind",
                                f"use {' and '.join(roles)}")
     specs.done()
     return found

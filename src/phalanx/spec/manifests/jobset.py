@@ -4,7 +4,7 @@ A replicated Job of ``replicas`` Jobs of ``parallelism`` pods is one pod set of
 ``replicas x parallelism`` pods; each pod gets JobSet's variables (``JOB_INDEX``,
 ``JOB_COMPLETION_INDEX``, ``REPLICATED_JOB_NAME``, ``JOBSET_NAME``). The leader (the
 ``coordinator``'s replicated Job, else one named ``leader``, else the first) comes first, so
-rank 0 and ``MASTER_ADDR`` are its first pod. The set restarts as a whole under
+rank 0 and ``PHALANX_MASTER_ADDR`` are its first pod. The set restarts as a whole under
 ``failurePolicy.maxRestarts``, as JobSet's Recreate does.
 """
 

@@ -98,9 +98,10 @@ def job_credential(server: LiveServer, name: str) -> str:
         while (found := admin.get(f"/v1/jobs/{name}").json())["status"] != "Running":
             assert time.monotonic() < deadline, found
             time.sleep(0.05)
-    # The detail adds the pods and events to the record.
-    record = JobRecord.model_validate(
-        {k: v for k, v in found.items() if k not in ("pods", "events")})
+    # The detail adds the pods, events and the manifest (if any) to the record.
+    record = JobRecord.model_validate({k: v for k, v in found.items()
+                                       if k not in ("pods", "events", "manifest",
+                                                    "manifestNotes")})
     return JobKeys(KeyHasher.for_home(server.home)).key_for(record, record.attempt)
 
 

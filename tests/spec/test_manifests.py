@@ -261,3 +261,20 @@ def test_a_refusal_in_a_file_names_the_document() -> None:
     with pytest.raises(SpecError) as caught:
         load_submissions(text, "torch.yaml")
     assert caught.value.field == f"torch.yaml[0].{TORCH_C}.ports"
+
+
+def test_a_wrapped_workload_may_leave_its_name_to_the_appwrapper() -> None:
+    wrapper = example("appwrapper-pytorchjob.yaml")
+    del wrapper["spec"]["components"][0]["template"]["metadata"]
+    made = translate(wrapper)
+    assert made.spec.name == "wrapped-ddp"
+    assert "metadata" not in made.manifest["spec"]["components"][0]["template"]  # as sent
+
+
+def test_a_wrong_type_names_the_field_and_the_type_wanted() -> None:
+    document = example("pytorchjob.yaml")
+    document["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] = "two"
+    with pytest.raises(SpecError) as caught:
+        translate(document)
+    assert caught.value.field == "spec.pytorchReplicaSpecs.Worker.replicas"
+    assert caught.value.message == "must be an integer, not str"

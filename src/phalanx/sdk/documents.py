@@ -60,11 +60,14 @@ def to_submission(job: object) -> JobSpec | Translation:
         assert isinstance(job, Mapping)
         return translate(dict(job))
     if isinstance(job, str | Path):
-        items = load_submissions(read_text(job), source=str(job))
-        if len(items) != 1:
-            raise SpecError(f"holds {len(items)} documents; submit takes one job",
-                            field=str(job), fix="use submit_manifests for several")
-        return items[0]
+        text = read_text(job)
+        if "apiVersion" in text:  # a manifest, maybe: else the file is read as a job
+            items = load_submissions(text, source=str(job))
+            if len(items) == 1 and isinstance(items[0], Translation):
+                return items[0]
+            if any(isinstance(item, Translation) for item in items):
+                raise SpecError(f"holds {len(items)} documents; submit takes one job",
+                                field=str(job), fix="use submit_manifests for several")
     return to_job_spec(job)
 
 

@@ -44,6 +44,9 @@ def translate(manifest: Fields, draft: Draft, inner: Inner) -> None:
     keys: tuple[str, ...] = ("name", "labels", "queue", "priority")
     outer: dict[str, object] = {key: draft.doc[key] for key in keys if key in draft.doc}
     outer_paths: dict[str, str] = {key: draft.paths[key] for key in outer}
+    meta = template.data.setdefault("metadata", {})
+    if isinstance(meta, dict):  # the wrapped object may leave its name to the AppWrapper
+        meta.setdefault("name", outer["name"])
     inner(template, draft)
     # Kueue queues the AppWrapper, not what it wraps: its metadata is the job's.
     draft.doc.update(outer)

@@ -99,7 +99,10 @@ class Fields:
         if kind is int and isinstance(value, bool):
             kind = ()
         if not isinstance(value, kind):
-            wanted = kind.__name__ if isinstance(kind, type) else "a number"
+            names = {"str": "string", "int": "integer", "float": "number", "bool": "boolean",
+                     "dict": "mapping", "list": "list"}
+            kinds = kind if isinstance(kind, tuple) else (kind,)
+            wanted = " or ".join(names.get(k.__name__, k.__name__) for k in kinds) or "integer"
             raise SpecError(f"must be {_article(wanted)}, not {type(value).__name__}",
                             field=self.at(key), fix=f"give {_article(wanted)}")
         return value

@@ -58,7 +58,7 @@ from phalanx.spec.api import (
     ServerStatus,
     VersionInfo,
 )
-from phalanx.spec.manifests import Translation, wire
+from phalanx.spec.manifests import Translation, is_manifest, wire
 from phalanx.spec.resources import ConfigObject
 from phalanx.spec.status import JobDetail, JobEvent, JobRecord, JobStatus
 
@@ -288,6 +288,9 @@ class Client(IdentityCalls, PlaneCalls):
         Every job is validated locally first; the server stores all of them or, naming
         the first bad one as ``items[i]``, none.
         """
+        jobs = builtins.list(jobs)
+        if any(isinstance(job, Translation) or is_manifest(job) for job in jobs):
+            return self.submit_manifests(jobs)  # kept with their jobs, as written
         specs = []
         for i, job in enumerate(jobs):
             try:

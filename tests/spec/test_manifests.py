@@ -278,3 +278,9 @@ def test_a_wrong_type_names_the_field_and_the_type_wanted() -> None:
         translate(document)
     assert caught.value.field == "spec.pytorchReplicaSpecs.Worker.replicas"
     assert caught.value.message == "must be an integer, not str"
+
+
+def test_an_mpijob_notes_that_the_workers_sshd_is_not_run() -> None:
+    notes = translate(example("mpijob.yaml")).notes
+    assert notes == ["spec.mpiReplicaSpecs.Worker.template.spec.containers[0].command: sshd "
+                     "is not run: Phalanx starts the ranks in the workers itself"]

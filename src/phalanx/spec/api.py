@@ -140,6 +140,9 @@ class ManifestBatch(Model):
 
 
 def parse_job(body: object) -> JobSpec:
+    if isinstance(body, dict) and "apiVersion" in body:
+        raise SpecError("is a Kubernetes manifest, not a Phalanx job", field="apiVersion",
+                        fix='POST it to /v1/manifests as {"items": [manifest]}')
     return validate(JobSpec, body)
 
 

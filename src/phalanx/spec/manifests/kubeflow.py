@@ -137,6 +137,9 @@ def translate_mpi(manifest: Fields, draft: Draft) -> None:
         worker = role == "Worker"
         made = pod_template(template, command=_worker_command if worker else None)
         replica.done()
+        if worker and template.data["spec"]["containers"][0].get("command"):
+            draft.note(f"{template.path}.spec.containers[0].command",
+                       "sshd is not run: Phalanx starts the ranks in the workers itself")
         env = {"NPROC_PER_NODE": str(slots)} if worker else {}
         add_pod_set(draft, role.lower(), replicas, replica.at("replicas"), template.path, made,
                     env=env)

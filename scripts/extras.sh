@@ -3,7 +3,7 @@
 # each cheap extra's own commands on an install of that extra alone: the test extra brings
 # every optional dependency, so only an install without them shows a command that needs one.
 #
-#   base        up -d, apply, submit (file and stdin), submit --wait, jobs, describe, logs,
+#   base        up -d, apply, submit (file, manifest and stdin), submit --wait, jobs, describe, logs,
 #               wait, cancel, status, pools, queues, down; against a real control plane
 #   sim         phalanx sim with plots (matplotlib); a control plane on the simulated plane,
 #               as `python -m benchmarks.kueue_shapes` drives it
@@ -100,6 +100,7 @@ base() {
   run "$bin/phalanx" submit -f examples/hello-gang.yaml --queue team-a --wait
   run "$bin/phalanx" logs hello-gang
   grep -q "barrier passed with 4 ranks" <<<"$said" || { echo "extras: no barrier in: $said" >&2; exit 1; }
+  run "$bin/phalanx" submit -f examples/manifests/job.yaml --queue team-a --wait  # a batch/v1 Job
   run "$bin/phalanx" submit -f - --queue team-b <<'EOF'
 name: sleeper
 podSets:

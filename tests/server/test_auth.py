@@ -98,9 +98,10 @@ def job_credential(server: LiveServer, name: str) -> str:
         while (found := admin.get(f"/v1/jobs/{name}").json())["status"] != "Running":
             assert time.monotonic() < deadline, found
             time.sleep(0.05)
-    # The detail adds the pods and events to the record.
-    record = JobRecord.model_validate(
-        {k: v for k, v in found.items() if k not in ("pods", "events")})
+    # The detail adds the pods, events and the manifest (if any) to the record.
+    record = JobRecord.model_validate({k: v for k, v in found.items()
+                                       if k not in ("pods", "events", "manifest",
+                                                    "manifestNotes")})
     return JobKeys(KeyHasher.for_home(server.home)).key_for(record, record.attempt)
 
 
@@ -129,6 +130,16 @@ def _submit(role: str) -> dict[str, Any]:
     return job(f"table-{role}", "qa")
 
 
+def _manifest(role: str) -> dict[str, Any]:
+    """A batch/v1 Job for queue qb (team-b's)."""
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": f"manifest-{role}",
+                         "labels": {"kueue.x-k8s.io/queue-name": "qb"}},
+            "spec": {"template": {"spec": {"containers": [
+                {"name": "main", "command": ["true"], "resources": {"requests": {"cpu": "100m"}}},
+            ]}}}}
+
+
 # (method, path) -> (the request's path, its body, the status each role gets)
 TABLE: dict[tuple[str, str], tuple[str, Any, dict[str, int]]] = {
     ("get", "/v1/version"): ("/v1/version", None, READ),
@@ -139,6 +150,9 @@ TABLE: dict[tuple[str, str], tuple[str, Any, dict[str, int]]] = {
     ("post", "/v1/jobs:batch"): ("/v1/jobs:batch", lambda r: {"items": [job(f"batch-{r}", "qb")]},
                                  {"anonymous": 401, "admin": CREATED, "alice": 403,
                                   "bob": CREATED, "vera": 403, "alice-read": 403}),
+    ("post", "/v1/manifests"): ("/v1/manifests", lambda r: {"items": [_manifest(r)]},
+                                {"anonymous": 401, "admin": CREATED, "alice": 403,
+                                 "bob": CREATED, "vera": 403, "alice-read": 403}),
     ("get", "/v1/jobs"): ("/v1/jobs", None, READ),
     ("post", "/v1/jobs:cancel"): ("/v1/jobs:cancel", {"labels": {"never": "matches"}},
                                   _with(WRITES_JOB_A, bob=OK)),

@@ -46,10 +46,11 @@ from phalanx.cli.output import (
 from phalanx.cli.settings import Settings, settings_of
 from phalanx.errors import ServerError, SpecError
 from phalanx.sdk.client import Client
-from phalanx.spec import JobSpec, load_config_yaml, load_jobs_yaml, validate
+from phalanx.spec import JobSpec, load_config_yaml, validate
 from phalanx.spec.api import JobList
 from phalanx.spec.config import config_kind
 from phalanx.spec.labels import merge_selectors
+from phalanx.spec.manifests import Translation, load_submissions
 from phalanx.spec.status import JobDetail, JobRecord, JobStatus
 
 app = typer.Typer(
@@ -172,16 +173,24 @@ def submit(
     """Submit jobs (several documents: all or none); prints each name on its own line."""
     # Checked here, every document: bad input sends nothing.
     text, source = read_input(file)
-    specs = load_jobs_yaml(text, source=source)
-    if len(specs) > 1:
+    items = load_submissions(text, source=source)  # Phalanx jobs and Kubernetes manifests
+    if len(items) > 1:
         for option, value in (("--name", name), ("--follow", follow or None)):
             if value is not None:
-                raise SpecError(f"takes one job; {source} holds {len(specs)}", field=option,
+                raise SpecError(f"takes one job; {source} holds {len(items)}", field=option,
                                 fix="put that job in a file of its own")
-    specs = [_with_overrides(spec, name, queue, priority) for spec in specs]
+    items = [item.overridden(name=name, queue=queue, priority=priority)
+             if isinstance(item, Translation) else _with_overrides(item, name, queue, priority)
+             for item in items]
+    specs = [item for item in items if isinstance(item, JobSpec)]
     with _settings(ctx).client() as client:
+        if len(specs) < len(items):  # manifests go as written, kept with their jobs
+            records = client.submit_manifests(items)
         # One job keeps its own route (a taken name is "name", not "items[0].name").
-        records = [client.submit(specs[0])] if len(specs) == 1 else client.submit_many(specs)
+        elif len(specs) == 1:
+            records = [client.submit(specs[0])]
+        else:
+            records = client.submit_many(specs)
         for record in records:
             _write_line(record.name)
         if len(records) == 1:

@@ -11,8 +11,9 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from phalanx.compute.base import ComputePlane, ExecSession, PodState
 from phalanx.compute.federation import PlaneSet
@@ -90,6 +91,7 @@ class JobService:
     def submit_keyed(
         self, specs: list[JobSpec], *, batch: bool, key: str, user: str = UNKNOWN_USER,
         audit: Sequence[object] = (), sees: Sees | None = None,
+        manifests: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> tuple[list[JobRecord], bool]:
         """Submit under an Idempotency-Key: (the jobs, whether this is a retry's answer).
 
@@ -103,7 +105,7 @@ class JobService:
             if prior is None:
                 request = IdempotentRequest(key, digest, tuple(s.name for s in specs))
                 return self.submit_many(specs, batch=batch, request=request, user=user,
-                                        audit=audit, sees=sees), False
+                                        audit=audit, sees=sees, manifests=manifests), False
         except Conflict as exc:
             if exc.field != IDEMPOTENCY_KEY:
                 raise
@@ -121,9 +123,11 @@ class JobService:
         self, specs: list[JobSpec], *, batch: bool = True,
         request: IdempotentRequest | None = None, user: str = UNKNOWN_USER,
         audit: Sequence[object] = (), sees: Sees | None = None,
+        manifests: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> list[JobRecord]:
         """Submit jobs all or nothing, in one store transaction (with ``audit``, the
-        submit's audit entries). ``sees``: the jobs the submitter may name in
+        submit's audit entries, and ``manifests``, the Kubernetes manifests some jobs were
+        submitted as, by name). ``sees``: the jobs the submitter may name in
         ``dependsOn`` (default all); another is refused as a job that does not exist.
 
         Every job is checked before any is stored; in a batch an error names the job's
@@ -159,9 +163,10 @@ class JobService:
                 records.append(record)
                 events.append(event)
         if batch:
-            self.store.create_jobs(records, events, request, audit)
+            self.store.create_jobs(records, events, request, audit, manifests)
         else:
-            self.store.create_job(records[0], events[0], request, audit)
+            self.store.create_job(records[0], events[0], request, audit,
+                                  (manifests or {}).get(records[0].name))
         with state.lock:
             for record in records:
                 state.jobs[record.name] = record

@@ -24,7 +24,12 @@ from phalanx.errors import (
 )
 from phalanx.sdk.auth import KeyAuth, looks_like_jwt
 from phalanx.sdk.config import Endpoint, resolve_endpoint
-from phalanx.sdk.documents import to_config_documents, to_job_spec
+from phalanx.sdk.documents import (
+    to_config_documents,
+    to_job_spec,
+    to_submission,
+    to_submissions,
+)
 from phalanx.sdk.identity import IdentityCalls
 from phalanx.sdk.planes import PlaneCalls
 from phalanx.sdk.responses import error_from_response
@@ -47,6 +52,7 @@ from phalanx.spec.api import (
     ServerStatus,
     VersionInfo,
 )
+from phalanx.spec.manifests import Translation, is_manifest, wire
 from phalanx.spec.resources import ConfigObject
 from phalanx.spec.status import JobDetail, JobEvent, JobRecord, JobStatus
 
@@ -216,12 +222,26 @@ class Client(IdentityCalls, PlaneCalls):
 
     # ------------------------------------------------------------------ jobs
     def submit(self, job: object) -> JobRecord:
-        """Submit a job (a JobSpec, a ``phalanx.Job`` builder, a dict or a YAML file path).
+        """Submit a job (a JobSpec, a ``phalanx.Job`` builder, a dict or a YAML file path,
+        or a Kubernetes workload manifest as a dict or a YAML file).
 
         The job is validated locally first: bad input raises SpecError and sends nothing.
         """
-        spec = to_job_spec(job)
-        return self._submit(JobRecord, "/v1/jobs", spec.to_dict())
+        item = to_submission(job)
+        if isinstance(item, Translation):
+            return self.submit_manifests([item])[0]
+        return self._submit(JobRecord, "/v1/jobs", item.to_dict())
+
+    def submit_manifests(
+        self, jobs: Iterable[object] | str | Path,
+    ) -> builtins.list[JobRecord]:
+        """Submit Kubernetes workload manifests (batch Job, JobSet, PyTorchJob, MPIJob,
+        RayJob, RayCluster, AppWrapper; dicts or a YAML file of them), mixed with jobs, all
+        or nothing. Each is checked locally first; the control plane keeps each manifest
+        with its job (``get(name).manifest``). docs/manifests.md lists what each field
+        becomes."""
+        items = [wire(item) for item in to_submissions(jobs)]
+        return self._submit(JobList, "/v1/manifests", {"items": items}).items
 
     def submit_many(self, jobs: Iterable[object]) -> builtins.list[JobRecord]:
         """Submit several jobs in one request, all or nothing (as ``submit`` takes them).
@@ -229,6 +249,9 @@ class Client(IdentityCalls, PlaneCalls):
         Every job is validated locally first; the server stores all of them or, naming
         the first bad one as ``items[i]``, none.
         """
+        jobs = builtins.list(jobs)
+        if any(isinstance(job, Translation) or is_manifest(job) for job in jobs):
+            return self.submit_manifests(jobs)  # kept with their jobs, as written
         specs = []
         for i, job in enumerate(jobs):
             try:

@@ -58,6 +58,7 @@ from phalanx.server.logstream import (
     parse_since,
     stream_logs,
 )
+from phalanx.server.manifest_routes import add_manifest_routes, manifest_of
 from phalanx.server.plane_routes import add_plane_routes, check_plane_key
 from phalanx.server.podexec import add_exec_route, deny
 from phalanx.server.principal import Principal
@@ -392,7 +393,8 @@ def create_app(
 
     # ------------------------------------------------------------------ jobs
     def submit_jobs(request: Request, specs: list[JobSpec], *, batch: bool,
-                    idempotency_key: str | None) -> tuple[Principal, list[JobRecord], bool]:
+                    idempotency_key: str | None, manifests: dict[str, Any] | None = None,
+                    ) -> tuple[Principal, list[JobRecord], bool]:
         """Submit as the caller, once it may submit every job: (the caller, the jobs,
         whether this is a retry's answer). A name held by a job the caller may not see,
         or one of the reserved form of hidden jobs' names, is refused with one answer
@@ -406,10 +408,10 @@ def create_app(
             if idempotency_key is None:
                 return principal, service.submit_many(
                     specs, batch=batch, user=principal.name, audit=audit,
-                    sees=principal.sees), False
+                    sees=principal.sees, manifests=manifests), False
             records, replayed = service.submit_keyed(
                 specs, batch=batch, key=idempotency_key, user=principal.name, audit=audit,
-                sees=principal.sees)
+                sees=principal.sees, manifests=manifests)
             return principal, records, replayed
         except Conflict as exc:
             raise clash_as_seen_by(exc, specs, principal, service.get) from None
@@ -449,6 +451,9 @@ def create_app(
         return JobList(items=jobs_as_seen_by(records, principal, secret_env))
 
     parsers["/v1/jobs:batch"] = JobBatch.parse
+    add_manifest_routes(app, submit_jobs,
+                        lambda records, viewer: jobs_as_seen_by(records, viewer, secret_env),
+                        _errors, _IDEMPOTENCY_HEADER, _REPLAYED)
 
     @app.get("/v1/jobs", dependencies=needs(Access.READ), responses=_errors(400, 401))
     def list_jobs(
@@ -515,7 +520,8 @@ def create_app(
             )
             for p in sorted(service.pods_of(name), key=lambda p: p.ref.rank)
         ]
-        return JobDetail(**record.model_dump(), pods=pods, events=service.events_of(name))
+        return JobDetail(**record.model_dump(), pods=pods, events=service.events_of(name),
+                         **manifest_of(service.store, record, viewer_of(request)))
 
     @app.get("/v1/jobs/{name}/events", dependencies=needs(Access.READ),
              responses=_errors(401, 404))

@@ -7,7 +7,7 @@ so ``/openapi.json`` describes exactly what goes over the wire.
 from __future__ import annotations
 
 import math
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, ConfigDict, Field, PlainSerializer, WithJsonSchema
 
@@ -130,7 +130,19 @@ class JobBatch(Model):
         return cls(items=specs)
 
 
+class ManifestBatch(Model):
+    """Kubernetes workload manifests (batch Job, JobSet, PyTorchJob, MPIJob, RayJob,
+    RayCluster, AppWrapper) and Phalanx jobs, submitted all or nothing."""
+
+    items: list[dict[str, Any]] = Field(
+        min_length=1, max_length=MAX_BATCH,
+        description="Each a manifest as its project publishes it, or a Phalanx job")
+
+
 def parse_job(body: object) -> JobSpec:
+    if isinstance(body, dict) and "apiVersion" in body:
+        raise SpecError("is a Kubernetes manifest, not a Phalanx job", field="apiVersion",
+                        fix='POST it to /v1/manifests as {"items": [manifest]}')
     return validate(JobSpec, body)
 
 

@@ -316,7 +316,7 @@ def yaml_documents(text: str, source: str) -> list[Any]:
 _SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
-def _load_yaml_documents(text: str, source: str) -> list[Any]:
+def load_yaml_documents(text: str, source: str) -> list[Any]:
     docs = yaml_documents(text, source)
     if not docs:
         raise SpecError("holds no documents", field=source, fix="write at least one document")
@@ -369,11 +369,11 @@ def parse_config_documents(
 def load_config_yaml(
     text: str, source: str = "config", notes: list[str] | None = None,
 ) -> list[ConfigObject]:
-    return parse_config_documents(_load_yaml_documents(text, source), source, notes)
+    return parse_config_documents(load_yaml_documents(text, source), source, notes)
 
 
 def load_job_yaml(text: str, source: str = "job") -> JobSpec:
-    docs = _load_yaml_documents(text, source)
+    docs = load_yaml_documents(text, source)
     if len(docs) != 1:
         raise SpecError(
             f"holds {len(docs)} documents", field=source, fix="put one job in each file"
@@ -384,5 +384,5 @@ def load_job_yaml(text: str, source: str = "job") -> JobSpec:
 def load_jobs_yaml(text: str, source: str = "jobs") -> list[JobSpec]:
     """Every job of a YAML text of one or more documents; an error names the document's
     index and field (``jobs.yaml[3].podSets[0].replicas``)."""
-    docs = _load_yaml_documents(text, source)
+    docs = load_yaml_documents(text, source)
     return [validate(JobSpec, doc, prefix=f"{source}[{i}]") for i, doc in enumerate(docs)]

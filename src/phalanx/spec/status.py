@@ -154,3 +154,9 @@ class PodInfo(Model):
 class JobDetail(JobRecord):
     pods: list[PodInfo] = Field(default_factory=list)
     events: list[JobEvent] = Field(default_factory=list)
+    manifest: dict[str, Any] | None = Field(
+        default=None, description="The Kubernetes manifest the job was submitted as (shown "
+        "to the job's owner); the job's spec is what Phalanx made of it")
+    manifest_notes: list[str] = Field(
+        default_factory=list, description="What Phalanx made of the manifest's fields it "
+        "reads its own way, each as `path: what`")

@@ -64,6 +64,16 @@ job_labels = Table(
     Index("ix_job_labels_key_value", "key", "value", "job"),
 )
 
+# The Kubernetes manifest a job was submitted as (batch Job, JobSet, PyTorchJob, ...), as
+# submitted; written with the job, never changed, gone with it. Jobs submitted in Phalanx's
+# own form have no row.
+job_manifests = Table(
+    "job_manifests",
+    metadata,
+    Column("job", String(255), ForeignKey("jobs.name", ondelete="CASCADE"), primary_key=True),
+    Column("document", JSON, nullable=False),
+)
+
 job_events = Table(
     "job_events",
     metadata,

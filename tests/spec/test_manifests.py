@@ -193,7 +193,7 @@ REFUSALS: list[tuple[str, str, Any, str, str]] = [
     ("jobset.yaml", f"{JOBSET}.replicas", 0, f"{JOBSET}.replicas", "1 or more"),
     ("job.yaml", "metadata.name", "Not_A_Name", "metadata.name", ""),
     ("job.yaml", "metadata.labels", {"kueue.x-k8s.io/queue-name": "-bad-"},
-     "metadata.labels", ""),
+     'metadata.labels["kueue.x-k8s.io/queue-name"]', ""),
     ("job.yaml", f"{JOB_C}.resources.requests.cpu", "lots",
      f"{JOB_C}.resources.requests.cpu", ""),
     ("job.yaml", f"{JOB_C}.command", None, f"{JOB_C}.args", "give command too"),

@@ -36,6 +36,7 @@ from phalanx.sdk.config import Endpoint, resolve_endpoint
 from phalanx.sdk.documents import to_config_documents, to_job_spec
 from phalanx.sdk.identity import IdentityCalls
 from phalanx.sdk.planes import PlaneCalls
+from phalanx.sdk.secrets import SecretCalls
 from phalanx.spec.api import (
     USER_HEADER,
     AppliedObject,
@@ -158,7 +159,7 @@ def _status_params(status: JobStatus | str | Iterable[JobStatus | str] | None) -
     return out
 
 
-class Client(IdentityCalls, PlaneCalls):
+class Client(IdentityCalls, PlaneCalls, SecretCalls):
     """A connection to one Phalanx control plane.
 
     ``url`` and ``token`` default to ``$PHALANX_URL`` / ``$PHALANX_TOKEN``, then (inside a

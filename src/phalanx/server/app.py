@@ -60,6 +60,7 @@ from phalanx.server.plane_routes import add_plane_routes, check_plane_key
 from phalanx.server.podexec import add_exec_route, deny
 from phalanx.server.principal import Principal
 from phalanx.server.redaction import Occupancy, SecretEnvRule, job_as_seen_by, jobs_as_seen_by
+from phalanx.server.secret_routes import add_secret_routes
 from phalanx.server.ui import MOUNT, create_ui
 from phalanx.spec.api import (
     USER_HEADER,
@@ -348,6 +349,7 @@ def create_app(
         principal = viewer_of(request)
         for spec in specs:
             principal.check_submit(spec.queue)
+            auth.secrets.material(spec, principal.name, principal.teams)  # each can resolve
         return principal
 
     def submit_audit(request: Request, specs: list[JobSpec]) -> list[Any]:
@@ -526,6 +528,7 @@ def create_app(
     if planes is not None:
         add_plane_routes(app, controller, planes, auth, control_plane_id, _errors, _error)
     add_identity_routes(app, auth, _ROLE_ERRORS, _errors)
+    add_secret_routes(app, auth.secrets, _errors)
     check_every_route(app.routes)
     if dashboard:
         # Any user's API key opens a dashboard session with that user's role and teams;

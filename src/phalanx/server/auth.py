@@ -32,9 +32,11 @@ from phalanx.server.jobkeys import AttemptLookup, JobKeys, job_of_key
 from phalanx.server.keys import KeyHasher, ensure_bootstrap_key, key_id_of
 from phalanx.server.principal import ADMIN_ROLE, BOOTSTRAP_KEY, JobBinding, Principal
 from phalanx.server.ratelimit import FailureLimiter, FailureLimits
+from phalanx.server.secrets import SecretVault
 from phalanx.server.tokens import SIGNING_FILE, SigningKeys
 from phalanx.spec.status import JobRecord
 from phalanx.store import AuditEntry, IdentityStore, StoredKey, User
+from phalanx.store.secrets import SecretStore
 
 log = logging.getLogger("phalanx.auth")
 
@@ -72,6 +74,8 @@ class Authenticator:
         self.job_keys = JobKeys(self.hasher)
         self.attempts = attempts
         self.signing = SigningKeys(home / SIGNING_FILE)
+        # Secrets' encryption keys live beside the signing keys and rotate with them.
+        self.secrets = SecretVault(home, SecretStore(identity.store), self._teams_of)
         self.failures = FailureLimiter(failure_limits)
         self._lock = threading.Lock()
         # Tokens whose signature was checked: a client sends the same token for minutes,
@@ -86,6 +90,12 @@ class Authenticator:
         # Kept for the dashboard, whose sessions the bootstrap key opens (server/ui).
         self.bootstrap_key = bootstrap_key or ensure_bootstrap_key(home)
         self._bootstrap_hash = self._bootstrap(self.bootstrap_key)
+
+    def _teams_of(self, user: str) -> tuple[str, ...]:
+        try:
+            return self.identity.get_user(user).teams
+        except NotFound:
+            return ()
 
     def _bootstrap(self, key: str) -> str:
         """Make sure the admin user and the state directory's key exist; the key's hash."""

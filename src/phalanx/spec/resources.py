@@ -24,6 +24,14 @@ from phalanx.spec.labels import check_labels
 from phalanx.spec.provisioning import FlavorProvisioning, ProvisioningPolicy
 from phalanx.spec.quantity import format_amount
 from phalanx.spec.ray import RaySpec
+from phalanx.spec.secrets import (
+    EnvFromItem,
+    PullSecretItem,
+    SecretEnvVar,
+    Volume,
+    VolumeMount,
+    split_env,
+)
 
 GPU = "nvidia.com/gpu"
 
@@ -387,7 +395,17 @@ class PodSet(Model):
                                      json_schema_extra={"maximum": MAX_REPLICAS})
     resources: dict[str, Quantity] = Field(default_factory=dict)
     command: list[str] = Field(default_factory=list)
-    env: dict[str, str] = Field(default_factory=dict)
+    env: dict[str, str] = Field(
+        default_factory=dict, description="Variables: a map, or Kubernetes' list of {name, "
+        "value} and {name, valueFrom: {secretKeyRef}} (those go to secretEnv)")
+    env_from: list[EnvFromItem] = Field(
+        default_factory=list, description="Secrets whose every key becomes a variable")
+    secret_env: list[SecretEnvVar] = Field(
+        default_factory=list, description="Variables taken from one key of a secret")
+    mounts: list[VolumeMount] = Field(
+        default_factory=list, description="The job's volumes this pod set mounts")
+    image_pull_secrets: list[PullSecretItem] = Field(
+        default_factory=list, description="docker secrets Kubernetes pulls the image with")
     working_dir: str | None = None
     image: str | None = None
     node_selector: dict[str, str] = Field(default_factory=dict)
@@ -398,6 +416,25 @@ class PodSet(Model):
                     "integer), from one NUMA node when they fit; on Kubernetes requests equal "
                     "limits (Guaranteed QoS) for the static CPU manager",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _env_list(cls, value: object) -> object:
+        if isinstance(value, dict) and isinstance(value.get("env"), list):
+            plain, from_secrets = split_env(value["env"])
+            field = "secretEnv" if "secretEnv" in value or "secret_env" not in value \
+                else "secret_env"
+            return {**value, "env": plain, field: [*value.get(field, []), *from_secrets]}
+        return value
+
+    @model_validator(mode="after")
+    def _variables_named_once(self) -> PodSet:
+        names = [e.name for e in self.secret_env]
+        twice = sorted({n for n in names if names.count(n) > 1 or n in self.env})
+        if twice:
+            raise ValueError(f"variable {twice[0]!r} is set twice (env and secretEnv, or twice "
+                             "from secrets); set each variable once")
+        return self
 
     @model_validator(mode="after")
     def _min_within_replicas(self) -> PodSet:
@@ -465,6 +502,9 @@ class JobSpec(Model):
         default=None, description="kind: ray only: the entrypoint that makes the cluster a "
         "Ray job (see phalanx.spec.ray)",
     )
+    volumes: list[Volume] = Field(
+        default_factory=list, description="Volumes the pod sets mount (mounts), in "
+        "Kubernetes' shape: {name, secret: {secretName}}")
     depends_on: list[DependencyItem] = Field(
         default_factory=list,
         description="Jobs that must end first: names (`[prep]`, condition Succeeded) or "
@@ -479,7 +519,34 @@ class JobSpec(Model):
         if self.ray is not None and self.kind is not JobKind.RAY:
             raise ValueError(f"ray is set on a job of kind {self.kind.value!r}; set kind: ray, "
                              "or remove ray")
+        volumes = [v.name for v in self.volumes]
+        if len(set(volumes)) != len(volumes):
+            raise ValueError("two volumes share a name; give each volume its own name")
+        for i, pod_set in enumerate(self.pod_sets):
+            paths = [m.mount_path for m in pod_set.mounts]
+            if len(set(paths)) != len(paths):
+                raise ValueError(f"podSets[{i}].mounts uses a mountPath twice; mount each "
+                                 "path once")
+            for mount in pod_set.mounts:
+                if mount.name not in volumes:
+                    raise ValueError(f"podSets[{i}].mounts names volume {mount.name!r}, which "
+                                     "volumes does not define; add it to the job's volumes")
         return self
+
+    def secret_refs(self) -> list[tuple[str, str]]:
+        """Every secret the job names, with the field that names it, in spec order."""
+        refs: list[tuple[str, str]] = [
+            (v.secret.secret_name, f"volumes[{i}].secret.secretName")
+            for i, v in enumerate(self.volumes) if v.secret is not None]
+        for i, p in enumerate(self.pod_sets):
+            refs += [(e.secret, f"podSets[{i}].envFrom[{j}].secret")
+                     for j, e in enumerate(p.env_from)]
+            refs += [(e.value_from.secret_key_ref.name,
+                      f"podSets[{i}].secretEnv[{j}].valueFrom.secretKeyRef.name")
+                     for j, e in enumerate(p.secret_env)]
+            refs += [(s.name, f"podSets[{i}].imagePullSecrets[{j}].name")
+                     for j, s in enumerate(p.image_pull_secrets)]
+        return refs
 
     @field_validator("depends_on")
     @classmethod

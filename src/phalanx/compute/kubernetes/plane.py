@@ -27,7 +27,14 @@ from pathlib import Path
 from urllib.parse import quote
 
 from phalanx.compute.base import ComputePlane, ExecSession, PodCredential, PodPhase, PodState
-from phalanx.compute.kubernetes import checkpoints, credentials, fencing, kuberay, objects
+from phalanx.compute.kubernetes import (
+    checkpoints,
+    credentials,
+    fencing,
+    kuberay,
+    objects,
+    secretdata,
+)
 from phalanx.compute.kubernetes.attempts import (
     Attempt,
     TrackedPod,
@@ -414,6 +421,8 @@ class KubernetesPlane(ComputePlane):
             checkpoint_volume=self.settings.checkpoint_volume,
             consume=consumes(self.inventory_source.node_object(planned.node)),
         )
+        pod_set = next(p for p in job.pod_sets if p.name == planned.ref.pod_set)
+        secretdata.attach(body["spec"], body["spec"]["containers"][0], plan.name, job, pod_set)
         if api_url is not None:
             credentials.mount(body["spec"], body["spec"]["containers"][0], plan.name, api_url)
         if self.fence is not None:
@@ -435,6 +444,12 @@ class KubernetesPlane(ComputePlane):
         if current.credential is None or current.uid is None:
             return
         owner = objects.owner_reference({"metadata": {"name": current.name, "uid": current.uid}})
+        # The values first: finding the credential's Secret after a restart means these exist.
+        for body in secretdata.secrets(current.name, self.namespace, current.job,
+                                       current.attempt, owner, current.credential.secrets,
+                                       self.identity):
+            made, _ = self.client.create_or_get(f"{self._base}/secrets", body)
+            check_owner(made, current.job, current.attempt, self.identity)
         created, _ = self.client.create_or_get(
             f"{self._base}/secrets", credentials.secret(
                 current.name, self.namespace, current.job, current.attempt, owner,

@@ -5,6 +5,9 @@ the user the pods run as, under the state directory, or ``/var/tmp`` when pods r
 another user (``poddirs.py``). Pods find it through ``PHALANX_API_KEY_FILE``; the key is
 never in their environment, which ``/proc/<pid>/environ`` and crash reports show more
 readily than a file. It goes when the plane forgets the attempt.
+
+The secrets a job mounts as files go beside it, in ``secrets/<volume>/<key>`` (0400, the
+pods' user's), pointed at by ``PHALANX_SECRETS_DIR``, and go with it.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from phalanx.compute.local.poddirs import owned_dir, reachable_root
 from phalanx.compute.local.users import PodUser
 
 KEY_FILE = "api-key"
+SECRETS_DIR = "secrets"
 
 
 class CredentialFiles:
@@ -47,6 +51,28 @@ class CredentialFiles:
             os.close(fd)
         os.replace(partial, path)
         return path
+
+    def write_secrets(self, job: str, attempt: int, volumes: dict[str, dict[str, bytes]],
+                      ) -> Path:
+        """The attempt's secret files, ``<dir>/secrets/<volume>/<key>``, written afresh."""
+        directory = owned_dir(self.root, f"{job}.{attempt}", self.run_as, shared=self.shared)
+        top = directory / SECRETS_DIR
+        shutil.rmtree(top, ignore_errors=True)  # a repeated launch writes the same again
+        for volume, files in volumes.items():
+            where = top / volume
+            where.mkdir(mode=0o700, parents=True)
+            for key, value in files.items():
+                fd = os.open(where / key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o400)
+                try:
+                    if self.run_as is not None:
+                        os.fchown(fd, self.run_as.uid, self.run_as.gid)
+                    os.write(fd, value)
+                finally:
+                    os.close(fd)
+        if self.run_as is not None:
+            for path in (top, *(top / v for v in volumes)):
+                os.chown(path, self.run_as.uid, self.run_as.gid)
+        return top
 
     def remove(self, job: str, attempt: int) -> None:
         shutil.rmtree(self.directory(job, attempt), ignore_errors=True)

@@ -55,6 +55,8 @@ from pathlib import Path
 
 from phalanx.compute.base import (
     CHECKPOINT_DIR_ENV,
+    SECRETS_DIR_ENV,
+    AttemptSecrets,
     ComputePlane,
     ExecSession,
     NodeTable,
@@ -457,17 +459,22 @@ class LocalPlane(ComputePlane):
         pinned = pinning.assign_cpus(wanted_cpus, self.cpu_topology, self._held_cpus())
         checkpoint_dir = str(self.checkpoints.prepare(job.name, self.run_as))
         api: dict[str, str] = {}
+        secrets = credential.secrets if credential is not None else AttemptSecrets()
         if credential is not None:
             key_file = self.credentials.write(job.name, attempt, credential.key)
             api = credential.environment(str(key_file))
+        if secrets.volumes:
+            api[SECRETS_DIR_ENV] = str(self.credentials.write_secrets(
+                job.name, attempt, secrets.volumes))
         planned, launches = [], []
         cwd = os.getcwd()
         for plan, gpus_of_pod, cpus_of_pod in zip(plans, assigned, pinned, strict=True):
             pod_set = pod_sets[plan.ref.pod_set][1]
             planned.append(PlannedPod(plan.ref, plan.node, gpus_of_pod, cpus_of_pod))
             user_env = self.run_as.environment() if self.run_as is not None else {}
+            # A secret's variables, as Kubernetes' envFrom, yield to the pod set's own env.
             env = {"PYTHONUNBUFFERED": "1", **user_env, CHECKPOINT_DIR_ENV: checkpoint_dir,
-                   **api, **plan.env}
+                   **api, **secrets.env.get(pod_set.name, {}), **plan.env}
             if "PATH" not in env:
                 # `python` in a command means the Python Phalanx runs on (its venv's packages),
                 # whether or not that venv was activated in the shell that started it.

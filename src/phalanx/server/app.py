@@ -528,7 +528,7 @@ def create_app(
     if planes is not None:
         add_plane_routes(app, controller, planes, auth, control_plane_id, _errors, _error)
     add_identity_routes(app, auth, _ROLE_ERRORS, _errors)
-    add_secret_routes(app, auth.secrets, _errors)
+    add_secret_routes(app, auth, _errors)
     check_every_route(app.routes)
     if dashboard:
         # Any user's API key opens a dashboard session with that user's role and teams;

@@ -11,7 +11,8 @@ from fastapi import FastAPI, Query, Request
 
 from phalanx.errors import SpecError
 from phalanx.server.access import Access, audit_entry, caller_of, needs
-from phalanx.server.secrets import SecretVault, check_team
+from phalanx.server.auth import Authenticator
+from phalanx.server.secrets import check_team
 from phalanx.spec.secrets import SecretCreate, SecretList, SecretView, check_secret_data
 from phalanx.store.secrets import TEAM_OWNER, StoredSecret
 
@@ -35,13 +36,14 @@ def _decoded(data: dict[str, str]) -> dict[str, bytes]:
     return decoded
 
 
-def add_secret_routes(app: FastAPI, vault: SecretVault, errors_for: Any) -> None:
+def add_secret_routes(app: FastAPI, auth: Authenticator, errors_for: Any) -> None:
+    """The routes, over ``auth.secrets`` (looked up when called)."""
     @app.get("/v1/secrets", dependencies=needs(Access.READ), responses=errors_for(401))
     def list_secrets(request: Request) -> SecretList:
         """The secrets the caller may use (their own and their teams'): names, types and
         keys' names, never values."""
         p = caller_of(request)
-        return SecretList(items=[secret_view(s) for s in vault.visible(p.name, p.teams)])
+        return SecretList(items=[secret_view(s) for s in auth.secrets.visible(p.name, p.teams)])
 
     @app.post("/v1/secrets", status_code=201, dependencies=needs(Access.WRITE),
               responses=errors_for(400, 401, 403, 409))
@@ -58,10 +60,10 @@ def add_secret_routes(app: FastAPI, vault: SecretVault, errors_for: Any) -> None
             raise SpecError(str(exc).split("; ")[0], field="data",
                             fix=str(exc).split("; ", 1)[-1]) from None
         target = f"{body.team}/{body.name}" if body.team else body.name
-        stored = vault.create(name=body.name, kind=body.type, data=data, user=p.name,
-                              team=body.team, audit=audit_entry(
-                                  request, "secret-create", target, type=body.type,
-                                  keys=sorted(data)))
+        stored = auth.secrets.create(
+            name=body.name, kind=body.type, data=data, user=p.name, team=body.team,
+            audit=audit_entry(request, "secret-create", target, type=body.type,
+                              keys=sorted(data)))
         return secret_view(stored)
 
     @app.delete("/v1/secrets/{name}", dependencies=needs(Access.WRITE),
@@ -74,6 +76,6 @@ def add_secret_routes(app: FastAPI, vault: SecretVault, errors_for: Any) -> None
         p = caller_of(request)
         p.check_person()
         ref = f"{team}/{name}" if team else name
-        found = vault.delete(ref, p.name, p.teams,
-                             audit_entry(request, "secret-delete", ref))
+        found = auth.secrets.delete(ref, p.name, p.teams,
+                                    audit_entry(request, "secret-delete", ref))
         return secret_view(found)

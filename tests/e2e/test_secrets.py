@@ -139,6 +139,13 @@ def test_a_secret_reaches_the_pod_as_env_and_file_and_nowhere_else(tmp_path: Pat
                       for what in ("", "/events", "/logs")]
             shown += [alice.get("/v1/jobs").text, alice.get("/v1/secrets").text]
         shown.append(plane.api.get("/v1/audit").text)
+        with httpx.Client(base_url=url, timeout=30) as browser:  # the dashboard, as alice
+            assert browser.post("/ui/login", data={"key": alice_key}).status_code == 303
+            for page in ("/ui/", "/ui/jobs", "/ui/jobs/uses"):
+                answer = browser.get(page)
+                assert answer.status_code == 200, (page, answer.text[:300])
+                shown.append(answer.text)
+            assert "uses" in shown[-1]
         shown.append(subprocess.run(
             [sys.executable, "-m", "phalanx.cli.main", "describe", "uses", "--json"],
             env={**os.environ, "PHALANX_HOME": str(plane.home)}, capture_output=True,

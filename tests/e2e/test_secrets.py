@@ -37,7 +37,7 @@ QUEUES = [
 POD = """
 import hashlib, json, os, stat
 digest = lambda b: hashlib.sha256(b).hexdigest()
-files = os.path.join(os.environ["PHALANX_SECRETS_DIR"], "creds")
+files = os.environ["CREDS_DIR"]  # the secret volume's mountPath
 path = os.path.join(files, "token.txt")
 print("RESULT " + json.dumps({
     "envFrom": digest(os.environ["HF_TOKEN"].encode()),
@@ -47,6 +47,7 @@ print("RESULT " + json.dumps({
     "fileOwner": os.stat(path).st_uid == os.getuid(),
     "plain": os.environ["PLAIN"],
     "files": sorted(os.listdir(files)),
+    "readOnly": not os.access(files, os.W_OK),
 }), flush=True)
 """
 
@@ -79,18 +80,24 @@ def _b64(text: str) -> str:
     return base64.b64encode(text.encode()).decode()
 
 
-def _job(name: str, queue: str, env_secret: str, file_secret: str) -> dict[str, Any]:
+def _job(name: str, queue: str, env_secret: str, file_secret: str, mount: Path,
+         ) -> dict[str, Any]:
     return py_job(name, POD, queue=queue, volumes=[
         {"name": "creds", "secret": {"secretName": file_secret}}], pod_set={
         "env": [{"name": "PLAIN", "value": "plain"},
+                {"name": "CREDS_DIR", "value": str(mount)},
                 {"name": "MY_TOKEN", "valueFrom": {"secretKeyRef": {
                     "name": file_secret, "key": "token.txt"}}}],
         "envFrom": [{"secret": env_secret}],
-        "mounts": [{"name": "creds", "mountPath": "/etc/creds"}]})
+        "mounts": [{"name": "creds", "mountPath": str(mount)}]})
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="a secret volume is mounted in the pod's own "
+                    "mount namespace, which needs a control plane running as root")
 def test_a_secret_reaches_the_pod_as_env_and_file_and_nowhere_else(tmp_path: Path) -> None:
     env_value, file_value = f"env-{secrets.token_hex(12)}", f"file-{secrets.token_hex(12)}"
+    mount = tmp_path / "creds"  # the mountPath: a directory of the machine, empty here
+    mount.mkdir()
     with running(ControlPlane(tmp_path / "home")) as plane:
         alice_key, bob_key = _setup(plane)
         url = str(plane.api.base_url).rstrip("/")
@@ -107,7 +114,7 @@ def test_a_secret_reaches_the_pod_as_env_and_file_and_nowhere_else(tmp_path: Pat
                 ("creds", "file", ["token.txt"], "team-a"), ("hf", "env", ["HF_TOKEN"], "team-a")]
             assert bob.get("/v1/secrets").json()["items"] == []
 
-            submitted = alice.post("/v1/jobs", json=_job("uses", "qa", "hf", "creds"))
+            submitted = alice.post("/v1/jobs", json=_job("uses", "qa", "hf", "creds", mount))
             assert submitted.status_code == 201, submitted.text
             shown.append(submitted.text)
             done = plane.wait_for("uses", "Succeeded", "Failed")
@@ -116,14 +123,15 @@ def test_a_secret_reaches_the_pod_as_env_and_file_and_nowhere_else(tmp_path: Pat
             assert json.loads(line.removeprefix("RESULT ")) == {
                 "envFrom": _digest(env_value), "secretEnv": _digest(file_value),
                 "file": _digest(file_value), "fileMode": "0o400", "fileOwner": True,
-                "plain": "plain", "files": ["token.txt"]}
+                "plain": "plain", "files": ["token.txt"], "readOnly": True}
+            assert list(mount.iterdir()) == []  # the pod's mount, seen by nobody else
 
             # Another team's secret is refused as a missing one is, whatever the spelling.
             for theirs, missing in (("hf", "nope"), ("team-a/hf", "team-a/nope")):
                 answers = []
                 for ref in (theirs, missing):
                     refused = bob.post("/v1/jobs", json=_job(f"b-{len(answers)}", "qb", ref,
-                                                             ref))
+                                                             ref, mount))
                     assert refused.status_code == 404, refused.text
                     answers.append(refused.json()["error"] | {
                         "message": refused.json()["error"]["message"].replace(ref, "REF")})

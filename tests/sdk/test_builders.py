@@ -122,3 +122,24 @@ def test_after_and_pin_cpus_build_what_the_yaml_says() -> None:
         " cpuPinning: exclusive}\n"
     )[0]
     assert train.build() == written
+
+
+def test_volumes_mounts_and_shm_build_as_written_in_yaml() -> None:
+    job = Job("train").volume("data", hostPath={"path": "/datasets", "type": "Directory"})
+    job.volume("scratch", emptyDir={})
+    job.add(PodSetBuilder("worker", command=["python", "train.py"]).shm("16Gi").mount(
+        "data", "/mnt/data", read_only=True).mount("scratch", "/scratch", sub_path="tmp"))
+    written = load_job_yaml("""
+name: train
+volumes:
+- {name: data, hostPath: {path: /datasets, type: Directory}}
+- {name: scratch, emptyDir: {}}
+podSets:
+- name: worker
+  command: [python, train.py]
+  shm: 16Gi
+  volumeMounts:
+  - {name: data, mountPath: /mnt/data, readOnly: true}
+  - {name: scratch, mountPath: /scratch, subPath: tmp}
+""")
+    assert job.build() == written

@@ -127,5 +127,5 @@ def test_the_list_form_of_env_keeps_the_map_form_and_refuses_a_variable_set_twic
     assert JobSpec.model_validate(job.to_dict()) == job  # the stored form reads back
     with pytest.raises(Exception, match="set twice"):
         _job(env={"B": "1"}, secretEnv=[{"name": "B", "secretKeyRef": {"name": "s", "key": "k"}}])
-    with pytest.raises(Exception, match="volumes does not define"):
+    with pytest.raises(Exception, match="which the job does not list"):
         _job(mounts=[{"name": "creds", "mountPath": "/etc/creds"}])

@@ -11,6 +11,7 @@ import json
 import os
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, NoReturn, ParamSpec, TextIO, TypeVar
 
 import typer
@@ -18,6 +19,9 @@ from rich.console import Console
 from rich.text import Text
 
 from phalanx.errors import Conflict, NotFound, PayloadTooLarge, PhalanxError, SpecError
+from phalanx.sdk.documents import read_text
+
+STDIN = "-"  # as a file name (`-f -`): standard input, as kubectl reads it
 
 # Output piped to a file or another program is not cut to 80 columns: scripts grep it.
 PIPED_WIDTH = 1000
@@ -39,6 +43,9 @@ EXIT_OK = 0
 EXIT_FAILED = 1  # a job that failed, or the server could not be reached or broke
 EXIT_BAD_INPUT = 2  # the user's input was wrong; nothing was sent or changed
 
+ERROR_PREFIX = "error: "
+FIX_PREFIX = "fix: "
+
 _BAD_INPUT = (SpecError, Conflict, NotFound, PayloadTooLarge)
 
 
@@ -49,14 +56,21 @@ def exit_code_for(exc: PhalanxError) -> int:
 def print_error(exc: PhalanxError) -> None:
     """One red line naming the field and the problem, and the fix on the next."""
     where = f"{exc.field}: " if exc.field else ""
-    err.print(Text(f"error: {where}{exc.message}", style="bold red"))
+    err.print(Text(f"{ERROR_PREFIX}{where}{exc.message}", style="bold red"))
     if exc.fix:
-        err.print(Text(f"  fix: {exc.fix}", style="red"))
+        err.print(Text(f"  {FIX_PREFIX}{exc.fix}", style="red"))
 
 
 def fail(exc: PhalanxError) -> NoReturn:
     print_error(exc)
     raise typer.Exit(exit_code_for(exc))
+
+
+def read_input(path: Path) -> tuple[str, str]:
+    """The text of ``-f FILE`` (``-``: standard input) and the name its errors give it."""
+    if str(path) == STDIN:
+        return sys.stdin.read(), "<stdin>"
+    return read_text(path), str(path)
 
 
 def print_json(data: Any) -> None:

@@ -26,13 +26,14 @@ plane overrides only what it can do better:
   (``compute/remote.py``) says when it cannot see a node's pods right now (a job there
   that reports no pods is not lost), and which placements its worker refused.
 - ``exec``: run a command inside a running pod (``phalanx exec``), its input,
-  output and exit relayed as ``phalanx.kinds.relay`` frames.
+  output and exit relayed as ``phalanx.relay`` frames.
 """
 
 from __future__ import annotations
 
 import abc
 import base64
+import hashlib
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -48,8 +49,23 @@ from phalanx.spec.status import JobEvent
 
 # Where a job's pods save checkpoints: kept across its attempts (each plane says where).
 CHECKPOINT_DIR_ENV = "PHALANX_CHECKPOINT_DIR"
-# Where the local plane writes the files of a job's secret volumes: <dir>/<volume>/<key>.
-SECRETS_DIR_ENV = "PHALANX_SECRETS_DIR"
+# The label naming the control plane whose objects these are (a plane's objects carry it).
+CONTROL_PLANE_LABEL = "phalanx.dev/control-plane"
+
+
+def owner_tag(identity: dict[str, str] | None) -> str:
+    """A short tag of whose objects these are (plane and control plane), for names that
+    must never meet: two control planes sharing a namespace, or a machine's ``/var/tmp``,
+    both run a job "train", attempt 1, under names that differ. Empty for no identity."""
+    if not identity:
+        return ""
+    owner = "/".join(f"{k}={v}" for k, v in sorted(identity.items()))
+    return "-" + hashlib.sha256(owner.encode()).hexdigest()[:6]
+
+
+def control_plane_tag(control_plane: str) -> str:
+    """The tag of one control plane's objects (``owner_tag`` of its label alone)."""
+    return owner_tag({CONTROL_PLANE_LABEL: control_plane})
 
 __all__ = [
     "AttemptSecrets", "ComputePlane", "FailureKind", "Listener", "NodeTable", "PodCredential",
@@ -127,7 +143,7 @@ class Refusal:
 
 
 class ExecSession(Protocol):
-    """A command running inside a pod, spoken to in whole ``phalanx.kinds.relay`` frames."""
+    """A command running inside a pod, spoken to in whole ``phalanx.relay`` frames."""
 
     def send(self, frame: bytes) -> None:
         """Input (``I``) or a terminal size (``R``) from the client."""
@@ -141,6 +157,9 @@ class ExecSession(Protocol):
 class ComputePlane(abc.ABC):
     """What every compute plane does, and the optional capabilities it may offer."""
 
+    # What kind of plane it is ("local", "kubernetes", ...): `phalanx up --compute`'s word,
+    # and what the provisioning registry compares a provider's plane with, so that choosing
+    # providers imports no plane module (nor the optional extra behind one).
     name: ClassVar[str]
 
     def __init__(self) -> None:

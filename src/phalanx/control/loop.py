@@ -252,7 +252,7 @@ class ControlLoop:
                     state.event(record, "Adopted", f"re-adopted {len(pods)} pod(s) of attempt "
                                 f"{record.attempt} after a control-plane restart")
             for record in gated:
-                state.dependencies.enter(state, record)
+                state.enter_gate(record)
         state.persist()
         self.send()
         state.persist()

@@ -32,6 +32,7 @@ from phalanx.store.pools import PoolStore
 
 IDEMPOTENCY_KEY = "Idempotency-Key"
 UNKNOWN_USER = "unknown"
+Sees = Callable[[JobRecord], bool]  # whether a job is the submitter's to see
 _NAMES_SHOWN = 5
 
 
@@ -83,12 +84,12 @@ class JobService:
 
     # ------------------------------------------------------------------ writes
     def submit(self, spec: JobSpec, *, user: str = UNKNOWN_USER,
-               audit: Sequence[object] = ()) -> JobRecord:
-        return self.submit_many([spec], batch=False, user=user, audit=audit)[0]
+               audit: Sequence[object] = (), sees: Sees | None = None) -> JobRecord:
+        return self.submit_many([spec], batch=False, user=user, audit=audit, sees=sees)[0]
 
     def submit_keyed(
         self, specs: list[JobSpec], *, batch: bool, key: str, user: str = UNKNOWN_USER,
-        audit: Sequence[object] = (),
+        audit: Sequence[object] = (), sees: Sees | None = None,
     ) -> tuple[list[JobRecord], bool]:
         """Submit under an Idempotency-Key: (the jobs, whether this is a retry's answer).
 
@@ -102,7 +103,7 @@ class JobService:
             if prior is None:
                 request = IdempotentRequest(key, digest, tuple(s.name for s in specs))
                 return self.submit_many(specs, batch=batch, request=request, user=user,
-                                        audit=audit), False
+                                        audit=audit, sees=sees), False
         except Conflict as exc:
             if exc.field != IDEMPOTENCY_KEY:
                 raise
@@ -119,10 +120,11 @@ class JobService:
     def submit_many(
         self, specs: list[JobSpec], *, batch: bool = True,
         request: IdempotentRequest | None = None, user: str = UNKNOWN_USER,
-        audit: Sequence[object] = (),
+        audit: Sequence[object] = (), sees: Sees | None = None,
     ) -> list[JobRecord]:
         """Submit jobs all or nothing, in one store transaction (with ``audit``, the
-        submit's audit entries).
+        submit's audit entries). ``sees``: the jobs the submitter may name in
+        ``dependsOn`` (default all); another is refused as a job that does not exist.
 
         Every job is checked before any is stored; in a batch an error names the job's
         position (``items[i]``) and field, and nothing is submitted. The store is
@@ -143,7 +145,7 @@ class JobService:
                                        field="name", fix="give every job its own name")
                     seen.add(spec.name)
                     record, event = self._new_job(spec, now, user)
-                    check_new(state, record, submitted)
+                    check_new(state.job_record, record, submitted, sees)
                     if record.pending_message and spec.depends_on:
                         event.message += f"; {record.pending_message}"
                     self._check_pending_room(record.cluster_queue, pending)
@@ -165,7 +167,7 @@ class JobService:
                 state.jobs[record.name] = record
             for record in records:  # each job's dependencies known first, if submitted with it
                 if record.spec.depends_on:
-                    state.dependencies.enter(state, record)
+                    state.enter_gate(record)
                 else:
                     state.queue(record)
             copies = [record.model_copy() for record in records]

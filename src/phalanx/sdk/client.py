@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import builtins
-import contextlib
-import getpass
-import re
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -19,26 +16,20 @@ import httpx
 from pydantic import BaseModel, ValidationError
 
 from phalanx.errors import (
-    ERROR_TYPES,
     AuthError,
-    Conflict,
     ConnectionFailed,
-    Forbidden,
-    NotFound,
-    PayloadTooLarge,
-    PhalanxError,
     ServerError,
     SpecError,
-    TooManyPending,
 )
 from phalanx.sdk.auth import KeyAuth, looks_like_jwt
 from phalanx.sdk.config import Endpoint, resolve_endpoint
 from phalanx.sdk.documents import to_config_documents, to_job_spec
 from phalanx.sdk.identity import IdentityCalls
 from phalanx.sdk.planes import PlaneCalls
+from phalanx.sdk.responses import error_from_response
 from phalanx.sdk.secrets import SecretCalls
 from phalanx.spec.api import (
-    USER_HEADER,
+    ACT_AS_HEADER,
     AppliedObject,
     ConfigApplied,
     ConfigDeleted,
@@ -61,39 +52,6 @@ from phalanx.spec.status import JobDetail, JobEvent, JobRecord, JobStatus
 
 M = TypeVar("M", bound=BaseModel)
 
-_BY_STATUS: dict[int, type[PhalanxError]] = {
-    400: SpecError,
-    401: AuthError,
-    403: Forbidden,
-    404: NotFound,
-    409: Conflict,
-    413: PayloadTooLarge,
-    422: SpecError,
-    429: TooManyPending,
-}
-
-
-def error_from_response(response: httpx.Response) -> PhalanxError:
-    """The phalanx.errors exception an error response stands for, with its field and fix."""
-    body: Any = None
-    with contextlib.suppress(ValueError):
-        body = response.json()
-    error = body.get("error") if isinstance(body, dict) else None
-    if isinstance(error, dict) and isinstance(error.get("message"), str):
-        cls = ERROR_TYPES.get(str(error.get("type")))
-        if cls is None:
-            cls = _BY_STATUS.get(response.status_code, ServerError)
-        field, fix = error.get("field"), error.get("fix")
-        return cls(
-            error["message"],
-            field=field if isinstance(field, str) else None,
-            fix=fix if isinstance(fix, str) else None,
-        )
-    cls = _BY_STATUS.get(response.status_code, ServerError)
-    text = response.text.strip()[:200] or response.reason_phrase
-    return cls(f"HTTP {response.status_code} from {response.request.url}: {text}")
-
-
 # A submit whose answer was lost (the connection dropped, the answer timed out) is sent
 # again with the same Idempotency-Key, so the control plane answers it without a second job.
 SUBMIT_ATTEMPTS = 3
@@ -114,17 +72,6 @@ _KEY_FIX = ("check the API key: `phalanx login` stores yours; $PHALANX_TOKEN or 
 # Pages ``list`` asks for when it gathers every job: big enough to be few requests,
 # small enough that no answer is huge.
 LIST_PAGE = 1000
-_USER_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._@+-]{0,252}")
-
-
-def os_user() -> str | None:
-    """The OS user, sent as ``X-Phalanx-User`` (heeded only for the state directory's
-    bootstrap key, which acts for its machine's users); None when it cannot be told."""
-    try:
-        name = getpass.getuser()
-    except Exception:  # no passwd entry, no USER variable: send nothing
-        return None
-    return name if _USER_NAME.fullmatch(name) else None
 
 
 def _selector_params(labels: Mapping[str, str] | None) -> builtins.list[tuple[str, str]]:
@@ -167,7 +114,8 @@ class Client(IdentityCalls, PlaneCalls, SecretCalls):
     current context of ``phalanx login`` and its key, then to what the server running on
     the state directory (``home``, default ``$PHALANX_HOME`` or ``~/.phalanx``) wrote there.
     ``token`` is an API key, exchanged for short-lived tokens that are refreshed before
-    they expire (``sdk/auth.py``), or a token to send as it is.
+    they expire (``sdk/auth.py``), or a token to send as it is. ``act_as``: an admin's
+    requests act as that user (``X-Phalanx-Act-As``; each is audited with both names).
     """
 
     def __init__(
@@ -177,12 +125,13 @@ class Client(IdentityCalls, PlaneCalls, SecretCalls):
         *,
         home: str | Path | None = None,
         timeout: float = 30.0,
+        act_as: str | None = None,
     ) -> None:
         self.endpoint: Endpoint = resolve_endpoint(url, token, home)
         self.timeout = timeout
         headers = {"Accept": "application/json"}
-        if (user := os_user()) is not None:
-            headers[USER_HEADER] = user
+        if act_as is not None:
+            headers[ACT_AS_HEADER] = act_as
         self.auth: KeyAuth | None = None
         self._exchange: httpx.Client | None = None
         key = self.endpoint.token

@@ -59,11 +59,18 @@ from phalanx.server.logstream import (
 from phalanx.server.plane_routes import add_plane_routes, check_plane_key
 from phalanx.server.podexec import add_exec_route, deny
 from phalanx.server.principal import Principal
-from phalanx.server.redaction import Occupancy, SecretEnvRule, job_as_seen_by, jobs_as_seen_by
+from phalanx.server.redaction import (
+    Occupancy,
+    SecretEnvRule,
+    clash_as_seen_by,
+    job_as_seen_by,
+    jobs_as_seen_by,
+    refuse_reserved_names,
+)
 from phalanx.server.secret_routes import add_secret_routes
 from phalanx.server.ui import MOUNT, create_ui
 from phalanx.spec.api import (
-    USER_HEADER,
+    ACT_AS_HEADER,
     ErrorResponse,
     EventList,
     Health,
@@ -72,7 +79,6 @@ from phalanx.spec.api import (
     JobSelector,
     ServerStatus,
     VersionInfo,
-    check_user,
     parse_job,
 )
 from phalanx.spec.base import spec_error_from_errors
@@ -157,12 +163,17 @@ class _Guard:
             header = next((v for k, v in scope["headers"] if k == b"authorization"), None)
             try:
                 principal = self.auth.verify(_bearer(header))
+                acting = next((v for k, v in scope["headers"] if k == _ACT_AS), None)
+                if acting is not None:
+                    principal = await to_thread.run_sync(
+                        self.auth.act_as, principal, acting.decode("latin-1"),
+                        _client_host(scope), f"{scope.get('method', 'GET')} {scope['path']}")
                 check_plane_key(principal, scope["path"])
                 if scope["type"] == "websocket":
                     # Running commands in pods changes things: never a viewer or a read-only
                     # key. Which jobs' pods, the exec route checks per job.
                     principal.check_writes()
-            except (AuthError, Forbidden) as exc:
+            except (AuthError, Forbidden, SpecError) as exc:
                 refusal = _error(exc)
                 if scope["type"] == "websocket":
                     await deny(WebSocket(scope, receive, send), refusal)
@@ -217,6 +228,12 @@ class _Guard:
 
 
 _OPEN = frozenset({"/v1/auth/token"})  # the exchange takes a key, not a token
+_ACT_AS = ACT_AS_HEADER.lower().encode()
+
+
+def _client_host(scope: Scope) -> str:
+    client = scope.get("client")
+    return str(client[0]) if client else "unknown"
 
 
 def _bearer(header: bytes | None) -> str:
@@ -337,20 +354,29 @@ def create_app(
         ).model_copy(update={"planes": shown})
 
     # ------------------------------------------------------------------ jobs
-    submitter = Header(
-        None, alias=USER_HEADER,
-        description="Who submits (the client's OS user): heeded for the state directory's "
-        "bootstrap key only, which acts for its machine's users; every other key is its user",
-    )
-
-    def submitter_of(request: Request, user: str | None, specs: list[JobSpec]) -> Principal:
-        """The caller, as whom the jobs are submitted, once it may submit every one."""
-        check_user(user)
+    def submit_jobs(request: Request, specs: list[JobSpec], *, batch: bool,
+                    idempotency_key: str | None) -> tuple[Principal, list[JobRecord], bool]:
+        """Submit as the caller, once it may submit every job: (the caller, the jobs,
+        whether this is a retry's answer). A name held by a job the caller may not see,
+        or one of the reserved form of hidden jobs' names, is refused with one answer
+        (``server/redaction.py``); a dependency on such a job answers as one on no job."""
         principal = viewer_of(request)
         for spec in specs:
             principal.check_submit(spec.queue)
             auth.secrets.material(spec, principal.name, principal.teams)  # each can resolve
-        return principal
+        refuse_reserved_names(specs, batch=batch)
+        audit = submit_audit(request, specs)
+        try:
+            if idempotency_key is None:
+                return principal, service.submit_many(
+                    specs, batch=batch, user=principal.name, audit=audit,
+                    sees=principal.sees), False
+            records, replayed = service.submit_keyed(
+                specs, batch=batch, key=idempotency_key, user=principal.name, audit=audit,
+                sees=principal.sees)
+            return principal, records, replayed
+        except Conflict as exc:
+            raise clash_as_seen_by(exc, specs, principal, service.get) from None
 
     def submit_audit(request: Request, specs: list[JobSpec]) -> list[Any]:
         names = [s.name for s in specs]
@@ -363,21 +389,14 @@ def create_app(
         200: {"model": JobRecord, "description": _REPLAYED},
         **_errors(400, 401, 403, 409, 413, 429)})
     def submit(spec: JobSpec, request: Request, response: Response,
-               idempotency_key: str | None = _IDEMPOTENCY_HEADER,
-               user: str | None = submitter) -> JobRecord:
+               idempotency_key: str | None = _IDEMPOTENCY_HEADER) -> JobRecord:
         """Submit a job (to one of the caller's teams' LocalQueues, unless an admin). With an
         Idempotency-Key, a retry gets the first answer back."""
-        principal = submitter_of(request, user, [spec])
-        audit = submit_audit(request, [spec])
-        if idempotency_key is None:
-            record = service.submit(spec, user=principal.name, audit=audit)
-        else:
-            records, replayed = service.submit_keyed([spec], batch=False, key=idempotency_key,
-                                                     user=principal.name, audit=audit)
-            if replayed:
-                response.status_code = 200
-            record = records[0]
-        return job_as_seen_by(record, principal, secret_env)
+        principal, records, replayed = submit_jobs(request, [spec], batch=False,
+                                                   idempotency_key=idempotency_key)
+        if replayed:
+            response.status_code = 200
+        return job_as_seen_by(records[0], principal, secret_env)
 
     parsers["/v1/jobs"] = parse_job
 
@@ -385,18 +404,12 @@ def create_app(
         200: {"model": JobList, "description": _REPLAYED},
         **_errors(400, 401, 403, 409, 413, 429)})
     def submit_batch(batch: JobBatch, request: Request, response: Response,
-                     idempotency_key: str | None = _IDEMPOTENCY_HEADER,
-                     user: str | None = submitter) -> JobList:
+                     idempotency_key: str | None = _IDEMPOTENCY_HEADER) -> JobList:
         """Submit several jobs at once, all or nothing (one store transaction)."""
-        principal = submitter_of(request, user, batch.items)
-        audit = submit_audit(request, batch.items)
-        if idempotency_key is None:
-            records = service.submit_many(batch.items, user=principal.name, audit=audit)
-        else:
-            records, replayed = service.submit_keyed(batch.items, batch=True, key=idempotency_key,
-                                                     user=principal.name, audit=audit)
-            if replayed:
-                response.status_code = 200
+        principal, records, replayed = submit_jobs(request, batch.items, batch=True,
+                                                   idempotency_key=idempotency_key)
+        if replayed:
+            response.status_code = 200
         return JobList(items=jobs_as_seen_by(records, principal, secret_env))
 
     parsers["/v1/jobs:batch"] = JobBatch.parse

@@ -7,7 +7,6 @@ so ``/openapi.json`` describes exactly what goes over the wire.
 from __future__ import annotations
 
 import math
-import re
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator, ConfigDict, Field, PlainSerializer, WithJsonSchema
@@ -84,24 +83,9 @@ class JobList(Model):
     )
 
 
-# Who submits, as the client says (``X-Phalanx-User``): informational until the API
-# authenticates users, so it is only checked to be a plain name.
-USER_HEADER = "X-Phalanx-User"
-UNKNOWN_USER = "unknown"
-_USER = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._@+-]{0,252}")
-
-
-def check_user(value: str | None) -> str:
-    """The submitting user a request names, or ``unknown``; a SpecError if it is no name."""
-    if value is None or value == "":
-        return UNKNOWN_USER
-    if not _USER.fullmatch(value):
-        raise SpecError(
-            f"{value!r} is not a user name", field=USER_HEADER,
-            fix="send at most 253 letters, digits, '.', '_', '@', '+' or '-', or leave "
-            "the header out",
-        )
-    return value
+# An admin acting as another user (``server/auth.py``): every request made so is audited
+# with both names; anyone else sending it is refused.
+ACT_AS_HEADER = "X-Phalanx-Act-As"
 
 
 class JobSelector(Model):

@@ -44,9 +44,16 @@ class WhoAmI(Model):
 
 
 class UserSpec(Model):
-    """A user to create, or an existing one's new role and teams."""
+    """A user to create (``POST /v1/users`` refuses an existing name)."""
 
     name: UserName
+    role: Role = "member"
+    teams: list[TeamName] = Field(default_factory=list)
+
+
+class UserChange(Model):
+    """An existing user's new role and teams (``PUT /v1/users/{name}`` creates it too)."""
+
     role: Role = "member"
     teams: list[TeamName] = Field(default_factory=list)
 

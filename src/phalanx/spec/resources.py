@@ -11,6 +11,7 @@ from typing import Annotated, Literal
 
 from pydantic import (
     AfterValidator,
+    AliasChoices,
     BeforeValidator,
     Field,
     ValidationInfo,
@@ -24,14 +25,8 @@ from phalanx.spec.labels import check_labels
 from phalanx.spec.provisioning import FlavorProvisioning, ProvisioningPolicy
 from phalanx.spec.quantity import format_amount
 from phalanx.spec.ray import RaySpec
-from phalanx.spec.secrets import (
-    EnvFromItem,
-    PullSecretItem,
-    SecretEnvVar,
-    Volume,
-    VolumeMount,
-    split_env,
-)
+from phalanx.spec.secrets import EnvFromItem, PullSecretItem, SecretEnvVar, split_env
+from phalanx.spec.volumes import Volume, VolumeMount, check_paths, check_shm, check_volumes
 
 GPU = "nvidia.com/gpu"
 
@@ -402,8 +397,6 @@ class PodSet(Model):
         default_factory=list, description="Secrets whose every key becomes a variable")
     secret_env: list[SecretEnvVar] = Field(
         default_factory=list, description="Variables taken from one key of a secret")
-    mounts: list[VolumeMount] = Field(
-        default_factory=list, description="The job's volumes this pod set mounts")
     image_pull_secrets: list[PullSecretItem] = Field(
         default_factory=list, description="docker secrets Kubernetes pulls the image with")
     working_dir: str | None = None
@@ -415,6 +408,15 @@ class PodSet(Model):
         description="exclusive: each pod gets whole CPUs of its own (its cpu request, an "
                     "integer), from one NUMA node when they fit; on Kubernetes requests equal "
                     "limits (Guaranteed QoS) for the static CPU manager",
+    )
+    mounts: list[VolumeMount] = Field(
+        default_factory=list, validation_alias=AliasChoices("mounts", "volumeMounts"),
+        description="Where the pods see the job's volumes (Kubernetes' volumeMounts, "
+                    "accepted under that name too)",
+    )
+    shm: Quantity | None = Field(
+        default=None, gt=0, description="A /dev/shm of this size, e.g. 16Gi (on Kubernetes a "
+        "Memory emptyDir, counted as the pod's memory)",
     )
 
     @model_validator(mode="before")
@@ -467,6 +469,19 @@ class PodSet(Model):
             )
         return value
 
+    @field_validator("mounts")
+    @classmethod
+    def _one_mount_per_path(cls, value: list[VolumeMount]) -> list[VolumeMount]:
+        check_paths(value)
+        return value
+
+    @field_validator("shm")
+    @classmethod
+    def _shm_mounted_once(cls, value: int | None, info: ValidationInfo) -> int | None:
+        if value is not None:
+            check_shm(info.data.get("mounts", []))
+        return value
+
     @field_validator("resources")
     @classmethod
     def _no_pods_request(cls, value: dict[str, int]) -> dict[str, int]:
@@ -502,13 +517,15 @@ class JobSpec(Model):
         default=None, description="kind: ray only: the entrypoint that makes the cluster a "
         "Ray job (see phalanx.spec.ray)",
     )
-    volumes: list[Volume] = Field(
-        default_factory=list, description="Volumes the pod sets mount (mounts), in "
-        "Kubernetes' shape: {name, secret: {secretName}}")
     depends_on: list[DependencyItem] = Field(
         default_factory=list,
         description="Jobs that must end first: names (`[prep]`, condition Succeeded) or "
                     "`{job: prep, condition: Finished}`; the job waits, holding no quota",
+    )
+    volumes: list[Volume] = Field(
+        default_factory=list, validate_default=True,
+        description="Volumes the pod sets mount (Kubernetes' volumes: emptyDir, hostPath, "
+                    "persistentVolumeClaim, configMap, secret, nfs)",
     )
 
     @model_validator(mode="after")
@@ -519,18 +536,6 @@ class JobSpec(Model):
         if self.ray is not None and self.kind is not JobKind.RAY:
             raise ValueError(f"ray is set on a job of kind {self.kind.value!r}; set kind: ray, "
                              "or remove ray")
-        volumes = [v.name for v in self.volumes]
-        if len(set(volumes)) != len(volumes):
-            raise ValueError("two volumes share a name; give each volume its own name")
-        for i, pod_set in enumerate(self.pod_sets):
-            paths = [m.mount_path for m in pod_set.mounts]
-            if len(set(paths)) != len(paths):
-                raise ValueError(f"podSets[{i}].mounts uses a mountPath twice; mount each "
-                                 "path once")
-            for mount in pod_set.mounts:
-                if mount.name not in volumes:
-                    raise ValueError(f"podSets[{i}].mounts names volume {mount.name!r}, which "
-                                     "volumes does not define; add it to the job's volumes")
         return self
 
     def secret_refs(self) -> list[tuple[str, str]]:
@@ -547,6 +552,13 @@ class JobSpec(Model):
             refs += [(s.name, f"podSets[{i}].imagePullSecrets[{j}].name")
                      for j, s in enumerate(p.image_pull_secrets)]
         return refs
+
+    @field_validator("volumes")
+    @classmethod
+    def _mounted_volumes_listed(cls, value: list[Volume], info: ValidationInfo,
+                                ) -> list[Volume]:
+        check_volumes(value, info.data.get("pod_sets", []))
+        return value
 
     @field_validator("depends_on")
     @classmethod

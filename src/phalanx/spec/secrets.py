@@ -9,7 +9,8 @@ one in Kubernetes' spellings:
   form of ``env``; the map form stays): one key as one variable. Stored as
   ``secretEnv``, beside the plain variables of ``env``;
 - ``volumes: [{name: V, secret: {secretName: NAME}}]`` on the job and
-  ``mounts: [{name: V, mountPath: /etc/creds}]`` on a pod set: the keys as files, 0400;
+  ``mounts: [{name: V, mountPath: /etc/creds}]`` on a pod set: the keys as files, 0400
+  (a source of phalanx.spec.volumes.Volume like any other);
 - ``imagePullSecrets: [{name: NAME}]`` (a secret of type ``docker``): Kubernetes pulls
   the pod set's image with it.
 
@@ -23,7 +24,7 @@ import json
 import re
 from typing import Annotated, Literal
 
-from pydantic import BeforeValidator, Field, StringConstraints, field_validator, model_validator
+from pydantic import BeforeValidator, Field, StringConstraints, model_validator
 
 from phalanx.spec.base import Model, Name
 
@@ -148,38 +149,6 @@ def _pull_secret(value: object) -> object:
 
 
 PullSecretItem = Annotated[PullSecret, BeforeValidator(_pull_secret)]
-
-
-class SecretVolumeSource(Model):
-    secret_name: SecretRef
-
-
-class Volume(Model):
-    """A volume of the job's pods, in Kubernetes' shape: here a secret's keys as files."""
-
-    name: Name
-    secret: SecretVolumeSource | None = None
-
-    @model_validator(mode="after")
-    def _one_source(self) -> Volume:
-        if self.secret is None:
-            raise ValueError(f"volume {self.name!r} names no source; set secret: "
-                             "{secretName: NAME}")
-        return self
-
-
-class VolumeMount(Model):
-    name: Name = Field(description="A volume of the job's volumes")
-    mount_path: str = Field(min_length=1, max_length=4096)
-    read_only: bool = True
-
-    @field_validator("mount_path")
-    @classmethod
-    def _absolute(cls, value: str) -> str:
-        if not value.startswith("/") or "\0" in value or ".." in value.split("/"):
-            raise ValueError(f"mountPath {value[:80]!r} is not an absolute path; use one such "
-                             "as /etc/creds")
-        return value
 
 
 def split_env(value: object) -> tuple[object, list[object]]:

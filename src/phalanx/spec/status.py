@@ -110,8 +110,8 @@ class JobRecord(Model):
     # DeadlineExceeded, ...); kept so a restarted control plane finishes the job's stop.
     stop_reason: StopRequest | None = None
     preemptions: int = 0
-    # Who submitted the job, as the client said (X-Phalanx-User). Informational only until
-    # the API authenticates users: any client may send any name.
+    # Who submitted the job: the signed-in user (the bootstrap key is user admin). Jobs of
+    # earlier versions may carry the OS user their client named.
     user: str = "unknown"
     endpoints: dict[str, str] = Field(
         default_factory=dict, description="Addresses the job's kind recorded when its current "

@@ -34,6 +34,7 @@ from phalanx.compute.kubernetes import (
     kuberay,
     objects,
     secretdata,
+    volumes,
 )
 from phalanx.compute.kubernetes.attempts import (
     Attempt,
@@ -142,6 +143,7 @@ class KubernetesPlane(ComputePlane):
         plane: str | None = None,
         control_plane: str | None = None,
         fence_after: float | None = None,
+        fence_image: str | None = None,
     ) -> KubernetesPlane:
         """Connect (kubeconfig, in-cluster, or explicit server + token), adopt, start watching."""
         configuration, _ = configure(kubeconfig=kubeconfig, context=context, server=server,
@@ -155,6 +157,7 @@ class KubernetesPlane(ComputePlane):
         settings.plane = plane or settings.plane  # driven by the worker of this plane
         settings.control_plane = control_plane or settings.control_plane
         settings.fence_after = fence_after or settings.fence_after
+        settings.fence_image = fence_image or settings.fence_image
         made = cls(KubeClient(configuration), home, settings)
         try:
             made.start()
@@ -247,6 +250,7 @@ class KubernetesPlane(ComputePlane):
         for index in range(len(job.pod_sets)):
             objects.image_of(job, index, self.settings.default_image)
         objects.check_cpu_pinning(job)
+        volumes.check(job)
 
     def cordon(self, name: str, unschedulable: bool) -> None:
         """Patch the Node's ``spec.unschedulable``, as ``kubectl cordon`` does.
@@ -422,7 +426,7 @@ class KubernetesPlane(ComputePlane):
             consume=consumes(self.inventory_source.node_object(planned.node)),
         )
         pod_set = next(p for p in job.pod_sets if p.name == planned.ref.pod_set)
-        secretdata.attach(body["spec"], body["spec"]["containers"][0], plan.name, job, pod_set)
+        secretdata.attach(body["spec"], body["spec"]["containers"][0], plan.name, pod_set)
         if api_url is not None:
             credentials.mount(body["spec"], body["spec"]["containers"][0], plan.name, api_url)
         if self.fence is not None:

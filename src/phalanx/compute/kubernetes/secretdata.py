@@ -6,7 +6,8 @@ one finds these too) and deleted with the anchor by the garbage collector:
 - ``<attempt>-env-<pod set>``: the pod set's variables from secrets (``envFrom`` and
   ``secretEnv``), which its pods take whole with ``envFrom: [{secretRef}]``; the pod set's
   own ``env`` wins over it, as Kubernetes orders them;
-- ``<attempt>-vol-<volume>``: a secret volume's files, mounted where ``mounts`` say;
+- ``<attempt>-vol-<volume>``: a secret volume's files, which the pod's volume names
+  (``volumes.py``, where every volume of the pod is rendered);
 - ``<attempt>-pull-<hash>``: a ``kubernetes.io/dockerconfigjson`` Secret per registry
   secret the job names, in the pods' ``imagePullSecrets``.
 
@@ -21,7 +22,8 @@ from typing import Any
 
 from phalanx.compute.base import AttemptSecrets
 from phalanx.compute.kubernetes.objects import attempt_labels
-from phalanx.spec.resources import JobSpec, PodSet
+from phalanx.compute.kubernetes.volumes import volume_secret
+from phalanx.spec.resources import PodSet
 from phalanx.spec.secrets import DOCKER_KEY
 
 Object = dict[str, Any]
@@ -29,10 +31,6 @@ Object = dict[str, Any]
 
 def env_secret(attempt_name: str, pod_set: str) -> str:
     return f"{attempt_name}-env-{pod_set}"
-
-
-def volume_secret(attempt_name: str, volume: str) -> str:
-    return f"{attempt_name}-vol-{volume}"
 
 
 def pull_secret(attempt_name: str, ref: str) -> str:
@@ -63,20 +61,12 @@ def secrets(attempt_name: str, namespace: str, job: str, attempt: int, owner: Ob
     return made
 
 
-def attach(spec: Object, container: Object, attempt_name: str, job: JobSpec,
-           pod_set: PodSet) -> None:
-    """Point a pod of ``pod_set`` (``spec``, its ``container``) at the attempt's Secrets."""
+def attach(spec: Object, container: Object, attempt_name: str, pod_set: PodSet) -> None:
+    """Point a pod of ``pod_set`` (``spec``, its ``container``) at the attempt's Secrets of
+    variables and of registries (its secret volumes are among its volumes)."""
     if pod_set.env_from or pod_set.secret_env:
         container.setdefault("envFrom", []).append(
             {"secretRef": {"name": env_secret(attempt_name, pod_set.name)}})
-    mounted = {m.name for m in pod_set.mounts}
-    for volume in job.volumes:
-        if volume.secret is not None and volume.name in mounted:
-            spec.setdefault("volumes", []).append({"name": volume.name, "secret": {
-                "secretName": volume_secret(attempt_name, volume.name), "defaultMode": 0o400}})
-    for mount in pod_set.mounts:
-        container.setdefault("volumeMounts", []).append(
-            {"name": mount.name, "mountPath": mount.mount_path, "readOnly": mount.read_only})
     if pod_set.image_pull_secrets:
         spec["imagePullSecrets"] = [{"name": pull_secret(attempt_name, s.name)}
                                     for s in pod_set.image_pull_secrets]

@@ -194,6 +194,12 @@ TABLE: dict[tuple[str, str], tuple[str, Any, dict[str, int]]] = {
     ("put", "/v1/teams/{name}"): ("/v1/teams/team-table", {"queues": ["qa"]}, ADMIN),
     ("delete", "/v1/teams/{name}"): ("/v1/teams/no-such-team", None, _with(ADMIN, admin=404)),
     ("get", "/v1/audit"): ("/v1/audit", None, ADMIN),
+    ("get", "/v1/secrets"): ("/v1/secrets", None, READ),
+    ("post", "/v1/secrets"): ("/v1/secrets", lambda r: {"name": f"table-{r}",
+                                                        "data": {"K": "dg=="}}, _with(
+        READ, admin=CREATED, alice=CREATED, bob=CREATED, vera=403, alice_read=403)),
+    ("delete", "/v1/secrets/{name}"): ("/v1/secrets/no-such-secret", None, _with(
+        READ, admin=404, alice=404, bob=404, vera=403, alice_read=403)),
     ("get", "/v1/planes"): ("/v1/planes", None, READ),
     ("post", "/v1/planes"): ("/v1/planes", {"name": "table-plane"},
                              _with(ADMIN, admin=CREATED)),
@@ -217,8 +223,10 @@ TABLE: dict[tuple[str, str], tuple[str, Any, dict[str, int]]] = {
     ("get", "/v1/planes/{name}/exec"): ("/v1/planes/table-plane/exec?wait=0", None,
                                         PLANE_ONLY),
 }
-# A job's credential is its owner, alice, minus what admins may do and keys (403).
-TABLE = {route: (path, body, {**expected, "alice-job": 403 if "/v1/keys" in route[1]
+# A job's credential is its owner, alice, minus what admins may do, keys and changes to
+# secrets (403).
+TABLE = {route: (path, body, {**expected, "alice-job": 403 if "/v1/keys" in route[1] or (
+                     route[1].startswith("/v1/secrets") and route[0] != "get")
                               else expected["alice"]})
          for route, (path, body, expected) in TABLE.items()}
 

@@ -19,6 +19,7 @@ volumes:
 - {name: data, hostPath: {path: /data/imagenet/, type: Directory}}
 - {name: ckpt, persistentVolumeClaim: {claimName: ckpt, readOnly: false}}
 - {name: conf, configMap: {name: train-conf, items: [{key: a.yaml, path: conf/a.yaml}]}}
+- {name: token, secret: {secretName: team-a/creds}}
 - {name: shared, nfs: {server: nfs.example.com, path: /exports/team, readOnly: true}}
 podSets:
 - command: [python, train.py]
@@ -46,7 +47,9 @@ def test_every_kind_reads_as_kubernetes_writes_it() -> None:
     assert spec.volumes[1].host_path.path == "/data/imagenet"  # normalised
     assert spec.volumes[0].to_kubernetes() == {
         "name": "scratch", "emptyDir": {"medium": "Memory", "sizeLimit": "2Gi"}}
-    assert spec.volumes[4].to_kubernetes() == {
+    assert spec.volumes[4].secret is not None
+    assert spec.volumes[4].secret.secret_name == "team-a/creds"  # a Phalanx secret's name
+    assert spec.volumes[5].to_kubernetes() == {
         "name": "shared", "nfs": {"server": "nfs.example.com", "path": "/exports/team",
                                   "readOnly": True}}
     pod_set = spec.pod_sets[0]

@@ -19,7 +19,7 @@ from phalanx.store.tables import metadata
 from tests.store.factories import make_event, make_record
 
 TABLES = {"jobs", "job_events", "job_labels", "queue_config", "idempotency_keys", "users",
-          "teams", "api_keys", "audit_log",
+          "teams", "api_keys", "audit_log", "secrets",
           "alembic_version"}
 
 

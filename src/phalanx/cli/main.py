@@ -28,6 +28,7 @@ from phalanx.cli import (
     planes,
     podexec,
     render,
+    secrets,
     serve,
     sim,
     ui,
@@ -455,6 +456,7 @@ app.command("attach")(podexec.attach)
 app.add_typer(k8s.app, name="k8s")
 app.add_typer(cluster.app, name="cluster")
 app.add_typer(planes.app, name="plane")
+app.add_typer(secrets.app, name="secrets")
 app.command("worker")(worker.worker)
 
 if __name__ == "__main__":

@@ -34,12 +34,13 @@ plane overrides only what it can do better:
 from __future__ import annotations
 
 import abc
+import base64
 import hashlib
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import ClassVar, Protocol, Self
+from typing import Any, ClassVar, Protocol, Self
 
 from phalanx.compute.lease import PlaneLease
 from phalanx.defaults import API_KEY_FILE_ENV, URL_ENV
@@ -71,8 +72,8 @@ def control_plane_tag(control_plane: str) -> str:
     return owner_tag({CONTROL_PLANE_LABEL: control_plane})
 
 __all__ = [
-    "ComputePlane", "FailureKind", "Listener", "NodeTable", "PodCredential", "PodPhase",
-    "PodRef", "PodState", "Refusal",
+    "AttemptSecrets", "ComputePlane", "FailureKind", "Listener", "NodeTable", "PodCredential",
+    "PodPhase", "PodRef", "PodState", "Refusal",
 ]
 
 
@@ -80,13 +81,50 @@ Listener = Callable[[], None]
 
 
 @dataclass(frozen=True, slots=True)
+class AttemptSecrets:
+    """The values of the secrets a job names, resolved for one attempt (server/secrets.py):
+    planes hand them to that attempt's pods only and keep nothing once it ends."""
+
+    env: dict[str, dict[str, str]] = field(default_factory=dict)  # pod set -> variables
+    volumes: dict[str, dict[str, bytes]] = field(default_factory=dict)  # volume -> files
+    pull: dict[str, bytes] = field(default_factory=dict)  # reference -> .dockerconfigjson
+
+    def __repr__(self) -> str:  # never the values, wherever a plan is logged
+        return (f"AttemptSecrets(env={ {k: sorted(v) for k, v in self.env.items()} }, "
+                f"volumes={ {k: sorted(v) for k, v in self.volumes.items()} }, "
+                f"pull={sorted(self.pull)})")
+
+    def __bool__(self) -> bool:
+        return bool(self.env or self.volumes or self.pull)
+
+    def to_wire(self) -> dict[str, Any]:
+        """JSON for a worker's desired state (bytes in base64)."""
+        def encoded(data: dict[str, bytes]) -> dict[str, str]:
+            return {k: base64.b64encode(v).decode() for k, v in data.items()}
+        return {"env": self.env, "volumes": {v: encoded(f) for v, f in self.volumes.items()},
+                "pull": encoded(self.pull)}
+
+    @classmethod
+    def from_wire(cls, wire: dict[str, Any] | None) -> AttemptSecrets:
+        if not wire:
+            return cls()
+        def decoded(data: dict[str, str]) -> dict[str, bytes]:
+            return {k: base64.b64decode(v) for k, v in data.items()}
+        return cls(env={p: dict(e) for p, e in wire.get("env", {}).items()},
+                   volumes={v: decoded(f) for v, f in wire.get("volumes", {}).items()},
+                   pull=decoded(wire.get("pull", {})))
+
+
+@dataclass(frozen=True, slots=True)
 class PodCredential:
     """What the pods of one attempt get to call the API as their job's owner: the API's URL
     (as the pods reach it) and the attempt's key. The key goes to the pods as a file the
-    pods alone can read, never into an environment, a spec or a log."""
+    pods alone can read, never into an environment, a spec or a log. ``secrets``: the values
+    of the secrets the job names, for this attempt's pods alone."""
 
     api_url: str
     key: str = field(repr=False)
+    secrets: AttemptSecrets = field(default_factory=AttemptSecrets, repr=False)
 
     def environment(self, key_file: str) -> dict[str, str]:
         """The pod's variables that point at the API and at ``key_file`` (what the SDK and

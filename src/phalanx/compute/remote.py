@@ -421,7 +421,9 @@ class RemotePlane(ComputePlane):
             self._launches[key] = DesiredAttempt(
                 job=job.name, attempt=attempt, epoch=attempt, spec=job.to_dict(),
                 admission=JobAdmission.model_validate(admission.to_dict()),
-                credential=credential.key if credential is not None else None)
+                credential=credential.key if credential is not None else None,
+                secrets=credential.secrets.to_wire()
+                if credential is not None and credential.secrets else None)
             self._version += 1
             self._changed.notify_all()
 

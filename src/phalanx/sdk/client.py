@@ -33,6 +33,7 @@ from phalanx.sdk.documents import (
 from phalanx.sdk.identity import IdentityCalls
 from phalanx.sdk.planes import PlaneCalls
 from phalanx.sdk.responses import error_from_response
+from phalanx.sdk.secrets import SecretCalls
 from phalanx.spec.api import (
     ACT_AS_HEADER,
     AppliedObject,
@@ -112,7 +113,7 @@ def _status_params(status: JobStatus | str | Iterable[JobStatus | str] | None) -
     return out
 
 
-class Client(IdentityCalls, PlaneCalls):
+class Client(IdentityCalls, PlaneCalls, SecretCalls):
     """A connection to one Phalanx control plane.
 
     ``url`` and ``token`` default to ``$PHALANX_URL`` / ``$PHALANX_TOKEN``, then (inside a

@@ -70,6 +70,7 @@ from phalanx.server.redaction import (
     jobs_as_seen_by,
     refuse_reserved_names,
 )
+from phalanx.server.secret_routes import add_secret_routes
 from phalanx.server.storage import StateDisk
 from phalanx.server.ui import MOUNT, create_ui
 from phalanx.spec.api import (
@@ -402,6 +403,7 @@ def create_app(
         principal = viewer_of(request)
         for spec in specs:
             principal.check_submit(spec.queue)
+            auth.secrets.material(spec, principal.name, principal.teams)  # each can resolve
         refuse_reserved_names(specs, batch=batch)
         audit = submit_audit(request, specs)
         try:
@@ -583,6 +585,7 @@ def create_app(
     if planes is not None:
         add_plane_routes(app, controller, planes, auth, control_plane_id, _errors, _error)
     add_identity_routes(app, auth, _ROLE_ERRORS, _errors)
+    add_secret_routes(app, auth, _errors)
     check_every_route(app.routes)
     if dashboard:
         # Any user's API key opens a dashboard session with that user's role and teams;

@@ -38,11 +38,13 @@ from phalanx.server.principal import (
     Principal,
 )
 from phalanx.server.ratelimit import FailureLimiter, FailureLimits, tried_from, tried_key
+from phalanx.server.secrets import SecretVault
 from phalanx.server.tokens import SIGNING_FILE, SigningKeys
 from phalanx.spec.api import ACT_AS_HEADER
 from phalanx.spec.auth import USER_NAME
 from phalanx.spec.status import JobRecord
 from phalanx.store import AuditEntry, IdentityStore, StoredKey, User
+from phalanx.store.secrets import SecretStore
 
 log = logging.getLogger("phalanx.auth")
 
@@ -81,6 +83,8 @@ class Authenticator:
         self.job_keys = JobKeys(self.hasher)
         self.attempts = attempts
         self.signing = SigningKeys(home / SIGNING_FILE)
+        # Secrets' encryption keys live beside the signing keys and rotate with them.
+        self.secrets = SecretVault(home, SecretStore(identity.store), self._teams_of)
         self.failures = FailureLimiter(failure_limits)
         self._lock = threading.Lock()
         # Tokens whose signature was checked: a client sends the same token for minutes,
@@ -95,6 +99,12 @@ class Authenticator:
         # Kept for the dashboard, whose sessions the bootstrap key opens (server/ui).
         self.bootstrap_key = bootstrap_key or ensure_bootstrap_key(home)
         self._bootstrap_hash = self._bootstrap(self.bootstrap_key)
+
+    def _teams_of(self, user: str) -> tuple[str, ...]:
+        try:
+            return self.identity.get_user(user).teams
+        except NotFound:
+            return ()
 
     def _bootstrap(self, key: str) -> str:
         """Make sure the admin user and the state directory's key exist; the key's hash."""

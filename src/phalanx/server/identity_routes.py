@@ -73,9 +73,12 @@ def add_identity_routes(app: FastAPI, auth: Authenticator,
               responses=errors)
     def rotate(request: Request) -> SigningKeyRotated:
         """Sign new tokens with a new key; tokens signed by the previous one stay valid
-        until they expire."""
+        until they expire. The secrets' encryption key rotates too: every secret is
+        re-encrypted under a new one."""
         key = auth.signing.rotate()
-        identity.append([audit_entry(request, "signing-key-rotate", key.kid)])
+        reencrypted = auth.secrets.rotate()
+        identity.append([audit_entry(request, "signing-key-rotate", key.kid,
+                                     secrets=reencrypted)])
         return SigningKeyRotated(kid=key.kid)
 
     # ------------------------------------------------------------------ users

@@ -18,7 +18,7 @@ from typing import ParamSpec
 
 import uvicorn
 
-from phalanx.compute.base import PodCredential
+from phalanx.compute.base import AttemptSecrets, PodCredential
 from phalanx.compute.factory import make_plane
 from phalanx.compute.federation import PlaneSet
 from phalanx.compute.remote import PlaneTimers
@@ -44,7 +44,9 @@ from phalanx.server.jobkeys import JobKeys
 from phalanx.server.keys import control_plane_id
 from phalanx.server.logstream import LogLimits
 from phalanx.server.redaction import SecretEnvRule
+from phalanx.server.secrets import SecretVault
 from phalanx.spec.planes import LOCAL_PLANE
+from phalanx.spec.status import JobRecord
 from phalanx.store import IdentityStore, LogStore, Store
 from phalanx.store.planes import PlaneStore
 
@@ -74,9 +76,15 @@ def pods_url(host: str, port: int) -> str:
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
-def pod_credentials(keys: JobKeys, api_url: str) -> CredentialSource:
-    """What each launched attempt's pods call ``api_url`` with."""
-    return lambda record, attempt: PodCredential(api_url, keys.key_for(record, attempt))
+def pod_credentials(keys: JobKeys, api_url: str, vault: SecretVault | None = None,
+                    ) -> CredentialSource:
+    """What each launched attempt's pods call ``api_url`` with, and the values of the
+    secrets their job names (resolved at each launch; a SpecError fails the attempt)."""
+    def credential(record: JobRecord, attempt: int) -> PodCredential:
+        secrets = vault.for_attempt(record.spec, record.user) if vault else AttemptSecrets()
+        return PodCredential(api_url, keys.key_for(record, attempt), secrets)
+
+    return credential
 
 
 def _owner_only_files(run: Callable[P, None]) -> Callable[P, None]:
@@ -209,7 +217,8 @@ def serve(
         logging.getLogger("phalanx").warning(
             "no --pod-api-url: job pods are told the API is at %s, which they may not reach "
             "(the deploy values pass the Service's URL)", pods_url(host, real_port))
-    credentials = pod_credentials(auth.job_keys, pod_api_url or pods_url(host, real_port))
+    credentials = pod_credentials(auth.job_keys, pod_api_url or pods_url(host, real_port),
+                                  auth.secrets)
     controller = Controller(store, plane, grace_seconds=grace_seconds, logs=logs,
                             finished_ttl=finished_ttl, credentials=credentials)
     auth.attempts = controller.service.running_attempt

@@ -158,6 +158,11 @@ class DesiredAttempt(WireModel):
     credential: str | None = Field(
         default=None, description="The attempt's API key, which its pods call the API with as "
         "their job's owner (at the worker's --control-plane URL); sent only to its plane's worker")
+    secrets: dict[str, Any] | None = Field(
+        default=None, description="The values of the secrets the job names (env: pod set -> "
+        "variables; volumes: volume -> file -> base64; pull: reference -> base64 docker "
+        "config), for this attempt's pods only; sent only to its plane's worker while the "
+        "attempt is wanted")
 
 
 class DesiredState(WireModel):

@@ -28,6 +28,7 @@ from phalanx.spec.labels import check_labels
 from phalanx.spec.provisioning import FlavorProvisioning, ProvisioningPolicy
 from phalanx.spec.quantity import format_amount
 from phalanx.spec.ray import RaySpec
+from phalanx.spec.secrets import EnvFromItem, PullSecretItem, SecretEnvVar, split_env
 from phalanx.spec.volumes import Volume, VolumeMount, check_paths, check_shm, check_volumes
 
 GPU = "nvidia.com/gpu"
@@ -428,8 +429,16 @@ class PodSet(Model):
     )
     env: Annotated[dict[EnvName, EnvValue], AfterValidator(_env_bounded)] = Field(
         default_factory=dict, max_length=MAX_ENV,
-        description=f"At most {MAX_ENV} variables, {MAX_ENV_BYTES} bytes in all",
+        description=f"Variables (at most {MAX_ENV}, {MAX_ENV_BYTES} bytes in all): a map, or "
+        "Kubernetes' list of {name, value} and {name, valueFrom: {secretKeyRef}} (those go to "
+        "secretEnv)",
     )
+    env_from: list[EnvFromItem] = Field(
+        default_factory=list, description="Secrets whose every key becomes a variable")
+    secret_env: list[SecretEnvVar] = Field(
+        default_factory=list, description="Variables taken from one key of a secret")
+    image_pull_secrets: list[PullSecretItem] = Field(
+        default_factory=list, description="docker secrets Kubernetes pulls the image with")
     working_dir: str | None = None
     image: str | None = None
     node_selector: dict[str, str] = Field(default_factory=dict)
@@ -449,6 +458,25 @@ class PodSet(Model):
         default=None, gt=0, description="A /dev/shm of this size, e.g. 16Gi (on Kubernetes a "
         "Memory emptyDir, counted as the pod's memory)",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _env_list(cls, value: object) -> object:
+        if isinstance(value, dict) and isinstance(value.get("env"), list):
+            plain, from_secrets = split_env(value["env"])
+            field = "secretEnv" if "secretEnv" in value or "secret_env" not in value \
+                else "secret_env"
+            return {**value, "env": plain, field: [*value.get(field, []), *from_secrets]}
+        return value
+
+    @model_validator(mode="after")
+    def _variables_named_once(self) -> PodSet:
+        names = [e.name for e in self.secret_env]
+        twice = sorted({n for n in names if names.count(n) > 1 or n in self.env})
+        if twice:
+            raise ValueError(f"variable {twice[0]!r} is set twice (env and secretEnv, or twice "
+                             "from secrets); set each variable once")
+        return self
 
     @model_validator(mode="after")
     def _min_within_replicas(self) -> PodSet:
@@ -551,7 +579,7 @@ class JobSpec(Model):
     volumes: list[Volume] = Field(
         default_factory=list, validate_default=True,
         description="Volumes the pod sets mount (Kubernetes' volumes: emptyDir, hostPath, "
-                    "persistentVolumeClaim, configMap, nfs)",
+                    "persistentVolumeClaim, configMap, secret, nfs)",
     )
 
     @model_validator(mode="after")
@@ -585,6 +613,21 @@ class JobSpec(Model):
             raise ValueError(f"ray is set on a job of kind {self.kind.value!r}; set kind: ray, "
                              "or remove ray")
         return self
+
+    def secret_refs(self) -> list[tuple[str, str]]:
+        """Every secret the job names, with the field that names it, in spec order."""
+        refs: list[tuple[str, str]] = [
+            (v.secret.secret_name, f"volumes[{i}].secret.secretName")
+            for i, v in enumerate(self.volumes) if v.secret is not None]
+        for i, p in enumerate(self.pod_sets):
+            refs += [(e.secret, f"podSets[{i}].envFrom[{j}].secret")
+                     for j, e in enumerate(p.env_from)]
+            refs += [(e.value_from.secret_key_ref.name,
+                      f"podSets[{i}].secretEnv[{j}].valueFrom.secretKeyRef.name")
+                     for j, e in enumerate(p.secret_env)]
+            refs += [(s.name, f"podSets[{i}].imagePullSecrets[{j}].name")
+                     for j, s in enumerate(p.image_pull_secrets)]
+        return refs
 
     @field_validator("volumes")
     @classmethod

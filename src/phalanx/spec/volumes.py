@@ -1,12 +1,13 @@
 """Volumes of a job and the mounts of its pod sets, spelled as Kubernetes spells them.
 
 A job lists ``volumes`` (each a name and exactly one source: ``emptyDir``, ``hostPath``,
-``persistentVolumeClaim``, ``configMap``, ``nfs``); a pod set lists ``mounts`` (Kubernetes'
-``volumeMounts``, accepted under that name too) and may ask for ``shm: 16Gi``, a
-``/dev/shm`` of that size. Every source's fields are the Kubernetes API's, so a volume
-written for a Kubernetes pod reads the same here. What each compute plane makes of a
-source is the plane's (docs/your-work.md: "Data and memory"); a plane that cannot honour
-one refuses the job at submit, naming the field.
+``persistentVolumeClaim``, ``configMap``, ``secret``, ``nfs``); a pod set lists
+``mounts`` (Kubernetes' ``volumeMounts``, accepted under that name too) and may ask for
+``shm: 16Gi``, a ``/dev/shm`` of that size. Every source's fields are the Kubernetes
+API's, so a volume written for a Kubernetes pod reads the same here, but for
+``secret.secretName``, which names a Phalanx secret (phalanx.spec.secrets). What each
+compute plane makes of a source is the plane's (docs/your-work.md: "Data and memory");
+a plane that cannot honour one refuses the job at submit, naming the field.
 
 A source is one optional field of ``Volume``: adding a kind is one field here (its model
 and its name) and, on each plane, one entry in that plane's table of sources.
@@ -21,6 +22,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, Field, model_validator
 
 from phalanx.spec.base import Model, Quantity
+from phalanx.spec.secrets import SecretRef
 
 # The names of volumes the planes add themselves (checkpoints, the API credential, shm).
 RESERVED_PREFIX = "phalanx-"
@@ -93,6 +95,13 @@ class ConfigMapSource(Model):
     optional: bool | None = None
 
 
+class SecretSource(Model):
+    """A Phalanx secret's keys as files (0400, the pod's own), read-only wherever mounted."""
+
+    secret_name: SecretRef = Field(description="A secret of the submitter or of one of their "
+                                   "teams: NAME or TEAM/NAME")
+
+
 class NFSSource(Model):
     server: str = Field(min_length=1)
     path: AbsolutePath
@@ -107,6 +116,7 @@ class Volume(Model):
     host_path: HostPathSource | None = None
     persistent_volume_claim: PersistentVolumeClaimSource | None = None
     config_map: ConfigMapSource | None = None
+    secret: SecretSource | None = None
     nfs: NFSSource | None = None
 
     @model_validator(mode="after")

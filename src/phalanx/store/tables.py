@@ -203,3 +203,19 @@ planes = Table(
     # long before it calls the plane lost, even if the worker never reports again.
     Column("fence_needs", Double, nullable=True),
 )
+
+# Secrets, encrypted (server/secrets.py): the values only as one authenticated ciphertext of
+# the whole key -> value map; the keys' names in clear, for lists. ``owner`` is
+# ``team:<name>`` or ``user:<name>``; names are unique per owner, so creating one tells
+# nothing of another owner's.
+secrets = Table(
+    "secrets",
+    metadata,
+    Column("owner", String(320), primary_key=True),
+    Column("name", String(63), primary_key=True),
+    Column("type", String(16), nullable=False),  # env | file | ssh | docker
+    Column("keys", JSON, nullable=False),
+    Column("ciphertext", Text, nullable=False),
+    Column("created_at", Double, nullable=False),
+    Column("created_by", String(253), nullable=False),
+)

@@ -308,7 +308,7 @@ def pod(
         spec["priorityClassName"] = priority_class
     if job.termination_grace is not None:  # the kubelet's SIGTERM-to-SIGKILL wait
         spec["terminationGracePeriodSeconds"] = round(job.termination_grace)
-    volumes.mount(spec, container, job, pod_set)
+    volumes.mount(spec, container, job, pod_set, plan.name)
     if checkpoint_volume is not None:
         checkpoints.mount(spec, container, job.name, checkpoint_volume,
                           checkpoint_tag(plan.identity))

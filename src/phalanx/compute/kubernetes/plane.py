@@ -33,6 +33,7 @@ from phalanx.compute.kubernetes import (
     fencing,
     kuberay,
     objects,
+    secretdata,
     volumes,
 )
 from phalanx.compute.kubernetes.attempts import (
@@ -424,6 +425,8 @@ class KubernetesPlane(ComputePlane):
             checkpoint_volume=self.settings.checkpoint_volume,
             consume=consumes(self.inventory_source.node_object(planned.node)),
         )
+        pod_set = next(p for p in job.pod_sets if p.name == planned.ref.pod_set)
+        secretdata.attach(body["spec"], body["spec"]["containers"][0], plan.name, pod_set)
         if api_url is not None:
             credentials.mount(body["spec"], body["spec"]["containers"][0], plan.name, api_url)
         if self.fence is not None:
@@ -445,6 +448,12 @@ class KubernetesPlane(ComputePlane):
         if current.credential is None or current.uid is None:
             return
         owner = objects.owner_reference({"metadata": {"name": current.name, "uid": current.uid}})
+        # The values first: finding the credential's Secret after a restart means these exist.
+        for body in secretdata.secrets(current.name, self.namespace, current.job,
+                                       current.attempt, owner, current.credential.secrets,
+                                       self.identity):
+            made, _ = self.client.create_or_get(f"{self._base}/secrets", body)
+            check_owner(made, current.job, current.attempt, self.identity)
         created, _ = self.client.create_or_get(
             f"{self._base}/secrets", credentials.secret(
                 current.name, self.namespace, current.job, current.attempt, owner,

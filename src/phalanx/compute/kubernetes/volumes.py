@@ -6,6 +6,10 @@ SIZE`` is a Memory emptyDir of that sizeLimit at /dev/shm (named ``phalanx-shm``
 kubelet counts what the pod writes there as the container's memory, whose limit Phalanx
 sets to the request). The paths where the plane mounts its own volumes (checkpoints,
 the API credential, the fence) are refused as mountPaths at submit.
+
+A ``secret`` volume names a Phalanx secret, whose values the attempt's own Secret
+``<attempt>-vol-<volume>`` carries (``secretdata.py``): the pod's volume names that
+Secret, its files 0400, and every mount of it is read-only, as on the local plane.
 """
 
 from __future__ import annotations
@@ -15,9 +19,21 @@ from typing import Any
 from phalanx.errors import SpecError
 from phalanx.spec.quantity import format_quantity
 from phalanx.spec.resources import JobSpec, PodSet
-from phalanx.spec.volumes import SHM_PATH, SHM_VOLUME
+from phalanx.spec.volumes import SHM_PATH, SHM_VOLUME, Volume
 
 Object = dict[str, Any]
+
+
+def volume_secret(attempt_name: str, volume: str) -> str:
+    """The attempt's Secret holding the files of its secret volume ``volume``."""
+    return f"{attempt_name}-vol-{volume}"
+
+
+def _pod_volume(volume: Volume, attempt_name: str) -> Object:
+    if volume.secret is not None:
+        return {"name": volume.name, "secret": {
+            "secretName": volume_secret(attempt_name, volume.name), "defaultMode": 0o400}}
+    return volume.to_kubernetes()
 
 
 def plane_mounts() -> tuple[str, ...]:
@@ -44,17 +60,19 @@ def check(job: JobSpec) -> None:
                                 fix="mount the volume at another path, e.g. /mnt/data")
 
 
-def mount(spec: Object, container: Object, job: JobSpec, pod_set: PodSet) -> None:
-    """Add the pod set's volumes and mounts to a pod (``spec``, its ``container``); raises
-    SpecError at launch, as ``check`` does at submit (a worker's plane sees jobs first
-    at launch)."""
+def mount(spec: Object, container: Object, job: JobSpec, pod_set: PodSet,
+          attempt_name: str) -> None:
+    """Add the pod set's volumes and mounts to a pod (``spec``, its ``container``) of the
+    attempt ``attempt_name``; raises SpecError at launch, as ``check`` does at submit (a
+    worker's plane sees jobs first at launch)."""
     check(job)
     used = {m.name for m in pod_set.mounts}
-    volumes = [v.to_kubernetes() for v in job.volumes if v.name in used]
+    volumes = [_pod_volume(v, attempt_name) for v in job.volumes if v.name in used]
+    secret = {v.name for v in job.volumes if v.secret is not None}
     mounts: list[Object] = []
     for m in pod_set.mounts:
         entry: Object = {"name": m.name, "mountPath": m.mount_path}
-        if m.read_only:
+        if m.read_only or m.name in secret:
             entry["readOnly"] = True
         if m.sub_path:
             entry["subPath"] = m.sub_path

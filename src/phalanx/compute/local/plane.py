@@ -63,6 +63,7 @@ from pathlib import Path
 from phalanx import relay
 from phalanx.compute.base import (
     CHECKPOINT_DIR_ENV,
+    AttemptSecrets,
     ComputePlane,
     ExecSession,
     NodeTable,
@@ -396,6 +397,8 @@ class LocalPlane(MachineNode, ComputePlane):
         pod_sets = {p.name: (i, p) for i, p in enumerate(job.pod_sets)}
         wanted, wanted_cpus, namespaces = [], [], []
         volumes_dir = self._state.attempt_dir(job.name, attempt) / "volumes"
+        secrets = credential.secrets if credential is not None else AttemptSecrets()
+        secrets_dir = self.credentials.secrets_dir(job.name, attempt)
         # Under --pod-uids an attempt still waiting for its uid is checked as any uid of the
         # range would be: one that owns nothing outside its own directories.
         stranger = None if self.uids is None else PodUser(
@@ -427,8 +430,10 @@ class LocalPlane(MachineNode, ComputePlane):
             wanted.append(0 if virtual else gpus // MILLI)
             exclusive = pod_set.cpu_pinning == "exclusive" and not virtual
             wanted_cpus.append(pod_set.resources.get("cpu", 0) // MILLI if exclusive else 0)
-            namespaces.append(self.volumes.plan(job, i, volumes_dir / ref.name, owner,
-                                                owner or stranger))
+            namespaces.append(self.volumes.plan(
+                job, i, volumes_dir / ref.name, owner, owner or stranger,
+                secrets_dir=secrets_dir if credential is not None else None,
+                secret_keys=secrets.volumes))
         assigned = assign_gpus(wanted, [g.index for g in self.gpus], self._held_gpus())
         pinned = pinning.assign_cpus(wanted_cpus, self.cpu_topology, self._held_cpus())
         checkpoint_dir = str(self.checkpoints.prepare(job.name, owner))
@@ -436,6 +441,8 @@ class LocalPlane(MachineNode, ComputePlane):
         if credential is not None:
             key_file = self.credentials.write(job.name, attempt, credential.key, owner)
             api = credential.environment(str(key_file))
+        if secrets.volumes:  # each pod's namespace binds them at their mountPaths
+            self.credentials.write_secrets(job.name, attempt, secrets.volumes, owner)
         planned, launches = [], []
         cwd = os.getcwd() if self.uids is None else str(self.uids.workdir(job.name, attempt))
         user_env = {"HOME": cwd} if self.uids is not None else (
@@ -444,8 +451,9 @@ class LocalPlane(MachineNode, ComputePlane):
                                                              namespaces, strict=True):
             pod_set = pod_sets[plan.ref.pod_set][1]
             planned.append(PlannedPod(plan.ref, plan.node, gpus_of_pod, cpus_of_pod))
+            # A secret's variables, as Kubernetes' envFrom, yield to the pod set's own env.
             env = {"PYTHONUNBUFFERED": "1", **user_env, CHECKPOINT_DIR_ENV: checkpoint_dir,
-                   **api, **plan.env}
+                   **api, **secrets.env.get(pod_set.name, {}), **plan.env}
             if "PATH" not in env:
                 # `python` in a command means the Python Phalanx runs on (its venv's packages),
                 # whether or not that venv was activated in the shell that started it.

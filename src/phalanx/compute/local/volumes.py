@@ -12,6 +12,9 @@ closest to Kubernetes':
 - ``hostPath``: the machine's path, bound over mountPath; ``type`` is checked as the
   kubelet does (``DirectoryOrCreate``/``FileOrCreate`` create it as the pod's user). The
   pod reaches nothing through it that its user could not reach by the path itself.
+- ``secret``: the secret's keys as files, 0400 and the pod's user's, in the attempt's
+  credential directory (``credentials.py``), bound read-only over mountPath (whatever
+  the mount's ``readOnly``); a ``subPath`` names one key, a file.
 - ``shm: SIZE``: a tmpfs of that size over /dev/shm.
 - ``persistentVolumeClaim``, ``configMap``, ``nfs`` (and any kind this table does not
   know): refused at submit; there are no claims or ConfigMaps on this machine, and an
@@ -30,7 +33,7 @@ import os
 import stat
 import subprocess
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +59,7 @@ REFUSED = {
     "nfs": "the local plane mounts no network file systems for a pod; mount the export on "
     "this machine and give its path as a hostPath",
 }
+HONOURED = ("emptyDir", "hostPath", "secret")
 _HOST_TYPES: dict[str, Callable[[int], bool]] = {
     "Directory": stat.S_ISDIR, "DirectoryOrCreate": stat.S_ISDIR,
     "File": stat.S_ISREG, "FileOrCreate": stat.S_ISREG, "Socket": stat.S_ISSOCK,
@@ -95,8 +99,9 @@ class LocalVolumes:
     def check(self, job: JobSpec) -> None:
         """What the plane can never honour, refused at submit naming the field."""
         for i, volume in enumerate(job.volumes):
-            if volume.kind in REFUSED or volume.kind not in ("emptyDir", "hostPath"):
-                fix = REFUSED.get(volume.kind, "use an emptyDir or a hostPath on this plane")
+            if volume.kind in REFUSED or volume.kind not in HONOURED:
+                fix = REFUSED.get(volume.kind, "use an emptyDir, a hostPath or a secret on "
+                                  "this plane")
                 raise SpecError(f"volume {volume.name!r} is a {volume.kind}, which the local "
                                 "plane cannot give a pod", field=f"volumes[{i}].{volume.kind}",
                                 fix=fix)
@@ -124,12 +129,15 @@ class LocalVolumes:
         return real
 
     def plan(self, job: JobSpec, index: int, pod_dir: Path, owner: PodUser | None,
-             checked_as: PodUser | None = None) -> dict[str, Any]:
+             checked_as: PodUser | None = None, secrets_dir: Path | None = None,
+             secret_keys: Mapping[str, Collection[str]] | None = None) -> dict[str, Any]:
         """The namespace of one pod of pod set ``index`` (the supervisor's ``volumes``,
         ``mounts`` and ``shm``); ``pod_dir`` holds its emptyDirs. ``owner``: the pod's
         user (None: this process's, or not known yet), ``checked_as``: whose permissions
-        a hostPath is checked with, if not ``owner``'s. Raises SpecError for what the
-        machine lacks now (a hostPath, a mountPath)."""
+        a hostPath is checked with, if not ``owner``'s. ``secrets_dir``: where the
+        attempt's secret volumes' files are (written before the pods start), one directory
+        per volume with ``secret_keys[volume]`` in it. Raises SpecError for what the
+        machine lacks now (a hostPath, a mountPath, a secret's values)."""
         pod_set = job.pod_sets[index]
         if not pod_set.mounts and pod_set.shm is None:
             return {}
@@ -145,6 +153,10 @@ class LocalVolumes:
                     volume, pod_set, pod_dir / volume.name))["dir"]
                 source = os.path.join(directory, mount.sub_path) if mount.sub_path else directory
                 create = bool(mount.sub_path)
+            elif volume.kind == "secret":
+                source = self._secret(volume, i, f"{field}.subPath", mount.sub_path,
+                                      secrets_dir, secret_keys or {})
+                create = False
             else:
                 source = self._host_path(volume, i, mount.sub_path, owner, checked_as or owner)
                 create = False
@@ -154,13 +166,15 @@ class LocalVolumes:
                                 field=f"{field}.mountPath", fix=f"create it on the machine "
                                 f"(mkdir -p {mount.mount_path}), or mount at an existing "
                                 "directory such as /mnt")
-            source_is_dir = create or os.path.isdir(source) or volume.kind == "emptyDir"
+            source_is_dir = create or os.path.isdir(source) or volume.kind == "emptyDir" or (
+                volume.kind == "secret" and not mount.sub_path)
             if os.path.isdir(target) != source_is_dir:
                 kinds = ("a directory", "a file") if source_is_dir else ("a file", "a directory")
                 raise SpecError(f"{mount.name!r} is {kinds[0]} and mountPath "
                                 f"{mount.mount_path} is {kinds[1]}", field=f"{field}.mountPath",
                                 fix=f"mount it at {kinds[0]}")
-            mounts.append({"source": source, "target": target, "readOnly": mount.read_only,
+            read_only = mount.read_only or volume.kind == "secret"
+            mounts.append({"source": source, "target": target, "readOnly": read_only,
                            "create": create})
         plan: dict[str, Any] = {"volumes": list(volumes.values()), "mounts": mounts}
         if pod_set.shm is not None:
@@ -176,6 +190,22 @@ class LocalVolumes:
             size = source.size_limit or pod_set.resources.get("memory")
             entry.update(memory=True, size=size // MILLI if size else None)
         return entry
+
+    @staticmethod
+    def _secret(volume: Volume, index: int, sub_field: str, sub_path: str,
+                secrets_dir: Path | None, secret_keys: Mapping[str, Collection[str]]) -> str:
+        keys = secret_keys.get(volume.name)
+        if secrets_dir is None or keys is None:
+            raise SpecError(f"the values of secret volume {volume.name!r} did not reach this "
+                            "plane", field=f"volumes[{index}].secret",
+                            fix="submit the job to the control plane, which hands each "
+                                "attempt its secrets")
+        if sub_path and sub_path not in keys:
+            raise SpecError(f"subPath {sub_path!r} is no key of secret volume "
+                            f"{volume.name!r}", field=sub_field,
+                            fix=f"give one of its keys: {', '.join(sorted(keys))}")
+        directory = secrets_dir / volume.name
+        return str(directory / sub_path) if sub_path else str(directory)
 
     @staticmethod
     def _host_path(volume: Volume, index: int, sub_path: str, owner: PodUser | None,

@@ -1,7 +1,7 @@
 """Secrets: teams' and users' values, encrypted by the control plane.
 
-Revision ID: 0008
-Revises: 0007
+Revision ID: 0009
+Revises: 0008
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0008"
-down_revision: str | None = "0007"
+revision = "0009"
+down_revision: str | None = "0008"
 branch_labels = None
 depends_on = None
 

@@ -1,6 +1,6 @@
 """A CLI call imports only what its verb needs: `phalanx version`, `jobs` and `describe`
-against a real control plane load no store, server, compute plane, job kinds or
-SQLAlchemy, and `phalanx --help` lists every verb without importing any verb's module."""
+against a real control plane load no store, server, compute plane, job kinds, scheduler
+or SQLAlchemy, and `phalanx --help` lists every verb without importing any verb's module."""
 
 from __future__ import annotations
 
@@ -69,6 +69,8 @@ def test_client_verbs_load_nothing_of_the_server(server: LiveServer, verb: list[
     modules = imported_modules(done.stderr)
     assert "phalanx.sdk.client" in modules  # the run did talk to the server
     assert server_side(modules) == [], f"`phalanx {' '.join(verb)}` imported these"
+    # httpx's own command line (click, pygments) and trio stay out of the `phalanx` process.
+    assert sorted(m for m in modules if m.split(".")[0] in ("click", "pygments", "attr")) == []
     assert "quick" in done.stdout or verb == ["version"]
 
 

@@ -14,6 +14,7 @@ only what its verbs need.
 
 from __future__ import annotations
 
+import sys
 from difflib import get_close_matches
 from importlib import import_module
 from pathlib import Path
@@ -203,5 +204,22 @@ def main(
     ctx.obj = Settings(url=url, token=token, home=home, act_as=act_as)
 
 
-if __name__ == "__main__":
+# Libraries that other libraries import when they find them installed, which no verb
+# uses: blocked from loading in the `phalanx` process, they cost nothing. `import httpx`
+# imports httpx's own command line (click, pygments, rich.syntax: about a third of
+# httpx's import time) whenever click is installed, and uvicorn installs it; httpcore
+# imports trio when it is installed (selenium brings it), and the CLI's HTTP is
+# synchronous and the server's asyncio.
+UNUSED_IMPORTS = ("httpx._main", "trio")
+
+
+def run() -> None:
+    """The `phalanx` program (the entry point): ``app`` with the unused imports blocked.
+    Importing this module blocks nothing: a process that imports ``app`` keeps its own."""
+    for name in UNUSED_IMPORTS:
+        sys.modules.setdefault(name, None)  # None: `import` raises ImportError
     app()
+
+
+if __name__ == "__main__":
+    run()

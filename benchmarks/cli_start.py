@@ -5,8 +5,8 @@ local control plane, beside ``python -c pass`` measured in the same run.
 It starts a real control plane (``phalanx up``, simulated compute plane), submits one job,
 then runs the commands in turn, round after round (so a machine that slows down slows all
 of them alike), and prints the median wall and CPU time of each with the aim of 150 ms
-wall. One more run of each under ``python -X importtime`` says where its start-up goes,
-by top-level package.
+wall. Three more runs of each under ``python -X importtime`` says where its start-up goes,
+by top-level package (the median of three runs).
 
     python -m benchmarks.cli_start                 # 20 rounds
     python -m benchmarks.cli_start --rounds 5      # smoke run
@@ -64,18 +64,20 @@ def package_of(module: str) -> str:
     return top if top in SHOWN else "other"
 
 
-def import_breakdown(argv: list[str], env: dict[str, str]) -> dict[str, float]:
-    """Milliseconds of import time per package in one ``-X importtime`` run (self times,
-    so nothing counts twice)."""
-    done = subprocess.run([argv[0], "-X", "importtime", *argv[1:]], env=env, check=True,
-                          capture_output=True, text=True)
-    spent: dict[str, float] = defaultdict(float)
-    for line in done.stderr.splitlines():
-        parts = line.split("|")
-        if not line.startswith("import time:") or len(parts) != 3 or "self" in parts[0]:
-            continue
-        spent[package_of(parts[2].strip())] += int(parts[0].split(":")[1]) / 1000
-    return dict(sorted(spent.items(), key=lambda item: -item[1]))
+def import_breakdown(argv: list[str], env: dict[str, str], runs: int = 3) -> dict[str, float]:
+    """Milliseconds of import time per package under ``-X importtime`` (self times, so
+    nothing counts twice), the median of ``runs`` runs per package."""
+    spent: dict[str, list[float]] = defaultdict(lambda: [0.0] * runs)
+    for run in range(runs):
+        done = subprocess.run([argv[0], "-X", "importtime", *argv[1:]], env=env, check=True,
+                              capture_output=True, text=True)
+        for line in done.stderr.splitlines():
+            parts = line.split("|")
+            if not line.startswith("import time:") or len(parts) != 3 or "self" in parts[0]:
+                continue
+            spent[package_of(parts[2].strip())][run] += int(parts[0].split(":")[1]) / 1000
+    medians = {package: percentile(times, 50) for package, times in spent.items()}
+    return dict(sorted(medians.items(), key=lambda item: -item[1]))
 
 
 def measure(rounds: int) -> dict[str, Any]:
@@ -132,7 +134,7 @@ def main() -> None:
         table.add_row(name, f"{r['wall_p50_ms']:.0f}", f"{r['wall_min_ms']:.0f}",
                       f"{r['cpu_p50_ms']:.0f}", f"{r['times_python']:.1f}")
     Console().print(table)
-    imports = Table(title="Where start-up goes: import time by package, ms (one run)")
+    imports = Table(title="Where start-up goes: import time by package, ms (median of 3)")
     imports.add_column("package")
     for name in result["imports_ms"]:
         imports.add_column(name.removeprefix("phalanx ").split()[0], justify="right")

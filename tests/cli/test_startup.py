@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from phalanx.cli.main import VERBS, load_verb
+from phalanx.cli.main import UNUSED_IMPORTS, VERBS, load_verb
 from tests.sdk.live_server import LiveServer
 
 NODES = """\
@@ -108,3 +108,12 @@ def test_the_table_says_what_the_verb_says(name: str) -> None:
     own = inspect.cleandoc(command.help or "").split("\n\n")[0]
     assert " ".join(own.split()) == VERBS[name][1]
     assert command.name == name
+
+
+def test_importing_the_cli_blocks_no_import_of_its_host() -> None:
+    # Only the `phalanx` program blocks UNUSED_IMPORTS; a process that imports the app (as
+    # this one does, and CliRunner tests) may still import them.
+    import httpx
+
+    assert [sys.modules.get(name, "not loaded") for name in UNUSED_IMPORTS].count(None) == 0
+    assert callable(httpx.main)

@@ -216,8 +216,9 @@ UNUSED_IMPORTS = ("httpx._main", "trio")
 def run() -> None:
     """The `phalanx` program (the entry point): ``app`` with the unused imports blocked.
     Importing this module blocks nothing: a process that imports ``app`` keeps its own."""
+    blocked: dict[str, Any] = sys.modules  # typeshed's values are modules; None blocks one
     for name in UNUSED_IMPORTS:
-        sys.modules.setdefault(name, None)  # None: `import` raises ImportError
+        blocked.setdefault(name, None)  # `import name` now raises ImportError
     app()
 
 

@@ -23,7 +23,7 @@ from typing import Annotated, Any
 import typer
 from typer._click import Command, Context, HelpFormatter
 from typer._click.exceptions import UsageError
-from typer.core import TyperCommand, TyperGroup
+from typer.core import MarkupMode, TyperCommand, TyperGroup
 from typer.main import get_command_from_info, get_group_from_info
 from typer.models import CommandInfo, TyperInfo
 
@@ -108,7 +108,7 @@ VERBS: dict[str, tuple[str, str]] = {
 }
 
 
-def load_verb(name: str, rich_markup_mode: Any = "rich") -> Command:
+def load_verb(name: str, rich_markup_mode: MarkupMode = "rich") -> Command:
     """The click command of a verb of ``VERBS``, importing its module now."""
     module, attribute = VERBS[name][0].split(":")
     target = getattr(import_module(f"phalanx.cli.{module}"), attribute)
@@ -130,9 +130,7 @@ class LazyVerbs(TyperGroup):
     def list_commands(self, ctx: Context) -> list[str]:
         return [*self.commands, *(name for name in VERBS if name not in self.commands)]
 
-    def get_command(
-        self, ctx: Context, cmd_name: str
-    ) -> Command | None:
+    def get_command(self, ctx: Context, cmd_name: str) -> Command | None:
         if cmd_name in self.commands:
             return self.commands[cmd_name]
         if cmd_name not in VERBS:

@@ -1,5 +1,5 @@
 """`python -m phalanx.cli` runs the `phalanx` command."""
 
-from phalanx.cli.main import app
+from phalanx.cli.main import run
 
-app()
+run()

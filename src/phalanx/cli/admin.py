@@ -1,5 +1,5 @@
 """Verbs about the control plane, the cluster's configuration and its nodes: status,
-version, apply, config, queues, nodes, cordon, uncordon, drain."""
+apply, config, queues, nodes, pools, node, cordon, uncordon, drain."""
 
 from __future__ import annotations
 
@@ -13,9 +13,7 @@ import yaml
 from phalanx.cli import planeinfo, render
 from phalanx.cli.output import note, out, print_json, read_input, reports_errors, write_line
 from phalanx.cli.settings import settings_of
-from phalanx.errors import AuthError, ConnectionFailed
 from phalanx.spec import load_config_yaml, parse_duration
-from phalanx.version import __version__
 
 
 @reports_errors
@@ -34,30 +32,6 @@ def status(
             if info.planes:
                 out().print()
                 out().print(planeinfo.planes_table(info.planes))
-
-
-@reports_errors
-def version(
-    ctx: typer.Context,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON")] = False,
-) -> None:
-    """The client's version, and the server's when it is reachable."""
-    server: str | None = None
-    problem = ""
-    with settings_of(ctx).client(timeout=5.0) as client:
-        try:
-            server = client.version()
-        except (ConnectionFailed, AuthError) as exc:
-            problem = exc.message
-    from phalanx.scheduler import COMPILED  # only here: the core is heavy for other verbs
-
-    core = "compiled" if COMPILED else "python"
-    if as_json:
-        print_json({"client": __version__, "server": server, "url": client.url,
-                    "schedulerCore": core})
-        return
-    out().print(f"client {__version__} (scheduler core: {core})")
-    out().print(f"server {server} at {client.url}" if server else f"server: {problem}")
 
 
 # --------------------------------------------------------------------------- config
@@ -182,9 +156,3 @@ def drain(
     for job in drained.stopped:
         write_line(job)
     note(f"node {name} cordoned; {len(drained.stopped)} job(s) stopping to be requeued")
-
-
-def register(app: typer.Typer) -> None:
-    for verb in (status, version, apply, config, queues, nodes, pools, node, cordon, uncordon,
-                 drain):
-        app.command()(verb)

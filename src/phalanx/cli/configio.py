@@ -86,8 +86,3 @@ def export(
     with settings_of(ctx).client() as client:
         objects = client.config()
     _write(documents_of(objects, form, api_version), output, many=True)
-
-
-def register(app: typer.Typer) -> None:
-    for verb in (get, export):
-        app.command()(verb)

@@ -256,10 +256,3 @@ def audit(
         table.add_row(time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(e.time)), e.user,
                       e.client, e.action, e.target)
     out().print(table)
-
-
-def register(app: typer.Typer) -> None:
-    app.add_typer(users, name="users")
-    app.add_typer(keys, name="keys")
-    app.add_typer(teams, name="teams")
-    app.command("audit")(audit)

@@ -79,9 +79,3 @@ def whoami(
     out().print(f"{me.user} ({me.role}) at {server}", markup=False)
     out().print(f"teams: {', '.join(me.teams) or '-'}; queues: {', '.join(me.queues) or '-'}; "
                 f"key {me.key} (scope {me.scope})", markup=False)
-
-
-def register(app: typer.Typer) -> None:
-    app.command("login")(login)
-    app.command("logout")(logout)
-    app.command("whoami")(whoami)

@@ -25,7 +25,6 @@ from rich.segment import Segment
 from rich.text import Text
 
 from phalanx.errors import Conflict, NotFound, PayloadTooLarge, PhalanxError, SpecError
-from phalanx.sdk.documents import read_text
 
 STDIN = "-"  # as a file name (`-f -`): standard input, as kubectl reads it
 
@@ -108,6 +107,8 @@ def read_input(path: Path) -> tuple[str, str]:
     """The text of ``-f FILE`` (``-``: standard input) and the name its errors give it."""
     if str(path) == STDIN:
         return sys.stdin.read(), "<stdin>"
+    from phalanx.sdk.documents import read_text  # it loads every spec model; few verbs read
+
     return read_text(path), str(path)
 
 

@@ -6,12 +6,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from phalanx.defaults import phalanx_home
-from phalanx.sdk.client import Client
 from phalanx.sdk.credentials import TokenFile
+
+if TYPE_CHECKING:
+    from phalanx.sdk.client import Client
 
 
 class Compute(StrEnum):
@@ -31,6 +34,10 @@ class Settings:
 
     def client(self, timeout: float = 30.0) -> Client:
         """A client whose tokens outlive the command (``credentials.TokenFile``)."""
+        # Imported here: verbs that never call the server (sim, doctor, k8s, --help) should
+        # not load the HTTP client and the API's models.
+        from phalanx.sdk.client import Client
+
         client = Client(self.url, self.token, home=self.home, timeout=timeout,
                         act_as=self.act_as)
         if client.auth is not None:

@@ -70,12 +70,13 @@ import sys, tempfile
 from pathlib import Path
 from phalanx.compute.local import LocalPlane
 from phalanx.compute.simulated import SimulatedPlane
-from phalanx.provisioning.registry import PROVIDERS, available_providers, unavailable_reason
+from phalanx.provisioning.registry import available_providers, unavailable_reason
+from phalanx.spec.providers import providers
 from phalanx.spec import Node
 simulated = SimulatedPlane([Node(name="n", allocatable={"cpu": "1"})])
 local = LocalPlane(Path(tempfile.mkdtemp()))
 print(available_providers(simulated), available_providers(local))
-for name in sorted(PROVIDERS):
+for name in sorted(p.name for p in providers() if p.serves is not None):
     print(name, "|", unavailable_reason(name, local))
 local.close()
 loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("kubernetes", "urllib3")

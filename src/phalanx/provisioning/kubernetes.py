@@ -43,9 +43,11 @@ from collections.abc import Iterable
 from typing import Any
 from urllib.parse import quote
 
+from phalanx.compute.base import ComputePlane
 from phalanx.compute.kubernetes import objects
 from phalanx.compute.kubernetes.client import KubeClient, KubeError, Object
 from phalanx.compute.kubernetes.nodes import LIVE_PODS
+from phalanx.compute.kubernetes.plane import KubernetesPlane
 from phalanx.compute.kubernetes.provreq import (
     CONFIG_HASH,
     DEFAULT_CLASS,
@@ -459,3 +461,9 @@ def _daemon(pod: Object) -> bool:
     owners = (pod.get("metadata") or {}).get("ownerReferences") or []
     return any(o.get("kind") == "DaemonSet" for o in owners) or bool(
         ((pod.get("metadata") or {}).get("annotations") or {}).get("kubernetes.io/config.mirror"))
+
+
+def build(plane: ComputePlane) -> Provider:
+    """The provider of the Kubernetes plane ``plane`` (its ``ProviderInfo.build``)."""
+    assert isinstance(plane, KubernetesPlane)
+    return ProvisioningRequestProvider(plane.client, plane.namespace)

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from phalanx.compute.base import ComputePlane
 from phalanx.compute.local.inventory import DEFAULT_MAX_PODS
 from phalanx.compute.local.plane import LocalPlane
 from phalanx.provisioning.base import (
@@ -196,3 +197,9 @@ def _write_atomic(path: Path, text: str) -> None:
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
+
+
+def build(plane: ComputePlane) -> Provider:
+    """The provider of the local plane ``plane`` (its ``ProviderInfo.build``)."""
+    assert isinstance(plane, LocalPlane)
+    return LocalProvider(plane, plane.home / "pools")

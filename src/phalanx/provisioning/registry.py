@@ -1,64 +1,42 @@
-"""Providers by name, as ``ResourceFlavor.provisioning.provider`` names them.
+"""Providers by name, as ``ResourceFlavor.provisioning.provider`` names them, built from
+their declarations (``ProviderInfo``, ``spec/providers/``).
 
-Each factory takes the compute plane the control plane drives; one that cannot serve it
-raises ConfigurationError, which fails the jobs that ask for its pools with that message.
-A new provider adds its factory here (and its options to ``spec/provisioning.py``).
+Each provider's ``build`` takes the compute plane the control plane drives; one that cannot
+serve it raises ConfigurationError, which fails the jobs that ask for its pools with that
+message. A new provider declares itself in its own module; nothing here changes.
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from typing import cast
 
 from phalanx.compute.base import ComputePlane
 from phalanx.errors import SpecError
 from phalanx.provisioning.base import ConfigurationError, Provider
+from phalanx.spec.providers import ProviderInfo, provider_info, providers
 from phalanx.spec.resources import ConfigObject, ResourceFlavor
 
 ProviderFactory = Callable[[ComputePlane], Provider]
 
 
-@dataclass(frozen=True, slots=True)
-class ProviderEntry:
-    """A provider as the registry knows it before building it: the plane it buys pools for,
-    by ``ComputePlane.name``, so deciding which providers serve a plane imports no plane (the
-    Kubernetes plane's client is an optional extra), and how to build it."""
-
-    serves: str
-    build: ProviderFactory
-    what: str  # what it does, for the refusal on another plane
+def _buildable() -> dict[str, ProviderInfo]:
+    """The providers a control plane may build, by name: those serving a plane kind."""
+    return {p.name: p for p in providers() if p.serves is not None and p.build is not None}
 
 
-def _local(plane: ComputePlane) -> Provider:
-    from phalanx.compute.local.plane import LocalPlane
-    from phalanx.provisioning.local import LocalProvider
-
-    assert isinstance(plane, LocalPlane)
-    return LocalProvider(plane, plane.home / "pools")
-
-
-def _kubernetes(plane: ComputePlane) -> Provider:
-    from phalanx.compute.kubernetes.plane import KubernetesPlane
-    from phalanx.provisioning.kubernetes import ProvisioningRequestProvider
-
-    assert isinstance(plane, KubernetesPlane)
-    return ProvisioningRequestProvider(plane.client, plane.namespace)
+def _factory(info: ProviderInfo) -> ProviderFactory:
+    """The provider's ``build``, imported now (its module may load an optional extra)."""
+    assert info.build is not None
+    module, _, function = info.build.partition(":")
+    return cast(ProviderFactory, getattr(importlib.import_module(module), function))
 
 
-PROVIDERS: dict[str, ProviderEntry] = {
-    "local": ProviderEntry(
-        "local", _local, "adds virtual nodes to the local compute plane"),
-    "kubernetes-provisioningrequest": ProviderEntry(
-        "kubernetes", _kubernetes, "asks a cluster's autoscaler for nodes"),
-}
-
-
-def _refusal(name: str, entry: ProviderEntry, plane: ComputePlane) -> str:
-    start = {"local": "start it with --compute local",
-             "kubernetes": "start it with --compute kubernetes"}.get(entry.serves, "")
+def _refusal(name: str, entry: ProviderInfo, plane: ComputePlane) -> str:
+    start = f"start it with --compute {entry.serves}"
     return (f"the {name} provider {entry.what}, and this control plane drives the "
-            f"{plane.name} plane; {start + ', or ' if start else ''}use a provider of that "
-            "plane")
+            f"{plane.name} plane; {start}, or use a provider of that plane")
 
 
 def in_process(plane: ComputePlane) -> ComputePlane:
@@ -80,7 +58,7 @@ def in_process(plane: ComputePlane) -> ComputePlane:
 def _serves(name: str, plane: ComputePlane) -> bool:
     """Whether provider ``name`` can buy pools for ``plane`` (the in-process plane): compared
     by the plane's name, so no plane module (nor its extra) is imported to decide."""
-    entry = PROVIDERS.get(name)
+    entry = _buildable().get(name)
     return entry is not None and entry.serves == plane.name
 
 
@@ -91,18 +69,19 @@ def available_providers(plane: ComputePlane) -> list[str]:
         own = in_process(plane)
     except ConfigurationError:
         return []
-    return [name for name in sorted(PROVIDERS) if _serves(name, own)]
+    return [name for name in sorted(_buildable()) if _serves(name, own)]
 
 
 def unavailable_reason(name: str, plane: ComputePlane) -> str:
     """Why provider ``name`` cannot serve this control plane, in a sentence."""
-    if name == "simulated":
-        return "provider simulated buys pools in `phalanx sim` only"
+    declared = provider_info(name)
+    if declared is not None and declared.serves is None:
+        return f"provider {name} buys pools in `phalanx sim` only"
     try:
         own = in_process(plane)
     except ConfigurationError as exc:
         return str(exc)
-    entry = PROVIDERS.get(name)
+    entry = _buildable().get(name)
     if entry is not None and not _serves(name, own):
         return _refusal(name, entry, own)
     return f"provider {name} is not available in this control plane"
@@ -110,14 +89,14 @@ def unavailable_reason(name: str, plane: ComputePlane) -> str:
 
 def make_provider(name: str, plane: ComputePlane) -> Provider:
     plane = in_process(plane)
-    entry = PROVIDERS.get(name)
+    entry = _buildable().get(name)
     if entry is None:
         raise ConfigurationError(
             f"provider {name} is not available in this control plane (it has "
-            f"{', '.join(sorted(PROVIDERS))})")
+            f"{', '.join(sorted(_buildable()))})")
     if not _serves(name, plane):
         raise ConfigurationError(_refusal(name, entry, plane))
-    return entry.build(plane)
+    return _factory(entry)(plane)
 
 
 def check_providers(objects: Sequence[ConfigObject], plane: ComputePlane) -> None:
@@ -131,7 +110,8 @@ def check_providers(objects: Sequence[ConfigObject], plane: ComputePlane) -> Non
         if provider in available:
             continue
         has = ", ".join(available) if available else "none"
-        if provider == "simulated":
+        declared = provider_info(provider)
+        if declared is not None and declared.serves is None:
             fix = "replay the file with `phalanx sim`" + (
                 f", or use provider {' or '.join(available)}" if available else
                 ", or remove provisioning from the flavor")

@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from fastapi import FastAPI, Request, Response
+from fastapi import APIRouter, Request, Response
 
 from phalanx.errors import PhalanxError
 from phalanx.server.access import Access, needs
@@ -81,7 +81,7 @@ def manifest_of(store: Store, record: JobRecord, viewer: Principal) -> dict[str,
 
 
 def add_manifest_routes(
-    app: FastAPI, submit_jobs: SubmitJobs,
+    app: APIRouter, submit_jobs: SubmitJobs,
     shown: Callable[[list[JobRecord], Principal], list[JobRecord]],
     errors: Callable[..., dict[int | str, dict[str, Any]]], idempotency_header: Any,
     replayed_description: str,

@@ -25,7 +25,7 @@ from typing import Any
 
 import anyio
 from anyio import to_thread
-from fastapi import FastAPI, Query, WebSocket
+from fastapi import APIRouter, Query, WebSocket
 from starlette.responses import Response
 from starlette.websockets import WebSocketDisconnect
 
@@ -103,13 +103,13 @@ def error_of(found: dict[str, Any]) -> PhalanxError:
 
 
 def add_plane_exec_routes(
-    app: FastAPI, registry: PlaneRegistry, polls: anyio.CapacityLimiter,
+    r: APIRouter, registry: PlaneRegistry, polls: anyio.CapacityLimiter,
     errors_of: Callable[..., dict[int | str, dict[str, Any]]],
     error_response: Callable[[PhalanxError], Response],
 ) -> None:
     """Serve the worker's exec routes; its long polls wait in threads of ``polls``."""
 
-    @app.get("/v1/planes/{name}/exec", dependencies=needs(Access.PLANE),
+    @r.get("/v1/planes/{name}/exec", dependencies=needs(Access.PLANE),
              responses=errors_of(400, 401, 403, 404))
     async def exec_requests(name: str, wait: float = Query(default=25.0, ge=0, le=MAX_WAIT),
                             ) -> ExecRequests:
@@ -119,7 +119,7 @@ def add_plane_exec_routes(
         found = await to_thread.run_sync(remote.exec_requests, wait, limiter=polls)
         return ExecRequests(sessions=found)
 
-    @app.websocket("/v1/planes/{name}/exec/{session}")
+    @r.websocket("/v1/planes/{name}/exec/{session}")
     async def worker_exec(websocket: WebSocket, name: str, session: str) -> None:
         try:
             principal = websocket.scope.get("state", {}).get(PRINCIPAL)

@@ -25,7 +25,7 @@ from typing import Protocol, runtime_checkable
 
 import anyio
 from anyio import to_thread
-from fastapi import FastAPI, WebSocket
+from fastapi import APIRouter, WebSocket
 from starlette.responses import Response
 from starlette.websockets import WebSocketDisconnect
 
@@ -96,15 +96,16 @@ def authorize(websocket: WebSocket, service: JobService, name: str) -> None:
                     fix="ask the job's submitter, or an admin")
 
 
-def add_exec_route(
-    app: FastAPI, service: JobService, *, interactive: bool,
+def exec_router(
+    service: JobService, *, interactive: bool,
     error_response: Callable[[PhalanxError], Response],
-) -> None:
-    """Serve ``/v1/jobs/{name}/exec`` on ``app`` (refusing every call unless ``interactive``)."""
+) -> APIRouter:
+    """``/v1/jobs/{name}/exec`` (refusing every call unless ``interactive``)."""
+    r = APIRouter()
     threads = anyio.CapacityLimiter(MAX_EXEC_SESSIONS)  # each session waits on its pod in one
     running = 0
 
-    @app.websocket("/v1/jobs/{name}/exec")
+    @r.websocket("/v1/jobs/{name}/exec")
     async def job_exec(websocket: WebSocket, name: str) -> None:
         nonlocal running
         query = websocket.query_params
@@ -149,6 +150,8 @@ def add_exec_route(
             session.close()
             with contextlib.suppress(RuntimeError):
                 await websocket.close()
+
+    return r
 
 
 async def _relay(websocket: WebSocket, session: ExecSession,

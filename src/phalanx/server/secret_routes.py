@@ -7,11 +7,12 @@ import base64
 import binascii
 from typing import Any
 
-from fastapi import FastAPI, Query, Request
+from fastapi import APIRouter, Query, Request
 
 from phalanx.errors import SpecError
 from phalanx.server.access import Access, audit_entry, caller_of, needs
 from phalanx.server.auth import Authenticator
+from phalanx.server.routes.context import errors
 from phalanx.server.secrets import check_team
 from phalanx.spec.secrets import SecretCreate, SecretList, SecretView, check_secret_data
 from phalanx.store.secrets import TEAM_OWNER, StoredSecret
@@ -36,7 +37,14 @@ def _decoded(data: dict[str, str]) -> dict[str, bytes]:
     return decoded
 
 
-def add_secret_routes(app: FastAPI, auth: Authenticator, errors_for: Any) -> None:
+def secret_router(auth: Authenticator) -> APIRouter:
+    """``/v1/secrets``, as a router of its own."""
+    r = APIRouter()
+    add_secret_routes(r, auth, errors)
+    return r
+
+
+def add_secret_routes(app: APIRouter, auth: Authenticator, errors_for: Any) -> None:
     """The routes, over ``auth.secrets`` (looked up when called)."""
     @app.get("/v1/secrets", dependencies=needs(Access.READ), responses=errors_for(401))
     def list_secrets(request: Request) -> SecretList:

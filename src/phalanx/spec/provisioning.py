@@ -14,17 +14,14 @@ that fits its queue's quota but no existing node of the flavor (see docs/provisi
       timeout: 15m
       options: {delay: 3s}     # provider-specific
 """
-# The local provider's options: delay (until the nodes are Ready), stockout (injected:
-# true, a count of pools, or attempt numbers), error (transient | configuration, injected
-# at the attempts errorAttempts lists, every attempt without it), failDeletion (every
-# deletion fails: a cleanup that keeps failing).
+# Each provider declares its options and limits once (``spec/providers/``).
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BeforeValidator,
     Field,
     StrictBool,
@@ -36,6 +33,7 @@ from pydantic import (
 
 from phalanx.errors import SpecError
 from phalanx.spec.base import Duration, Model, Name, Quantity, StrictNumber
+from phalanx.spec.providers import BUILTIN, ProviderInfo, provider_info, providers
 from phalanx.spec.quantity import parse_duration
 
 # The label and taint that reserve a pool's nodes for the job they were bought for; only that
@@ -43,124 +41,16 @@ from phalanx.spec.quantity import parse_duration
 RESERVED_FOR = "phalanx.dev/reserved-for"
 # The label every pool node carries with its pool's name.
 POOL_LABEL = "phalanx.dev/pool"
-PROVIDERS = ("local", "kubernetes-provisioningrequest", "simulated")
-Provider = Literal["local", "kubernetes-provisioningrequest", "simulated"]
 DEFAULT_TIMEOUT = 15 * 60.0  # the cluster autoscaler's VM start timeout
 # The most nodes one pool may have (and maxNodes may name): far above any slice.
 MAX_POOL_NODES = 10_000
-
-
-def _check_delay(value: object) -> None:
-    try:
-        parse_duration(value)
-    except SpecError as exc:
-        raise ValueError(f"options.delay: {exc.message}; {exc.fix}") from None
-
-
-def _check_stockout(value: object) -> None:
-    ok = isinstance(value, bool) or (
-        isinstance(value, int) and value >= 0
-    ) or (isinstance(value, list) and all(isinstance(v, int) and v >= 1 for v in value))
-    if not ok:
-        raise ValueError(
-            f"options.stockout is {value!r}; write true (always out of stock), a count N "
-            "(the first N pools are out of stock) or a list of attempt numbers such as [1, 3]"
-        )
-
-
-def _check_rate(value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
-        raise ValueError(f"options.stockoutRate is {value!r}; write the chance that a request "
-                         "finds no capacity, from 0 to 1, e.g. 0.05")
-
-
-def _check_error(value: object) -> None:
-    if value not in ("transient", "configuration"):
-        raise ValueError(f"options.error is {value!r}; write transient (retried with backoff) "
-                         "or configuration (fails the job at once)")
-
-
-def _check_attempts(value: object) -> None:
-    if not (isinstance(value, list) and all(isinstance(v, int) and v >= 1 for v in value)):
-        raise ValueError(f"options.errorAttempts is {value!r}; write a list of attempt "
-                         "numbers such as [1, 2]")
-
-
-def _check_bool(key: str) -> Any:
-    def check(value: object) -> None:
-        if not isinstance(value, bool):
-            raise ValueError(f"options.{key} is {value!r}; write true or false")
-    return check
-
-
-def _check_string(key: str) -> Any:
-    def check(value: object) -> None:
-        if not isinstance(value, str) or not value:
-            raise ValueError(f"options.{key} is {value!r}; write a non-empty string")
-    return check
-
-
-def _check_mapping(key: str) -> Any:
-    def check(value: object) -> None:
-        if not isinstance(value, dict) or not all(
-                isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
-            raise ValueError(f"options.{key} is {value!r}; write a mapping of strings to "
-                             "strings")
-    return check
-
-
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-
-
-def _check_class_name(value: object) -> None:
-    """A ProvisioningRequest's class: a free string the API takes as a DNS subdomain."""
-    if not isinstance(value, str) or len(value) > 253 or not _DNS_SUBDOMAIN.match(value):
-        raise ValueError(
-            f"options.className is {value!r}; write a provisioning class such as "
-            "best-effort-atomic-scale-up.autoscaling.x-k8s.io, "
-            "check-capacity.autoscaling.x-k8s.io or queued-provisioning.gke.io "
-            "(lowercase letters, digits, '-' and '.')")
-
-
-# A ProvisioningRequest's spec.parameters: at most this many, each at most this long.
-MAX_REQUEST_PARAMETERS, MAX_REQUEST_PARAMETER_LENGTH = 100, 255
-
-
-def _check_parameters(value: object) -> None:
-    _check_mapping("parameters")(value)
-    assert isinstance(value, dict)
-    if len(value) > MAX_REQUEST_PARAMETERS:
-        raise ValueError(f"options.parameters has {len(value)} entries; a "
-                         f"ProvisioningRequest takes at most {MAX_REQUEST_PARAMETERS}")
-    for key, text in value.items():
-        if len(text) > MAX_REQUEST_PARAMETER_LENGTH:
-            raise ValueError(f"options.parameters.{key} is {len(text)} characters long; "
-                             f"a ProvisioningRequest takes at most "
-                             f"{MAX_REQUEST_PARAMETER_LENGTH}")
-
-
-# Each provider's options and how each is checked. A provider adds its keys here, so that
-# `phalanx apply` refuses a misspelt option instead of ignoring it.
-PROVIDER_OPTIONS: dict[str, dict[str, Any]] = {
-    "local": {"delay": _check_delay, "stockout": _check_stockout, "error": _check_error,
-              "errorAttempts": _check_attempts, "failDeletion": _check_bool("failDeletion")},
-    "simulated": {"delay": _check_delay, "stockout": _check_stockout,
-                  "stockoutRate": _check_rate},
-    "kubernetes-provisioningrequest": {
-        "className": _check_class_name,
-        "parameters": _check_parameters,
-    },
-}
-# The most pod sets one pool's request may carry, where the provider has a limit (a
-# ProvisioningRequest's spec.podSets takes at most 32).
-MAX_POD_SETS: dict[str, int] = {"kubernetes-provisioningrequest": 32}
 
 
 def check_pod_sets(count: int, flavors: dict[str, FlavorProvisioning]) -> None:
     """Refuse a gang of ``count`` pod sets that a flavor it may run on could not provision
     (``flavors``: the provisioning of the flavors its ClusterQueue offers, by name)."""
     for name, provisioning in sorted(flavors.items()):
-        limit = MAX_POD_SETS.get(provisioning.provider)
+        limit = _info(provisioning.provider).max_pod_sets
         if limit is not None and count > limit:
             raise SpecError(
                 f"the job has {count} pod sets, and flavor {name}'s pools are asked for "
@@ -181,6 +71,25 @@ def _nodes_per_pool(value: object) -> object:
                      f"needs) or a whole number of nodes from 1 to {MAX_POOL_NODES}")
 
 
+def _info(name: str) -> ProviderInfo:
+    info = provider_info(name)
+    assert info is not None, name  # FlavorProvisioning takes only declared providers
+    return info
+
+
+def _known_provider(value: str) -> str:
+    if provider_info(value) is None:
+        names = ", ".join(p.name for p in providers())
+        raise ValueError(f"{value!r} is no provider; use {names}")
+    return value
+
+
+# A provider's name, of those declared (``spec/providers/``); the schema lists the built-in.
+ProviderName = Annotated[
+    str, AfterValidator(_known_provider),
+    WithJsonSchema({"type": "string", "enum": [p.name for p in BUILTIN]}),
+]
+
 NodesPerPool = Annotated[
     int | Literal["auto"],
     BeforeValidator(_nodes_per_pool),
@@ -193,7 +102,7 @@ NodesPerPool = Annotated[
 class FlavorProvisioning(Model):
     """How a flavor's node pools are bought, how big, at what price, and within what limits."""
 
-    provider: Provider = Field(description="Who creates the pools: local (virtual nodes of "
+    provider: ProviderName = Field(description="Who creates the pools: local (virtual nodes of "
                                "the local plane), kubernetes-provisioningrequest, simulated")
     nodes_per_pool: NodesPerPool = Field(
         default="auto", description="auto: as many nodes as the gang needs; a number: the "
@@ -236,7 +145,7 @@ class FlavorProvisioning(Model):
 
     @model_validator(mode="after")
     def _options_known(self) -> FlavorProvisioning:
-        known = PROVIDER_OPTIONS[self.provider]
+        known = _info(self.provider).options
         for key, value in self.options.items():
             check = known.get(key)
             if check is None:

@@ -8,9 +8,10 @@ import json
 from dataclasses import dataclass
 
 from phalanx.compute.kubernetes.client import Object
-from phalanx.spec.provisioning import MAX_POD_SETS as MAX_POD_SETS_OF
+from phalanx.spec.providers.kubernetes import MAX_POD_SETS as MAX_POD_SETS  # the API's limit
+from phalanx.spec.providers.kubernetes import PROVISIONING_REQUEST
 
-NAME = "kubernetes-provisioningrequest"
+NAME = PROVISIONING_REQUEST.name
 GROUP_VERSION = "autoscaling.x-k8s.io/v1"
 KIND = "ProvisioningRequest"
 CHECK_CAPACITY = "check-capacity.autoscaling.x-k8s.io"
@@ -27,7 +28,6 @@ NODE_SELECTOR = "phalanx.dev/provisioning-node-selector"
 CONFIG_HASH = "phalanx.dev/pool-config-hash"
 NODE_COUNT = "phalanx.dev/pool-nodes"
 POOL = "phalanx.dev/pool-name"  # on the request and its templates
-MAX_POD_SETS = MAX_POD_SETS_OF[NAME]  # the API's limit on spec.podSets
 # The container of a template: never run, the autoscaler only simulates the pod.
 TEMPLATE_IMAGE = "registry.k8s.io/pause:3.10"
 PODS_API_FIX = ("install the cluster autoscaler with ProvisioningRequests enabled "

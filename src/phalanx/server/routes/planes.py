@@ -1,4 +1,4 @@
-"""The routes of compute planes: the worker's (``hello``, ``report``, ``desired``, and
+"""The compute planes: the worker's (``hello``, ``report``, ``desired``, and
 ``exec`` in ``plane_exec.py``: only a key of scope ``plane:<name>`` for that plane) and the
 admins' registry (``phalanx plane``).
 
@@ -9,23 +9,19 @@ a key for cluster A can neither report for B nor read a job.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from typing import Any
 
 import anyio
 from anyio import to_thread
-from fastapi import FastAPI, Query, Request
-from starlette.responses import Response
+from fastapi import APIRouter, Query, Request
 
 from phalanx.compute.lease import fence_margin, lost_after_needed
-from phalanx.control import Controller
 from phalanx.control.planes import PlaneRegistry, jobs_by_plane, plane_views, stop_jobs_on
-from phalanx.errors import Forbidden, PhalanxError, SpecError
+from phalanx.errors import Forbidden, SpecError
 from phalanx.server.access import Access, audit_entry, needs, principal_of
-from phalanx.server.auth import Authenticator
 from phalanx.server.keys import new_key
 from phalanx.server.plane_exec import add_plane_exec_routes
 from phalanx.server.principal import Principal
+from phalanx.server.routes.context import ApiContext, error_response, errors
 from phalanx.spec.planes import (
     PLANE_SCOPE_PREFIX,
     DesiredState,
@@ -62,18 +58,17 @@ def check_plane_key(principal: Principal, path: str) -> None:
                         field="Authorization", fix="use a user's key for anything else")
 
 
-def add_plane_routes(
-    app: FastAPI, controller: Controller, registry: PlaneRegistry, auth: Authenticator,
-    control_plane_id: str, errors: Callable[..., dict[int | str, dict[str, Any]]],
-    error_response: Callable[[PhalanxError], Response],
-) -> None:
+def router(ctx: ApiContext, registry: PlaneRegistry) -> APIRouter:
+    """The planes' routes, served when the control plane keeps a registry of them."""
+    r = APIRouter()
+    controller, auth, control_plane_id = ctx.controller, ctx.auth, ctx.control_plane_id
     timers = registry.timers
     # Long polls wait in threads of their own: with the shared pool (40 threads), 40
     # waiting workers would hold up every other request of the API.
     polls = anyio.CapacityLimiter(MAX_POLLS)
 
     # ------------------------------------------------------------------ the worker's
-    @app.post("/v1/planes/{name}/hello", dependencies=needs(Access.PLANE),
+    @r.post("/v1/planes/{name}/hello", dependencies=needs(Access.PLANE),
               responses=errors(400, 401, 403, 404))
     def hello(name: str, body: PlaneHello) -> PlaneWelcome:
         """A worker registers (again) for its plane; refused unless ``--worker-lost-after``
@@ -96,7 +91,7 @@ def add_plane_routes(
                             worker_lost_after=timers.worker_lost_after,
                             poll_seconds=timers.poll_seconds)
 
-    @app.post("/v1/planes/{name}/report", dependencies=needs(Access.PLANE),
+    @r.post("/v1/planes/{name}/report", dependencies=needs(Access.PLANE),
               responses=errors(400, 401, 403, 404, 409))
     def report(name: str, body: PlaneReport) -> ReportAck:
         """What the worker's plane has now: nodes (when changed), pods, refusals, logs."""
@@ -104,7 +99,7 @@ def add_plane_routes(
         registry.heard(name)
         return ReportAck(nodes_wanted=wanted)
 
-    @app.get("/v1/planes/{name}/desired", dependencies=needs(Access.PLANE),
+    @r.get("/v1/planes/{name}/desired", dependencies=needs(Access.PLANE),
              responses=errors(400, 401, 403, 404, 409))
     async def desired(name: str, after: int = -1,
                       wait: float = Query(default=25.0, ge=0, le=MAX_WAIT),
@@ -114,18 +109,18 @@ def add_plane_routes(
         remote = registry.remote(name)
         return await to_thread.run_sync(remote.desired, after, wait, worker, limiter=polls)
 
-    add_plane_exec_routes(app, registry, polls, errors, error_response)
+    add_plane_exec_routes(r, registry, polls, errors, error_response)
 
     # ------------------------------------------------------------------ the registry
     def by_plane() -> dict[str, list[str]]:
         return jobs_by_plane(controller.state, registry.planes)
 
-    @app.get("/v1/planes", dependencies=needs(Access.READ), responses=errors(401))
+    @r.get("/v1/planes", dependencies=needs(Access.READ), responses=errors(401))
     def list_planes() -> PlaneList:
         """Every compute plane, its state, the jobs it holds and what they use."""
         return PlaneList(planes=plane_views(registry, controller.service))
 
-    @app.get("/v1/planes/{name}", dependencies=needs(Access.READ), responses=errors(401, 404))
+    @r.get("/v1/planes/{name}", dependencies=needs(Access.READ), responses=errors(401, 404))
     def get_plane(name: str) -> PlaneView:
         registry.remote(name)
         return next(v for v in plane_views(registry, controller.service) if v.name == name)
@@ -139,7 +134,7 @@ def add_plane_routes(
                                                      scope=stored.scope))
         return PlaneKey(name=name, key=key, key_id=key_id)
 
-    @app.post("/v1/planes", dependencies=needs(Access.ADMIN), status_code=201,
+    @r.post("/v1/planes", dependencies=needs(Access.ADMIN), status_code=201,
               responses=errors(400, 401, 403, 409))
     def add_plane(body: PlaneCreate, request: Request) -> PlaneKey:
         """Register a compute plane; its key is in the answer, shown once."""
@@ -147,14 +142,14 @@ def add_plane_routes(
         registry.add(body.name, audit_entry(request, "plane-add", body.name))
         return mint_key(body.name, request, body.description)
 
-    @app.post("/v1/planes/{name}/keys", dependencies=needs(Access.ADMIN), status_code=201,
+    @r.post("/v1/planes/{name}/keys", dependencies=needs(Access.ADMIN), status_code=201,
               responses=errors(400, 401, 403, 404))
     def rotate_key(name: str, request: Request) -> PlaneKey:
         """Another key for the plane (both work until the old one is revoked)."""
         registry.remote(name)
         return mint_key(name, request, f"compute plane {name} (rotated)")
 
-    @app.post("/v1/planes/{name}/cordon", dependencies=needs(Access.ADMIN),
+    @r.post("/v1/planes/{name}/cordon", dependencies=needs(Access.ADMIN),
               responses=errors(400, 401, 403, 404))
     def cordon_plane(name: str, body: PlaneFlags, request: Request) -> PlaneView:
         """Take no new placements on the plane (or take them again)."""
@@ -164,7 +159,7 @@ def add_plane_routes(
         controller.state.wake.set()
         return get_plane(name)
 
-    @app.post("/v1/planes/{name}/drain", dependencies=needs(Access.ADMIN),
+    @r.post("/v1/planes/{name}/drain", dependencies=needs(Access.ADMIN),
               responses=errors(400, 401, 403, 404))
     def drain_plane(name: str, body: PlaneDrain, request: Request) -> PlaneDrained:
         """Stop new work on the plane; ``move``: stop its jobs now, to run elsewhere."""
@@ -174,7 +169,7 @@ def add_plane_routes(
         controller.state.wake.set()
         return PlaneDrained(name=name, stopped=stopped, running=by_plane().get(name, []))
 
-    @app.delete("/v1/planes/{name}", dependencies=needs(Access.ADMIN),
+    @r.delete("/v1/planes/{name}", dependencies=needs(Access.ADMIN),
                 responses=errors(400, 401, 403, 404, 409))
     def remove_plane(name: str, request: Request,
                      force: bool = Query(default=False)) -> PlaneView:
@@ -195,5 +190,7 @@ def add_plane_routes(
         controller.state.wake.set()
         return shown
 
+    return r
 
-__all__ = ["add_plane_routes", "check_plane_key", "check_plane_name"]
+
+__all__ = ["check_plane_key", "check_plane_name", "router"]

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import time
-from typing import Any
 
-from fastapi import FastAPI, Query, Request, Response
+from fastapi import APIRouter, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 
 from phalanx.errors import NotFound, SpecError
 from phalanx.server.access import Access, audit_entry, client_of, needs, principal_of
-from phalanx.server.auth import Authenticator
 from phalanx.server.keys import new_key
+from phalanx.server.routes.context import ROLE_ERRORS, ApiContext, errors
 from phalanx.spec.auth import (
     TEAM_NAME,
     USER_NAME,
@@ -47,13 +46,12 @@ def _user_view(user: User) -> UserView:
                     disabled=user.disabled, created_at=user.created_at)
 
 
-def add_identity_routes(app: FastAPI, auth: Authenticator,
-                        errors: dict[int | str, dict[str, Any]],
-                        errors_for: Any) -> None:
-    identity = auth.identity
+def router(ctx: ApiContext) -> APIRouter:
+    r = APIRouter()
+    auth, identity = ctx.auth, ctx.identity
 
-    @app.post("/v1/auth/token", dependencies=needs(Access.PUBLIC),
-              responses=errors_for(400, 401, 429))
+    @r.post("/v1/auth/token", dependencies=needs(Access.PUBLIC),
+              responses=errors(400, 401, 429))
     def token(body: TokenRequest, request: Request) -> TokenIssued:
         """Exchange an API key for a short-lived token (failed exchanges are limited per
         client address: 429 beyond)."""
@@ -62,15 +60,15 @@ def add_identity_routes(app: FastAPI, auth: Authenticator,
                            expires_in=issued.lifetime, user=issued.principal.name,
                            role=issued.principal.role)
 
-    @app.get("/v1/auth/whoami", dependencies=needs(Access.READ), responses=errors)
+    @r.get("/v1/auth/whoami", dependencies=needs(Access.READ), responses=ROLE_ERRORS)
     async def whoami(request: Request) -> WhoAmI:
         p = principal_of(request)
         return WhoAmI(user=p.name, role=p.role, teams=list(p.teams),
                       queues=sorted(p.queues), scope=p.scope, key=p.key,
                       expires_at=p.expires_at or None)
 
-    @app.post("/v1/auth/signing-key:rotate", dependencies=needs(Access.ADMIN),
-              responses=errors)
+    @r.post("/v1/auth/signing-key:rotate", dependencies=needs(Access.ADMIN),
+              responses=ROLE_ERRORS)
     def rotate(request: Request) -> SigningKeyRotated:
         """Sign new tokens with a new key; tokens signed by the previous one stay valid
         until they expire. The secrets' encryption key rotates too: every secret is
@@ -82,12 +80,12 @@ def add_identity_routes(app: FastAPI, auth: Authenticator,
         return SigningKeyRotated(kid=key.kid)
 
     # ------------------------------------------------------------------ users
-    @app.get("/v1/users", dependencies=needs(Access.ADMIN_READ), responses=errors)
+    @r.get("/v1/users", dependencies=needs(Access.ADMIN_READ), responses=ROLE_ERRORS)
     def users() -> UserList:
         return UserList(items=[_user_view(u) for u in identity.list_users()])
 
-    @app.post("/v1/users", status_code=201, dependencies=needs(Access.ADMIN),
-              responses=errors_for(400, 401, 403, 409))
+    @r.post("/v1/users", status_code=201, dependencies=needs(Access.ADMIN),
+              responses=errors(400, 401, 403, 409))
     def create_user(body: UserSpec, request: Request) -> UserView:
         """Create a user; 409 if the name is taken (``PUT /v1/users/{name}`` changes one)."""
         identity.put_user(
@@ -97,9 +95,9 @@ def add_identity_routes(app: FastAPI, auth: Authenticator,
         auth.user_changed(body.name)
         return _user_view(identity.get_user(body.name))
 
-    @app.put("/v1/users/{name}", dependencies=needs(Access.ADMIN), responses={
+    @r.put("/v1/users/{name}", dependencies=needs(Access.ADMIN), responses={
         201: {"model": UserView, "description": "The user was created"},
-        **errors_for(400, 401, 403, 409)})
+        **errors(400, 401, 403, 409)})
     def put_user(name: str, body: UserChange, request: Request,
                  response: Response) -> UserView:
         """Set a user's role and teams, creating it if need be (201 then); 409 if it would
@@ -120,20 +118,20 @@ def add_identity_routes(app: FastAPI, auth: Authenticator,
         auth.user_changed(name, disabled=disabled)
         return _user_view(identity.get_user(name))
 
-    @app.post("/v1/users/{name}:disable", dependencies=needs(Access.ADMIN),
-              responses=errors_for(401, 403, 404))
+    @r.post("/v1/users/{name}:disable", dependencies=needs(Access.ADMIN),
+              responses=errors(401, 403, 404))
     def disable(name: str, request: Request) -> UserView:
         """Refuse the user's keys and tokens at once (the user and its jobs stay); 409 for
         the last enabled admin."""
         return set_disabled(name, request, True)
 
-    @app.post("/v1/users/{name}:enable", dependencies=needs(Access.ADMIN),
-              responses=errors_for(401, 403, 404))
+    @r.post("/v1/users/{name}:enable", dependencies=needs(Access.ADMIN),
+              responses=errors(401, 403, 404))
     def enable(name: str, request: Request) -> UserView:
         return set_disabled(name, request, False)
 
     # ------------------------------------------------------------------ keys
-    @app.get("/v1/keys", dependencies=needs(Access.READ), responses=errors_for(400, 401, 403))
+    @r.get("/v1/keys", dependencies=needs(Access.READ), responses=errors(400, 401, 403))
     def keys(request: Request,
              user: str | None = Query(None, description="Whose keys (admins: default all)"),
              revoked: bool = Query(False, description="Include revoked keys"),
@@ -147,8 +145,8 @@ def add_identity_routes(app: FastAPI, auth: Authenticator,
         return KeyList(items=[_key_view(k) for k in identity.list_keys(user)
                               if revoked or k.revoked_at is None])
 
-    @app.post("/v1/keys", status_code=201, dependencies=needs(Access.SELF),
-              responses=errors_for(400, 401, 403, 404))
+    @r.post("/v1/keys", status_code=201, dependencies=needs(Access.SELF),
+              responses=errors(400, 401, 403, 404))
     def create_key(body: KeyRequest, request: Request) -> KeyCreated:
         """A new API key, shown this once; admins may create one for any user."""
         p = principal_of(request)
@@ -163,8 +161,8 @@ def add_identity_routes(app: FastAPI, auth: Authenticator,
                                                 scope=body.scope))
         return KeyCreated(**_key_view(stored).model_dump(), key=key)
 
-    @app.delete("/v1/keys/{key_id}", dependencies=needs(Access.SELF),
-                responses=errors_for(401, 403, 404))
+    @r.delete("/v1/keys/{key_id}", dependencies=needs(Access.SELF),
+                responses=errors(401, 403, 404))
     def revoke_key(key_id: str, request: Request) -> KeyView:
         """Revoke a key at once: it exchanges no more, its tokens are refused."""
         p = principal_of(request)
@@ -174,13 +172,13 @@ def add_identity_routes(app: FastAPI, auth: Authenticator,
         return _key_view(identity.get_key(key_id) or revoked)
 
     # ------------------------------------------------------------------ teams
-    @app.get("/v1/teams", dependencies=needs(Access.READ), responses=errors)
+    @r.get("/v1/teams", dependencies=needs(Access.READ), responses=ROLE_ERRORS)
     def teams() -> TeamList:
         return TeamList(items=[TeamView(name=t.name, queues=list(t.queues))
                                for t in identity.list_teams()])
 
-    @app.put("/v1/teams/{name}", dependencies=needs(Access.ADMIN),
-             responses=errors_for(400, 401, 403))
+    @r.put("/v1/teams/{name}", dependencies=needs(Access.ADMIN),
+             responses=errors(400, 401, 403))
     def put_team(name: str, body: TeamSpec, request: Request) -> TeamView:
         """Create a team or set the LocalQueues its members may submit to."""
         if not TEAM_NAME.fullmatch(name):
@@ -195,8 +193,8 @@ def add_identity_routes(app: FastAPI, auth: Authenticator,
                 auth.user_changed(user.name)
         return team
 
-    @app.delete("/v1/teams/{name}", dependencies=needs(Access.ADMIN),
-                responses=errors_for(401, 403, 404, 409))
+    @r.delete("/v1/teams/{name}", dependencies=needs(Access.ADMIN),
+                responses=errors(401, 403, 404, 409))
     def delete_team(name: str, request: Request) -> TeamView:
         found = [t for t in identity.list_teams() if t.name == name]
         if not found:
@@ -206,8 +204,8 @@ def add_identity_routes(app: FastAPI, auth: Authenticator,
         return TeamView(name=name, queues=list(found[0].queues))
 
     # ------------------------------------------------------------------ audit
-    @app.get("/v1/audit", dependencies=needs(Access.ADMIN_READ),
-             responses=errors_for(400, 401, 403))
+    @r.get("/v1/audit", dependencies=needs(Access.ADMIN_READ),
+             responses=errors(400, 401, 403))
     async def audit(
         since: float | None = Query(None, description="Epoch seconds"),
         user: str | None = None,
@@ -219,4 +217,4 @@ def add_identity_routes(app: FastAPI, auth: Authenticator,
             AuditView(id=e.id or 0, time=e.time, user=e.user, client=e.client,
                       action=e.action, target=e.target, detail=e.detail) for e in entries])
 
-
+    return r

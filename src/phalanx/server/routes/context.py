@@ -1,0 +1,88 @@
+"""What every ``/v1`` route shares: the control plane, who calls, how answers are redacted,
+and the error answers a route declares and gives."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+from fastapi.responses import JSONResponse
+
+from phalanx.control import Controller
+from phalanx.control.planes import PlaneRegistry
+from phalanx.control.service import JobService
+from phalanx.errors import PhalanxError
+from phalanx.server.auth import Authenticator
+from phalanx.server.logstream import FollowerSlots
+from phalanx.server.redaction import Occupancy, SecretEnvRule
+from phalanx.server.storage import StateDisk
+from phalanx.spec.api import ErrorResponse
+from phalanx.store import IdentityStore, LogStore
+
+
+@dataclass
+class ApiContext:
+    """The parts of the control plane the routes use. Routers look these up as they are
+    built and call them only when a request comes (``phalanx.server.openapi`` builds the
+    app from stand-ins to write the document)."""
+
+    controller: Controller
+    auth: Authenticator
+    logs: LogStore
+    db_label: str
+    secret_env: SecretEnvRule
+    slots: FollowerSlots
+    log_reads: anyio.CapacityLimiter
+    planes: PlaneRegistry | None = None  # the compute planes; None: their routes not served
+    control_plane_id: str = ""
+    disk: StateDisk | None = None  # the state directory's disk, when the app watches it
+    # Typed bodies are checked by FastAPI first; when they fail, the route's own parser
+    # (by the route's path) looks at the same body again so the error names the field and
+    # the fix as before.
+    parsers: dict[str, Callable[[object], object]] = field(default_factory=dict)
+
+    @property
+    def service(self) -> JobService:
+        return self.controller.service
+
+    @property
+    def identity(self) -> IdentityStore:
+        return self.auth.identity
+
+    @property
+    def occupancy(self) -> Occupancy:
+        return Occupancy(self.auth.hasher.pepper)
+
+
+def error_response(exc: PhalanxError) -> JSONResponse:
+    """The error envelope of ``exc``, with its status."""
+    return JSONResponse({"error": exc.to_dict()}, status_code=exc.status_code)
+
+
+def errors(*codes: int) -> dict[int | str, dict[str, Any]]:
+    """The error answers a route declares, all in the error envelope."""
+    words = {
+        400: "The request is invalid; the error names the field and the fix",
+        401: "Missing, expired or wrong token, or (exchanging a key) a wrong key",
+        403: "The caller's role, team or key scope does not allow this; the error says "
+             "what was needed",
+        404: "No such job or object",
+        409: "The name is taken, the object is in use, or the Idempotency-Key came with "
+             "another request",
+        413: "The request body is larger than the control plane takes",
+        429: "The queue holds as many pending jobs as its maxPendingJobs allows, or (exchanging "
+             "a key) the client failed too often",
+        500: "The control plane failed; it logged why",
+        503: "The control loop is stuck or stopped",
+        507: "No space left in the control plane's state directory (PHALANX_HOME); "
+             "nothing was written",
+    }
+    return {code: {"model": ErrorResponse, "description": words[code]}
+            for code in (*codes, 500, 507)}
+
+
+V1 = errors(401)
+# Routes reserved to some roles answer 403 too.
+ROLE_ERRORS = errors(401, 403)

@@ -76,3 +76,12 @@ def test_a_table_escapes_its_title_and_columns() -> None:
     page = table._repr_html_()
     assert "<b>&lt;b&gt;</b>" in page and "&lt;i&gt;" in page and "&amp;" in page
     assert "[bold]" in rich_text(Table("t", ["c"], [["[bold]x[/bold]"]]))
+
+
+def test_the_queues_usage_is_a_table(client: Client) -> None:
+    overview = client.queues()
+    page = overview._repr_html_()
+    assert "cluster queues" in page and "<td" in page
+    row = next(r for r in overview._repr_html_().split("<tr>") if ">default<" in r)
+    assert ">cpu<" in row or ">memory<" in row
+    assert "default" in rich_text(overview)

@@ -7,7 +7,7 @@ so ``/openapi.json`` describes exactly what goes over the wire.
 from __future__ import annotations
 
 import math
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, ConfigDict, Field, PlainSerializer, WithJsonSchema
 
@@ -187,6 +187,17 @@ class QueuesOverview(Model):
     cluster_queues: list[ClusterQueueView]
     local_queues: list[LocalQueueView]
     cohorts: list[CohortView]
+
+    # A notebook shows the queues' usage as an HTML table, rich's console as a table.
+    def _repr_html_(self) -> str:
+        from phalanx.spec.tables import queues_table
+
+        return queues_table(self)._repr_html_()
+
+    def __rich__(self) -> Any:
+        from phalanx.spec.tables import queues_table
+
+        return queues_table(self).__rich__()
 
 
 class NodeView(Node):

@@ -1,18 +1,21 @@
-"""Jobs as tables (``phalanx.display.Table``): one job's fields, and a list of jobs.
+"""Query results as tables (``phalanx.display.Table``): one job's fields, a list of jobs,
+the queues' usage.
 
-``JobRecord._repr_html_`` / ``__rich__`` and the SDK's job lists draw these; quantities
+``JobRecord``'s and ``QueuesOverview``'s ``_repr_html_`` / ``__rich__`` and the SDK's job
+lists draw these; quantities
 are shown as people write them (``format_amount``: "4Gi", "500m").
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from phalanx.display import Table, fields_table, when
 from phalanx.spec.quantity import format_amount
 
 if TYPE_CHECKING:
+    from phalanx.spec.api import QueuesOverview
     from phalanx.spec.resources import JobSpec, PodSet
     from phalanx.spec.status import JobRecord
 
@@ -80,3 +83,22 @@ def job_row(record: JobRecord) -> list[str]:
 
 def jobs_table(records: Iterable[JobRecord], title: str = "jobs") -> Table:
     return Table(title, JOB_COLUMNS, [job_row(r) for r in records], empty="no jobs")
+
+
+QUEUE_COLUMNS = ("cluster queue", "cohort", "pending", "admitted", "flavor", "resource",
+                 "nominal", "used", "borrowed", "lendable")
+
+
+def queues_table(overview: QueuesOverview) -> Table:
+    """ClusterQueues with their usage, one row per flavor and resource."""
+    rows: list[Sequence[str]] = []
+    for cq in overview.cluster_queues:
+        head = [cq.name + (" (stopped)" if cq.stopped else ""), cq.cohort or "-",
+                str(cq.pending), str(cq.admitted)]
+        if not cq.usage:
+            rows.append([*head, "-", "-", "-", "-", "-", "-"])
+        for usage in cq.usage:
+            shown = [format_amount(m, usage.resource) for m in
+                     (usage.nominal, usage.used, usage.borrowed, usage.lendable)]
+            rows.append([*head, usage.flavor, usage.resource, *shown])
+    return Table("cluster queues", QUEUE_COLUMNS, rows, empty="no cluster queues")

@@ -48,7 +48,7 @@ def outputs(notebook: object) -> list[dict[str, object]]:
 
 def test_every_example_notebook_is_tested() -> None:
     assert sorted(p.name for p in NOTEBOOKS.glob("*.ipynb")) == sorted(
-        ["quickstart.ipynb", "queue-sharing.ipynb"])
+        ["quickstart.ipynb", "queue-sharing.ipynb", "ray-cluster.ipynb"])
 
 
 def test_the_quick_start_runs(plane: ControlPlane, tmp_path: Path,
@@ -70,3 +70,17 @@ def test_the_queue_sharing_demo_runs(plane: ControlPlane, tmp_path: Path,
     notebook = execute(plane, "queue-sharing.ipynb", tmp_path, monkeypatch)
     assert plane.job("team-a-big")["preemptions"] >= 1
     assert any("team-a-big waits:" in str(o.get("text", "")) for o in outputs(notebook))
+
+
+def test_the_ray_cluster_notebook_runs(plane: ControlPlane, tmp_path: Path,
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("ray")
+    notebook = execute(plane, "ray-cluster.ipynb", tmp_path, monkeypatch)
+    assert plane.job("notebook-ray")["status"] == "Cancelled"
+    html = [str(o["data"]["text/html"]) for o in outputs(notebook)
+            if "text/html" in o.get("data", {})]
+    # The progress bar was updated in place to its end: both Ray nodes alive.
+    assert any("phalanx-progress" in h and "2/2" in h and "Ray nodes alive" in h
+               for h in html), html
+    assert any("Ray cluster notebook-ray (not up)" in h for h in html)
+    assert "ClusterStatus.DOWN" in str(outputs(notebook)[-1].get("data", {}))

@@ -67,7 +67,10 @@ class LiveView:
                 self._refresh()
                 self.error.value = ""
             except PhalanxError as exc:
-                self.error.value = f'<span style="color:#b00">{html.escape(str(exc))}</span>'
+                self.show_error(exc)
+
+    def show_error(self, exc: Exception) -> None:
+        self.error.value = f'<span style="color:#b00">{html.escape(str(exc))}</span>'
 
     def start(self) -> None:
         if self.thread is not None and self.thread.is_alive():
@@ -79,7 +82,10 @@ class LiveView:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            self.refresh()
+            try:
+                self.refresh()
+            except Exception as exc:  # a thread that died would stop refreshing unseen
+                self.show_error(exc)
             self._stop.wait(self.interval)
 
     def stop(self) -> None:
@@ -199,7 +205,7 @@ class JobsView(LiveView):
         try:
             self.client.cancel(name)
         except PhalanxError as exc:
-            self.error.value = f'<span style="color:#b00">{html.escape(str(exc))}</span>'
+            self.show_error(exc)
             return
         self.refresh()
 
@@ -280,7 +286,7 @@ class ClustersView(LiveView):
         try:
             action(get_cluster(name, self.client))
         except PhalanxError as exc:
-            self.error.value = f'<span style="color:#b00">{html.escape(str(exc))}</span>'
+            self.show_error(exc)
             return
         self.refresh()
 

@@ -210,9 +210,8 @@ class Cluster:
         try:
             return self.details().table()
         except NotFound:
-            shown = self.config.__dict__ if hasattr(self.config, "__dict__") else {}
             return fields_table(f"Ray cluster {self.name} (not up)", [
-                (key, str(value)) for key, value in shown.items()
+                (key, str(value)) for key, value in vars(self.config).items()
                 if value not in (None, {}, []) and key != "name"])
 
     def _repr_html_(self) -> str:

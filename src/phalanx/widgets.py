@@ -112,13 +112,20 @@ class LiveView:
 
 def _button(description: str, on_click: Callable[[], None], style: str = "") -> w.Button:
     button = w.Button(description=description, button_style=style,
-                      layout=w.Layout(width="auto"))
+                      layout=w.Layout(width="6.5em", flex="0 0 auto"))
     button.on_click(lambda _: on_click())
     return button
 
 
 def _cell(text: str, width: str) -> w.HTML:
-    return w.HTML(html.escape(text), layout=w.Layout(width=width))
+    return w.HTML(html.escape(text), layout=_column(width))
+
+
+def _column(width: str) -> w.Layout:
+    """A fixed column, or (width "*") the one that takes the room left."""
+    if width == "*":
+        return w.Layout(flex="1 1 0", min_width="8em", margin="0 0.8em 0 0")
+    return w.Layout(width=width, flex="0 0 auto", margin="0 0.8em 0 0", overflow="hidden")
 
 
 class LogTail(LiveView):
@@ -164,8 +171,8 @@ class JobRow:
 class JobsView(LiveView):
     """The newest jobs of a user (yours by default; ``user="*"``: every job you may see)."""
 
-    COLUMNS = (("name", "14em"), ("status", "7em"), ("queue", "8em"), ("pods", "3em"),
-               ("resources", "14em"), ("why", "28em"))
+    COLUMNS = (("name", "11em"), ("status", "6em"), ("queue", "6em"), ("pods", "3em"),
+               ("resources", "9em"), ("why", "*"))
 
     def __init__(self, client: Client | None = None, *, user: str | None = None,
                  queue: str | None = None, limit: int = JOB_LIMIT,
@@ -173,7 +180,7 @@ class JobsView(LiveView):
         self.queue = queue
         self.limit = limit
         self.rows: dict[str, JobRow] = {}
-        self.header = w.HBox([w.HTML(f"<b>{key}</b>", layout=w.Layout(width=width))
+        self.header = w.HBox([w.HTML(f"<b>{key}</b>", layout=_column(width))
                               for key, width in self.COLUMNS])
         self.table = w.VBox()
         self.logs: LogTail | None = None
@@ -249,14 +256,14 @@ class ClustersView(LiveView):
     """Your Ray clusters (the taken-down ones too, to bring up again), as CodeFlare's
     ``view_clusters``."""
 
-    COLUMNS = (("name", "14em"), ("status", "7em"), ("queue", "8em"), ("workers", "5em"),
-               ("message", "28em"))
+    COLUMNS = (("name", "11em"), ("status", "6em"), ("queue", "6em"), ("workers", "4em"),
+               ("message", "*"))
 
     def __init__(self, client: Client | None = None, *, queue: str | None = None,
                  interval: float = REFRESH_SECONDS, start: bool = True) -> None:
         self.queue = queue
         self.rows: dict[str, ClusterRow] = {}
-        self.header = w.HBox([w.HTML(f"<b>{key}</b>", layout=w.Layout(width=width))
+        self.header = w.HBox([w.HTML(f"<b>{key}</b>", layout=_column(width))
                               for key, width in self.COLUMNS])
         self.table = w.VBox()
         self.link = w.HTML()  # the dashboard last opened, as a link too

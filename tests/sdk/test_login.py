@@ -99,3 +99,13 @@ def test_a_kubernetes_kubeconfig_is_refused_with_the_fix(tmp_path: Path) -> None
         phalanx.KubeConfigFileAuthentication(kube_config_path=kubeconfig).login()
     assert refused.value.field == "kube_config_path"
     assert "TokenAuthentication" in (refused.value.fix or "")
+
+
+def test_a_missing_ca_bundle_is_refused_naming_it(
+    live_server: LiveServer, ann_key: str, no_key_around: Path, tmp_path: Path,
+) -> None:
+    auth = phalanx.TokenAuthentication(token=ann_key, server=live_server.url,
+                                       ca_cert_path=str(tmp_path / "no-such-ca.pem"))
+    with pytest.raises(SpecError, match=r"no-such-ca\.pem") as refused:
+        auth.login()
+    assert refused.value.field == "verify" and not no_key_around.exists()

@@ -150,7 +150,14 @@ def _status_params(status: JobStatus | str | Iterable[JobStatus | str] | None) -
 
 def _tls(verify: bool | str) -> bool | ssl.SSLContext:
     """httpx's ``verify``: a CA bundle's path becomes the context that trusts it."""
-    return ssl.create_default_context(cafile=verify) if isinstance(verify, str) else verify
+    if not isinstance(verify, str):
+        return verify
+    try:
+        return ssl.create_default_context(cafile=verify)
+    except (OSError, ssl.SSLError) as exc:
+        raise SpecError(f"cannot read the CA bundle {verify}: {exc}", field="verify",
+                        fix="name a PEM file of the CAs that signed the server's "
+                        "certificate") from None
 
 
 class Client(IdentityCalls, PlaneCalls):

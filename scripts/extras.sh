@@ -9,6 +9,8 @@
 #               as `python -m benchmarks.kueue_shapes` drives it
 #   postgres    up -d with the store on $PHALANX_TEST_POSTGRES_URL (skipped when unset)
 #   kubernetes  phalanx k8s render
+#   notebook    the widgets (ipywidgets) against a real control plane; the base part checks
+#               that the SDK signs in and draws tables without them
 # The mpi and ray extras are left out here: their commands need OpenMPI or a Ray cluster,
 # and the test extra's end-to-end suites (tests/kinds/test_mpi.py, tests/e2e ray tests)
 # run them.
@@ -120,7 +122,39 @@ EOF
   run "$bin/phalanx" cancel sleeper
   expect 1 "$bin/phalanx" wait sleeper --timeout 60
   run "$bin/phalanx" wait hello-gang
+  # The SDK from Python on the base install: login, a record drawn as a table; the widgets
+  # ask for their extra.
+  run "$bin/python" -c "
+import json, pathlib, os, phalanx
+home = pathlib.Path(os.environ['PHALANX_HOME'])
+url = json.loads((home / 'server.json').read_text())['url']
+print(phalanx.login(url, (home / 'token').read_text().strip()))
+assert 'hello-gang' in phalanx.Client().get('hello-gang')._repr_html_()
+assert phalanx.logout()"
+  expect 1 "$bin/python" -c "import phalanx.widgets"
+  grep -q "phalanx\[notebook\]" "$scratch/stderr" || { echo "extras: widgets import did not name the extra" >&2; exit 1; }
   run "$bin/phalanx" down
+}
+
+notebook() {
+  bin=$(venv notebook notebook)/bin
+  PATH=$bin:$PATH
+  fresh_home notebook
+  up "${as_me[@]}"
+  run "$bin/phalanx" submit -f - <<'EOF'
+name: napper
+podSets:
+  - name: main
+    resources: {cpu: 100m, memory: 64Mi}
+    command: [python, -c, "import time; time.sleep(600)"]
+EOF
+  run "$bin/python" -c "
+from phalanx.widgets import JobsView
+view = JobsView()
+view.refresh()
+view.rows['napper'].cancel.click()
+view.close()
+assert not view.thread.is_alive() and view.client.get('napper').cancel_requested"
 }
 
 sim() {
@@ -170,12 +204,12 @@ kubernetes() {
 
 bin=""
 parts=("$@")
-[ ${#parts[@]} -gt 0 ] || parts=(base sim postgres kubernetes)
+[ ${#parts[@]} -gt 0 ] || parts=(base sim postgres kubernetes notebook)
 for part in "${parts[@]}"; do
   case $part in
-    base|sim|postgres|kubernetes) part_start=$SECONDS; "$part"
+    base|sim|postgres|kubernetes|notebook) part_start=$SECONDS; "$part"
       echo "extras: $part passed ($((SECONDS - part_start)) s)" >&2 ;;
-    *) echo "extras: no part $part (base, sim, postgres, kubernetes)" >&2; exit 2 ;;
+    *) echo "extras: no part $part (base, sim, postgres, kubernetes, notebook)" >&2; exit 2 ;;
   esac
 done
 echo "extras: all passed in $((SECONDS - started)) s" >&2

@@ -44,6 +44,17 @@ def test_the_root_loads_the_sdk_when_a_name_asks_for_it() -> None:
     assert result.returncode == 0, result.stderr
 
 
+def test_the_sdk_loads_nothing_of_jupyter() -> None:
+    # Notebook widgets are an extra (phalanx[notebook]); IPython only draws in a kernel.
+    result = _python(
+        "import sys, phalanx, phalanx.sdk, phalanx.ray\n"
+        "from phalanx import Client, login, logout, TokenAuthentication\n"
+        "loaded = {'ipywidgets', 'IPython', 'ipykernel', 'comm'} & set(sys.modules)\n"
+        "assert not loaded, loaded\n"
+    )
+    assert result.returncode == 0, result.stderr
+
+
 @pytest.mark.parametrize("name", phalanx.__all__)
 def test_every_exported_name_resolves(name: str) -> None:
     assert getattr(phalanx, name) is not None

@@ -23,6 +23,12 @@ if TYPE_CHECKING:
         SpecError,
     )
     from phalanx.sdk import Client, Job, PodSetBuilder
+    from phalanx.sdk.login import (
+        KubeConfigFileAuthentication,
+        TokenAuthentication,
+        login,
+        logout,
+    )
     from phalanx.spec import JobSpec, PodSet
     from phalanx.spec.status import JobDetail, JobEvent, JobRecord, JobStatus
 
@@ -38,6 +44,10 @@ _HOMES = {
     "Client": "phalanx.sdk",
     "Job": "phalanx.sdk",
     "PodSetBuilder": "phalanx.sdk",
+    "KubeConfigFileAuthentication": "phalanx.sdk.login",
+    "TokenAuthentication": "phalanx.sdk.login",
+    "login": "phalanx.sdk.login",
+    "logout": "phalanx.sdk.login",
     "JobSpec": "phalanx.spec",
     "PodSet": "phalanx.spec",
     "JobDetail": "phalanx.spec.status",
@@ -57,13 +67,17 @@ __all__ = [
     "JobRecord",
     "JobSpec",
     "JobStatus",
+    "KubeConfigFileAuthentication",
     "NotFound",
     "PhalanxError",
     "PodSet",
     "PodSetBuilder",
     "ServerError",
     "SpecError",
+    "TokenAuthentication",
     "__version__",
+    "login",
+    "logout",
 ]
 
 

@@ -138,9 +138,7 @@ def down(
     """Take a cluster down: its pods are stopped and its job ends Cancelled."""
     with _client(ctx) as client:
         cluster: Cluster = get_cluster(name, client)
-        cluster.down()
-        if wait:
-            client.wait(name)
+        cluster.down(wait=wait)
         state, _ = cluster.status()
     note(f"cluster {name} {'down' if state is ClusterStatus.DOWN else 'going down'}")
     if state is ClusterStatus.FAILED:

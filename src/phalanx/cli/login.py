@@ -17,7 +17,8 @@ from phalanx.cli.output import note, out, print_json, reports_errors
 from phalanx.cli.settings import settings_of
 from phalanx.errors import SpecError
 from phalanx.sdk.client import Client
-from phalanx.sdk.credentials import TokenFile, remove_context, save_context
+from phalanx.sdk.login import login as store_key
+from phalanx.sdk.login import logout as forget_key
 
 
 def _read_key() -> str:
@@ -40,12 +41,7 @@ def login(
     now on."""
     settings = settings_of(ctx)
     key = _read_key()
-    with Client(url or settings.url, key, home=settings.home) as client:
-        me = client.whoami()  # exchanging the key proves it before it is stored
-        server = client.url
-    path = save_context(server, key, me.user)
-    note(f"logged in to {server} as {me.user} ({me.role}); key stored in {path}",
-         style="green")
+    note(str(store_key(url or settings.url, key, home=settings.home)), style="green")
 
 
 @reports_errors
@@ -57,8 +53,7 @@ def logout(
     settings = settings_of(ctx)
     with Client(url or settings.url, "", home=settings.home) as client:
         server = client.url
-    TokenFile(server).forget()
-    if remove_context(server):
+    if forget_key(server, home=settings.home):
         note(f"logged out of {server}")
     else:
         note(f"no stored key for {server}")

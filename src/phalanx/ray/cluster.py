@@ -6,24 +6,30 @@ dashboard can be reached from here) every Ray node is alive, ``down()`` cancels 
 its pods get SIGTERM, then SIGKILL after the grace, and the job ends Cancelled.
 ``job_client`` is Ray's own ``JobSubmissionClient`` at the cluster's dashboard; it is
 the one place that imports Ray, so the rest works without ``phalanx[ray]``.
+
+``down()`` waits until the cluster is gone (its job ended, its pods stopped);
+``wait_ready()``, ``up(wait=True)`` and ``down()`` show progress (a bar in a notebook or
+a terminal, nothing in a script's log). A cluster and a list of them show as tables.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 import httpx
 
+from phalanx.display import Listing, Table, fields_table, progress
 from phalanx.errors import NotFound, PhalanxError, SpecError
 from phalanx.ray.config import WORKER, ClusterConfiguration
 from phalanx.sdk.client import Client
 from phalanx.spec.quantity import MILLI, format_amount, format_quantity
 from phalanx.spec.ray import HEAD
 from phalanx.spec.resources import GPU, JobKind, JobSpec
-from phalanx.spec.status import JobRecord, JobStatus
+from phalanx.spec.status import JobDetail, JobRecord, JobStatus
 
 if TYPE_CHECKING:
     from ray.job_submission import JobSubmissionClient
@@ -72,6 +78,35 @@ class RayCluster:
     dashboard: str | None
     client_uri: str | None
     message: str = ""
+
+    def table(self) -> Table:
+        return fields_table(f"Ray cluster {self.name}", [
+            (key, "-" if value is None else str(value)) for key, value in self.__dict__.items()
+            if key != "name"])
+
+    def _repr_html_(self) -> str:
+        return self.table()._repr_html_()
+
+    def __rich__(self) -> Any:
+        return self.table().__rich__()
+
+
+CLUSTER_COLUMNS = ("name", "status", "queue", "workers", "head", "worker", "dashboard",
+                   "message")
+
+
+def _pod_shape(cpu: str | None, memory: str | None, gpu: int) -> str:
+    return ", ".join(part for part in (
+        f"cpu {cpu}" if cpu else "", f"memory {memory}" if memory else "",
+        f"gpu {gpu}" if gpu else "") if part) or "-"
+
+
+def clusters_table(clusters: Sequence[RayCluster]) -> Table:
+    return Table("Ray clusters", CLUSTER_COLUMNS, [
+        [c.name, c.status.value, c.queue, str(c.num_workers),
+         _pod_shape(c.head_cpu, c.head_memory, c.head_gpu),
+         _pod_shape(c.worker_cpu, c.worker_memory, c.worker_gpu), c.dashboard or "-",
+         c.message] for c in clusters], empty="no Ray clusters")
 
 
 def _amount(resources: dict[str, int], name: str) -> str | None:
@@ -126,15 +161,31 @@ class Cluster:
         return self.config.name
 
     # ------------------------------------------------------------------ lifecycle
-    def up(self) -> JobRecord:
-        """Submit the cluster; it waits in its queue like any job until admitted."""
-        return self.client.submit(self.config.to_job_spec())
+    def up(self, wait: bool = False, timeout: float | None = None,
+           show_progress: bool = True) -> JobRecord:
+        """Submit the cluster; it waits in its queue like any job until admitted. With
+        ``wait``, return once it is ready (``wait_ready``)."""
+        record = self.client.submit(self.config.to_job_spec())
+        if wait:
+            self.wait_ready(timeout=timeout, show_progress=show_progress)
+        return record
 
-    def down(self) -> None:
-        """Take the cluster down: its pods are stopped and the job ends Cancelled."""
-        self.client.cancel(self.name)
+    def down(self, wait: bool = True, timeout: float | None = None,
+             show_progress: bool = True) -> JobRecord:
+        """Take the cluster down: its pods are stopped and the job ends Cancelled. Waits
+        until then (``status()`` says DOWN), or with ``wait=False`` returns at once.
+        TimeoutError after ``timeout`` seconds."""
+        record: JobRecord = self.client.cancel(self.name)
+        if not wait:
+            return record
+        with progress(f"taking {self.name} down", show_progress) as report:
+            def update(detail: JobDetail) -> None:
+                stopped = sum(p.phase != "Running" for p in detail.pods)
+                report(detail.status.value, stopped if detail.pods else 0, len(detail.pods))
 
-    def _record(self) -> JobRecord:
+            return self.client.wait(self.name, timeout=timeout, on_update=update)
+
+    def _record(self) -> JobDetail:
         record = self.client.get(self.name)
         if record.spec.kind is not JobKind.RAY:
             raise SpecError(f"job {self.name!r} is a {record.spec.kind.value} job, not a Ray "
@@ -154,6 +205,21 @@ class Cluster:
                                                     if record.message else ""))
         return status, ready
 
+    def table(self) -> Table:
+        """Its details, or its configuration while it is not up."""
+        try:
+            return self.details().table()
+        except NotFound:
+            return fields_table(f"Ray cluster {self.name} (not up)", [
+                (key, str(value)) for key, value in vars(self.config).items()
+                if value not in (None, {}, []) and key != "name"])
+
+    def _repr_html_(self) -> str:
+        return self.table()._repr_html_()
+
+    def __rich__(self) -> Any:
+        return self.table().__rich__()
+
     def details(self, print_to_console: bool = False) -> RayCluster:
         cluster = describe(self._record())
         if print_to_console:
@@ -161,25 +227,36 @@ class Cluster:
                 print(f"{key}: {value}")
         return cluster
 
-    def wait_ready(self, timeout: float | None = None, dashboard_check: bool = True) -> None:
+    def wait_ready(self, timeout: float | None = None, dashboard_check: bool = True,
+                   show_progress: bool = True) -> None:
         """Block until the cluster is ready: every pod running and, with ``dashboard_check``,
         every Ray node alive as the dashboard reports. TimeoutError after ``timeout``
-        seconds; PhalanxError if the cluster fails or is taken down meanwhile."""
+        seconds; PhalanxError if the cluster fails or is taken down meanwhile. Progress
+        (pods running, then Ray nodes alive, of all) shows in a notebook or terminal."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            record = self._record()
-            if record.status.terminal:
-                raise PhalanxError(f"cluster {self.name} is {record.status.value}: "
-                                   f"{record.message}", field="name",
-                                   fix="bring it up again with up()")
-            if record.status is JobStatus.RUNNING and (
-                not dashboard_check or _alive_nodes(record) >= record.spec.pod_count
-            ):
-                return
-            if deadline is not None and time.monotonic() >= deadline:
-                raise TimeoutError(f"cluster {self.name} is not ready after {timeout}s "
-                                   f"(job {record.status.value})")
-            time.sleep(1.0)
+        with progress(f"bringing {self.name} up", show_progress) as report:
+            while True:
+                record = self._record()
+                if record.status.terminal:
+                    raise PhalanxError(f"cluster {self.name} is {record.status.value}: "
+                                       f"{record.message}", field="name",
+                                       fix="bring it up again with up()")
+                total = record.spec.pod_count
+                running = sum(p.phase == "Running" for p in record.pods)
+                if record.status is JobStatus.RUNNING and dashboard_check:
+                    alive = _alive_nodes(record)
+                    report("Ray nodes alive", alive, total)
+                    if alive >= total:
+                        return
+                else:
+                    report(record.pending_message or f"{record.status.value}: pods running",
+                           running, total)
+                    if record.status is JobStatus.RUNNING:
+                        return
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise TimeoutError(f"cluster {self.name} is not ready after {timeout}s "
+                                       f"(job {record.status.value})")
+                time.sleep(1.0)
 
     # ------------------------------------------------------------------ addresses
     def dashboard_uri(self) -> str:
@@ -271,7 +348,9 @@ def list_clusters(
     """Ray clusters, newest first: the live ones, or with ``all`` finished ones too."""
     client = client or Client()
     records = client.list(status=None if all else LIVE, queue=queue)
-    return [describe(r) for r in records if r.spec.kind is JobKind.RAY]
+    return Listing((describe(r) for r in records if r.spec.kind is JobKind.RAY),
+                   clusters_table)
 
 
-__all__ = ["Cluster", "ClusterStatus", "RayCluster", "get_cluster", "list_clusters"]
+__all__ = ["Cluster", "ClusterStatus", "RayCluster", "clusters_table", "get_cluster",
+           "list_clusters"]

@@ -19,8 +19,10 @@ import copy
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
+from phalanx.display import Table, fields_table
 from phalanx.errors import SpecError
 from phalanx.spec import GPU, JobKind, JobSpec, PodSet, validate
+from phalanx.spec.tables import spec_fields
 
 QuantityValue = str | int | float
 DurationValue = str | int | float
@@ -300,3 +302,18 @@ class Job:
                 fix='add one with .pod_set("worker", replicas=..., command=[...])',
             )
         return validate(JobSpec, self.to_dict())
+
+    # A notebook shows the job it would submit as an HTML table, rich's console as a table.
+    def table(self) -> Table:
+        """The job as built, or what is wrong with it."""
+        try:
+            return fields_table(f"job {self.name} (not submitted)", spec_fields(self.build()))
+        except SpecError as exc:
+            return fields_table(f"job {self.name} (not valid yet)",
+                                [("error", str(exc)), ("field", exc.field or "-")])
+
+    def _repr_html_(self) -> str:
+        return self.table()._repr_html_()
+
+    def __rich__(self) -> Any:
+        return self.table().__rich__()

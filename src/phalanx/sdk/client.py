@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import builtins
+import contextlib
+import ssl
 import time
 import uuid
 import warnings
@@ -16,6 +18,7 @@ from urllib.parse import quote
 import httpx
 from pydantic import BaseModel, ValidationError
 
+from phalanx.display import Listing
 from phalanx.errors import (
     AuthError,
     ConnectionFailed,
@@ -56,6 +59,7 @@ from phalanx.spec.api import (
 from phalanx.spec.manifests import Translation, is_manifest, wire
 from phalanx.spec.resources import ConfigObject
 from phalanx.spec.status import JobDetail, JobEvent, JobRecord, JobStatus
+from phalanx.spec.tables import jobs_table
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -113,6 +117,18 @@ def _status_params(status: JobStatus | str | Iterable[JobStatus | str] | None) -
     return out
 
 
+def _tls(verify: bool | str) -> bool | ssl.SSLContext:
+    """httpx's ``verify``: a CA bundle's path becomes the context that trusts it."""
+    if not isinstance(verify, str):
+        return verify
+    try:
+        return ssl.create_default_context(cafile=verify)
+    except (OSError, ssl.SSLError) as exc:
+        raise SpecError(f"cannot read the CA bundle {verify}: {exc}", field="verify",
+                        fix="name a PEM file of the CAs that signed the server's "
+                        "certificate") from None
+
+
 class Client(IdentityCalls, PlaneCalls, SecretCalls):
     """A connection to one Phalanx control plane.
 
@@ -123,6 +139,8 @@ class Client(IdentityCalls, PlaneCalls, SecretCalls):
     ``token`` is an API key, exchanged for short-lived tokens that are refreshed before
     they expire (``sdk/auth.py``), or a token to send as it is. ``act_as``: an admin's
     requests act as that user (``X-Phalanx-Act-As``; each is audited with both names).
+    ``verify``: how to check the server's TLS certificate (True: the system's CAs; a CA
+    bundle's path; False: no check); default: what ``phalanx.login`` stored for the server.
     """
 
     def __init__(
@@ -133,8 +151,9 @@ class Client(IdentityCalls, PlaneCalls, SecretCalls):
         home: str | Path | None = None,
         timeout: float = 30.0,
         act_as: str | None = None,
+        verify: bool | str | None = None,
     ) -> None:
-        self.endpoint: Endpoint = resolve_endpoint(url, token, home)
+        self.endpoint: Endpoint = resolve_endpoint(url, token, home, verify)
         self.timeout = timeout
         headers = {"Accept": "application/json"}
         if act_as is not None:
@@ -142,14 +161,16 @@ class Client(IdentityCalls, PlaneCalls, SecretCalls):
         self.auth: KeyAuth | None = None
         self._exchange: httpx.Client | None = None
         key = self.endpoint.token
+        tls = _tls(self.endpoint.verify)
         if key and looks_like_jwt(key):
             headers["Authorization"] = f"Bearer {key}"
         elif key:
             self._exchange = httpx.Client(base_url=self.endpoint.url, timeout=timeout,
-                                          headers={"Accept": "application/json"})
+                                          headers={"Accept": "application/json"},
+                                          verify=tls)
             self.auth = KeyAuth(key, self._exchange)
         self._http = httpx.Client(base_url=self.endpoint.url, headers=headers, timeout=timeout,
-                                  auth=self.auth)
+                                  auth=self.auth, verify=tls)
 
     @property
     def url(self) -> str:
@@ -289,10 +310,12 @@ class Client(IdentityCalls, PlaneCalls, SecretCalls):
         labels: Mapping[str, str] | None = None,
     ) -> builtins.list[JobRecord]:
         """Jobs, newest submission first, filtered by status, LocalQueue, user and labels
-        (all that are given); the first ``limit`` of them, or all, fetched page by page."""
+        (all that are given); the first ``limit`` of them, or all, fetched page by page.
+        A notebook shows the list as a table."""
         if limit is not None:
-            return self.list_page(status, queue, limit, user=user, labels=labels).items
-        records: builtins.list[JobRecord] = []
+            first = self.list_page(status, queue, limit, user=user, labels=labels).items
+            return Listing(first, jobs_table)
+        records: builtins.list[JobRecord] = Listing([], jobs_table)
         token: str | None = None
         while True:
             page = self.list_page(status, queue, LIST_PAGE, user=user, labels=labels,

@@ -25,7 +25,7 @@ from phalanx.defaults import (
     phalanx_home,
 )
 from phalanx.errors import AuthError
-from phalanx.sdk.credentials import current_url, key_for
+from phalanx.sdk.credentials import current_url, key_for, verify_for
 
 
 def read_server_info(home: Path) -> dict[str, Any] | None:
@@ -67,10 +67,12 @@ class Endpoint:
     url: str
     token: str | None
     home: Path
+    verify: bool | str = True  # TLS: the system's CAs, a CA bundle's path, or no check
 
 
 def resolve_endpoint(
-    url: str | None = None, token: str | None = None, home: str | Path | None = None
+    url: str | None = None, token: str | None = None, home: str | Path | None = None,
+    verify: bool | str | None = None,
 ) -> Endpoint:
     state = phalanx_home(home)
     if not url:
@@ -83,4 +85,6 @@ def resolve_endpoint(
     if not token:
         token = (os.environ.get("PHALANX_TOKEN") or read_key_file() or key_for(url)
                  or read_token(state))
-    return Endpoint(url=url.rstrip("/"), token=token, home=state)
+    url = url.rstrip("/")
+    return Endpoint(url=url, token=token, home=state,
+                    verify=verify_for(url) if verify is None else verify)

@@ -64,12 +64,23 @@ def key_for(url: str) -> str | None:
     return key if isinstance(key, str) and key else None
 
 
-def save_context(url: str, key: str, user: str) -> Path:
-    """Store ``key`` for ``url`` and make it the current context; the file's path."""
+def verify_for(url: str) -> bool | str:
+    """How to check ``url``'s TLS certificate, as its context says: True (the system's
+    CAs), a CA bundle's path, or False (``skip_tls``)."""
+    context = _load(credentials_path())["contexts"].get(url.rstrip("/"))
+    verify = context.get("verify", True) if isinstance(context, dict) else True
+    return verify if isinstance(verify, bool | str) else True
+
+
+def save_context(url: str, key: str, user: str, *, verify: bool | str = True) -> Path:
+    """Store ``key`` for ``url`` and make it the current context; the file's path.
+    ``verify``: how to check its TLS certificate (kept only when not the default)."""
     path = credentials_path()
     data = _load(path)
     url = url.rstrip("/")
     data["contexts"][url] = {"key": key, "user": user}
+    if verify is not True:
+        data["contexts"][url]["verify"] = verify
     data["current"] = url
     _save(path, data)
     return path

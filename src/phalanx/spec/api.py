@@ -200,6 +200,17 @@ class QueuesOverview(Model):
     local_queues: list[LocalQueueView]
     cohorts: list[CohortView]
 
+    # A notebook shows the queues' usage as an HTML table, rich's console as a table.
+    def _repr_html_(self) -> str:
+        from phalanx.spec.tables import queues_table
+
+        return queues_table(self)._repr_html_()
+
+    def __rich__(self) -> Any:
+        from phalanx.spec.tables import queues_table
+
+        return queues_table(self).__rich__()
+
 
 class NodeView(Node):
     used: dict[str, Quantity] = Field(

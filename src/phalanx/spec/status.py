@@ -122,6 +122,17 @@ class JobRecord(Model):
         "read from the placement's nodes when the job is served; never stored",
     )
 
+    # A notebook shows a job as an HTML table, rich's console as a table (spec/tables.py).
+    def _repr_html_(self) -> str:
+        from phalanx.spec.tables import job_table
+
+        return job_table(self)._repr_html_()
+
+    def __rich__(self) -> Any:
+        from phalanx.spec.tables import job_table
+
+        return job_table(self).__rich__()
+
 
 class JobEvent(Model):
     job: str

@@ -27,6 +27,7 @@ from phalanx.cli import (
     planes,
     podexec,
     render,
+    run,
     serve,
     sim,
     ui,
@@ -41,14 +42,16 @@ from phalanx.cli.output import (
     reports_errors,
     write_line,
 )
+from phalanx.cli.run import read_jobs_file
 from phalanx.cli.settings import Settings, settings_of
 from phalanx.errors import SpecError
 from phalanx.sdk.client import Client
-from phalanx.sdk.documents import read_text, to_config_documents
+from phalanx.sdk.documents import to_config_documents
 from phalanx.spec import JobSpec, load_jobs_yaml, validate
 from phalanx.spec.api import JobList
 from phalanx.spec.config import config_kind
 from phalanx.spec.labels import merge_selectors
+from phalanx.spec.overrides import apply_overrides
 from phalanx.spec.status import JobDetail, JobRecord, JobStatus
 
 app = typer.Typer(
@@ -155,10 +158,22 @@ def submit(
     priority: Annotated[
         str | None, typer.Option(help="Override the priority (class name or integer)")
     ] = None,
+    env: Annotated[list[str] | None, typer.Option(
+        "--env", "-e", help="Set K=V in every pod set's environment (repeatable)")] = None,
+    sets: Annotated[list[str] | None, typer.Option(
+        "--set", help="Override a field: PATH=VALUE, e.g. podSets[0].replicas=4 (repeatable)",
+    )] = None,
+    unique: Annotated[bool, typer.Option(
+        "--unique", help="If the name is taken, add 5 random characters to it")] = False,
 ) -> None:
-    """Submit jobs (several documents: all or none); prints each name on its own line."""
+    """Submit jobs (several documents: all or none); prints each name on its own line.
+
+    ``-f -`` reads the jobs from standard input. A relative ``workdir`` is relative to the
+    file's directory (standard input: the current directory)."""
     # Checked here, every document: bad input sends nothing.
-    specs = load_jobs_yaml(read_text(file), source=str(file))
+    text, base = read_jobs_file(file)
+    specs = [apply_overrides(spec, sets=sets or (), env=env or (), unique=unique)
+             for spec in load_jobs_yaml(text, source=str(file))]
     if len(specs) > 1:
         for option, value in (("--name", name), ("--follow", follow or None)):
             if value is not None:
@@ -167,7 +182,8 @@ def submit(
     specs = [_with_overrides(spec, name, queue, priority) for spec in specs]
     with _settings(ctx).client() as client:
         # One job keeps its own route (a taken name is "name", not "items[0].name").
-        records = [client.submit(specs[0])] if len(specs) == 1 else client.submit_many(specs)
+        records = ([client.submit(specs[0], base=base)] if len(specs) == 1
+                   else client.submit_many(specs, base=base))
         for record in records:
             _write_line(record.name)
         if len(records) == 1:
@@ -395,6 +411,7 @@ def delete(
 
 
 admin.register(app)
+run.register(app, _finish)
 app.command("sim")(sim.sim)
 login.register(app)
 identity.register(app)

@@ -27,6 +27,9 @@ plane overrides only what it can do better:
   that reports no pods is not lost), and which placements its worker refused.
 - ``exec``: run a command inside a running pod (``phalanx exec``), its input,
   output and exit relayed as ``phalanx.kinds.relay`` frames.
+- ``workdir_archives``: a plane whose pods unpack a job's ``workdir`` from a store on
+  its own machine (the local plane) names that store; a worker puts the archive there,
+  fetched by hash, before it launches. None: the pods fetch it themselves (Kubernetes).
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from phalanx.kinds.pods import FailureKind, PodPhase, PodRef, PodState
 from phalanx.scheduler.types import Admission
 from phalanx.spec.resources import JobSpec, Node
 from phalanx.spec.status import JobEvent
+from phalanx.store.workdirs import WorkdirStore
 
 # Where a job's pods save checkpoints: kept across its attempts (each plane says where).
 CHECKPOINT_DIR_ENV = "PHALANX_CHECKPOINT_DIR"
@@ -102,6 +106,7 @@ class ComputePlane(abc.ABC):
     """What every compute plane does, and the optional capabilities it may offer."""
 
     name: ClassVar[str]
+    workdir_archives: WorkdirStore | None = None
 
     def __init__(self) -> None:
         self._listeners: list[Listener] = []

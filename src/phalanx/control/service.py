@@ -12,7 +12,7 @@ import hashlib
 import json
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from phalanx.compute.base import ComputePlane, ExecSession, PodState
 from phalanx.compute.federation import PlaneSet
@@ -26,12 +26,14 @@ from phalanx.spec.config import QueueConfig
 from phalanx.spec.planes import LOCAL_PLANE
 from phalanx.spec.provisioning import check_pod_sets
 from phalanx.spec.resources import ConfigObject, JobSpec, Node
+from phalanx.spec.sources import generated_name
 from phalanx.spec.status import JobEvent, JobRecord, JobStatus
 from phalanx.store import IdempotentRequest, JobFilter, JobPage, LogStore
 from phalanx.store.pools import PoolStore
 
 IDEMPOTENCY_KEY = "Idempotency-Key"
 UNKNOWN_USER = "unknown"
+GENERATED_NAME_TRIES = 5  # 36^5 names per prefix: a fifth clash means the prefix is full
 _NAMES_SHOWN = 5
 
 
@@ -122,7 +124,27 @@ class JobService:
         audit: Sequence[object] = (),
     ) -> list[JobRecord]:
         """Submit jobs all or nothing, in one store transaction (with ``audit``, the
-        submit's audit entries).
+        submit's audit entries). A job with ``generateName`` whose name is taken is named
+        anew (the prefix and 5 other random characters), as Kubernetes does."""
+        for tries_left in range(GENERATED_NAME_TRIES - 1, -1, -1):
+            try:
+                return self._submit_many(specs, batch=batch, request=request, user=user,
+                                         audit=audit)
+            except Conflict as exc:
+                if tries_left == 0 or not (exc.field or "").endswith("name") \
+                        or not any(s.generate_name for s in specs):
+                    raise
+            specs = [s.model_copy(update={"name": generated_name(s.generate_name)})
+                     if s.generate_name else s for s in specs]
+            if request is not None:
+                request = replace(request, jobs=tuple(s.name for s in specs))
+        raise AssertionError("unreachable")  # the loop returns or raises
+
+    def _submit_many(
+        self, specs: list[JobSpec], *, batch: bool,
+        request: IdempotentRequest | None, user: str, audit: Sequence[object],
+    ) -> list[JobRecord]:
+        """Submit jobs all or nothing, in one store transaction.
 
         Every job is checked before any is stored; in a batch an error names the job's
         position (``items[i]``) and field, and nothing is submitted. The store is

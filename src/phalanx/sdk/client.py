@@ -36,6 +36,7 @@ from phalanx.sdk.config import Endpoint, resolve_endpoint
 from phalanx.sdk.documents import to_config_documents, to_job_spec
 from phalanx.sdk.identity import IdentityCalls
 from phalanx.sdk.planes import PlaneCalls
+from phalanx.sdk.sources import SourceCalls
 from phalanx.spec.api import (
     USER_HEADER,
     AppliedObject,
@@ -158,7 +159,7 @@ def _status_params(status: JobStatus | str | Iterable[JobStatus | str] | None) -
     return out
 
 
-class Client(IdentityCalls, PlaneCalls):
+class Client(IdentityCalls, PlaneCalls, SourceCalls):
     """A connection to one Phalanx control plane.
 
     ``url`` and ``token`` default to ``$PHALANX_URL`` / ``$PHALANX_TOKEN``, then (inside a
@@ -248,6 +249,18 @@ class Client(IdentityCalls, PlaneCalls):
                 fix="check that the client and the control plane have the same version",
             ) from None
 
+    def _held(self, path: str) -> bool:
+        """Whether ``HEAD path`` answers 200 (False on 404)."""
+        try:
+            response = self._http.request("HEAD", path)
+        except httpx.TransportError as exc:
+            raise self._unreachable(exc) from None
+        if response.status_code == 404:
+            return False
+        if response.is_error:
+            raise error_from_response(response)
+        return True
+
     # ------------------------------------------------------------------ server
     def healthy(self) -> bool:
         """Whether the control plane answers ``/healthz`` (needs no token)."""
@@ -265,15 +278,19 @@ class Client(IdentityCalls, PlaneCalls):
         return self._request(ServerStatus, "GET", "/v1/status")
 
     # ------------------------------------------------------------------ jobs
-    def submit(self, job: object) -> JobRecord:
+    def submit(self, job: object, *, base: str | Path | None = None) -> JobRecord:
         """Submit a job (a JobSpec, a ``phalanx.Job`` builder, a dict or a YAML file path).
 
         The job is validated locally first: bad input raises SpecError and sends nothing.
+        Its ``workdir``, a path relative to ``base`` (default: the YAML file's directory,
+        else the current one), is packed and uploaded, and a ``git`` ref resolved
+        (``with_sources``).
         """
-        spec = to_job_spec(job)
+        spec = self.with_sources(to_job_spec(job), _base_of(job, base))
         return self._submit(JobRecord, "/v1/jobs", spec.to_dict())
 
-    def submit_many(self, jobs: Iterable[object]) -> builtins.list[JobRecord]:
+    def submit_many(self, jobs: Iterable[object], *,
+                    base: str | Path | None = None) -> builtins.list[JobRecord]:
         """Submit several jobs in one request, all or nothing (as ``submit`` takes them).
 
         Every job is validated locally first; the server stores all of them or, naming
@@ -282,7 +299,8 @@ class Client(IdentityCalls, PlaneCalls):
         specs = []
         for i, job in enumerate(jobs):
             try:
-                specs.append(to_job_spec(job).to_dict())
+                specs.append(self.with_sources(to_job_spec(job),
+                                               _base_of(job, base)).to_dict())
             except SpecError as exc:
                 where = f"items[{i}]" + (f".{exc.field}" if exc.field else "")
                 raise SpecError(exc.message, field=where, fix=exc.fix) from None
@@ -492,3 +510,12 @@ class Client(IdentityCalls, PlaneCalls):
     def config(self) -> builtins.list[ConfigObject]:
         """The current queue configuration: flavors, cohorts, queues and priority classes."""
         return list(self._request(ConfigDocuments, "GET", "/v1/config").documents)
+
+
+def _base_of(job: object, base: str | Path | None) -> Path | None:
+    """What a relative workdir is relative to: ``base``, else a YAML file's directory."""
+    if base is not None:
+        return Path(base)
+    if isinstance(job, str | Path):
+        return Path(job).expanduser().resolve().parent
+    return None

@@ -61,6 +61,7 @@ from phalanx.server.podexec import add_exec_route, deny
 from phalanx.server.principal import Principal
 from phalanx.server.redaction import Occupancy, SecretEnvRule, job_as_seen_by, jobs_as_seen_by
 from phalanx.server.ui import MOUNT, create_ui
+from phalanx.server.workdir_routes import add_workdir_routes, check_job_sources, own_body_cap
 from phalanx.spec.api import (
     USER_HEADER,
     ErrorResponse,
@@ -79,6 +80,7 @@ from phalanx.spec.labels import merge_selectors
 from phalanx.spec.resources import JobSpec
 from phalanx.spec.status import JobDetail, JobRecord, JobStatus, PodInfo
 from phalanx.store import JobFilter, LogStore
+from phalanx.store.workdirs import WorkdirStore
 from phalanx.version import __version__
 
 log = logging.getLogger("phalanx.api")
@@ -178,10 +180,12 @@ class _Guard:
                 "plane with a larger --max-body-bytes",
         )
         declared = next((v for k, v in scope["headers"] if k == b"content-length"), None)
-        if declared is not None and declared.isdigit() and int(declared) > self.max_body_bytes:
+        capped = not own_body_cap(scope)  # an archive upload's route caps it, streaming it
+        if capped and declared is not None and declared.isdigit() \
+                and int(declared) > self.max_body_bytes:
             await _error(too_large)(scope, receive, send)
             return
-        if declared is None and scope.get("method") in ("POST", "PUT", "PATCH"):
+        if capped and declared is None and scope.get("method") in ("POST", "PUT", "PATCH"):
             # A body sent without a declared length (chunked) is read here up to the cap,
             # then handed to the route whole.
             chunks, size, more = [], 0, True
@@ -242,11 +246,13 @@ def create_app(
     secrets: SecretEnvRule | None = None, max_body_bytes: int = MAX_BODY_BYTES,
     log_limits: LogLimits | None = None, dashboard: bool = True, interactive: bool = True,
     planes: PlaneRegistry | None = None, control_plane_id: str = "",
+    workdirs: WorkdirStore | None = None,
 ) -> FastAPI:
     """``secrets`` says which env values job specs in answers redact (default: the built-in
     rule); see ``server/redaction.py``. ``dashboard`` serves the web dashboard at ``/ui``.
     ``interactive`` says whether commands may run in pods through the API
-    (``server/podexec.py``)."""
+    (``server/podexec.py``). ``workdirs`` holds jobs' packed working directories (default:
+    beside the logs, in the control plane's home)."""
     service = controller.service
     secret_env = secrets if secrets is not None else SecretEnvRule()
     slots = FollowerSlots(log_limits if log_limits is not None else LogLimits())
@@ -262,6 +268,8 @@ def create_app(
     app.add_middleware(_Guard, auth=auth, max_body_bytes=max_body_bytes)
     add_exec_route(app, service, interactive=interactive, error_response=_error)
     identity = auth.identity
+    archives = workdirs if workdirs is not None else WorkdirStore(logs.root.parent / "workdirs")
+    add_workdir_routes(app, controller, archives, planes=planes)
     occupancy = Occupancy(auth.hasher.pepper)
 
     def visible(name: str, request: Request) -> JobRecord:
@@ -348,6 +356,7 @@ def create_app(
         principal = viewer_of(request)
         for spec in specs:
             principal.check_submit(spec.queue)
+        check_job_sources(archives, principal, specs)
         return principal
 
     def submit_audit(request: Request, specs: list[JobSpec]) -> list[Any]:

@@ -24,6 +24,7 @@ from phalanx.spec.labels import check_labels
 from phalanx.spec.provisioning import FlavorProvisioning, ProvisioningPolicy
 from phalanx.spec.quantity import format_amount
 from phalanx.spec.ray import RaySpec
+from phalanx.spec.sources import GitSource, Workdir, generated_name
 
 GPU = "nvidia.com/gpu"
 
@@ -442,6 +443,11 @@ class PodSet(Model):
 
 class JobSpec(Model):
     name: Name
+    generate_name: str | None = Field(
+        default=None, pattern=r"^[a-z0-9][-a-z0-9]{0,57}$",
+        description="A prefix of the job's name: without a name, and whenever the name is "
+                    "taken, the control plane names the job this prefix and 5 random "
+                    "lowercase letters and digits (Kubernetes' generateName)")
     queue: str = "default"
     priority: Priority = "default"
     kind: JobKind = JobKind.GENERIC
@@ -470,6 +476,23 @@ class JobSpec(Model):
         description="Jobs that must end first: names (`[prep]`, condition Succeeded) or "
                     "`{job: prep, condition: Finished}`; the job waits, holding no quota",
     )
+    workdir: Workdir | None = Field(
+        default=None,
+        description="The directory every pod starts in, a copy of its own: a path on the "
+                    "submitter's machine, which the CLI and SDK pack and upload, sent as "
+                    "{sha256, size} (docs/your-work.md)")
+    git: GitSource | None = Field(
+        default=None, description="A git commit every pod starts in, a clone of its own "
+                                  "(the other source of code than workdir)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _name_from_prefix(cls, data: object) -> object:
+        if isinstance(data, dict) and not data.get("name"):
+            prefix = data.get("generateName", data.get("generate_name"))
+            if isinstance(prefix, str) and prefix:
+                return {**data, "name": generated_name(prefix)}
+        return data
 
     @model_validator(mode="after")
     def _unique_pod_sets(self) -> JobSpec:
@@ -479,6 +502,9 @@ class JobSpec(Model):
         if self.ray is not None and self.kind is not JobKind.RAY:
             raise ValueError(f"ray is set on a job of kind {self.kind.value!r}; set kind: ray, "
                              "or remove ray")
+        if self.workdir is not None and self.git is not None:
+            raise ValueError("both workdir and git are set; a job's code comes from one "
+                             "source: remove one of them")
         return self
 
     @field_validator("depends_on")

@@ -27,7 +27,14 @@ from pathlib import Path
 from urllib.parse import quote
 
 from phalanx.compute.base import ComputePlane, ExecSession, PodCredential, PodPhase, PodState
-from phalanx.compute.kubernetes import checkpoints, credentials, fencing, kuberay, objects
+from phalanx.compute.kubernetes import (
+    checkpoints,
+    credentials,
+    fencing,
+    kuberay,
+    objects,
+    sources,
+)
 from phalanx.compute.kubernetes.attempts import (
     Attempt,
     TrackedPod,
@@ -416,8 +423,12 @@ class KubernetesPlane(ComputePlane):
         )
         if api_url is not None:
             credentials.mount(body["spec"], body["spec"]["containers"][0], plan.name, api_url)
+        index = [p.name for p in job.pod_sets].index(planned.ref.pod_set)
+        sources.add_source(body["spec"], body["spec"]["containers"][0], job,
+                           job.pod_sets[index].working_dir, api_url=api_url,
+                           fetch_image=self.settings.fetch_image,
+                           git_image=self.settings.git_image)
         if self.fence is not None:
-            index = [p.name for p in job.pod_sets].index(planned.ref.pod_set)
             fencing.wrap(body, self.fence, f"podSets[{index}]")
         return body
 

@@ -78,6 +78,7 @@ from phalanx.compute.local.state import (
     read_json,
 )
 from phalanx.compute.local.users import PodUser
+from phalanx.compute.local.workdirs import PodWorkdirs
 from phalanx.errors import NotFound, SpecError
 from phalanx.health import Doctor, Report, make_doctor
 from phalanx.health.stale import DoctorWatch, mark_stale, stale_after_for
@@ -86,6 +87,7 @@ from phalanx.scheduler.types import Admission
 from phalanx.spec.quantity import MILLI
 from phalanx.spec.resources import GPU, JobSpec, Node, NodeCheck, NodeHealth
 from phalanx.store.logs import LogStore
+from phalanx.store.workdirs import WorkdirStore
 
 log = logging.getLogger("phalanx.compute.local")
 
@@ -144,6 +146,7 @@ class LocalPlane(ComputePlane):
         run_as: PodUser | None = None,
         max_pods: int = DEFAULT_MAX_PODS,
         lease: Path | None = None,
+        workdirs: WorkdirStore | None = None,
     ) -> None:
         """Pods' output goes to ``logs`` (default: the state directory's).
 
@@ -153,6 +156,7 @@ class LocalPlane(ComputePlane):
         ``max_pods`` is how many pods this machine runs at once (``phalanx up --max-pods``).
         ``lease``: the lease file of a worker (``compute/lease.py``); each pod's supervisor
         stops the pod once the lease has lapsed, even if the worker was killed.
+        ``workdirs``: the archives of jobs' ``workdir`` (default: the state directory's).
         """
         if max_pods < 1:
             raise SpecError(f"{max_pods} is not a number of pods", field="--max-pods",
@@ -178,6 +182,9 @@ class LocalPlane(ComputePlane):
         root = checkpoint_root(self.home, run_as)
         self.checkpoints = CheckpointDirs(root, shared=not root.is_relative_to(self.home))
         self.credentials = CredentialFiles(self.home, run_as)
+        self.workdir_archives = workdirs if workdirs is not None \
+            else WorkdirStore.for_home(self.home)
+        self.pod_dirs = PodWorkdirs(self.home, run_as, self.workdir_archives)
         self._lock = threading.RLock()
         self._wake = threading.Event()
         self._closed = threading.Event()
@@ -366,6 +373,7 @@ class LocalPlane(ComputePlane):
                     procs.signal_group(pod.process.pid, pod.process.start, signal.SIGKILL)
             self._state.remove(job, attempt)
             self.credentials.remove(job, attempt)
+            self.pod_dirs.remove(job, attempt)
 
     def last_checkpoint(self, job: str) -> float | None:
         return self.checkpoints.last_saved(job)
@@ -437,10 +445,12 @@ class LocalPlane(ComputePlane):
                     f"{self.node_name!r}", field="admission.podSets.nodes",
                     fix="admit the job onto the node the local plane's inventory reports",
                 )
-            if pod_set.working_dir is not None and not os.path.isdir(pod_set.working_dir):
+            if pod_set.working_dir is not None and os.path.isabs(pod_set.working_dir) \
+                    and not os.path.isdir(pod_set.working_dir):
                 raise SpecError(
                     f"working directory {pod_set.working_dir!r} does not exist on this machine",
-                    field=f"podSets[{i}].workingDir", fix="create it or give an existing directory",
+                    field=f"podSets[{i}].workingDir", fix="create it, give an existing directory, "
+                    "or a relative one (inside the pod's own directory)",
                 )
             gpus = pod_set.resources.get(GPU, 0)
             if gpus % MILLI:
@@ -453,6 +463,7 @@ class LocalPlane(ComputePlane):
             wanted.append(0 if virtual else gpus // MILLI)
             exclusive = pod_set.cpu_pinning == "exclusive" and not virtual
             wanted_cpus.append(pod_set.resources.get("cpu", 0) // MILLI if exclusive else 0)
+        self.pod_dirs.check(job)
         assigned = assign_gpus(wanted, [g.index for g in self.gpus], self._held_gpus())
         pinned = pinning.assign_cpus(wanted_cpus, self.cpu_topology, self._held_cpus())
         checkpoint_dir = str(self.checkpoints.prepare(job.name, self.run_as))
@@ -461,9 +472,15 @@ class LocalPlane(ComputePlane):
             key_file = self.credentials.write(job.name, attempt, credential.key)
             api = credential.environment(str(key_file))
         planned, launches = [], []
-        cwd = os.getcwd()
         for plan, gpus_of_pod, cpus_of_pod in zip(plans, assigned, pinned, strict=True):
-            pod_set = pod_sets[plan.ref.pod_set][1]
+            index, pod_set = pod_sets[plan.ref.pod_set]
+            # Each pod starts in a directory of its own, never the control plane's.
+            try:
+                cwd = self.pod_dirs.prepare(job, attempt, plan.ref.name, pod_set,
+                                            f"podSets[{index}]")
+            except BaseException:
+                self.pod_dirs.remove(job.name, attempt)
+                raise
             planned.append(PlannedPod(plan.ref, plan.node, gpus_of_pod, cpus_of_pod))
             user_env = self.run_as.environment() if self.run_as is not None else {}
             env = {"PYTHONUNBUFFERED": "1", **user_env, CHECKPOINT_DIR_ENV: checkpoint_dir,
@@ -476,7 +493,7 @@ class LocalPlane(ComputePlane):
             if self.gpus:
                 env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
                 env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in gpus_of_pod)
-            launches.append(_PodLaunch(plan.command, pod_set.working_dir or cwd, env,
+            launches.append(_PodLaunch(plan.command, cwd, env,
                                        self.run_as, cpus_of_pod))
         master_port = plans[0].ports.get("master", 0) if plans else 0
         record = AttemptRecord(job=job.name, attempt=attempt, master_port=master_port,

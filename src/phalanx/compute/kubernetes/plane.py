@@ -281,7 +281,8 @@ class KubernetesPlane(ComputePlane):
                                     self.identity)
         placeholder = {"metadata": {"name": plan.name, "uid": "-"}}
         for planned in plan.pods:  # everything is checked before anything is created
-            self._pod_object(plan, planned, job, objects.owner_reference(placeholder))
+            self._pod_object(plan, planned, job, objects.owner_reference(placeholder),
+                             credential.api_url if credential is not None else None)
         now = time.time()
         current = Attempt(
             job=job.name, attempt=attempt, name=plan.name, launched_at=now, spec=job,

@@ -80,7 +80,7 @@ from phalanx.spec.labels import merge_selectors
 from phalanx.spec.resources import JobSpec
 from phalanx.spec.status import JobDetail, JobRecord, JobStatus, PodInfo
 from phalanx.store import JobFilter, LogStore
-from phalanx.store.workdirs import WorkdirStore
+from phalanx.store.workdirs import WORKDIRS, WorkdirStore
 from phalanx.version import __version__
 
 log = logging.getLogger("phalanx.api")
@@ -268,8 +268,8 @@ def create_app(
     app.add_middleware(_Guard, auth=auth, max_body_bytes=max_body_bytes)
     add_exec_route(app, service, interactive=interactive, error_response=_error)
     identity = auth.identity
-    archives = workdirs if workdirs is not None else WorkdirStore(logs.root.parent / "workdirs")
-    add_workdir_routes(app, controller, archives, planes=planes)
+    archives = workdirs if workdirs is not None else WorkdirStore(logs.root.parent / WORKDIRS)
+    add_workdir_routes(app, controller, archives, planes=planes, errors=_errors)
     occupancy = Occupancy(auth.hasher.pepper)
 
     def visible(name: str, request: Request) -> JobRecord:

@@ -16,11 +16,11 @@ the answer is the same 404 whether the bytes are here or not (``store/workdirs.p
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import Response, StreamingResponse
-from prometheus_client import Counter
 from starlette.types import Scope
 
 from phalanx.control import Controller
@@ -59,13 +59,12 @@ def check_job_sources(store: WorkdirStore, principal: Principal, specs: list[Job
 
 
 def add_workdir_routes(app: FastAPI, controller: Controller, store: WorkdirStore, *,
+                       errors: Callable[..., dict[int | str, dict[str, Any]]],
                        planes: PlaneRegistry | None = None,
                        max_bytes: int = MAX_ARCHIVE_BYTES) -> None:
-    """Mount the routes on ``app``; uploads are counted in the controller's metrics."""
+    """Mount the routes on ``app``; uploads are counted in the controller's metrics
+    (``phalanx_workdir_uploads_total``)."""
     router = APIRouter()
-    uploads = Counter("phalanx_workdir_uploads", "Working-directory archives uploaded "
-                      "(bodies received, not uploads skipped because the archive was held)",
-                      registry=controller.metrics.registry)
 
     def readable(request: Request, sha256: str) -> Principal:
         principal = caller_of(request)
@@ -73,7 +72,8 @@ def add_workdir_routes(app: FastAPI, controller: Controller, store: WorkdirStore
             raise _absent(sha256)
         return principal
 
-    @router.head(PREFIX + "{sha256}", dependencies=needs(Access.READ))
+    @router.head(PREFIX + "{sha256}", dependencies=needs(Access.READ),
+                 responses=errors(401, 404))
     def held(sha256: str, request: Request) -> Response:
         """200 when the caller may read the archive, 404 otherwise."""
         readable(request, sha256)
@@ -81,7 +81,8 @@ def add_workdir_routes(app: FastAPI, controller: Controller, store: WorkdirStore
 
     @router.put(PREFIX + "{sha256}", status_code=201, dependencies=needs(Access.WRITE),
                 responses={200: {"model": WorkdirArchive,
-                                 "description": "The caller could read it already"}})
+                                 "description": "The caller could read it already"},
+                           **errors(400, 401, 403)})
     async def upload(sha256: str, request: Request, response: Response) -> WorkdirArchive:
         """Upload an archive (a gzipped tar of a directory) under its SHA-256."""
         principal = caller_of(request)
@@ -100,12 +101,12 @@ def add_workdir_routes(app: FastAPI, controller: Controller, store: WorkdirStore
             raise
         size = receiving.commit()
         store.grant(sha256, principal.name, principal.teams)
-        uploads.inc()
+        controller.metrics.workdir_uploads.inc()
         return WorkdirArchive(sha256=sha256, size=size)
 
     @router.get(PREFIX + "{sha256}", response_class=StreamingResponse,
                 dependencies=needs(Access.READ),
-                responses={200: {"content": {ARCHIVE_TYPE: {}}}})
+                responses={200: {"content": {ARCHIVE_TYPE: {}}}, **errors(400, 401, 404)})
     def download(sha256: str, request: Request) -> StreamingResponse:
         """The archive, to its uploader's teams and their jobs' pods."""
         readable(request, sha256)
@@ -116,7 +117,8 @@ def add_workdir_routes(app: FastAPI, controller: Controller, store: WorkdirStore
 
         @router.get("/v1/planes/{name}/workdirs/{sha256}", response_class=StreamingResponse,
                     dependencies=needs(Access.PLANE),
-                    responses={200: {"content": {ARCHIVE_TYPE: {}}}})
+                    responses={200: {"content": {ARCHIVE_TYPE: {}}},
+                               **errors(400, 401, 403, 404)})
         def plane_download(name: str, sha256: str, request: Request) -> StreamingResponse:
             """The archive of an attempt the control plane wants started on plane ``name``
             (its worker unpacks it for the pods)."""

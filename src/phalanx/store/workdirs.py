@@ -22,6 +22,7 @@ from phalanx.errors import SpecError
 from phalanx.spec.sources import SHA256
 
 CHUNK = 1 << 20
+WORKDIRS = "workdirs"  # the store's directory in a home
 # The largest archive the control plane takes (the CLI and SDK refuse a directory above
 # their own, smaller cap first, naming its biggest files).
 MAX_ARCHIVE_BYTES = 2 * 2**30
@@ -42,7 +43,7 @@ class WorkdirStore:
 
     @classmethod
     def for_home(cls, home: Path) -> WorkdirStore:
-        return cls(Path(home) / "workdirs")
+        return cls(Path(home) / WORKDIRS)
 
     def path(self, sha256: str) -> Path:
         return self.root / "blobs" / f"{check_digest(sha256)}.tar.gz"

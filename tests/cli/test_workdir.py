@@ -7,7 +7,6 @@ import getpass
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx

@@ -153,7 +153,11 @@ def resolve_commit(repo: str, ref: str) -> str:
         commit = lines[0].strip() if done.returncode == 0 else ""
     else:
         # ls-remote lists the ref and, for an annotated tag, the commit it points at (^{}).
-        found = dict(reversed(line.split("\t", 1)) for line in lines if "\t" in line)
+        found: dict[str, str] = {}
+        for line in lines:
+            sha, tab, name = line.partition("\t")
+            if tab:
+                found[name.strip()] = sha.strip()
         commit = next((found[name] for name in (f"refs/tags/{ref}^{{}}", f"refs/heads/{ref}",
                                                   f"refs/tags/{ref}", ref) if name in found),
                       next(iter(found.values()), ""))

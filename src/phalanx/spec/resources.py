@@ -24,7 +24,7 @@ from phalanx.spec.labels import check_labels
 from phalanx.spec.provisioning import FlavorProvisioning, ProvisioningPolicy
 from phalanx.spec.quantity import format_amount
 from phalanx.spec.ray import RaySpec
-from phalanx.spec.sources import GitSource, Workdir, generated_name
+from phalanx.spec.sources import GENERATE_NAME, GitSource, Workdir, generated_name
 
 GPU = "nvidia.com/gpu"
 
@@ -444,7 +444,7 @@ class PodSet(Model):
 class JobSpec(Model):
     name: Name
     generate_name: str | None = Field(
-        default=None, pattern=r"^[a-z0-9][-a-z0-9]{0,57}$",
+        default=None, pattern=f"^{GENERATE_NAME.pattern}$",
         description="A prefix of the job's name: without a name, and whenever the name is "
                     "taken, the control plane names the job this prefix and 5 random "
                     "lowercase letters and digits (Kubernetes' generateName)")
@@ -491,7 +491,9 @@ class JobSpec(Model):
         if isinstance(data, dict) and not data.get("name"):
             prefix = data.get("generateName", data.get("generate_name"))
             if isinstance(prefix, str) and prefix:
-                return {**data, "name": generated_name(prefix)}
+                # A bad prefix makes no name: the error is then generateName's alone.
+                name = generated_name(prefix) if GENERATE_NAME.fullmatch(prefix) else "x"
+                return {**data, "name": name}
         return data
 
     @model_validator(mode="after")

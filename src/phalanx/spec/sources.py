@@ -28,7 +28,7 @@ WORKDIR_MOUNT = "/workdir"
 class WorkdirArchive(Model):
     """A packed directory the control plane holds: the wire form of ``workdir``."""
 
-    sha256: str = Field(pattern=SHA256.pattern,
+    sha256: str = Field(pattern=f"^{SHA256.pattern}$",
                         description="The SHA-256 of the archive (a gzipped tar), lower-case hex")
     size: int = Field(default=0, ge=0, description="The archive's size in bytes")
 
@@ -59,7 +59,7 @@ class GitSource(Model):
     ref: str = Field(default="HEAD", min_length=1,
                      description="A branch, tag or commit; resolved to a commit at submit")
     commit: str | None = Field(
-        default=None, pattern=GIT_COMMIT.pattern,
+        default=None, pattern=f"^{GIT_COMMIT.pattern}$",
         description="The commit every attempt runs; the CLI and SDK resolve ref to it")
 
 
@@ -76,6 +76,8 @@ def check_resolved(workdir: object, git: GitSource | None) -> None:
             fix="submit with the phalanx CLI or SDK, which resolve it, or give the commit")
 
 
+# A prefix to which 5 characters are added makes a name (a DNS label of at most 63).
+GENERATE_NAME = re.compile(r"[a-z0-9][-a-z0-9]{0,57}")
 _SUFFIX_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789"
 SUFFIX_LENGTH = 5
 

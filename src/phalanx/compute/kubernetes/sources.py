@@ -72,7 +72,7 @@ def add_source(spec: Object, container: Object, job: JobSpec, working: str | Non
     if job.workdir is None and job.git is None:
         return
     env = [{"name": "WORKDIR", "value": WORKDIR_MOUNT}]
-    mounts = [{"name": SOURCE_VOLUME, "mountPath": WORKDIR_MOUNT}]
+    mounts: list[Object] = [{"name": SOURCE_VOLUME, "mountPath": WORKDIR_MOUNT}]
     if isinstance(job.workdir, WorkdirArchive):
         if api_url is None:
             raise SpecError("the job's workdir is fetched with the attempt's credential, and "

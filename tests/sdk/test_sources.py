@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import gzip
 import io
+import os
 import subprocess
 import tarfile
+import time
 from pathlib import Path
 
 import pytest
 
 from phalanx.errors import SpecError
-from phalanx.sdk.sources import pack, resolve_commit, workdir_files
+from phalanx.sdk.sources import HashCache, pack, resolve_commit, stat_signature, workdir_files
+from phalanx.spec.sources import WorkdirArchive
 
 
 def _names(directory: Path) -> list[str]:
@@ -92,3 +95,26 @@ def test_a_ref_resolves_to_its_commit_in_a_local_and_a_file_url_repository(
     with pytest.raises(SpecError) as caught:
         resolve_commit(f"file://{bare}", "no-such-branch")
     assert caught.value.field == "git.ref"
+
+
+def test_the_stat_signature_moves_with_any_write_even_one_that_keeps_size_and_mtime(
+        tmp_path: Path) -> None:
+    _tree(tmp_path, {"a.py": "one\n", "notes.log": "x", ".gitignore": "*.log\n"})
+    before = stat_signature(tmp_path)
+    (tmp_path / "notes.log").write_text("ignored: no change")
+    assert stat_signature(tmp_path) == before  # a file the pack leaves out
+    info = (tmp_path / "a.py").stat()
+    time.sleep(0.01)
+    (tmp_path / "a.py").write_text("two\n")  # same size
+    os.utime(tmp_path / "a.py", ns=(info.st_atime_ns, info.st_mtime_ns))  # same mtime
+    assert stat_signature(tmp_path) != before
+
+
+def test_the_hash_cache_remembers_the_newest_archives_only(tmp_path: Path) -> None:
+    cache = HashCache(tmp_path / "cache.json", keep=2)
+    for i in range(3):
+        cache.put(f"sig-{i}", WorkdirArchive(sha256=f"{i}" * 64, size=i))
+    assert cache.get("sig-0") is None
+    found = cache.get("sig-2")
+    assert found is not None and found.sha256 == "2" * 64
+    assert (tmp_path / "cache.json").stat().st_mode & 0o777 == 0o600

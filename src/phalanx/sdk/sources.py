@@ -17,6 +17,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import io
+import json
 import os
 import stat
 import subprocess
@@ -27,6 +28,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel
 
+from phalanx.defaults import phalanx_home
 from phalanx.errors import SpecError
 from phalanx.spec.resources import JobSpec
 from phalanx.spec.sources import GIT_COMMIT, WorkdirArchive
@@ -38,6 +40,7 @@ M = TypeVar("M", bound=BaseModel)
 WORKDIR_PATH = "/v1/workdirs/"
 
 MAX_WORKDIR_BYTES = 256 * 2**20  # the files of a workdir, before packing
+CACHE_FILE = "workdir-hashes.json"
 IGNORE_FILES = (".gitignore", ".phalanxignore")
 _BIGGEST_SHOWN = 5
 _GIT_TIMEOUT = 60.0
@@ -126,7 +129,8 @@ def pack(directory: str | Path, max_bytes: int = MAX_WORKDIR_BYTES) -> Packed:
                     tar.addfile(info, content)
             elif info.issym():
                 tar.addfile(info)
-    data = gzip.compress(raw.getvalue(), compresslevel=6, mtime=0)
+    # Level 1: code compresses well at once; data (which should not be here) does not at all.
+    data = gzip.compress(raw.getvalue(), compresslevel=1, mtime=0)
     return Packed(data=data, sha256=hashlib.sha256(data).hexdigest(), files=len(files))
 
 
@@ -170,6 +174,60 @@ def resolve_commit(repo: str, ref: str) -> str:
     return commit
 
 
+def stat_signature(directory: Path) -> str:
+    """A digest of what ``pack`` would read, by name and stat (size, mtime, ctime, inode):
+    any write to a file changes its ctime, which no tool sets back."""
+    digest = hashlib.sha256(str(directory.resolve()).encode())
+    for rel, path in workdir_files(directory):
+        info = path.lstat()
+        digest.update(f"\0{rel}\0{info.st_size}:{info.st_mtime_ns}:{info.st_ctime_ns}:"
+                      f"{info.st_ino}:{info.st_mode}".encode())
+    return digest.hexdigest()
+
+
+class HashCache:
+    """Which archive a directory packed to, by ``stat_signature``: a small owner-only file
+    in the client's state directory (``$PHALANX_HOME``), so an unchanged directory is
+    neither packed nor uploaded again, even by another process."""
+
+    def __init__(self, path: Path, keep: int = 256) -> None:
+        self.path = path
+        self.keep = keep  # the newest entries kept
+
+    @classmethod
+    def default(cls) -> HashCache:
+        return cls(phalanx_home() / CACHE_FILE)
+
+    def _load(self) -> dict[str, dict[str, Any]]:
+        try:
+            loaded = json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            return {}
+        return loaded if isinstance(loaded, dict) else {}
+
+    def get(self, signature: str) -> WorkdirArchive | None:
+        found = self._load().get(signature)
+        try:
+            return WorkdirArchive.model_validate(found) if found else None
+        except ValueError:
+            return None
+
+    def put(self, signature: str, archive: WorkdirArchive) -> None:
+        entries = self._load()
+        entries.pop(signature, None)
+        entries[signature] = archive.to_dict()
+        kept = dict(list(entries.items())[-self.keep:])
+        try:
+            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            temporary = self.path.with_name(f".{self.path.name}.{os.getpid()}")
+            fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as out:
+                json.dump(kept, out)
+            os.replace(temporary, self.path)
+        except OSError:
+            pass  # a cache: without it the next submit packs again
+
+
 class SourceCalls:
     """Mixed into ``Client``, which provides ``_request`` and ``_held``."""
 
@@ -182,13 +240,24 @@ class SourceCalls:
     def upload_workdir(self, directory: str | Path,
                        max_bytes: int = MAX_WORKDIR_BYTES) -> WorkdirArchive:
         """Pack ``directory`` and upload it unless the control plane holds it for the
-        caller already; what a job's ``workdir`` sends."""
-        packed = pack(directory, max_bytes)
+        caller already; what a job's ``workdir`` sends. A directory whose files have not
+        changed since it was last packed here (``HashCache``) is not packed again."""
+        root = Path(directory).expanduser()
+        cache = HashCache.default()
+        signature = stat_signature(root) if root.is_dir() else None
+        known = cache.get(signature) if signature is not None else None
+        if known is not None and self._held(f"{WORKDIR_PATH}{known.sha256}"):
+            return known
+        packed = pack(root, max_bytes)
         path = f"{WORKDIR_PATH}{packed.sha256}"
         if self._held(path):
-            return WorkdirArchive(sha256=packed.sha256, size=len(packed.data))
-        return self._request(WorkdirArchive, "PUT", path, content=packed.data,
-                             headers={"Content-Type": "application/gzip"})
+            archive = WorkdirArchive(sha256=packed.sha256, size=len(packed.data))
+        else:
+            archive = self._request(WorkdirArchive, "PUT", path, content=packed.data,
+                                    headers={"Content-Type": "application/gzip"})
+        if signature is not None:
+            cache.put(signature, archive)
+        return archive
 
     def with_sources(self, spec: JobSpec, base: str | Path | None = None) -> JobSpec:
         """``spec`` as the control plane takes it: a ``workdir`` path (relative to ``base``,

@@ -14,7 +14,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner, Result
 
-from phalanx import Client
+from phalanx import Client, Job
 from phalanx.cli.main import app
 from phalanx.spec.api import USER_HEADER
 from tests.sdk.live_server import LiveServer, live_server
@@ -194,3 +194,32 @@ def test_the_archive_is_refused_to_another_team_as_if_absent(
             assert seen.text.replace(archive.sha256[:12], "X") \
                 == unseen.text.replace(absent[:12], "X")
         assert b"team a" not in held[1].content
+
+
+def test_submit_reads_standard_input_and_overrides_its_fields(
+        live_server: LiveServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "msg.txt").write_text("from stdin\n")
+    monkeypatch.chdir(tmp_path)  # standard input has no directory: the workdir is the cwd's
+    document = yaml.safe_dump({"name": "stdin-job", "workdir": ".", "podSets": [
+        {"resources": {"cpu": "100m"}, "command": ["false"]}]})
+    code = "import os; print(open('msg.txt').read().strip(), os.environ['X'])"
+    result = cli(live_server, "submit", "-f", "-", "--env", "X=42", "--wait",
+                 "--set", f'podSets[0].command=[{sys.executable}, -c, "{code}"]',
+                 stdin=document)
+    assert result.exit_code == 0, result.output
+    assert logs(live_server, "stdin-job") == "from stdin 42\n"
+    refused = cli(live_server, "submit", "-f", "-", "--set", "podSets[0].replica=2",
+                  stdin=document)
+    assert refused.exit_code != 0 and "podSets[0].replica" in refused.output
+
+
+def test_the_sdks_builder_takes_a_workdir(live_server: LiveServer, tmp_path: Path) -> None:
+    (tmp_path / "sdk.txt").write_text("built\n")
+    job = Job("built", queue="default").workdir(tmp_path).pod_set(
+        command=[sys.executable, "-c", "print(open('sdk.txt').read().strip())"],
+        resources={"cpu": "100m"})
+    with Client(live_server.url, token=live_server.token) as client:
+        record = client.submit(job)
+        assert record.spec.workdir is not None and not isinstance(record.spec.workdir, str)
+        assert client.wait("built", timeout=120).status.value == "Succeeded"
+    assert logs(live_server, "built") == "built\n"

@@ -22,6 +22,10 @@ that no other pinned pod has, from one NUMA node when they fit (``cpus.py``); it
 supervisor sets the affinity before starting the command. The CPUs are part of the
 attempt's plan on disk, so they stay held after a restart until the pod ends.
 
+Each pod starts in a fresh directory of its own, never the control plane's: a copy of the
+job's ``workdir``, a clone of its ``git`` commit, or empty (``workdirs.py``); a relative
+``workingDir`` is inside it.
+
 Pods inherit the control plane's environment without its own settings (every
 ``PHALANX_*`` name, such as ``PHALANX_HOME`` and ``PHALANX_TOKEN``: a pod must not
 find the state directory or act with the admin token), then the distributed

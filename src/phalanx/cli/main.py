@@ -172,14 +172,15 @@ def submit(
     file's directory (standard input: the current directory)."""
     # Checked here, every document: bad input sends nothing.
     text, base = read_jobs_file(file)
-    specs = [apply_overrides(spec, sets=sets or (), env=env or (), unique=unique)
-             for spec in load_jobs_yaml(text, source=str(file))]
+    specs = load_jobs_yaml(text, source=str(file))
     if len(specs) > 1:
         for option, value in (("--name", name), ("--follow", follow or None)):
             if value is not None:
                 raise SpecError(f"takes one job; {file} holds {len(specs)}", field=option,
                                 fix="put that job in a file of its own")
-    specs = [_with_overrides(spec, name, queue, priority) for spec in specs]
+    # --name first: --unique makes the final name the prefix of a generated one.
+    specs = [apply_overrides(_with_overrides(spec, name, queue, priority), sets=sets or (),
+                             env=env or (), unique=unique) for spec in specs]
     with _settings(ctx).client() as client:
         # One job keeps its own route (a taken name is "name", not "items[0].name").
         records = ([client.submit(specs[0], base=base)] if len(specs) == 1

@@ -73,7 +73,7 @@ def add_workdir_routes(app: FastAPI, controller: Controller, store: WorkdirStore
         return principal
 
     @router.head(PREFIX + "{sha256}", dependencies=needs(Access.READ),
-                 responses=errors(401, 404))
+                 responses=errors(400, 401, 404))
     def held(sha256: str, request: Request) -> Response:
         """200 when the caller may read the archive, 404 otherwise."""
         readable(request, sha256)
@@ -125,9 +125,9 @@ def add_workdir_routes(app: FastAPI, controller: Controller, store: WorkdirStore
             principal_of(request)
             check_digest(sha256)
             wanted = registry.remote(name).desired(after=-1, timeout=0).attempts
-            if not any((a.spec.get("workdir") or {}).get("sha256") == sha256
-                       for a in wanted if isinstance(a.spec.get("workdir"), dict)) \
-                    or not store.has(sha256):
+            named = {a.spec["workdir"].get("sha256") for a in wanted
+                     if isinstance(a.spec.get("workdir"), dict)}
+            if sha256 not in named or not store.has(sha256):
                 raise _absent(sha256)
             return _archive(store, sha256)
 

@@ -15,6 +15,7 @@ import pytest
 from phalanx.errors import SpecError
 from phalanx.sdk.sources import HashCache, pack, resolve_commit, stat_signature, workdir_files
 from phalanx.spec.sources import WorkdirArchive
+from phalanx.store.workdirs import WorkdirStore
 
 
 def _names(directory: Path) -> list[str]:
@@ -118,3 +119,15 @@ def test_the_hash_cache_remembers_the_newest_archives_only(tmp_path: Path) -> No
     found = cache.get("sig-2")
     assert found is not None and found.sha256 == "2" * 64
     assert (tmp_path / "cache.json").stat().st_mode & 0o777 == 0o600
+
+
+def test_a_store_prunes_the_archives_nothing_needs(tmp_path: Path) -> None:
+    store = WorkdirStore(tmp_path / "workdirs")
+    kept, dropped = [pack(_tree(tmp_path / name, {"f": name})) for name in ("a", "b")]
+    for packed in (kept, dropped):
+        store.upload(packed.sha256, 10**6).put([packed.data])
+    assert store.prune([kept.sha256]) == [dropped.sha256]
+    assert store.has(kept.sha256) and not store.has(dropped.sha256)
+    with pytest.raises(SpecError):  # bytes that are not the digest's are not kept
+        store.upload(dropped.sha256, 10**6).put([kept.data])
+    assert not store.has(dropped.sha256)

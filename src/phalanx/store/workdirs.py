@@ -69,6 +69,18 @@ class WorkdirStore:
         """An upload of the archive ``sha256``: ``write`` its bytes, then ``commit``."""
         return Upload(self.path(sha256), sha256, max_bytes)
 
+    def prune(self, keep: Iterable[str]) -> list[str]:
+        """Remove every archive but ``keep``'s (a worker's copies, once no attempt it is to
+        start names them: its pods have their own unpacked copies); the removed."""
+        kept = set(keep)
+        removed = []
+        for blob in (self.root / "blobs").glob("*.tar.gz"):
+            sha256 = blob.name.removesuffix(".tar.gz")
+            if sha256 not in kept:
+                blob.unlink(missing_ok=True)
+                removed.append(sha256)
+        return removed
+
     def read(self, sha256: str) -> Iterator[bytes]:
         with open(self.path(sha256), "rb") as archive:
             while chunk := archive.read(CHUNK):

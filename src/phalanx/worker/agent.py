@@ -445,6 +445,10 @@ class Worker:
         for gone in desired.forget:
             self.plane.forget(gone.job, gone.attempt)
             self._handled.discard((gone.job, gone.attempt))
+        store = self.plane.workdir_archives
+        if store is not None:  # no copy of a team's code outlives the attempts that need it
+            store.prune(a.spec["workdir"].get("sha256") for a in desired.attempts
+                        if isinstance(a.spec.get("workdir"), dict))
         self._changed.set()
 
     def _fetch_workdir(self, spec: JobSpec) -> None:

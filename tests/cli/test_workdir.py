@@ -74,6 +74,8 @@ def test_a_job_reads_its_workdir_and_each_submit_sees_the_files_as_they_were(
     assert first.exit_code == 0, first.output
     assert logs(live_server, "reader") == "first False\n"  # .gitignore left big.bin out
     assert uploads(live_server) == before + 1
+    described = cli(live_server, "describe", "reader")
+    assert re.search(r"Code\s+workdir [0-9a-f]{12} \(", described.stdout), described.stdout
 
     # Unchanged: the same archive, not uploaded again.
     again = cli(live_server, "submit", "-f", str(path), "--unique", "--wait")
@@ -158,6 +160,8 @@ def test_a_git_commit_is_resolved_at_submit_and_cloned_per_pod(
         commit = client.get(name).spec.git
         assert commit is not None and commit.commit is not None and len(commit.commit) == 40
     assert logs(live_server, name) == "v1\n"
+    described = cli(live_server, "describe", name).stdout
+    assert f"git file://{bare} at {commit.commit[:12]} (main)" in described, described
 
 
 def test_the_archive_is_refused_to_another_team_as_if_absent(

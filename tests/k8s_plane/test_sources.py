@@ -103,3 +103,13 @@ def test_a_workdir_without_a_credential_is_refused_naming_the_field(
     with pytest.raises(SpecError) as caught:
         plane.launch(job, 1, admit(job, ["gpu-1"]))
     assert caught.value.field == "workdir"
+
+
+def test_a_relative_working_dir_without_a_source_is_refused_at_submit(
+        make_plane: PlaneFactory) -> None:
+    plane = make_plane()
+    with pytest.raises(SpecError) as caught:
+        plane.check_job(gang(name="rel", replicas=1, workingDir="src"))
+    assert caught.value.field == "podSets[0].workingDir"
+    plane.check_job(_with(gang(name="rel", replicas=1, workingDir="src"),
+                          workdir={"sha256": SHA}))  # inside the job's code: fine

@@ -247,6 +247,7 @@ class KubernetesPlane(ComputePlane):
         for index in range(len(job.pod_sets)):
             objects.image_of(job, index, self.settings.default_image)
         objects.check_cpu_pinning(job)
+        sources.check_working_dirs(job)
 
     def cordon(self, name: str, unschedulable: bool) -> None:
         """Patch the Node's ``spec.unschedulable``, as ``kubectl cordon`` does.

@@ -56,6 +56,19 @@ echo "checked out $GIT_COMMIT"
 """
 
 
+def check_working_dirs(job: JobSpec) -> None:
+    """A relative workingDir is inside the job's code; without a source there is none to
+    be inside (a container's working directory is the image's then)."""
+    if job.workdir is not None or job.git is not None:
+        return
+    for i, pod_set in enumerate(job.pod_sets):
+        if pod_set.working_dir is not None and not pod_set.working_dir.startswith("/"):
+            raise SpecError(
+                f"workingDir {pod_set.working_dir!r} is relative and the job has no workdir "
+                "or git source to be relative to", field=f"podSets[{i}].workingDir",
+                fix="give an absolute directory of the image, or a workdir or git source")
+
+
 def working_dir(working: str | None) -> str:
     """The container's workingDir: the source's emptyDir, or a relative one inside it."""
     if working is None:

@@ -138,6 +138,15 @@ def figures(result: SimResult) -> dict[str, Any]:
     }
 
 
+UNCUT = 1000  # columns for output that goes to a file or pipe: wide enough for every table
+
+
+def output() -> Console:
+    """A terminal's own width; into a file or a pipe, wide enough that no table is cut (a
+    Console not on a terminal assumes 80 columns and ellipsizes the cells beyond)."""
+    return Console() if sys.stdout.isatty() else Console(width=UNCUT)
+
+
 def share_gap(result: SimResult) -> float:
     """Half the L1 distance between the teams' shares of used GPU-time and their
     entitlements: the fraction of GPU-time that went to a team beyond its quota's share."""
@@ -147,7 +156,7 @@ def share_gap(result: SimResult) -> float:
 def replay(config: QueueConfig, nodes: list[Node], trace: list[TraceJob], policy: str,
            tick: float, profile: bool) -> SimResult:
     """One policy's run, with progress lines (and a profile on stderr when asked)."""
-    console = Console()
+    console = output()
     began = time.perf_counter()
 
     def progress(done: int, total: int, now: float) -> None:
@@ -169,7 +178,7 @@ def replay(config: QueueConfig, nodes: list[Node], trace: list[TraceJob], policy
 
 
 def run(args: argparse.Namespace) -> list[SimResult]:
-    console = Console()
+    console = output()
     trace = read_trace(args.trace)
     if args.limit:
         trace = trace[:args.limit]
@@ -231,7 +240,7 @@ def run(args: argparse.Namespace) -> list[SimResult]:
 def replay_recovery(args: argparse.Namespace, config: QueueConfig, nodes: list[Node],
                     trace: list[TraceJob], runs: list[SimResult]) -> list[dict[str, Any]]:
     """The recovery variants (``philly_recovery``), with the phalanx run as the first."""
-    console = Console()
+    console = output()
     from_zero = [r for r in runs if r.policy == "phalanx"]  # the first variant's run
     done = {recovery.VARIANTS[0].name: from_zero[0]} if from_zero else {}
     todo = [v for v in recovery.VARIANTS if v.name not in done]

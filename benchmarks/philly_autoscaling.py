@@ -41,7 +41,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
 from rich.table import Table
 
 from benchmarks import philly
@@ -102,7 +101,7 @@ def autoscaled_config(nominal: dict[str, int], variant: Variant, gpus: int, dela
 def replay(variant: Variant, config: QueueConfig, nodes: list[Node], prices: dict[str, float],
            trace: list[TraceJob], tick: float) -> SimResult:
     result = simulate(config, nodes, trace, POLICY, tick=tick, node_prices=prices)
-    Console().print(f"  {variant.name}: done in {result.summary['wall_seconds']:.1f} s")
+    philly.output().print(f"  {variant.name}: done in {result.summary['wall_seconds']:.1f} s")
     return replace(result, policy=variant.name)
 
 
@@ -151,7 +150,7 @@ def table(rows: dict[str, dict[str, Any]], title: str) -> Table:
 
 
 def run(args: argparse.Namespace) -> list[SimResult]:
-    console = Console()
+    console = philly.output()
     trace = window(read_trace(args.trace), args.from_day, args.days)
     if args.limit:
         trace = trace[:args.limit]

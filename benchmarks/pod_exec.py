@@ -26,7 +26,6 @@ from benchmarks.harness import ServerProcess, percentile, write_json
 from benchmarks.planes import control_plane
 from phalanx.cli.podexec import exec_in_pod
 from phalanx.sdk import Client
-from phalanx.sdk.config import Endpoint
 
 OUTPUT_BYTES = 50_000_000
 IDLE = ["sleep", "600"]
@@ -40,16 +39,15 @@ def _measure(server: ServerProcess, client: Client, home: Path, runs: int) -> di
         if time.monotonic() > deadline:
             raise RuntimeError("the idle job did not start")
         time.sleep(0.1)
-    endpoint = Endpoint(server.url, server.token, home)
     for _ in range(3):  # warm up
-        exec_in_pod(endpoint, "idle", ["true"])
+        exec_in_pod(client, "idle", ["true"])
     latencies = []
     for _ in range(runs):
         start = time.perf_counter()
-        assert exec_in_pod(endpoint, "idle", ["true"]).exit_code == 0
+        assert exec_in_pod(client, "idle", ["true"]).exit_code == 0
         latencies.append(time.perf_counter() - start)
     start = time.perf_counter()
-    big = exec_in_pod(endpoint, "idle", ["head", "-c", str(OUTPUT_BYTES), "/dev/zero"])
+    big = exec_in_pod(client, "idle", ["head", "-c", str(OUTPUT_BYTES), "/dev/zero"])
     seconds = time.perf_counter() - start
     assert len(big.stdout) == OUTPUT_BYTES
     client.cancel("idle")

@@ -5,7 +5,8 @@
 # With no arguments (the README's and CI's command) the scheduler core is also
 # built as wheels ship it, compiled with mypyc, into .build/compiled, and its tests
 # (tests/scheduler, tests/sim) run a second time against that build. The build is
-# reused while the core's sources are unchanged.
+# reused while the core's sources are unchanged. Then scripts/extras.sh runs the README's
+# everyday commands on the base install (no extras) and each cheap extra's on its own.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venv=${PHALANX_VENV:-.venv}
@@ -35,6 +36,7 @@ if [ $# -eq 0 ]; then
   fi
   PYTHONPATH="$compiled" PHALANX_EXPECT_COMPILED=1 \
     "$venv/bin/python" -m pytest -q tests/scheduler tests/sim || status=$?
+  scripts/extras.sh || status=$?
 fi
 if [ -n "${PHALANX_TEST_POSTGRES_STOP:-}" ]; then $PHALANX_TEST_POSTGRES_STOP >/dev/null 2>&1 || true; fi
 exit $status

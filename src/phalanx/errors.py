@@ -6,11 +6,25 @@ so the CLI, the SDK and the HTTP API can all print the same sentence.
 
 from __future__ import annotations
 
+import errno
+
+ERROR_TYPES: dict[str, type[PhalanxError]] = {}
+"""Every error class by its name (filled as the classes are defined; the first of a name
+wins, so a later class cannot take over a name the wire already uses)."""
+
 
 class PhalanxError(Exception):
-    """Base class of every error Phalanx raises on purpose."""
+    """Base class of every error Phalanx raises on purpose.
+
+    Every subclass registers itself by name (``ERROR_TYPES``), so an error sent over the
+    wire as ``{"type": ...}`` comes back as the same class without a list to keep up.
+    """
 
     status_code = 500
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        ERROR_TYPES.setdefault(cls.__name__, cls)
 
     def __init__(self, message: str, *, field: str | None = None, fix: str | None = None) -> None:
         super().__init__(message)
@@ -97,10 +111,53 @@ class ConnectionFailed(PhalanxError):
     status_code = 503
 
 
-ERROR_TYPES: dict[str, type[PhalanxError]] = {
-    cls.__name__: cls
-    for cls in (
-        PhalanxError, SpecError, NotFound, Conflict, AuthError, ServerError, InternalError,
-        ConnectionFailed, TooManyPending, PayloadTooLarge, TooManyRequests, Forbidden,
-    )
-}
+
+
+class InsufficientStorage(PhalanxError):
+    """The control plane's state directory (``PHALANX_HOME``) has no space left: nothing
+    was written; the request can be sent again once space is freed."""
+
+    status_code = 507
+
+
+ERROR_TYPES[PhalanxError.__name__] = PhalanxError
+
+
+def error_by_status(status: int, default: type[PhalanxError]) -> type[PhalanxError]:
+    """The error class that stands for an HTTP status: the first one defined here with that
+    status (``SpecError`` for 400, ``Unavailable`` for 503...), else ``default``."""
+    return _BY_STATUS.get(status, default)
+
+
+_BY_STATUS: dict[int, type[PhalanxError]] = {}
+for _cls in ERROR_TYPES.values():
+    _BY_STATUS.setdefault(_cls.status_code, _cls)
+_BY_STATUS.pop(500, None)  # a 500 is whatever the caller says it is (ServerError, mostly)
+
+
+# SQLite's "database or disk is full" (SQLITE_FULL), as its driver's exception says it.
+_SQLITE_FULL = "database or disk is full"
+_SQLITE_FULL_CODE = 13
+
+
+def is_no_space(exc: BaseException) -> bool:
+    """Whether ``exc``, or an exception it wraps, is a write that found no space left."""
+    seen: set[int] = set()
+    stack: list[BaseException | None] = [exc]
+    while stack:
+        current = stack.pop()
+        if current is None or id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, OSError) and current.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        if getattr(current, "sqlite_errorcode", None) == _SQLITE_FULL_CODE:
+            return True
+        driver = type(current).__module__.partition(".")[0] in ("sqlite3", "sqlalchemy")
+        if driver and _SQLITE_FULL in str(current):
+            return True
+        # SQLAlchemy keeps the driver's exception as ``orig``.
+        orig = getattr(current, "orig", None)
+        stack.extend([current.__cause__, current.__context__,
+                      orig if isinstance(orig, BaseException) else None])
+    return False

@@ -14,7 +14,6 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from phalanx.cli.main import app
-from phalanx.sdk.client import os_user
 from tests.sdk.live_server import LiveServer
 
 pytestmark = pytest.mark.slow
@@ -117,7 +116,7 @@ def test_an_admin_sets_up_a_team_and_a_member_logs_in_and_works(
 
     audit = json.loads(local(server, "audit", "--since", "1h", "--json").stdout)
     actions = [(e["user"], e["action"]) for e in audit]
-    local_user = os_user() or "admin"  # the bootstrap key acts as the local CLI's OS user
+    local_user = "admin"  # the bootstrap key is the user admin, whoever runs the CLI
     for expected in [(local_user, "team-set"), (local_user, "user-create"),
                      (local_user, "key-create"), ("ann", "login"), ("ann", "submit"),
                      (local_user, "key-revoke")]:
@@ -149,3 +148,22 @@ def test_a_state_directory_of_an_earlier_version_keeps_its_token(tmp_path: Path)
         assert me.exit_code == 0 and json.loads(me.stdout)["role"] == "admin"
         with server.client() as raw:  # and still taken as a bearer, as scripts send it
             assert raw.get("/v1/queues").status_code == 200
+
+
+def test_users_set_enable_and_the_last_admin(server: LiveServer) -> None:
+    assert local(server, "users", "create", "cli-user", "--role", "viewer").exit_code == 0
+    taken = local(server, "users", "create", "cli-user", "--role", "admin")
+    assert taken.exit_code != 0 and "user cli-user already exists" in taken.stderr
+    assert "phalanx users set cli-user" in taken.stderr
+    changed = local(server, "users", "set", "cli-user", "--role", "member", "--json")
+    assert changed.exit_code == 0 and json.loads(changed.stdout)["role"] == "member"
+    assert local(server, "users", "disable", "cli-user").exit_code == 0
+    enabled = local(server, "users", "enable", "cli-user")
+    assert enabled.exit_code == 0 and "user cli-user enabled" in enabled.stderr
+    users = {u["name"]: u for u in json.loads(local(server, "users", "list", "--json").stdout)}
+    assert users["cli-user"]["disabled"] is False
+    last = local(server, "users", "disable", "admin")
+    assert last.exit_code != 0 and "admin is the last enabled admin" in last.stderr
+    assert local(server, "jobs").exit_code == 0  # the local admin still works
+    acting = local(server, "--as", "cli-user", "whoami")
+    assert acting.exit_code == 0 and "cli-user (member)" in acting.stdout

@@ -11,6 +11,7 @@ from rich.console import Console, RenderableType
 from phalanx.cli import planeinfo, render
 from phalanx.spec import load_job_yaml
 from phalanx.spec.api import AppliedObject, NodeView, QueuesOverview
+from phalanx.spec.manifests import translate
 from phalanx.spec.planes import PlaneView
 from phalanx.spec.status import JobDetail, JobEvent, JobRecord, JobStatus, PodInfo
 
@@ -237,3 +238,21 @@ def test_status_planes_table() -> None:
     assert rows[1][:7] == ["local", "in-process", "1", "1", "1500m/8", "-", "-"]
     assert rows[2][:7] == ["gcp-a", "silent", "30s", "2", "1", "4/16", "8/8"]
     assert "keeping their quota" in " ".join(rows[2])
+
+
+def test_describe_shows_the_manifest_and_what_became_of_it() -> None:
+    manifest = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "train"},
+                "spec": {"parallelism": 2, "template": {"spec": {"containers": [
+                    {"name": "c", "image": "python:3.12", "command": ["python", "t.py"]}]}}}}
+    made = translate(manifest)
+    detail = JobDetail(**record(spec=made.spec, plane="local").model_dump(),
+                       manifest=made.manifest, manifest_notes=made.notes)
+    shown = text(render.describe_job(detail, NOW))
+    assert "Manifest (batch/v1 Job, as submitted" in shown
+    assert "spec.completions: unset: the job succeeds when all 2 pods succeed" in shown
+    assert "image python:3.12: recorded, not used" in shown
+    assert "parallelism: 2" in shown  # the manifest itself, as YAML
+    elsewhere = JobDetail(**record(spec=made.spec, plane="gcp-a").model_dump(),
+                          manifest=made.manifest)
+    assert "recorded, not used" not in text(render.describe_job(elsewhere, NOW))
+    assert "Manifest" not in text(render.describe_job(JobDetail(**record().model_dump()), NOW))

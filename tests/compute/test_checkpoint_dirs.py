@@ -12,26 +12,36 @@ from phalanx.compute.local.checkpoints import (
     CheckpointDirs,
     checkpoint_root,
 )
-from phalanx.compute.local.users import PodUser
 
 
 def test_under_the_state_directory_when_pods_run_as_the_control_planes_user(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(CHECKPOINT_ROOT_ENV, raising=False)
-    me = PodUser(uid=os.getuid(), gid=os.getgid(), groups=(), name=None, home="/")
-    assert checkpoint_root(tmp_path, None) == tmp_path / "checkpoints"
-    assert checkpoint_root(tmp_path, me) == tmp_path / "checkpoints"
+    assert checkpoint_root(tmp_path, shared=False) == tmp_path / "checkpoints"
 
 
 def test_outside_the_owner_only_state_directory_for_another_user(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(CHECKPOINT_ROOT_ENV, raising=False)
-    other = PodUser(uid=os.getuid() + 1, gid=os.getgid(), groups=(), name=None, home="/")
-    root = checkpoint_root(tmp_path, other)
+    root = checkpoint_root(tmp_path, shared=True, tag="-abc123")
     assert not root.is_relative_to(tmp_path)
-    assert root == Path("/var/tmp") / f"phalanx-checkpoints-{os.getuid()}"
+    assert root == Path("/var/tmp") / f"phalanx-checkpoints-{os.getuid()}-abc123"
     monkeypatch.setenv(CHECKPOINT_ROOT_ENV, str(tmp_path / "ckpt"))
-    assert checkpoint_root(tmp_path, other) == tmp_path / "ckpt"
+    assert checkpoint_root(tmp_path, shared=True, tag="-abc123") == tmp_path / "ckpt"
+
+
+def test_a_job_directory_of_the_untagged_root_of_earlier_versions_is_moved_in(
+        tmp_path: Path) -> None:
+    legacy = tmp_path / "legacy"
+    (legacy / "train").mkdir(parents=True)
+    (legacy / "train" / "model.pt").write_text("weights")
+    dirs = CheckpointDirs(tmp_path / "tagged", shared=True, legacy=legacy)
+    path = dirs.prepare("train", None)
+    assert path == tmp_path / "tagged" / "train"
+    assert (path / "model.pt").read_text() == "weights"
+    assert not (legacy / "train").exists()
+    (legacy / "train").mkdir()  # a job that has its tagged directory keeps it
+    assert dirs.prepare("train", None) == path and (legacy / "train").exists()
 
 
 def test_a_shared_root_is_traversable_but_not_listable(tmp_path: Path) -> None:

@@ -150,3 +150,40 @@ def test_exec_is_refused_where_interactivity_is_off(
     assert refused.value.response.status_code == 403
     error = json.loads(refused.value.response.body)["error"]
     assert error["type"] == "Forbidden" and "enableRunInteractivity" in error["fix"]
+
+
+def test_a_member_execs_in_their_own_job_with_their_key(
+        plane: ControlPlane, tmp_path: Path) -> None:
+    """A member's key is exchanged for a token before the WebSocket's handshake, as every
+    other call does: `--token KEY`, PHALANX_TOKEN and a login context all reach the pod."""
+    api = plane.api
+    queues = [
+        {"kind": "ClusterQueue", "name": "cq", "resourceGroups": [{
+            "coveredResources": ["cpu"], "flavors": [{"name": "default", "resources": [
+                {"name": "cpu", "nominalQuota": 4}]}]}]},
+        {"kind": "LocalQueue", "name": "qa", "clusterQueue": "cq"}]
+    assert api.post("/v1/config/apply", json={"documents": queues}).status_code == 200
+    assert api.put("/v1/teams/team-a", json={"queues": ["qa"]}).status_code == 200
+    assert api.post("/v1/users", json={"name": "alice", "role": "member",
+                                       "teams": ["team-a"]}).status_code == 201
+    created = api.post("/v1/keys", json={"user": "alice"})
+    assert created.status_code == 201, created.text
+    key = created.json()["key"]
+    spec = tmp_path / "mine.yaml"
+    spec.write_text(json.dumps(py_job("mine", "import time; time.sleep(120)", queue="qa")))
+    env = {**cli_env(plane), "PHALANX_TOKEN": key,
+           "PHALANX_CREDENTIALS": str(tmp_path / "credentials.json")}
+
+    def as_alice(*args: str) -> subprocess.CompletedProcess[bytes]:
+        return subprocess.run([sys.executable, "-m", "phalanx.cli", *args],
+                              capture_output=True, timeout=60, env={**os.environ, **env})
+
+    submitted = as_alice("submit", "-f", str(spec))
+    assert submitted.returncode == 0, submitted.stderr
+    assert plane.wait_for("mine", "Running")["user"] == "alice"
+    done = as_alice("exec", "mine", "--", "sh", "-c", "echo in $PHALANX_JOB")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.decode().strip() == "in mine"
+    del env["PHALANX_TOKEN"]
+    flagged = as_alice("--token", key, "exec", "mine", "--", "true")
+    assert flagged.returncode == 0, flagged.stderr

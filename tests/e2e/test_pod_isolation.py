@@ -221,10 +221,11 @@ def test_secret_env_is_redacted_in_answers_but_reaches_the_pod(server: LiveServe
     code = ("import os; print('pod sees', os.environ['HF_TOKEN'], os.environ['wandbApiKey'], "
             "os.environ['CORP_LOGIN'])")
     with _http(server) as http:
-        # Submitted as another user (the bootstrap key acts as the user its client names):
-        # its answer shows the owner the real values; the admin's reads below do not.
+        # Submitted as another user (the admin acting as it): its answer shows the owner
+        # the real values; the admin's own reads below do not.
+        assert http.put("/v1/users/owner", json={"role": "admin"}).status_code in (200, 201)
         submitted = http.post("/v1/jobs", json=_job("secretive", code, env),
-                              headers={"X-Phalanx-User": "owner"})
+                              headers={"X-Phalanx-Act-As": "owner"})
         assert submitted.status_code == 201, submitted.text
         assert submitted.json()["spec"]["podSets"][0]["env"]["HF_TOKEN"] == HF_SECRET
         job = _wait(http, "secretive", "Succeeded", "Failed")
@@ -254,3 +255,89 @@ def test_secret_env_is_redacted_in_answers_but_reaches_the_pod(server: LiveServe
             assert secret not in shown, args
     detail = json.loads(shown)
     assert detail["spec"]["podSets"][0]["env"]["HF_TOKEN"] == "<redacted>"
+
+
+# Under --pod-uids: what one tenant's pod tries against another's running pod.
+MARKED_VICTIM = "import time; time.sleep(300)  # victim-marker"
+TENANT_PROBE = """
+import json, os
+found = {"uid": os.getuid()}
+pids = []
+for pid in filter(str.isdigit, os.listdir("/proc")):
+    try:
+        if b"victim-" + b"marker" in open(f"/proc/{pid}/cmdline", "rb").read():
+            pids.append(pid)
+    except OSError:
+        pass
+found["victims"] = len(pids)
+def attempt(what, action):
+    try:
+        action()
+        found[what] = "read"
+    except OSError as exc:
+        found[what] = type(exc).__name__
+for pid in pids:
+    attempt("environ", lambda: open(f"/proc/{pid}/environ", "rb").read())
+attempt("key", lambda: open(os.environ["VICTIM_KEY"]).read())
+attempt("checkpoints", lambda: os.listdir(os.environ["VICTIM_CHECKPOINTS"]))
+print("PROBE " + json.dumps(found), flush=True)
+"""
+
+
+def _free_uids(count: int) -> str:
+    taken = {e.pw_uid for e in pwd.getpwall()}
+    first = 3_950_000
+    while any(u in taken for u in range(first, first + count)):
+        first += count
+    return f"{first}-{first + count - 1}"
+
+
+def test_tenants_with_uids_of_their_own_read_nothing_of_each_other(
+        tmp_path: Path) -> None:
+    from phalanx.compute.base import control_plane_tag
+
+    uids = _free_uids(2)
+    first, last = (int(u) for u in uids.split("-"))
+    with LiveServer(tmp_path / "home", ["--pod-uids", uids]) as server, \
+            _http(server) as http:
+        tag = control_plane_tag((server.home / "control-plane-id").read_text().strip())
+        key = Path(f"/var/tmp/phalanx-credentials-{os.getuid()}{tag}/bob.1/api-key")
+        checkpoints = Path(f"/var/tmp/phalanx-checkpoints-{os.getuid()}{tag}/bob")
+        bob = _job("bob", MARKED_VICTIM, env={"DB_PASSWORD": "bobs-password"})
+        assert http.post("/v1/jobs", json=bob).status_code == 201
+        _wait(http, "bob", "Running")
+        assert key.stat().st_uid in range(first, last + 1)
+        assert stat.S_IMODE(checkpoints.stat().st_mode) == 0o700
+        probe = _job("alice", TENANT_PROBE, env={"VICTIM_KEY": str(key),
+                                                  "VICTIM_CHECKPOINTS": str(checkpoints)})
+        assert http.post("/v1/jobs", json=probe).status_code == 201
+        job = _wait(http, "alice", "Succeeded", "Failed")
+        output = _log(http, "alice")
+        assert job["status"] == "Succeeded", output
+        [line] = [x for x in output.splitlines() if x.startswith("PROBE ")]
+        found = json.loads(line.removeprefix("PROBE "))
+        assert first <= found["uid"] <= last and found["uid"] != key.stat().st_uid
+        assert found["victims"] >= 1, found  # bob's command was there to try
+        assert (found["environ"], found["key"], found["checkpoints"]) == (
+            "PermissionError", "PermissionError", "PermissionError"), found
+
+        # Both uids held (bob, carol): dave waits, saying why, and starts once one frees.
+        assert http.post("/v1/jobs", json=_job("carol", VICTIM)).status_code == 201
+        _wait(http, "carol", "Running")
+        assert http.post("/v1/jobs", json=_job("dave", VICTIM)).status_code == 201
+        deadline = time.monotonic() + 30
+        while True:
+            detail = http.get("/v1/jobs/dave").json()
+            if any(e["reason"] == "WaitingForPodUid" for e in detail["events"]) and (
+                    detail["pods"]):
+                break
+            assert time.monotonic() < deadline, detail
+            time.sleep(0.1)
+        assert detail["status"] == "Starting"
+        assert [p["reason"] for p in detail["pods"]] == ["WaitingForPodUid"]
+        http.post("/v1/jobs/carol/cancel")
+        _wait(http, "dave", "Running")
+        for name in ("bob", "dave"):
+            http.post(f"/v1/jobs/{name}/cancel")
+        for name in ("bob", "dave"):
+            _wait(http, name, "Cancelled")

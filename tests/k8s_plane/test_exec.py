@@ -7,8 +7,8 @@ import json
 
 import pytest
 
+from phalanx import relay
 from phalanx.errors import NotFound
-from phalanx.kinds import relay
 from tests.k8s_plane.conftest import RUNS, PlaneFactory, wait_until
 from tests.k8s_plane.fake_apiserver import FakeAPIServer
 from tests.k8s_plane.helpers import admit, gang, pods

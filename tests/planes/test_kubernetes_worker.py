@@ -53,8 +53,7 @@ def mixed(tmp_path_factory: pytest.TempPathFactory, kube: FakeAPIServer) -> Iter
         federation.start_worker(
             "gke", "--fence-after", "4s",
             compute=["--compute", "kubernetes", "--kubeconfig", str(kubeconfig),
-                     "--namespace", RUNS],
-            env={"PHALANX_K8S_FENCE_IMAGE": FENCE_IMAGE})
+                     "--namespace", RUNS, "--fence-image", FENCE_IMAGE])
         yield federation
 
 

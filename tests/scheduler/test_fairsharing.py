@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from phalanx.scheduler.cache import QuotaCache
@@ -13,6 +13,7 @@ from phalanx.scheduler.fairsharing import (
     removal_limits,
 )
 from phalanx.spec import QueueConfig, parse_config_documents
+from tests.explore import property_settings
 
 FLAVORS = ("a", "b")
 RESOURCES = ("nvidia.com/gpu", "cpu")
@@ -35,7 +36,7 @@ def cohort(nominal: list[int], weight: float, flavor_names: tuple[str, ...] = FL
     return QuotaCache(QueueConfig().merged(parse_config_documents(docs)))
 
 
-@settings(max_examples=300, deadline=None)
+@property_settings(max_examples=300, deadline=None)
 @given(
     nominal=st.lists(st.integers(0, 8), min_size=4, max_size=4),
     weight=st.sampled_from([0, 0.5, 1, 2.5]),
@@ -66,7 +67,7 @@ def test_max_removal_is_the_largest_amount_that_keeps_the_share(
         assert dominant_share(node, minus={fr: got + 1}) < target
 
 
-@settings(max_examples=400, deadline=None)
+@property_settings(max_examples=400, deadline=None)
 @given(
     nominal=st.lists(st.integers(0, 8), min_size=4, max_size=4),
     weight=st.sampled_from([0, 0.5, 1, 2.5]),

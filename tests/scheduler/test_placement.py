@@ -6,13 +6,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given
 from hypothesis import strategies as st
 
 from phalanx.scheduler.placement import NodePool, Placement, PlacementFailure, PodGroup
 from phalanx.scheduler.types import PendingCode
 from phalanx.spec import GPU, Node, Taint, Toleration, TopologyConstraint
 from phalanx.spec.resources import NodeHealth
+from tests.explore import property_settings
 
 UNIT = 1000
 
@@ -319,7 +320,7 @@ def _fits_node_by_node(pool: NodePool, nodes: list[Node], group: PodGroup) -> in
     return total
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@property_settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(clusters(), st.lists(gangs(), min_size=1, max_size=8), st.randoms())
 def test_random_gangs_never_overcommit(nodes: list[Node],
                                        jobs: list[tuple[list[PodGroup], Any]],

@@ -20,11 +20,12 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given
 
 from phalanx.scheduler import CycleResult, PendingCode, PendingReason
 from phalanx.spec import ClusterQueue, Cohort, QueueConfig, tolerates_all
 from phalanx.spec.resources import NodeHealth, ResourceQuota
+from tests.explore import property_settings
 
 from .strategies import (
     Driver,
@@ -41,7 +42,7 @@ from .strategies import (
 FR = tuple[str, str]  # (flavor, resource)
 INF = float("inf")
 
-PROPERTY_SETTINGS = settings(
+PROPERTY_SETTINGS = property_settings(
     max_examples=60,
     deadline=None,
     derandomize=True,

@@ -88,7 +88,7 @@ def test_builders_accept_prebuilt_pod_sets_and_do_not_share_state() -> None:
         (Job("T_bad").pod_set(), "name", "not a valid name"),
         (Job("t", kind="slurm").pod_set(), "kind", "torch"),
         (Job("t").pod_set().max_runtime("forever"), "maxRuntime", "not a duration"),
-        (Job("t").pod_set("w").pod_set("w"), None, "share a name"),
+        (Job("t").pod_set("w").pod_set("w"), "podSets", "share a name"),
         (Job("t"), "podSets", "no pod sets"),
     ],
 )
@@ -122,3 +122,24 @@ def test_after_and_pin_cpus_build_what_the_yaml_says() -> None:
         " cpuPinning: exclusive}\n"
     )[0]
     assert train.build() == written
+
+
+def test_volumes_mounts_and_shm_build_as_written_in_yaml() -> None:
+    job = Job("train").volume("data", hostPath={"path": "/datasets", "type": "Directory"})
+    job.volume("scratch", emptyDir={})
+    job.add(PodSetBuilder("worker", command=["python", "train.py"]).shm("16Gi").mount(
+        "data", "/mnt/data", read_only=True).mount("scratch", "/scratch", sub_path="tmp"))
+    written = load_job_yaml("""
+name: train
+volumes:
+- {name: data, hostPath: {path: /datasets, type: Directory}}
+- {name: scratch, emptyDir: {}}
+podSets:
+- name: worker
+  command: [python, train.py]
+  shm: 16Gi
+  volumeMounts:
+  - {name: data, mountPath: /mnt/data, readOnly: true}
+  - {name: scratch, mountPath: /scratch, subPath: tmp}
+""")
+    assert job.build() == written

@@ -106,6 +106,13 @@ def test_bad_query_parameters_and_bodies_are_400_not_422(api: httpx.Client) -> N
     assert field == "body" and "JSON" in message and fix
 
 
+def test_a_manifest_sent_as_a_job_is_pointed_at_its_route(api: httpx.Client) -> None:
+    manifest = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "m"},
+                "spec": {"template": {"spec": {"containers": [{"name": "c"}]}}}}
+    field, _, fix = error(api.post("/v1/jobs", json=manifest), 400)
+    assert field == "apiVersion" and fix and "/v1/manifests" in fix
+
+
 def test_the_token_guards_v1_only(sim_server: LiveServer) -> None:
     with httpx.Client(base_url=sim_server.url, timeout=10) as anonymous:
         field, _, fix = error(anonymous.get("/v1/jobs"), 401)

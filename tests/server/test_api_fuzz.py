@@ -1,15 +1,22 @@
-"""Every operation of ``/openapi.json``, fuzzed against a live control plane over real HTTP.
+"""Every operation of ``/openapi.json``, fuzzed against a live control plane over real HTTP,
+as the admin and as a member of a team.
 
 Schemathesis generates requests from the document, valid and invalid, and checks that the
 server never fails (5xx) and that each answer has a declared status, content type and
-schema. The control plane runs on the simulated compute plane (conftest.py), so the jobs the
-fuzzer submits run nothing on this machine. About 15 s on two cores.
+schema (errors in the envelope); a request valid by the document that is refused (400)
+must name the field at fault. The control plane runs on the simulated compute plane
+(conftest.py), so the jobs the fuzzer submits run nothing on this machine. About 30 s on
+two cores; ``python -m benchmarks.api_fuzz`` is the long hunt (``PHALANX_FUZZ_EXAMPLES``
+examples per operation and role, and a report of what was sent).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import time
+from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import quote
 
@@ -37,7 +44,58 @@ CHECKS = [
 ]
 # A bounded number per operation in the suite; a longer hunt sets PHALANX_FUZZ_EXAMPLES.
 EXAMPLES = int(os.environ.get("PHALANX_FUZZ_EXAMPLES", "25"))
+# Where to write what was sent, by operation and role (benchmarks/api_fuzz.py reads it).
+REPORT = os.environ.get("PHALANX_FUZZ_REPORT")
 SNAPSHOT = Path(__file__).with_name("openapi_v1.json")
+ROLES = ("admin", "member")
+# The member's team, and the address its key is exchanged from: another than the fuzzer's,
+# whose wrong keys at /v1/auth/token may have the exchange refused from 127.0.0.1 a while.
+TEAM, MEMBER, MEMBER_ADDRESS = "fuzz-team", "fuzz-member", "127.0.0.9"
+SENT: Counter[tuple[str, str, int]] = Counter()
+
+
+class Bearer:
+    """A role's token, exchanged again before it expires (tokens live minutes; a long
+    hunt lasts longer)."""
+
+    def __init__(self, url: str, key: str, *, exchange: bool) -> None:
+        self.url, self.key, self.exchange = url, key, exchange
+        # A key to exchange has no token yet: the first header exchanges it.
+        self.token, self.expires_at = key, float("-inf") if exchange else float("inf")
+
+    def header(self) -> dict[str, str]:
+        if self.exchange and time.time() > self.expires_at - 60:
+            transport = httpx.HTTPTransport(local_address=MEMBER_ADDRESS)
+            with httpx.Client(transport=transport, timeout=30) as client:
+                answer = client.post(f"{self.url}/v1/auth/token", json={"key": self.key})
+            assert answer.status_code == 200, answer.text
+            self.token, self.expires_at = answer.json()["token"], answer.json()["expiresAt"]
+        return {"Authorization": f"Bearer {self.token}"}
+
+
+@pytest.fixture(scope="module")
+def bearers(sim_server: LiveServer) -> Iterator[dict[str, Bearer]]:
+    """The admin (the bootstrap key) and a member of a team that submits to ``default``."""
+    with sim_server.client() as api:
+        assert api.put(f"/v1/teams/{TEAM}", json={"queues": ["default"]}).is_success
+        assert api.post("/v1/users", json={"name": MEMBER, "role": "member",
+                                           "teams": [TEAM]}).is_success
+        key = api.post("/v1/keys", json={"user": MEMBER, "description": "fuzzing"})
+        assert key.status_code == 201, key.text
+    roles = {"admin": Bearer(sim_server.url, sim_server.token, exchange=False),
+             "member": Bearer(sim_server.url, key.json()["key"], exchange=True)}
+    for role, bearer in roles.items():  # each role is who it should be, or nothing is tested
+        me = httpx.get(f"{sim_server.url}/v1/auth/whoami", headers=bearer.header(), timeout=30)
+        assert me.status_code == 200 and me.json()["role"] == role, (role, me.text)
+    yield roles
+
+
+def _report() -> None:
+    """What was sent so far (after each operation: a long hunt stopped early still tells)."""
+    if REPORT:
+        rows = [{"operation": op, "role": role, "status": status, "requests": n}
+                for (op, role, status), n in sorted(SENT.items())]
+        Path(REPORT).write_text(json.dumps({"examples": EXAMPLES, "sent": rows}, indent=2))
 
 
 @pytest.fixture(scope="module")
@@ -52,34 +110,49 @@ def _operations() -> list[str]:
     return [f"{method.upper()} {path}" for path, ops in doc["paths"].items() for method in ops]
 
 
-def _strategy(operation: APIOperation) -> st.SearchStrategy[Case]:
+def _strategy(operation: APIOperation) -> st.SearchStrategy[tuple[Case, bool]]:
+    """Cases, each with whether the document says it is valid."""
     # A followed log streams until its job ends, and a fuzzed job may wait for ever;
     # the followed answer is checked on its own in test_api.py.
     query = {"follow": "false"} if operation.path.endswith("/logs") else None
-    modes = (GenerationMode.POSITIVE, GenerationMode.NEGATIVE)
-    return st.one_of(*(operation.as_strategy(mode, query=query) for mode in modes))
+    valid = operation.as_strategy(GenerationMode.POSITIVE, query=query)
+    invalid = operation.as_strategy(GenerationMode.NEGATIVE, query=query)
+    return st.one_of(valid.map(lambda case: (case, True)),
+                     invalid.map(lambda case: (case, False)))
 
 
+@pytest.mark.parametrize("role", ROLES)
 @pytest.mark.parametrize("label", _operations())
 def test_every_operation_answers_as_declared(
-    label: str, api_schema: BaseSchema, sim_server: LiveServer
+    label: str, role: str, api_schema: BaseSchema, sim_server: LiveServer,
+    bearers: dict[str, Bearer],
 ) -> None:
     operation = api_schema.find_operation_by_label(label)
     assert operation is not None, f"{label} is in the snapshot but not in the live document"
-    headers = {"Authorization": f"Bearer {sim_server.token}"}
+    bearer = bearers[role]
 
-    @given(case=_strategy(operation))
+    @given(drawn=_strategy(operation))
     @settings(max_examples=EXAMPLES, deadline=None, database=None,
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
-    def answers_as_declared(case: Case) -> None:
+    def answers_as_declared(drawn: tuple[Case, bool]) -> None:
+        case, valid = drawn
         new_job = _new_job_name(label, case, sim_server)
-        response = case.call_and_validate(base_url=sim_server.url, headers=headers,
+        response = case.call_and_validate(base_url=sim_server.url, headers=bearer.header(),
                                           checks=CHECKS, timeout=30)
+        SENT[(label, role, response.status_code)] += 1
+        if valid and response.status_code == 400:
+            refusal = response.json()["error"]
+            assert refusal["field"], (
+                f"a request valid by the document was refused without naming the field: "
+                f"{refusal}")
         if new_job is not None and response.status_code >= 400:
             assert not _stored(new_job, sim_server), (
                 f"a refused submit ({response.status_code}) stored job {new_job!r}")
 
-    answers_as_declared()
+    try:
+        answers_as_declared()
+    finally:
+        _report()
 
 
 def _new_job_name(label: str, case: Case, server: LiveServer) -> str | None:

@@ -61,3 +61,35 @@ def test_phalanx_apply_says_which_field_and_applies_nothing(sim_server: LiveServ
     with sim_server.client() as api:
         names = {d["name"] for d in api.get("/v1/config").json()["documents"]}
     assert "spot" not in names and "burst" not in names
+
+
+# Which providers serve a plane, and why one does not, asked of a simulated and a local
+# plane in a fresh interpreter: nothing of the Kubernetes plane (an optional extra) loads.
+NO_EXTRA = """
+import sys, tempfile
+from pathlib import Path
+from phalanx.compute.local import LocalPlane
+from phalanx.compute.simulated import SimulatedPlane
+from phalanx.provisioning.registry import PROVIDERS, available_providers, unavailable_reason
+from phalanx.spec import Node
+simulated = SimulatedPlane([Node(name="n", allocatable={"cpu": "1"})])
+local = LocalPlane(Path(tempfile.mkdtemp()))
+print(available_providers(simulated), available_providers(local))
+for name in sorted(PROVIDERS):
+    print(name, "|", unavailable_reason(name, local))
+local.close()
+loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("kubernetes", "urllib3")
+                or m.startswith("phalanx.compute.kubernetes"))
+print("loaded", loaded)
+"""
+
+
+def test_choosing_providers_imports_no_plane_of_an_extra() -> None:
+    done = subprocess.run([sys.executable, "-c", NO_EXTRA], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "[] ['local']"
+    assert "loaded []" in lines, done.stdout
+    refusal = next(line for line in lines if line.startswith("kubernetes-provisioningrequest"))
+    assert "drives the local plane" in refusal and "--compute kubernetes" in refusal

@@ -55,3 +55,16 @@ def test_budgets_are_separate() -> None:
     assert sys1.restart and sys1.system_restarts == 1
     assert not restart_decision(policy, "system", 1, 2).restart
     assert "maxRestarts is 0" in restart_decision(RestartPolicy(), "user", 0, 0).message
+
+
+@pytest.mark.parametrize("reason", ["PlaneLost", "Lost", "NodeLost", "Fenced"])
+def test_a_failure_with_no_exit_says_the_reason_once_and_what_it_means(reason: str) -> None:
+    status = gang_status([pod(0, F, "system", reason=reason), pod(1, R)], 2)
+    assert f"{reason}: {reason}" not in status.message
+    said = status.message.removeprefix(f"pod j-worker-0 failed ({reason}: ")
+    assert said != status.message and len(said.split()) > 5, status.message
+
+
+def test_an_exit_code_is_shown_with_its_reason() -> None:
+    status = gang_status([pod(0, F, "user", exit_code=3, reason="Error"), pod(1, R)], 2)
+    assert status.message == "pod j-worker-0 failed (Error: exit code 3)"

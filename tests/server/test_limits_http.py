@@ -112,9 +112,9 @@ def test_a_job_whose_pod_sets_never_fit_together_is_refused(
 # --------------------------------------------------------------------------- finding 7
 def test_a_body_over_the_cap_is_a_413_in_the_envelope(api: httpx.Client) -> None:
     big = job("big", labels={"padding": "x" * (17 * 2**20)})
-    field, message, fix = error(api.post("/v1/jobs", json=big), 413)
+    field, message, fix = error(api.post("/v1/jobs:batch", json={"items": [big]}), 413)
     assert field == "body" and str(16 * 2**20) in message and "--max-body-bytes" in fix
-    chunked = api.post("/v1/jobs", content=iter([b"{" + b" " * 2**20] * 17),
+    chunked = api.post("/v1/jobs:batch", content=iter([b"{" + b" " * 2**20] * 17),
                        headers={"content-type": "application/json"})
     assert error(chunked, 413)[0] == "body"
     assert not stored(api, "big")

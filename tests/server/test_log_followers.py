@@ -24,6 +24,7 @@ import pytest
 
 from phalanx.spec.api import ErrorResponse
 from tests.sdk.live_server import LiveServer
+from tests.server.conftest import NODES
 
 pytestmark = pytest.mark.slow
 
@@ -210,6 +211,30 @@ def test_followers_beyond_the_bounds_are_refused_and_closing_frees_them(
     finally:
         api.post("/v1/jobs/watched/cancel")
         api.post("/v1/jobs/other/cancel")
+
+
+def test_followers_from_many_addresses_are_bounded_in_all(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each loopback address is a client of its own: the server-wide bound still holds."""
+    monkeypatch.setenv("PHALANX_LOG_FOLLOWERS", "3")
+    with LiveServer.simulated(tmp_path, NODES) as server, server.client() as client:
+        submit(client, forever("watched"))
+        wait_status(client, "watched", "Running")
+
+        async def scenario() -> httpx.Response:
+            followers = Followers(server)
+            try:
+                for i in range(3):
+                    assert (await followers.open("watched", loopback(30 + i))).status_code == 200
+                return await followers.open("watched", loopback(40))
+            finally:
+                await followers.close()
+
+        refused = asyncio.run(scenario())
+        client.post("/v1/jobs/watched/cancel")
+    assert_too_many(refused, "follow")
+    assert "PHALANX_LOG_FOLLOWERS" in refused.json()["error"]["fix"]
 
 
 # --------------------------------------------------------------------------- load

@@ -22,7 +22,7 @@ from phalanx.server.redaction import (
     name_words,
 )
 from phalanx.spec.resources import Node
-from phalanx.store import IdentityStore, LogStore, Store
+from phalanx.store import IdentityStore, LogStore, Store, User
 
 
 @pytest.mark.parametrize("name", [
@@ -73,7 +73,10 @@ def app_client(tmp_path: Path) -> Iterator[tuple[TestClient, Controller]]:
     store = Store.for_home(tmp_path)
     plane = SimulatedPlane([NODE])
     controller = Controller(store, plane)
-    app = create_app(controller, Authenticator(tmp_path, IdentityStore(controller.store), bootstrap_key="tok"),
+    identity = IdentityStore(controller.store)
+    for name in ("ann", "me"):  # admins, so they may submit to any queue
+        identity.put_user(User(name, "admin"), None)
+    app = create_app(controller, Authenticator(tmp_path, identity, bootstrap_key="tok"),
                      LogStore(tmp_path / "logs"), db_label="sqlite",
                      secrets=SecretEnvRule(extra=("CORP_*",)))
     with TestClient(app, headers={"Authorization": "Bearer tok"}) as client:
@@ -96,7 +99,7 @@ def test_every_answer_that_carries_a_spec_is_redacted_but_to_its_owner(
     app_client: tuple[TestClient, Controller],
 ) -> None:
     client, controller = app_client
-    ann = {"X-Phalanx-User": "ann"}  # the bootstrap key acts as the user its client names
+    ann = {"X-Phalanx-Act-As": "ann"}  # the bootstrap key's admin acts as ann
     expected = {"HF_TOKEN": REDACTED, "CORP_LOGIN": REDACTED, "TOKENIZERS_PARALLELISM": "false"}
     submitted = client.post("/v1/jobs", json=_job("one"), headers=ann)
     assert submitted.status_code == 201 and _env(submitted.json()) == ENV
@@ -120,7 +123,7 @@ def test_only_the_submitter_owns_a_job(
     app_client: tuple[TestClient, Controller],
 ) -> None:
     client, controller = app_client
-    client.post("/v1/jobs", json=_job("mine"), headers={"X-Phalanx-User": "me"})
+    client.post("/v1/jobs", json=_job("mine"), headers={"X-Phalanx-Act-As": "me"})
     record = controller.service.get("mine")
     rule = SecretEnvRule()
     assert job_as_seen_by(record, Viewer("me", "member"), rule).spec.pod_sets[0].env == ENV

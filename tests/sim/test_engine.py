@@ -95,6 +95,8 @@ def test_reclaim_preemption_resume(two_nodes: list[Node]) -> None:
     assert times(result) == {"a1": (0, 100), "a2": (1, 131), "b1": (10, 40)}
     assert result.summary["wasted_gpu_hours"] == 0
     assert result.summary["gpu_utilisation"] == pytest.approx(1840 / (16 * 131))
+    # Both of a2's runs are work kept: all 1840 GPU-seconds are goodput.
+    assert result.summary["goodput"] == pytest.approx(1840 / (16 * 131))
 
 
 def test_fifo_policy_neither_borrows_nor_preempts(two_nodes: list[Node]) -> None:
@@ -269,6 +271,13 @@ def test_reclaim_preemption_keeps_progress_up_to_the_last_checkpoint(
     assert times(result) == {"a1": (0, 100), "a2": (1, 132), "b1": (10, 40)}
     assert result.summary["wasted_gpu_hours"] == pytest.approx(8 * 1 / 3600)
     assert result.summary["lost_to_preemption_gpu_hours"] == pytest.approx(8 * 1 / 3600)
+    # Goodput is the work kept: a2's 8 saved seconds count with its last run (92 s), so it
+    # is the utilisation less the second lost, not the last runs alone (1776 GPU-seconds).
+    s = result.summary
+    capacity = 16 * 132
+    assert s["goodput"] == pytest.approx((800 + 800 + 240) / capacity)
+    assert s["goodput"] == pytest.approx(s["gpu_utilisation"]
+                                         - s["wasted_gpu_hours"] * 3600 / capacity)
 
 
 def test_a_trace_job_checkpoint_interval_beats_the_runs(two_nodes: list[Node]) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from phalanx.errors import Conflict
+from phalanx.spec.status import JobStatus
 from phalanx.store import Store
 from tests.store.factories import make_event, make_record
 
@@ -37,3 +38,18 @@ def test_a_name_twice_in_the_batch_is_a_conflict(store: Store) -> None:
 def test_an_empty_batch_does_nothing(store: Store) -> None:
     store.create_jobs([])
     assert store.list_jobs() == []
+
+
+def test_a_manifest_is_kept_with_its_job_and_goes_with_it(store: Store) -> None:
+    manifest = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "m0"},
+                "spec": {"parallelism": 2}}
+    store.create_jobs([make_record("m0"), make_record("plain")], manifests={"m0": manifest})
+    store.create_job(make_record("m1"), manifest={**manifest, "metadata": {"name": "m1"}})
+    assert store.get_manifest("m0") == manifest
+    assert store.get_manifest("m1") == {**manifest, "metadata": {"name": "m1"}}
+    assert store.get_manifest("plain") is None
+    # The job's records are saved every cycle; the manifest stays as submitted.
+    store.save_jobs([make_record("m0", status=JobStatus.SUCCEEDED, finished_at=5.0)])
+    assert store.get_manifest("m0") == manifest
+    assert store.delete_finished_jobs(["m0"]) == ["m0"]
+    assert store.get_manifest("m0") is None

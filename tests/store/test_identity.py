@@ -68,3 +68,35 @@ def test_a_submit_and_its_audit_entry_are_one_transaction(store: Store) -> None:
     found = identity.audit(user="ann")
     assert found[0].client == "10.0.0.7" and found[0].detail == {"why": "test"}
     assert identity.audit(since=found[0].time + 1) == []
+
+
+def test_a_user_is_not_created_under_a_name_jobs_already_carry(store: Store) -> None:
+    """Jobs an earlier version recorded under the OS user (the local admin's) are no new
+    user's: creating a user of that name is refused, and nothing is half-applied."""
+    identity = IdentityStore(store)
+    store.create_job(make_record("legacy", user="root"), make_event("legacy", 1.0))
+    for create_only in (True, False):
+        with pytest.raises(Conflict, match="before a user of that name existed") as caught:
+            identity.put_user(User("root", "member"), entry("user-create", "root"),
+                              create_only=create_only)
+        assert caught.value.field == "name" and "phalanx jobs --user root" in (
+            caught.value.fix or "")
+    assert identity.list_users() == [] and identity.audit() == []
+    assert identity.put_user(User("admin", "admin"), None, adopt_jobs=True)
+
+
+def test_the_last_enabled_admin_is_neither_disabled_nor_demoted(store: Store) -> None:
+    identity = IdentityStore(store)
+    identity.put_user(User("root-admin", "admin"), None)
+    with pytest.raises(Conflict, match="last enabled admin"):
+        identity.set_disabled("root-admin", True, entry("user-disable", "root-admin"))
+    with pytest.raises(Conflict, match="last enabled admin"):
+        identity.put_user(User("root-admin", "member"), entry("user-set", "root-admin"))
+    with pytest.raises(Conflict, match="already exists"):
+        identity.put_user(User("root-admin", "admin"), None, create_only=True)
+    identity.put_user(User("second", "admin"), None)
+    identity.set_disabled("root-admin", True, entry("user-disable", "root-admin"))
+    with pytest.raises(Conflict, match="second is the last enabled admin"):
+        identity.put_user(User("second", "viewer"), entry("user-set", "second"))
+    assert [(u.name, u.role, u.disabled) for u in identity.list_users()] == [
+        ("root-admin", "admin", True), ("second", "admin", False)]

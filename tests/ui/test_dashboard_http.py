@@ -10,6 +10,7 @@ import sys
 import time
 from collections.abc import Iterator
 from typing import Any
+from xml.etree import ElementTree
 
 import httpx
 import pytest
@@ -223,6 +224,52 @@ def test_whatif_bounds_and_errors(ui: httpx.Client) -> None:
     assert "<dd>2 (2 completed, 0 rejected)</dd>" in custom.text
     no_csrf = ui.post("/ui/whatif", data={**base, "csrf": ""}, files=no_file)
     assert no_csrf.status_code == 403
+
+
+def test_whatif_compares_the_policies_side_by_side_on_titled_labelled_charts(
+        ui: httpx.Client) -> None:
+    """Each chart has a title, both axes named with their units and one line per policy
+    (with a legend); the policies' figures stand in columns of one grid, not one under
+    another."""
+    token = csrf(ui)
+    form = ui.get("/ui/whatif").text
+    queues = re.search(r'name="queues" rows="10">([^<]*)<', form)
+    nodes = re.search(r'name="nodes" rows="6">([^<]*)<', form)
+    assert queues is not None and nodes is not None
+    trace = b"submit,duration,gpus,team\n0,3600,8,6214e9\n60,600,1,6214e9\n120,900,2,6214e9\n"
+    page = ui.post("/ui/whatif", data={
+        "csrf": token, "queues": queues.group(1).replace("&#39;", "'"),
+        "nodes": nodes.group(1), "limit": "10", "policy-phalanx": "on", "policy-fifo": "on"},
+        files={"trace": ("mine.csv", trace, "text/csv")})
+    assert page.status_code == 200, page.text[-2000:]
+    svgs = [ElementTree.fromstring(m) for m in re.findall(r"<svg .*?</svg>", page.text, re.S)]
+    assert len(svgs) == 2
+    ns = ""  # inline SVG in HTML: no namespace
+    titles, y_axes = [], []
+    for svg in svgs:
+        def texts(css: str, svg: ElementTree.Element = svg) -> list[str]:
+            return [t.text or "" for t in svg.iter(f"{ns}text") if t.get("class") == css]
+        (title,) = texts("chart-title")
+        (y_axis,) = texts("y-axis")
+        (x_axis,) = texts("x-axis")
+        titles.append(title)
+        y_axes.append(y_axis)
+        assert x_axis == "simulated time since the first job (h)"
+        lines = [p.get("data-series") for p in svg.iter(f"{ns}polyline")]
+        assert lines == ["phalanx", "fifo"], lines
+        colours = {p.get("style") for p in svg.iter(f"{ns}polyline")}
+        assert len(colours) == 2  # told apart
+        legend = [t.text for g in svg.iter(f"{ns}g") if g.get("class") == "legend-entry"
+                  for t in g.iter(f"{ns}text")]
+        assert legend == ["phalanx", "fifo"]
+    assert titles == ["GPU utilisation by policy", "Jobs pending by policy"]
+    assert y_axes == ["GPUs busy (%)", "jobs pending (jobs)"]
+    grid = re.search(r'<div class="policies" style="display:grid;'
+                     r'grid-template-columns:repeat\((\d+),', page.text)
+    assert grid is not None and grid.group(1) == "2"
+    columns = page.text[grid.start():]
+    assert [m for m in re.findall(r"<h3>Policy (\w+)</h3>", columns)] == ["phalanx", "fifo"]
+    assert columns.count("<dd>3 (3 completed, 0 rejected)</dd>") == 2
 
 
 def test_phalanx_ui_names_the_dashboard_and_the_key(server: LiveServer) -> None:

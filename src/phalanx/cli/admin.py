@@ -11,11 +11,10 @@ import typer
 import yaml
 
 from phalanx.cli import planeinfo, render
-from phalanx.cli.output import note, out, print_json, reports_errors, write_line
+from phalanx.cli.output import note, out, print_json, read_input, reports_errors, write_line
 from phalanx.cli.settings import settings_of
 from phalanx.errors import AuthError, ConnectionFailed
-from phalanx.sdk.documents import to_config_documents
-from phalanx.spec import parse_duration
+from phalanx.spec import load_config_yaml, parse_duration
 from phalanx.version import __version__
 
 
@@ -65,11 +64,18 @@ def version(
 @reports_errors
 def apply(
     ctx: typer.Context,
-    file: Annotated[Path, typer.Option("--file", "-f", help="YAML file of config documents")],
+    file: Annotated[Path, typer.Option("--file", "-f", help="YAML file of config documents "
+                                       "('-': standard input)")],
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON")] = False,
 ) -> None:
-    """Create or update flavors, cohorts, queues and priority classes (all or nothing)."""
-    documents = to_config_documents(file)  # checked here first: bad input sends nothing
+    """Create or update flavors, cohorts, queues and priority classes (all or nothing);
+    Kueue's own objects (kueue.x-k8s.io) are read too."""
+    text, source = read_input(file)
+    notes: list[str] = []
+    # Checked here first: bad input sends nothing.
+    documents = [obj.to_dict() for obj in load_config_yaml(text, source=source, notes=notes)]
+    for said in notes:
+        note(said)
     with settings_of(ctx).client() as client:
         applied = client.apply(documents)
     if as_json:

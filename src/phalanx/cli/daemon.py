@@ -22,6 +22,7 @@ from typing import Any
 import httpx
 import psutil
 
+from phalanx.cli.output import ERROR_PREFIX, FIX_PREFIX
 from phalanx.defaults import HOME_ENV, LOG_FILE, SERVER_FILE, make_private_dir, open_private
 from phalanx.errors import ServerError
 from phalanx.sdk.config import read_server_info
@@ -94,6 +95,18 @@ def log_tail(path: Path, offset: int = 0, lines: int = 25) -> str:
     return "\n".join(data.decode(errors="replace").splitlines()[-lines:])
 
 
+def stated_error(output: str) -> tuple[str, str | None] | None:
+    """The last error ``phalanx up`` printed as its one red line (``output.print_error``),
+    and its fix; None if it printed none (it crashed)."""
+    lines = output.splitlines()
+    for i in range(len(lines) - 1, -1, -1):
+        if lines[i].startswith(ERROR_PREFIX):
+            after = lines[i + 1] if i + 1 < len(lines) else ""
+            fix = after.strip()[len(FIX_PREFIX):] if after.strip().startswith(FIX_PREFIX) else None
+            return lines[i][len(ERROR_PREFIX):], fix
+    return None
+
+
 def start_detached(
     home: Path,
     up_args: Sequence[str],
@@ -117,9 +130,13 @@ def start_detached(
     while time.monotonic() < deadline:
         code = proc.poll()
         if code is not None:
+            tail = log_tail(log_path, offset)
+            said = stated_error(tail)
+            if said is not None:  # it said why in one line: that line, not the log
+                message, fix = said
+                raise ServerStartFailed(message, "", fix=fix)
             raise ServerStartFailed(
-                f"the control plane exited with code {code} before it answered",
-                log_tail(log_path, offset),
+                f"the control plane exited with code {code} before it answered", tail,
                 fix=f"see the log above (all of it in {log_path})",
             )
         info = read_server_info(home)

@@ -13,7 +13,7 @@ from phalanx.cli.output import note, out, print_json, reports_errors
 from phalanx.cli.render import ago
 from phalanx.cli.settings import settings_of
 from phalanx.spec import parse_duration
-from phalanx.spec.auth import KeyView
+from phalanx.spec.auth import KeyView, UserView
 
 users = typer.Typer(help="Users: their role and teams (admins only).", no_args_is_help=True)
 keys = typer.Typer(help="API keys: create (shown once), list, revoke.", no_args_is_help=True)
@@ -41,23 +41,42 @@ def _table(*columns: str) -> Table:
 
 
 # --------------------------------------------------------------------------- users
+Teams = Annotated[list[str] | None, typer.Option("--team", "-t", help="A team (repeatable)")]
+
+
+def _user_saved(user: UserView, as_json: bool) -> None:
+    if as_json:
+        print_json(user.to_dict())
+    else:
+        note(f"user {user.name}: {user.role}, teams {', '.join(user.teams) or '-'}")
+
+
 @users.command("create")
 @reports_errors
 def create_user(
     ctx: typer.Context,
     name: Annotated[str, typer.Argument(help="User name")],
     role: Annotated[Role, typer.Option(help="admin, member or viewer")] = Role.MEMBER,
-    team: Annotated[list[str] | None, typer.Option("--team", "-t", help="A team (repeatable)")
-                    ] = None,
+    team: Teams = None,
     as_json: JSON = False,
 ) -> None:
-    """Create a user, or set an existing user's role and teams."""
+    """Create a user (a name that is taken is refused: `users set` changes a user)."""
     with settings_of(ctx).client() as client:
-        user = client.put_user(name, role.value, team or [])
-    if as_json:
-        print_json(user.to_dict())
-    else:
-        note(f"user {user.name}: {user.role}, teams {', '.join(user.teams) or '-'}")
+        _user_saved(client.create_user(name, role.value, team or []), as_json)
+
+
+@users.command("set")
+@reports_errors
+def set_user(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help="User name")],
+    role: Annotated[Role, typer.Option(help="admin, member or viewer")] = Role.MEMBER,
+    team: Teams = None,
+    as_json: JSON = False,
+) -> None:
+    """Set a user's role and teams (all of them), creating the user if need be."""
+    with settings_of(ctx).client() as client:
+        _user_saved(client.put_user(name, role.value, team or []), as_json)
 
 
 @users.command("list")
@@ -77,22 +96,37 @@ def list_users(ctx: typer.Context, as_json: JSON = False) -> None:
 
 @users.command("disable")
 @reports_errors
-def disable_user(ctx: typer.Context, name: Annotated[str, typer.Argument()],
-                 enable: Annotated[bool, typer.Option("--enable", help="Enable it again")
-                                   ] = False) -> None:
-    """Refuse a user's keys and tokens at once (its jobs stay)."""
+def disable_user(ctx: typer.Context, name: Annotated[str, typer.Argument()]) -> None:
+    """Refuse a user's keys and tokens at once (its jobs stay); never the last admin."""
     with settings_of(ctx).client() as client:
-        client.set_user_disabled(name, not enable)
-    note(f"user {name} {'enabled' if enable else 'disabled'}")
+        client.set_user_disabled(name, True)
+    note(f"user {name} disabled")
+
+
+@users.command("enable")
+@reports_errors
+def enable_user(ctx: typer.Context, name: Annotated[str, typer.Argument()]) -> None:
+    """Let a disabled user's keys exchange again."""
+    with settings_of(ctx).client() as client:
+        client.set_user_disabled(name, False)
+    note(f"user {name} enabled")
 
 
 # --------------------------------------------------------------------------- keys
+def _moment(when: float) -> str:
+    """A local time to the minute; a time past what the clock can show (a key stored with
+    a lifetime of centuries), as such."""
+    try:
+        return time.strftime("%Y-%m-%d %H:%M", time.localtime(when))
+    except (OverflowError, OSError, ValueError):
+        return "beyond 9999"
+
+
 def _key_row(table: Table, key: KeyView) -> None:
     now = time.time()
     state = ("revoked" if key.revoked_at else
              "expired" if key.expires_at and key.expires_at <= now else "active")
-    expires = "never" if key.expires_at is None else time.strftime(
-        "%Y-%m-%d %H:%M", time.localtime(key.expires_at))
+    expires = "never" if key.expires_at is None else _moment(key.expires_at)
     table.add_row(key.id, key.user, key.scope, state, expires, ago(key.created_at),
                   key.description)
 
@@ -126,11 +160,12 @@ def create_key(
 def list_keys(
     ctx: typer.Context,
     user: Annotated[str | None, typer.Option(help="Whose keys (admins; default: all)")] = None,
+    show_all: Annotated[bool, typer.Option("--all", help="Revoked keys too")] = False,
     as_json: JSON = False,
 ) -> None:
-    """API keys by their id (never the keys themselves)."""
+    """API keys by their id (never the keys themselves); revoked ones with --all."""
     with settings_of(ctx).client() as client:
-        items = client.keys(user)
+        items = client.keys(user, revoked=show_all)
     if as_json:
         print_json([k.to_dict() for k in items])
         return

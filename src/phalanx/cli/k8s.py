@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from phalanx.cli.output import note, reports_errors
+from phalanx.cli.output import note, read_input, reports_errors
 from phalanx.deploy import (
     Values,
     commented_values,
@@ -21,7 +21,6 @@ from phalanx.deploy import (
     to_yaml,
     write_kustomize,
 )
-from phalanx.errors import SpecError
 
 app = typer.Typer(
     help="Render the Kubernetes manifests of a Phalanx deployment.",
@@ -33,12 +32,8 @@ app = typer.Typer(
 def _load(file: Path | None) -> Values:
     if file is None:
         return Values()
-    try:
-        text = sys.stdin.read() if str(file) == "-" else file.read_text()
-    except OSError as exc:
-        raise SpecError(f"cannot be read: {exc.strerror}", field=str(file),
-                        fix="pass an existing values file") from None
-    return load_values_yaml(text, source=str(file))
+    text, source = read_input(file)
+    return load_values_yaml(text, source=source)
 
 
 @app.command("render")

@@ -17,7 +17,7 @@ from phalanx.cli.output import note, out, print_json, reports_errors
 from phalanx.cli.settings import settings_of
 from phalanx.errors import SpecError
 from phalanx.sdk.client import Client
-from phalanx.sdk.credentials import remove_context, save_context
+from phalanx.sdk.credentials import TokenFile, remove_context, save_context
 
 
 def _read_key() -> str:
@@ -57,6 +57,7 @@ def logout(
     settings = settings_of(ctx)
     with Client(url or settings.url, "", home=settings.home) as client:
         server = client.url
+    TokenFile(server).forget()
     if remove_context(server):
         note(f"logged out of {server}")
     else:

@@ -19,6 +19,7 @@ from rich.text import Text
 from phalanx.cli import (
     admin,
     cluster,
+    configio,
     doctor,
     identity,
     k8s,
@@ -28,6 +29,7 @@ from phalanx.cli import (
     podexec,
     render,
     run,
+    secrets,
     serve,
     sim,
     ui,
@@ -36,21 +38,22 @@ from phalanx.cli import (
 from phalanx.cli.output import (
     EXIT_FAILED,
     err,
+    input_dir,
     note,
     out,
     print_json,
+    read_input,
     reports_errors,
     write_line,
 )
-from phalanx.cli.run import read_jobs_file
 from phalanx.cli.settings import Settings, settings_of
-from phalanx.errors import SpecError
+from phalanx.errors import ServerError, SpecError
 from phalanx.sdk.client import Client
-from phalanx.sdk.documents import to_config_documents
-from phalanx.spec import JobSpec, load_jobs_yaml, validate
+from phalanx.spec import JobSpec, load_config_yaml, validate
 from phalanx.spec.api import JobList
 from phalanx.spec.config import config_kind
 from phalanx.spec.labels import merge_selectors
+from phalanx.spec.manifests import Translation, load_submissions
 from phalanx.spec.overrides import apply_overrides
 from phalanx.spec.status import JobDetail, JobRecord, JobStatus
 
@@ -87,8 +90,14 @@ def main(
         Path | None,
         typer.Option(help="State directory (default: $PHALANX_HOME, else ~/.phalanx)"),
     ] = None,
+    act_as: Annotated[
+        str | None,
+        typer.Option("--as", metavar="USER",
+                     help="Act as this user (admins only; every request is audited with "
+                          "both names)"),
+    ] = None,
 ) -> None:
-    ctx.obj = Settings(url=url, token=token, home=home)
+    ctx.obj = Settings(url=url, token=token, home=home, act_as=act_as)
 
 
 app.command("up")(serve.up)
@@ -117,15 +126,20 @@ def _with_overrides(
 _write_line = write_line
 
 
-def _finish(client: Client, name: str) -> None:
-    """Wait for the job with a spinner; exit 0 only if it succeeded."""
+def _finish(client: Client, name: str, timeout: float | None = None) -> None:
+    """Wait for the job with a spinner; exit 0 only if it succeeded. Past ``timeout``
+    seconds a ServerError says what it still is (exit 1)."""
     with err.status(f"{name}: waiting") as spinner:
 
         def show(job: JobDetail) -> None:
             reason = render.reason_text(job)
             spinner.update(f"{name}: {job.status.value}" + (f" - {reason}" if reason else ""))
 
-        record = client.wait(name, on_update=show)
+        try:
+            record = client.wait(name, timeout=timeout, on_update=show)
+        except TimeoutError as exc:
+            raise ServerError(str(exc), fix="wait longer (--timeout), or look at it with "
+                              f"`phalanx describe {name}`") from None
     _report_outcome(record)
     if record.status is not JobStatus.SUCCEEDED:
         raise typer.Exit(EXIT_FAILED)
@@ -145,7 +159,8 @@ def _report_outcome(record: JobRecord) -> None:
 def submit(
     ctx: typer.Context,
     file: Annotated[
-        Path, typer.Option("--file", "-f", help="YAML file of one job, or several as documents")
+        Path, typer.Option("--file", "-f", help="YAML file of one job, or several as documents "
+                           "('-': standard input)")
     ],
     wait: Annotated[
         bool, typer.Option("--wait", help="Wait for the jobs; exit 0 only if all succeeded")
@@ -171,20 +186,35 @@ def submit(
     ``-f -`` reads the jobs from standard input. A relative ``workdir`` is relative to the
     file's directory (standard input: the current directory)."""
     # Checked here, every document: bad input sends nothing.
-    text, base = read_jobs_file(file)
-    specs = load_jobs_yaml(text, source=str(file))
-    if len(specs) > 1:
+    text, source = read_input(file)
+    items = load_submissions(text, source=source)  # Phalanx jobs and Kubernetes manifests
+    if len(items) > 1:
         for option, value in (("--name", name), ("--follow", follow or None)):
             if value is not None:
-                raise SpecError(f"takes one job; {file} holds {len(specs)}", field=option,
+                raise SpecError(f"takes one job; {source} holds {len(items)}", field=option,
                                 fix="put that job in a file of its own")
+    if any(isinstance(item, Translation) for item in items):
+        for option, given in (("--set", sets), ("--env", env), ("--unique", unique)):
+            if given:
+                raise SpecError(f"{source} holds a Kubernetes manifest, which is submitted "
+                                "as written", field=option, fix="change the manifest "
+                                "itself, or submit Phalanx jobs to use " + option)
     # --name first: --unique makes the final name the prefix of a generated one.
-    specs = [apply_overrides(_with_overrides(spec, name, queue, priority), sets=sets or (),
-                             env=env or (), unique=unique) for spec in specs]
+    items = [item.overridden(name=name, queue=queue, priority=priority)
+             if isinstance(item, Translation) else
+             apply_overrides(_with_overrides(item, name, queue, priority), sets=sets or (),
+                             env=env or (), unique=unique)
+             for item in items]
+    specs = [item for item in items if isinstance(item, JobSpec)]
+    base = input_dir(file)
     with _settings(ctx).client() as client:
+        if len(specs) < len(items):  # manifests go as written, kept with their jobs
+            records = client.submit_manifests(items, base=base)
         # One job keeps its own route (a taken name is "name", not "items[0].name").
-        records = ([client.submit(specs[0], base=base)] if len(specs) == 1
-                   else client.submit_many(specs, base=base))
+        elif len(specs) == 1:
+            records = [client.submit(specs[0], base=base)]
+        else:
+            records = client.submit_many(specs, base=base)
         for record in records:
             _write_line(record.name)
         if len(records) == 1:
@@ -196,17 +226,41 @@ def submit(
             for line in client.logs(records[0].name, follow=True):
                 _write_line(line)
         if wait or follow:
-            failed = [r.name for r in records if not _finished_well(client, r.name)]
-            if failed:
-                raise typer.Exit(EXIT_FAILED)
+            _wait_all(client, [r.name for r in records])
 
 
-def _finished_well(client: Client, name: str) -> bool:
+def _finished_well(client: Client, name: str, timeout: float | None = None) -> bool:
     try:
-        _finish(client, name)
+        _finish(client, name, timeout)
     except typer.Exit:
         return False
     return True
+
+
+def _wait_all(client: Client, names: list[str], timeout: float | None = None) -> None:
+    """Wait for every job in turn (``timeout``: for all of them together); exit 1 if any
+    did not succeed, as ``submit --wait`` does."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    failed = [name for name in names if not _finished_well(
+        client, name, None if deadline is None else max(0.0, deadline - time.monotonic()))]
+    if failed:
+        raise typer.Exit(EXIT_FAILED)
+
+
+@app.command("wait")
+@reports_errors
+def wait_for(
+    ctx: typer.Context,
+    names: Annotated[list[str], typer.Argument(help="Job names", metavar="JOB...")],
+    timeout: Annotated[
+        float | None, typer.Option(help="Give up after this many seconds (exit 1)", min=0)
+    ] = None,
+) -> None:
+    """Wait until the jobs end; exit 0 only if all succeeded (as `submit --wait`)."""
+    with _settings(ctx).client() as client:
+        for name in names:  # an unknown name is refused before any waiting (exit 2)
+            client.get(name)
+        _wait_all(client, names, timeout)
 
 
 def _job_view(page: JobList, limit: int | None, planes: bool) -> RenderableType:
@@ -379,7 +433,8 @@ def delete(
     name: Annotated[str | None, typer.Argument(help="Its name")] = None,
     file: Annotated[
         Path | None,
-        typer.Option("--file", "-f", help="Delete the config objects of this YAML file"),
+        typer.Option("--file", "-f", help="Delete the config objects of this YAML file "
+                     "('-': standard input)"),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON")] = False,
 ) -> None:
@@ -392,7 +447,8 @@ def delete(
         )
     with _settings(ctx).client() as client:
         if file is not None:
-            deleted = client.delete(to_config_documents(file))
+            text, source = read_input(file)
+            deleted = client.delete([o.to_dict() for o in load_config_yaml(text, source=source)])
         elif kind is not None and kind.lower() in ("job", "jobs"):
             assert name is not None
             record = client.delete_job(name)
@@ -413,6 +469,7 @@ def delete(
 
 admin.register(app)
 run.register(app, _finish)
+configio.register(app)
 app.command("sim")(sim.sim)
 login.register(app)
 identity.register(app)
@@ -423,6 +480,7 @@ app.command("attach")(podexec.attach)
 app.add_typer(k8s.app, name="k8s")
 app.add_typer(cluster.app, name="cluster")
 app.add_typer(planes.app, name="plane")
+app.add_typer(secrets.app, name="secrets")
 app.command("worker")(worker.worker)
 
 if __name__ == "__main__":

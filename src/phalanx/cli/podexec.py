@@ -1,7 +1,7 @@
 """``phalanx exec`` (a command inside a job's running pod) and ``phalanx attach``.
 
 ``exec`` speaks ``/v1/jobs/{name}/exec`` (``server/podexec.py``): a WebSocket whose
-messages are ``phalanx.kinds.relay`` frames. With ``-t`` the local terminal is put
+messages are ``phalanx.relay`` frames. With ``-t`` the local terminal is put
 in raw mode and its size follows the window; with ``-i`` this process's input goes
 to the command. The exit code is the command's. ``attach`` follows one pod's output
 (its log), as ``kubectl attach`` shows a container's.
@@ -29,9 +29,9 @@ import typer
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import ClientConnection, connect
 
+from phalanx import relay
 from phalanx.cli.output import reports_errors
 from phalanx.errors import ConnectionFailed, PhalanxError, SpecError
-from phalanx.kinds import relay
 from phalanx.sdk.client import Client, error_from_response
 from phalanx.sdk.config import Endpoint
 
@@ -58,15 +58,38 @@ def exec_url(endpoint: Endpoint, job: str, argv: list[str], *, pod: str | None =
     return f"{ws}://{rest}/v1/jobs/{job}/exec?{urlencode(params)}"
 
 
+def _bearer(client: Client, *, fresh: bool = False) -> str | None:
+    """What the WebSocket's handshake sends: the token the client's key is exchanged for,
+    as every other call sends (a member's key itself is no bearer), or a token as given."""
+    if client.auth is None:
+        return client.endpoint.token
+    try:
+        return client.auth.token(force=fresh)
+    except httpx.TransportError:
+        raise ConnectionFailed(f"cannot reach the control plane at {client.url}",
+                               fix="start it with `phalanx up`, or pass --url") from None
+
+
+def _connect(client: Client, url: str, *, fresh: bool) -> ClientConnection:
+    token = _bearer(client, fresh=fresh)
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    return connect(url, additional_headers=headers, compression=None, proxy=None,
+                   max_size=relay.MAX_FRAME + relay.HEADER.size)
+
+
 @contextlib.contextmanager
-def open_exec(endpoint: Endpoint, job: str, argv: list[str], *, pod: str | None = None,
+def open_exec(client: Client, job: str, argv: list[str], *, pod: str | None = None,
               tty: bool = False, cols: int = 80, rows: int = 24) -> Iterator[ClientConnection]:
     """A WebSocket to the command, which runs from now on; refusals raise their error."""
-    headers = {"Authorization": f"Bearer {endpoint.token}"} if endpoint.token else {}
+    endpoint = client.endpoint
     url = exec_url(endpoint, job, argv, pod=pod, tty=tty, cols=cols, rows=rows)
     try:
-        conn = connect(url, additional_headers=headers, compression=None, proxy=None,
-                       max_size=relay.MAX_FRAME + relay.HEADER.size)
+        try:
+            conn = _connect(client, url, fresh=False)
+        except InvalidStatus as exc:
+            if exc.response.status_code != 401 or client.auth is None:
+                raise
+            conn = _connect(client, url, fresh=True)  # a token the server no longer takes
     except InvalidStatus as exc:
         answer = exc.response
         raise error_from_response(httpx.Response(
@@ -112,11 +135,11 @@ def _send_input(conn: ClientConnection, stdin: int) -> None:
         conn.send(relay.pack(relay.STDIN))
 
 
-def exec_in_pod(endpoint: Endpoint, job: str, argv: list[str], *, pod: str | None = None,
+def exec_in_pod(client: Client, job: str, argv: list[str], *, pod: str | None = None,
                 stdin: bytes | None = None) -> ExecResult:
     """Run ``argv`` in the pod to its end; its exit code and output."""
     out: dict[bytes, list[bytes]] = {relay.STDOUT: [], relay.STDERR: []}
-    with open_exec(endpoint, job, argv, pod=pod) as conn:
+    with open_exec(client, job, argv, pod=pod) as conn:
         if stdin is not None:
             conn.send(relay.pack(relay.STDIN, stdin))
         code = relay_session(conn, stdin=None, write=lambda k, d: out[k].append(d))
@@ -166,7 +189,7 @@ def exec_command(
         raise SpecError("-t needs this command's input to be a terminal", field="--tty",
                         fix="run it from a terminal, or leave out -t")
     cols, rows = shutil.get_terminal_size()
-    with _client(ctx) as client, open_exec(client.endpoint, job, list(command), pod=pod,
+    with _client(ctx) as client, open_exec(client, job, list(command), pod=pod,
                                            tty=tty, cols=cols, rows=rows) as conn:
         if not tty:
             code = relay_session(conn, stdin=0 if stdin else None, write=_write)

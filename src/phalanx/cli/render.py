@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Mapping
 
+import yaml
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
@@ -12,7 +13,7 @@ from rich.text import Text
 from phalanx.errors import SpecError
 from phalanx.spec import format_amount, format_duration, parse_quantity
 from phalanx.spec.api import AppliedObject, NodeView, PoolView, QueuesOverview, ServerStatus
-from phalanx.spec.planes import PLANE_LABEL
+from phalanx.spec.planes import LOCAL_PLANE, PLANE_LABEL
 from phalanx.spec.sources import WorkdirArchive
 from phalanx.spec.status import JobAdmission, JobDetail, JobEvent, JobRecord, JobStatus
 
@@ -205,8 +206,24 @@ def describe_job(job: JobDetail, now: float | None = None, *,
         parts.append(placement_table(job.admission))
     if job.pods:
         parts.append(pods_table(job, now))
+    if job.manifest is not None:
+        parts.append(manifest_section(job))
     parts.append(events_table(job.events, now))
     return Group(*parts)
+
+
+def manifest_section(job: JobDetail) -> Group:
+    """The Kubernetes manifest the job was submitted as, and what Phalanx made of it."""
+    manifest = job.manifest or {}
+    lines = [f"- {note}" for note in job.manifest_notes]
+    images = sorted({ps.image for ps in job.spec.pod_sets if ps.image})
+    if images and job.plane == LOCAL_PLANE:
+        lines.append(f"- image {', '.join(images)}: recorded, not used; on the local plane "
+                     "the commands run on this machine")
+    text = yaml.safe_dump(manifest, sort_keys=False).rstrip()
+    title = (f"Manifest ({manifest.get('apiVersion')} {manifest.get('kind')}, as submitted; "
+             f"the pod sets above are what Phalanx made of it)")
+    return _section(title, Group(*(Text(line) for line in lines), Text(text)))
 
 
 def pod_sets_table(job: JobRecord) -> Group:

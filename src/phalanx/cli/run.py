@@ -1,11 +1,9 @@
 """``phalanx run -- COMMAND...``: a job from the command line, as ``sky launch`` or
-``sbatch --wrap``, with the current directory as its ``workdir``; and reading job files
-for ``submit`` (``-f -``: standard input)."""
+``sbatch --wrap``, with the current directory as its ``workdir``."""
 
 from __future__ import annotations
 
 import re
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
@@ -16,20 +14,10 @@ from phalanx.cli.output import note, reports_errors, write_line
 from phalanx.cli.settings import settings_of
 from phalanx.errors import SpecError
 from phalanx.sdk.client import Client
-from phalanx.sdk.documents import read_text
 from phalanx.spec import JobSpec, validate
 from phalanx.spec.overrides import split_assignment
 
-STDIN = "-"
 _NOT_NAME = re.compile(r"[^a-z0-9-]+")
-
-
-def read_jobs_file(file: Path) -> tuple[str, Path]:
-    """The text of a jobs file (``-``: standard input) and what a relative workdir in it
-    is relative to (the file's directory; for standard input the current one)."""
-    if str(file) == STDIN:
-        return sys.stdin.read(), Path.cwd()
-    return read_text(file), file.expanduser().resolve().parent
 
 
 def name_prefix(command: list[str]) -> str:

@@ -75,6 +75,12 @@ def up(
         typer.Option(help="User (name or uid) the local plane's pods run as; required "
                      "when the control plane runs as root (--run-as-user root to mean it)"),
     ] = None,
+    pod_uids: Annotated[
+        str | None,
+        typer.Option(help="Range of uids, FIRST-LAST, the local plane gives its running "
+                     "attempts, one each, so tenants cannot read each other's pods (needs "
+                     "root; uids no user has, see docs/security.md)"),
+    ] = None,
     secret_env: Annotated[
         list[str] | None,
         typer.Option(help="Env name or glob pattern whose values API answers redact, besides "
@@ -143,7 +149,7 @@ def up(
         serve(
             home=home, host=host, port=port, db=db, compute=compute.value, nodes_file=nodes,
             kubeconfig=kubeconfig, namespace=namespace, default_image=default_image,
-            run_as_user=run_as_user, secret_env=secret_env or (),
+            run_as_user=run_as_user, pod_uids=pod_uids, secret_env=secret_env or (),
             health_interval=interval, site_checks=site_checks, node_lost_grace=lost_grace,
             max_pods=max_pods, max_body_bytes=max_body_bytes,
             finished_ttl=ttl, token_ttl=token_life, interactive=interactive,
@@ -170,6 +176,8 @@ def up(
         args += ["--default-image", default_image]
     if run_as_user is not None:
         args += ["--run-as-user", run_as_user]
+    if pod_uids is not None:
+        args += ["--pod-uids", pod_uids]
     for pattern in secret_env or ():
         args += ["--secret-env", pattern]
     args += ["--health-interval", health_interval]

@@ -1,5 +1,5 @@
-"""The global options every verb shares (``--url``, ``--token``, ``--home``) and the client
-they make."""
+"""The global options every verb shares (``--url``, ``--token``, ``--home``, ``--as``) and
+the client they make."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import typer
 
 from phalanx.defaults import phalanx_home
 from phalanx.sdk.client import Client
+from phalanx.sdk.credentials import TokenFile
 
 
 class Compute(StrEnum):
@@ -26,9 +27,15 @@ class Settings:
     url: str | None = None
     token: str | None = None
     home: Path | None = None
+    act_as: str | None = None  # an admin acting as this user (`--as`)
 
     def client(self, timeout: float = 30.0) -> Client:
-        return Client(self.url, self.token, home=self.home, timeout=timeout)
+        """A client whose tokens outlive the command (``credentials.TokenFile``)."""
+        client = Client(self.url, self.token, home=self.home, timeout=timeout,
+                        act_as=self.act_as)
+        if client.auth is not None:
+            client.auth.store = TokenFile(client.url)
+        return client
 
     @property
     def state_dir(self) -> Path:

@@ -15,28 +15,29 @@ import signal
 import threading
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from phalanx.cli.output import reports_errors
 from phalanx.cli.settings import Compute, settings_of
-from phalanx.compute.factory import make_plane, plane_lease
-from phalanx.compute.lease import LEASE_FILE, PlaneLease, fence_step
 from phalanx.defaults import make_private_dir
 from phalanx.errors import ConnectionFailed, ServerError, SpecError
 from phalanx.spec import parse_duration
 from phalanx.spec.planes import PlaneHello, check_plane_name
-from phalanx.store.logs import LogStore
 from phalanx.version import __version__
-from phalanx.worker.agent import Worker, WorkerOptions
-from phalanx.worker.client import PlaneClient, read_key
+
+if TYPE_CHECKING:
+    from phalanx.compute.lease import PlaneLease
+    from phalanx.worker.client import PlaneClient
 
 
 def control_plane_identity(client: PlaneClient, compute: str, fence_after: float) -> str:
     """The control plane's identity, asked for before a Kubernetes plane is built: it labels
     every object with it and acts on no other. Retries while the control plane cannot be
     reached; a refused key or fence stops the worker as the agent would."""
+    from phalanx.compute.lease import fence_step
+
     delay = 0.2
     while True:
         try:
@@ -82,12 +83,29 @@ def worker(
     fence_after: Annotated[str, typer.Option(help="Stop this plane's pods after this long "
                                              "without the control plane")] = "10m",
     report_interval: Annotated[str, typer.Option(help="How often to report the plane")] = "1s",
+    # The env var is the Kubernetes plane's own (compute/kubernetes/settings.py), named
+    # here as text: importing that package would load the kubernetes client.
+    fence_image: Annotated[str | None, typer.Option(
+        envvar="PHALANX_K8S_FENCE_IMAGE", show_envvar=True,
+        help="Image holding Phalanx, from which each pod's fence is copied (for --compute "
+        "kubernetes; the worker's own image)")] = None,
 ) -> None:
     """Run a compute plane for a remote control plane: it dials out, nothing dials in."""
+    # Loaded here, not with the module: every other verb of the CLI would pay for them.
+    from phalanx.compute.factory import make_plane, plane_lease
+    from phalanx.compute.lease import LEASE_FILE
+    from phalanx.store.logs import LogStore
+    from phalanx.worker.agent import Worker, WorkerOptions
+    from phalanx.worker.client import PlaneClient, read_key
+
     check_plane_name(plane, "--plane")
     fence = parse_duration(fence_after, field="--fence-after")
     interval = parse_duration(report_interval, field="--report-interval")
     check_fence(fence, interval)
+    if fence_image is not None and compute is not Compute.KUBERNETES:
+        raise SpecError(f"the {compute.value} compute plane has no fence to copy into pods",
+                        field="--fence-image", fix="use --fence-image with --compute "
+                        "kubernetes only")
     read_key(api_key_file)  # a missing or empty key file is refused before anything starts
     home = make_private_dir(state_dir or settings_of(ctx).state_dir / f"worker-{plane}")
     logging.basicConfig(level=logging.INFO,
@@ -102,7 +120,7 @@ def worker(
         compute.value, home, nodes, kubeconfig, namespace, default_image, max_pods=max_pods,
         lease=lease_path, plane_name=plane if kube else None,
         control_plane=control_plane_identity(client, compute.value, fence) if kube else None,
-        fence_after=fence)
+        fence_after=fence, fence_image=fence_image)
     lease: PlaneLease | None = None
     if compute is not Compute.SIMULATED:
         lease = plane_lease(compute_plane, home / LEASE_FILE, holder=plane, fence_after=fence)

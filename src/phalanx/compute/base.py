@@ -26,23 +26,29 @@ plane overrides only what it can do better:
   (``compute/remote.py``) says when it cannot see a node's pods right now (a job there
   that reports no pods is not lost), and which placements its worker refused.
 - ``exec``: run a command inside a running pod (``phalanx exec``), its input,
-  output and exit relayed as ``phalanx.kinds.relay`` frames.
+  output and exit relayed as ``phalanx.relay`` frames.
 - ``workdir_archives``: a plane whose pods unpack a job's ``workdir`` from a store on
   its own machine (the local plane) names that store; a worker puts the archive there,
   fetched by hash, before it launches. None: the pods fetch it themselves (Kubernetes).
+- ``plane_lease``: the lease a worker renews for the plane when the plane keeps its own
+  (the Kubernetes plane's Lease object); None: the worker keeps a file lease.
 """
 
 from __future__ import annotations
 
 import abc
+import base64
+import hashlib
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import ClassVar, Protocol, Self
+from typing import Any, ClassVar, Protocol, Self
 
+from phalanx.compute.lease import PlaneLease
 from phalanx.defaults import API_KEY_FILE_ENV, URL_ENV
 from phalanx.errors import NotFound, SpecError
+from phalanx.kinds import framework_of
 from phalanx.kinds.pods import FailureKind, PodPhase, PodRef, PodState
 from phalanx.scheduler.types import Admission
 from phalanx.spec.resources import JobSpec, Node
@@ -51,10 +57,27 @@ from phalanx.store.workdirs import WorkdirStore
 
 # Where a job's pods save checkpoints: kept across its attempts (each plane says where).
 CHECKPOINT_DIR_ENV = "PHALANX_CHECKPOINT_DIR"
+# The label naming the control plane whose objects these are (a plane's objects carry it).
+CONTROL_PLANE_LABEL = "phalanx.dev/control-plane"
+
+
+def owner_tag(identity: dict[str, str] | None) -> str:
+    """A short tag of whose objects these are (plane and control plane), for names that
+    must never meet: two control planes sharing a namespace, or a machine's ``/var/tmp``,
+    both run a job "train", attempt 1, under names that differ. Empty for no identity."""
+    if not identity:
+        return ""
+    owner = "/".join(f"{k}={v}" for k, v in sorted(identity.items()))
+    return "-" + hashlib.sha256(owner.encode()).hexdigest()[:6]
+
+
+def control_plane_tag(control_plane: str) -> str:
+    """The tag of one control plane's objects (``owner_tag`` of its label alone)."""
+    return owner_tag({CONTROL_PLANE_LABEL: control_plane})
 
 __all__ = [
-    "ComputePlane", "FailureKind", "Listener", "NodeTable", "PodCredential", "PodPhase",
-    "PodRef", "PodState", "Refusal",
+    "AttemptSecrets", "ComputePlane", "FailureKind", "Listener", "NodeTable", "PodCredential",
+    "PodPhase", "PodRef", "PodState", "Refusal",
 ]
 
 
@@ -62,13 +85,50 @@ Listener = Callable[[], None]
 
 
 @dataclass(frozen=True, slots=True)
+class AttemptSecrets:
+    """The values of the secrets a job names, resolved for one attempt (server/secrets.py):
+    planes hand them to that attempt's pods only and keep nothing once it ends."""
+
+    env: dict[str, dict[str, str]] = field(default_factory=dict)  # pod set -> variables
+    volumes: dict[str, dict[str, bytes]] = field(default_factory=dict)  # volume -> files
+    pull: dict[str, bytes] = field(default_factory=dict)  # reference -> .dockerconfigjson
+
+    def __repr__(self) -> str:  # never the values, wherever a plan is logged
+        return (f"AttemptSecrets(env={ {k: sorted(v) for k, v in self.env.items()} }, "
+                f"volumes={ {k: sorted(v) for k, v in self.volumes.items()} }, "
+                f"pull={sorted(self.pull)})")
+
+    def __bool__(self) -> bool:
+        return bool(self.env or self.volumes or self.pull)
+
+    def to_wire(self) -> dict[str, Any]:
+        """JSON for a worker's desired state (bytes in base64)."""
+        def encoded(data: dict[str, bytes]) -> dict[str, str]:
+            return {k: base64.b64encode(v).decode() for k, v in data.items()}
+        return {"env": self.env, "volumes": {v: encoded(f) for v, f in self.volumes.items()},
+                "pull": encoded(self.pull)}
+
+    @classmethod
+    def from_wire(cls, wire: dict[str, Any] | None) -> AttemptSecrets:
+        if not wire:
+            return cls()
+        def decoded(data: dict[str, str]) -> dict[str, bytes]:
+            return {k: base64.b64decode(v) for k, v in data.items()}
+        return cls(env={p: dict(e) for p, e in wire.get("env", {}).items()},
+                   volumes={v: decoded(f) for v, f in wire.get("volumes", {}).items()},
+                   pull=decoded(wire.get("pull", {})))
+
+
+@dataclass(frozen=True, slots=True)
 class PodCredential:
     """What the pods of one attempt get to call the API as their job's owner: the API's URL
     (as the pods reach it) and the attempt's key. The key goes to the pods as a file the
-    pods alone can read, never into an environment, a spec or a log."""
+    pods alone can read, never into an environment, a spec or a log. ``secrets``: the values
+    of the secrets the job names, for this attempt's pods alone."""
 
     api_url: str
     key: str = field(repr=False)
+    secrets: AttemptSecrets = field(default_factory=AttemptSecrets, repr=False)
 
     def environment(self, key_file: str) -> dict[str, str]:
         """The pod's variables that point at the API and at ``key_file`` (what the SDK and
@@ -91,7 +151,7 @@ class Refusal:
 
 
 class ExecSession(Protocol):
-    """A command running inside a pod, spoken to in whole ``phalanx.kinds.relay`` frames."""
+    """A command running inside a pod, spoken to in whole ``phalanx.relay`` frames."""
 
     def send(self, frame: bytes) -> None:
         """Input (``I``) or a terminal size (``R``) from the client."""
@@ -102,11 +162,34 @@ class ExecSession(Protocol):
     def close(self) -> None: ...
 
 
+class CannotTellYet(SpecError):
+    """A plane cannot tell yet whether it could run a job: its worker has not said what it
+    runs. Not a refusal by itself; a federation of planes weighs the others' answers."""
+
+
+def check_commands(job: JobSpec) -> None:
+    """SpecError unless every pod set whose kind supplies no command has one: on a plane
+    whose pods are processes (no image supplies one), what it would run."""
+    framework = framework_of(job)
+    for i, pod_set in enumerate(job.pod_sets):
+        if not pod_set.command and framework.needs_command(pod_set):
+            raise SpecError(
+                f"pod set {pod_set.name!r} has no command to run",
+                field=f"podSets[{i}].command",
+                fix='give the command to run, e.g. command: ["python", "train.py"]',
+            )
+
+
 class ComputePlane(abc.ABC):
     """What every compute plane does, and the optional capabilities it may offer."""
 
+    # What kind of plane it is ("local", "kubernetes", ...): `phalanx up --compute`'s word,
+    # and what the provisioning registry compares a provider's plane with, so that choosing
+    # providers imports no plane module (nor the optional extra behind one).
     name: ClassVar[str]
     workdir_archives: WorkdirStore | None = None
+    # The lease a worker renews for this plane, when the plane keeps one of its own.
+    plane_lease: PlaneLease | None = None
 
     def __init__(self) -> None:
         self._listeners: list[Listener] = []

@@ -26,6 +26,8 @@ def make_plane(
     plane_name: str | None = None,
     control_plane: str | None = None,
     fence_after: float | None = None,
+    pod_uids: str | None = None,
+    fence_image: str | None = None,
 ) -> ComputePlane:
     """Build the compute plane ``serve`` drives; each branch imports only what it needs.
 
@@ -35,7 +37,10 @@ def make_plane(
     ``plane_name``: the name of the plane a worker drives; on Kubernetes its pods then run
     under the fence of the Lease ``plane_lease`` returns, and its objects carry the plane's
     and ``control_plane``'s identity (the plane acts on no one else's); the fence is scaled
-    to the worker's ``fence_after``.
+    to the worker's ``fence_after``, and copied into each pod from ``fence_image`` (default:
+    ``$PHALANX_K8S_FENCE_IMAGE``). ``pod_uids`` (``FIRST-LAST``): the local plane runs
+    each attempt as a uid of its own from this range; its directories outside the state
+    directory are keyed by ``control_plane``.
     """
     if default_image is not None and compute != "kubernetes":
         raise SpecError(
@@ -49,6 +54,13 @@ def make_plane(
             fix="use --run-as-user with --compute local only (on Kubernetes the image "
             "and the pod's securityContext decide)",
         )
+    if pod_uids is not None and compute != "local":
+        raise SpecError(
+            f"the {compute} compute plane starts no processes on this machine",
+            field="--pod-uids",
+            fix="use --pod-uids with --compute local only (on Kubernetes the image and the "
+            "pod's securityContext decide)",
+        )
     if max_pods is not None and compute != "local":
         raise SpecError(
             f"the {compute} compute plane's nodes say how many pods they take",
@@ -57,11 +69,21 @@ def make_plane(
     if compute == "local":
         from phalanx.compute.local import LocalPlane
         from phalanx.compute.local.inventory import DEFAULT_MAX_PODS
+        from phalanx.compute.local.uids import check_uid_range, parse_uid_range
         from phalanx.compute.local.users import pod_user_for
 
-        local = LocalPlane(home, run_as=pod_user_for(run_as_user),
+        uids = None
+        if pod_uids is not None:
+            if run_as_user is not None:
+                raise SpecError("--run-as-user and --pod-uids both say whom pods run as",
+                                field="--pod-uids", fix="pass one of them: --pod-uids gives "
+                                "each attempt a uid of its own, --run-as-user one user for "
+                                "every pod")
+            uids = parse_uid_range(pod_uids)
+            check_uid_range(uids)
+        local = LocalPlane(home, run_as=None if uids is not None else pod_user_for(run_as_user),
                            max_pods=DEFAULT_MAX_PODS if max_pods is None else max_pods,
-                           lease=lease)
+                           lease=lease, pod_uids=uids, control_plane=control_plane)
         if health_interval > 0:
             local.start_doctor(health_interval, site_dir=site_checks)
         return local
@@ -81,7 +103,7 @@ def make_plane(
                                        default_image=default_image,
                                        node_lost_grace=node_lost_grace, plane=plane_name,
                                        control_plane=control_plane,
-                                       fence_after=fence_after)
+                                       fence_after=fence_after, fence_image=fence_image)
     raise SpecError(
         f"unknown compute plane {compute!r}", field="--compute",
         fix="use 'local', 'simulated' or 'kubernetes'",
@@ -92,7 +114,6 @@ def plane_lease(plane: ComputePlane, lease_file: Path, holder: str,
                 fence_after: float) -> PlaneLease:
     """The lease a worker renews for ``plane``: the Kubernetes plane's Lease object when it
     has one (built with ``plane_name``), else a file the local plane's pods watch."""
-    kube_lease: PlaneLease | None = getattr(plane, "plane_lease", None)
-    if kube_lease is not None:
-        return kube_lease
+    if plane.plane_lease is not None:
+        return plane.plane_lease
     return FileLease(lease_file, holder, grace=fence_grace(fence_after))

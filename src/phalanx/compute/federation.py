@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from phalanx.compute.base import (
+    CannotTellYet,
     ComputePlane,
     ExecSession,
     PodCredential,
@@ -225,12 +226,16 @@ class PlaneSet(ComputePlane):
         return [e for _, m in self._snapshot() for e in m.plane.pod_events(job)]
 
     def check_job(self, job: JobSpec) -> None:
-        """Accepted when any member could run it (none yet: accepted, as a worker may come)."""
+        """Accepted when any member could run it; refused when a member that can tell would
+        not; accepted when none can tell yet (no members, or workers not heard from), as a
+        worker may come."""
         error: SpecError | None = None
         for _, member in self._snapshot():
             try:
                 member.plane.check_job(job)
                 return
+            except CannotTellYet:
+                continue
             except SpecError as exc:
                 error = exc
         if error is not None:

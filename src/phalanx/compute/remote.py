@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from phalanx.compute.base import (
+    CannotTellYet,
     ComputePlane,
     ExecSession,
     PodCredential,
@@ -46,6 +47,7 @@ from phalanx.compute.base import (
     PodRef,
     PodState,
     Refusal,
+    check_commands,
 )
 from phalanx.compute.lease import lost_after_needed
 from phalanx.errors import Conflict, NotFound, PhalanxError, Unavailable
@@ -391,6 +393,15 @@ class RemotePlane(ComputePlane):
             failure="system", started_at=p.started_at, finished_at=self.clock())
             for p in pods] if reason else pods
 
+    def check_job(self, job: JobSpec) -> None:
+        """A worker that runs pods as processes (the local plane) needs every command, as
+        that plane does; of a worker not heard from yet, the plane cannot tell."""
+        if self.compute is None:
+            raise CannotTellYet(f"compute plane {self.plane} has no worker yet", field="queue",
+                                fix="wait for its worker, or give what the other planes need")
+        if self.compute == "local":
+            check_commands(job)
+
     def sees(self, node: str) -> bool:
         """Whether a pod missing from the plane is gone: once the worker has reported since
         this start (the worker re-lists its pods first), or once the plane is lost."""
@@ -410,7 +421,9 @@ class RemotePlane(ComputePlane):
             self._launches[key] = DesiredAttempt(
                 job=job.name, attempt=attempt, epoch=attempt, spec=job.to_dict(),
                 admission=JobAdmission.model_validate(admission.to_dict()),
-                credential=credential.key if credential is not None else None)
+                credential=credential.key if credential is not None else None,
+                secrets=credential.secrets.to_wire()
+                if credential is not None and credential.secrets else None)
             self._version += 1
             self._changed.notify_all()
 

@@ -11,23 +11,45 @@ statuses: at submit, and again when a restarted control plane loads its jobs. A
 job that was ever admitted had its dependencies met, so only never-admitted jobs
 pass the gate.
 
-Every method runs with the state's lock held.
+The gate reads jobs through a lookup and changes none: it returns what each job does
+(``GateDecision``), and the control state applies that. Every method runs with the state's
+lock held.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import TYPE_CHECKING, Literal
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
 
-from phalanx.errors import NotFound, SpecError
+from phalanx.errors import SpecError
 from phalanx.spec.resources import Dependency, JobSpec
 from phalanx.spec.status import JobRecord, JobStatus
 
-if TYPE_CHECKING:
-    from phalanx.control.state import ControlState
-
 WAITING = "WaitingForDependencies"
 Outcome = Literal["met", "failed", "waiting"]
+# A job by name: live, being saved, or finished in the store; None when there is none.
+Lookup = Callable[[str], JobRecord | None]
+
+
+@dataclass(frozen=True, slots=True)
+class GateDecision:
+    """What ``record`` does now:
+
+    - ``queue``: join the scheduler (no dependency held it);
+    - ``release``: join the scheduler, its last dependency having ended as it asks
+      (``message``: why);
+    - ``fail``: fail with ``message`` (a dependency ended otherwise);
+    - ``wait``: stay Queued outside the scheduler, pending reason ``message``;
+    - ``progress``: still waiting, one dependency fewer (``message``: which ended, and
+      the new pending reason).
+    """
+
+    record: JobRecord
+    action: Literal["queue", "release", "fail", "wait", "progress"]
+    message: str = ""
+    pending: str = ""  # the pending reason, for ``wait`` and ``progress``
 
 
 def outcome(condition: str, status: JobStatus | None) -> Outcome:
@@ -56,16 +78,9 @@ def failure_message(dependency: JobRecord) -> str:
             f"to succeed (dependsOn condition Succeeded; condition Finished runs after any end)")
 
 
-def status_of(state: ControlState, name: str) -> JobStatus | None:
-    """The status of the job ``name``: live from memory, finished from the store, None if
-    there is no such job."""
-    record = state.jobs.get(name) or state.saving.get(name)
-    if record is not None:
-        return record.status
-    try:
-        return state.store.get_job(name).status
-    except NotFound:
-        return None
+def status_of(lookup: Lookup, name: str) -> JobStatus | None:
+    record = lookup(name)
+    return None if record is None else record.status
 
 
 class DependencyGate:
@@ -73,61 +88,54 @@ class DependencyGate:
         self.waiting: dict[str, dict[str, str]] = {}  # job -> unmet dependency -> condition
         self.dependents: dict[str, set[str]] = defaultdict(set)  # dependency -> waiting jobs
 
-    def enter(self, state: ControlState, record: JobRecord) -> None:
-        """Queue a new (or reloaded, never admitted) job, hold it, or fail it, by the current
-        statuses of its dependencies."""
+    def enter(self, record: JobRecord, lookup: Lookup) -> GateDecision | None:
+        """A new (or reloaded, never admitted) job: queued, held or failed, by the current
+        statuses of its dependencies (None: held as it was, nothing to tell)."""
         unmet: dict[str, str] = {}
         for dep in record.spec.depends_on:
-            result = outcome(dep.condition, status_of(state, dep.job))
+            found = lookup(dep.job)
+            result = outcome(dep.condition, None if found is None else found.status)
             if result == "failed":
-                failed = state.jobs.get(dep.job) or state.saving.get(dep.job)
-                state.finish(record, JobStatus.FAILED, failure_message(
-                    failed or state.store.get_job(dep.job)))
-                return
+                assert found is not None
+                return GateDecision(record, "fail", failure_message(found))
             if result == "waiting":
                 unmet[dep.job] = dep.condition
         if not unmet:
             if record.pending_code == WAITING:  # its last dependency ended since it was stored
-                self._release(state, record, "every dependency has ended as it asks")
-            else:
-                state.queue(record)
-            return
+                return GateDecision(record, "release", "every dependency has ended as it asks")
+            return GateDecision(record, "queue")
         self.waiting[record.name] = unmet
         for job in unmet:
             self.dependents[job].add(record.name)
         message = waiting_message(unmet)
         if (record.pending_code, record.pending_message) != (WAITING, message):
-            record.pending_code, record.pending_message = WAITING, message
-            state.event(record, "Waiting", message)
+            return GateDecision(record, "wait", message, pending=message)
+        return None
 
-    def ended(self, state: ControlState, record: JobRecord) -> None:
-        """``record`` reached a terminal status: settle the jobs that wait for it."""
+    def ended(self, record: JobRecord, live: Callable[[str], JobRecord | None]
+              ) -> list[GateDecision]:
+        """``record`` reached a terminal status: what the jobs that wait for it do
+        (``live``: a live job by name)."""
         self._forget(record.name)
+        decisions: list[GateDecision] = []
         for name in sorted(self.dependents.pop(record.name, ())):
-            dependent = state.jobs.get(name)
+            dependent = live(name)
             unmet = self.waiting.get(name)
             if dependent is None or unmet is None or record.name not in unmet:
                 continue
             condition = unmet.pop(record.name)
             if outcome(condition, record.status) == "failed":
-                state.finish(dependent, JobStatus.FAILED, failure_message(record))
+                decisions.append(GateDecision(dependent, "fail", failure_message(record)))
             elif unmet:
-                dependent.pending_message = waiting_message(unmet)
-                state.event(dependent, "DependencyMet",
-                            f"job {record.name} ended {record.status.value}; "
-                            + dependent.pending_message)
+                pending = waiting_message(unmet)
+                decisions.append(GateDecision(
+                    dependent, "progress",
+                    f"job {record.name} ended {record.status.value}; {pending}", pending))
             else:
                 del self.waiting[name]
-                self._release(state, dependent,
-                              f"job {record.name} ended {record.status.value}")
-
-    @staticmethod
-    def _release(state: ControlState, record: JobRecord, why: str) -> None:
-        record.pending_code = record.pending_message = None
-        record.queued_at = state.clock()  # schedulable from now: its admission latency
-        state.event(record, "DependenciesMet",
-                    f"{why}; every dependency is met, the job is offered to the scheduler")
-        state.queue(record)
+                decisions.append(GateDecision(
+                    dependent, "release", f"job {record.name} ended {record.status.value}"))
+        return decisions
 
     def _forget(self, name: str) -> None:
         for job in self.waiting.pop(name, {}):
@@ -171,23 +179,28 @@ def cycle_in(dependencies: dict[str, list[Dependency]]) -> list[str] | None:
     return None
 
 
-def check_new(state: ControlState, record: JobRecord, submitted: set[str]) -> None:
+def check_new(lookup: Lookup, record: JobRecord, submitted: set[str],
+              sees: Callable[[JobRecord], bool] | None = None) -> None:
     """Refuse a new job whose dependencies name no job (in the store or among ``submitted``,
     the jobs of its own request) or one that already ended so that it could never run;
-    mark it waiting for the others."""
+    mark it waiting for the others. A job the submitter does not ``sees`` is refused as
+    one that does not exist: its name, state and outcome are not the submitter's to learn."""
     unmet: dict[str, str] = {}
     for j, dep in enumerate(record.spec.depends_on):
         if dep.job in submitted:
             unmet[dep.job] = dep.condition
             continue
-        status = status_of(state, dep.job)
-        if status is None:
+        found = lookup(dep.job)
+        if found is not None and sees is not None and not sees(found):
+            found = None  # another team's job: answered as no job
+        if found is None:
             raise SpecError(
                 f"job {dep.job!r} does not exist and is not in this submission",
                 field=f"dependsOn[{j}]",
                 fix=f"submit {dep.job} first, or in the same request (several documents in "
                     "one file: `phalanx submit -f pipeline.yaml`)",
             )
+        status = found.status
         result = outcome(dep.condition, status)
         if result == "failed":
             raise SpecError(

@@ -35,7 +35,7 @@ from phalanx.control.state import (
     Launch,
     PlaneCommand,
 )
-from phalanx.errors import SpecError
+from phalanx.errors import SpecError, is_no_space
 from phalanx.kinds import GangPhase, framework_of
 from phalanx.scheduler import Admission, CycleResult
 from phalanx.spec.base import validate
@@ -97,10 +97,14 @@ class ControlLoop:
             wake.clear()
             try:
                 self.step()
-            except Exception:  # keep scheduling; the next step re-reads the world
+            except Exception as exc:  # keep scheduling; the next step re-reads the world
                 self.failures_in_a_row += 1
                 self.state.metrics.loop_errors.inc()
-                log.exception("control loop step failed")
+                if not is_no_space(exc):
+                    log.exception("control loop step failed")
+                elif self.failures_in_a_row % 100 == 1:  # one line, not one per tick
+                    log.error("control loop step failed: no space left in the state "
+                              "directory (PHALANX_HOME) for the store; retried each step")
             else:
                 self.failures_in_a_row = 0
                 self.last_success = time.monotonic()
@@ -252,7 +256,7 @@ class ControlLoop:
                     state.event(record, "Adopted", f"re-adopted {len(pods)} pod(s) of attempt "
                                 f"{record.attempt} after a control-plane restart")
             for record in gated:
-                state.dependencies.enter(state, record)
+                state.enter_gate(record)
         state.persist()
         self.send()
         state.persist()

@@ -3,6 +3,8 @@ hands the gang its nodes when they are all Ready, fails over when a pool cannot 
 gives pools back when their jobs end.
 
 It runs after each step of the control loop, and calls providers outside the state's lock.
+The rules it decides by are pure and shared with the simulator (``provisioning/rules.py``);
+this module keeps the I/O: store records, provider calls, the scheduler's holds, events.
 Every intent is stored before the provider hears of it (``store/pools.py``), pool names are
 ``<job>-<attempt>``, and each stored pool carries the hash of its configuration, so a
 restarted control plane adopts the pool it asked for, or replaces one made for another
@@ -23,30 +25,39 @@ from __future__ import annotations
 import logging
 import math
 import random
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
 
 from phalanx.compute.base import ComputePlane
 from phalanx.control.state import PREEMPTED, ControlState
 from phalanx.provisioning.base import (
-    POOL_LABEL,
-    RESERVED_FOR,
     ConfigurationError,
-    PodSetShape,
     PoolRequest,
     PoolState,
     PoolStatus,
     Provider,
     ProvisioningError,
     ProvisioningTimeout,
-    Stockout,
     TransientError,
-    pool_name,
 )
 from phalanx.provisioning.registry import make_provider
+from phalanx.provisioning.rules import (
+    IdlePool,
+    OwnerGone,
+    PoolUsage,
+    ProvisioningSettings,
+    creation_refusal,
+    failure_decision,
+    failure_summary,
+    idle_expired,
+    over_limit,
+    owner_gone,
+    pool_request,
+    reuse_order,
+    timed_out,
+)
 from phalanx.scheduler.provisioning import ProvisioningNeed
 from phalanx.spec.config import QueueConfig
-from phalanx.spec.provisioning import FlavorProvisioning, ProvisioningPolicy
+from phalanx.spec.provisioning import FlavorProvisioning
 from phalanx.spec.status import JobStatus
 from phalanx.store.pools import OWNED_PHASES, PoolPhase, PoolRecord, PoolStore
 
@@ -54,28 +65,6 @@ log = logging.getLogger("phalanx.provisioning")
 # Providers are listed for pools no record accounts for at least this often (and at every
 # reconcile that follows a pool).
 GC_INTERVAL = 60.0
-
-
-@dataclass(slots=True)
-class ProvisioningSettings:
-    """How long things wait. The operator sets most in the ProvisioningPolicy (defaults:
-    Kueue's, the cluster autoscaler's and the TPU provisioner's); the rest are fixed."""
-
-    stockout_block: float = 300.0  # a flavor out of stock is not asked again for this long
-    backoff_base: float = 60.0  # a transient error's first retry, doubling...
-    backoff_max: float = 1800.0  # ...up to this
-    max_tries: int = 3  # transient failures at one flavor before the next is tried
-    deletion_check_gap: float = 30.0  # the deletion check passes twice, this far apart
-    jitter: float = 0.1  # +/- this fraction of each backoff
-    list_grace: float = 60.0  # a created pool may be missing from the provider's list so long
-    limit_retry: float = 30.0  # a request over an operator's limit is looked at again after
-    delete_tries: int = 3  # failed deletions before cleanup "keeps failing"
-
-    @classmethod
-    def of(cls, policy: ProvisioningPolicy) -> ProvisioningSettings:
-        return cls(stockout_block=policy.stockout_block, backoff_base=policy.retry_backoff,
-                   backoff_max=policy.retry_backoff_max, max_tries=policy.retries,
-                   deletion_check_gap=policy.deletion_check_delay)
 
 
 class ProvisioningController:
@@ -160,9 +149,7 @@ class ProvisioningController:
             self._delete(row, now)
             return
         if row.state is PoolPhase.IDLE:
-            spec = _flavor_spec(config, row.flavor)
-            ttl = spec.idle_ttl if spec is not None else 0.0
-            if row.released_at is None or now - row.released_at >= ttl:
+            if idle_expired(row.released_at, now, _idle_ttl(config, row.flavor)):
                 self._start_deleting(row, now, "its idle TTL passed")
             return
         if row.state is PoolPhase.INTENT:
@@ -180,18 +167,19 @@ class ProvisioningController:
         # Creating or Ready: does its owner still need it? Two checks, some seconds apart,
         # so that a gang that restarts keeps its pool.
         if row.job not in owners:
-            if row.released_at is None:
+            ttl = _idle_ttl(config, row.flavor)
+            step = owner_gone(row.released_at, now, s, ready=row.state is PoolPhase.READY,
+                              idle_ttl=ttl)
+            if step is OwnerGone.FIRST_CHECK:
                 row.released_at, row.checks = now, 1
                 self._save(row, now)
-            elif now - row.released_at >= s.deletion_check_gap:
-                spec = _flavor_spec(config, row.flavor)
-                if row.state is PoolPhase.READY and spec is not None and spec.idle_ttl > 0:
-                    row.state, row.released_at, row.checks = PoolPhase.IDLE, now, 2
-                    row.message = f"its job {row.job} ended; kept for {spec.idle_ttl:g}s"
-                    self._save(row, now)
-                else:
-                    row.checks = 2
-                    self._start_deleting(row, now, f"its job {row.job} ended")
+            elif step is OwnerGone.KEEP_IDLE:
+                row.state, row.released_at, row.checks = PoolPhase.IDLE, now, 2
+                row.message = f"its job {row.job} ended; kept for {ttl:g}s"
+                self._save(row, now)
+            elif step is OwnerGone.DELETE:
+                row.checks = 2
+                self._start_deleting(row, now, f"its job {row.job} ended")
             return
         if row.released_at is not None:
             row.released_at, row.checks = None, 0
@@ -213,7 +201,7 @@ class ProvisioningController:
         if row.state is PoolPhase.CREATING:
             spec = _flavor_spec(config, row.flavor)
             timeout = spec.timeout if spec is not None else math.inf
-            if not status.ready and now - row.created_at > timeout:
+            if timed_out(row.created_at, now, timeout, status.ready):
                 self._failed(row, ProvisioningTimeout(
                     f"{status.ready_nodes} of {status.node_count} node(s) Ready after "
                     f"{timeout:g}s"), now)
@@ -248,10 +236,9 @@ class ProvisioningController:
             else:
                 self._create(row, request, now)
                 return
-        if not config.provisioning_policy.create_pools:
-            self._release(need.job, need.flavor, now + self.settings.limit_retry,
-                          "no new node pool is created now (ProvisioningPolicy createPools: "
-                          "false)")
+        refused = creation_refusal(config.provisioning_policy)
+        if refused:
+            self._release(need.job, need.flavor, now + self.settings.limit_retry, refused)
             return
         deleting = [r for r in self.pools.of_job(need.job) if r.state is PoolPhase.DELETING]
         stuck = [r for r in deleting if r.tries >= self.settings.delete_tries]
@@ -266,7 +253,9 @@ class ProvisioningController:
         request = self._request(need, attempt, config)
         if self._reuse_idle(need, request, rows, now):
             return
-        over = _over_limit(request, config, rows)
+        live = [r for r in rows if r.state is not PoolPhase.DELETED]
+        over = over_limit(request, config,
+                          _usage(r for r in live if r.flavor == request.flavor), _usage(live))
         if over:
             self._release(need.job, need.flavor, now + self.settings.limit_retry, over)
             return
@@ -283,10 +272,11 @@ class ProvisioningController:
     def _reuse_idle(self, need: ProvisioningNeed, request: PoolRequest,
                     rows: list[PoolRecord], now: float) -> bool:
         """Give the job an idle pool of the same configuration (a flavor's idleTTL)."""
-        for row in rows:
-            if (row.state is not PoolPhase.IDLE or row.config_hash != request.config_hash
-                    or row.provider != request.provider):
-                continue
+        idle = {r.name: r for r in rows if r.state is PoolPhase.IDLE}
+        for name in reuse_order(request.provider, request.config_hash,
+                                (IdlePool(r.name, r.provider, r.config_hash)
+                                 for r in idle.values())):
+            row = idle[name]
             if not self.provider(row.provider).reassign(row.name, need.job):
                 continue
             previous = row.job
@@ -311,54 +301,30 @@ class ProvisioningController:
 
     def _request(self, need: ProvisioningNeed, attempt: int, config: QueueConfig
                  ) -> PoolRequest:
-        flavor = config.flavors[need.flavor]
-        spec = flavor.provisioning
-        assert spec is not None
-        name = pool_name(need.job, attempt)
-        slice_size = spec.nodes_per_pool if isinstance(spec.nodes_per_pool, int) else None
-        taints = tuple((t.key, t.value, t.effect) for t in flavor.node_taints)
-        return PoolRequest(
-            name=name, job=need.job, attempt=attempt, flavor=need.flavor,
-            provider=spec.provider, node_count=need.nodes, node=dict(spec.node),
-            node_labels={**flavor.node_labels, RESERVED_FOR: need.job, POOL_LABEL: name},
-            node_taints=(*taints, (RESERVED_FOR, need.job, "NoSchedule")),
-            pod_sets=tuple(PodSetShape(p.name, p.count, dict(p.requests),
-                                       dict(flavor.node_labels)) for p in need.pod_sets),
-            slice_size=slice_size, price_per_node_hour=spec.price_per_node_hour,
-            options=dict(spec.options),
-        )
+        return pool_request(config, need, attempt)
 
     # ------------------------------------------------------------------ failures
     def _failed(self, row: PoolRecord, error: ProvisioningError, now: float) -> None:
         """The pool will not serve: give it back, and decide what its job does next."""
-        s = self.settings
         row.error_kind, row.message = error.kind, error.message
         self._start_deleting(row, now, f"{error.kind}: {error.message}")
         job, flavor = row.job, row.flavor
-        what = f"node pool {row.name} ({flavor}) failed: {error.kind}: {error.message}"
+        what = failure_summary(row.name, flavor, error)
         self._event(job, "ProvisioningFailed", what)
-        if isinstance(error, ConfigurationError):
-            self._act(lambda: self._fail_job(job, f"{what}; the provider refused the request, "
-                                                  "which is not retried"))
-        elif isinstance(error, Stockout):
-            self._release(job, flavor, now + s.stockout_block, what, every_job=True)
-        elif isinstance(error, TransientError):
+        tries = 0
+        if isinstance(error, TransientError):
             tries = sum(1 for r in self.pools.of_job(job)
                         if r.flavor == flavor and r.error_kind == TransientError.kind)
-            if tries >= s.max_tries:
-                self._release(job, flavor, now + s.stockout_block,
-                              f"{what} ({tries} tries; trying the next flavor)")
-                return
-            delay = min(s.backoff_base * 2 ** (tries - 1), s.backoff_max)
-            delay *= 1 + self._rng.uniform(-s.jitter, s.jitter)
-            until = now + delay
-            row.blocked_until = until
+        decision = failure_decision(error, what, now, self.settings, transient_tries=tries,
+                                    rng=self._rng)
+        if decision.fail_job:
+            self._act(lambda: self._fail_job(job, decision.message))
+            return
+        if decision.every_flavor:  # the same place again after the backoff
+            row.blocked_until = decision.until
             self._save(row, now)
-            # The same place again after the backoff (not the next flavor meanwhile).
-            self._release(job, flavor, until, f"{what}; retrying in {delay:.0f}s "
-                          f"(try {tries + 1} of {s.max_tries})", every_flavor=True)
-        else:  # a timeout, or an error the provider did not classify
-            self._release(job, flavor, now + s.stockout_block, what)
+        self._release(job, flavor, decision.until, decision.message,
+                      every_job=decision.every_job, every_flavor=decision.every_flavor)
 
     def _stop_failover(self, need: ProvisioningNeed, stuck: PoolRecord,
                        config: QueueConfig) -> None:
@@ -505,29 +471,10 @@ def _flavor_spec(config: QueueConfig, flavor: str) -> FlavorProvisioning | None:
     return None if found is None else found.provisioning
 
 
-def _over_limit(request: PoolRequest, config: QueueConfig, rows: list[PoolRecord]) -> str:
-    """Why ``request`` would exceed an operator's limit ("" when it fits them all)."""
-    live = [r for r in rows if r.state is not PoolPhase.DELETED]
-    mine = [r for r in live if r.flavor == request.flavor]
-    flavor = config.flavors[request.flavor].provisioning
-    assert flavor is not None
-    policy = config.provisioning_policy
-    checks = (
-        (f"flavor {request.flavor}", flavor.max_pools, flavor.max_nodes,
-         flavor.max_spend_per_hour, mine),
-        ("all flavors (ProvisioningPolicy)", policy.max_pools, policy.max_nodes,
-         policy.max_spend_per_hour, live),
-    )
-    for where, max_pools, max_nodes, max_spend, pools in checks:
-        if max_pools is not None and len(pools) + 1 > max_pools:
-            return (f"waits: {len(pools)} node pool(s) exist for {where}, whose maxPools is "
-                    f"{max_pools}")
-        nodes = sum(r.node_count for r in pools)
-        if max_nodes is not None and nodes + request.node_count > max_nodes:
-            return (f"waits: {request.node_count} more node(s) would take {where} over its "
-                    f"maxNodes ({nodes} of {max_nodes} in use)")
-        spend = sum(r.cost_per_hour for r in pools)
-        if max_spend is not None and spend + request.cost_per_hour > max_spend:
-            return (f"waits: {request.cost_per_hour:g}/h more would take {where} over its "
-                    f"maxSpendPerHour ({spend:g} of {max_spend:g} spent per hour)")
-    return ""
+def _idle_ttl(config: QueueConfig, flavor: str) -> float:
+    spec = _flavor_spec(config, flavor)
+    return spec.idle_ttl if spec is not None else 0.0
+
+
+def _usage(rows: Iterable[PoolRecord]) -> PoolUsage:
+    return PoolUsage.of((r.node_count, r.cost_per_hour) for r in rows)

@@ -11,8 +11,9 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from phalanx.compute.base import ComputePlane, ExecSession, PodState
 from phalanx.compute.federation import PlaneSet
@@ -34,6 +35,7 @@ from phalanx.store.pools import PoolStore
 IDEMPOTENCY_KEY = "Idempotency-Key"
 UNKNOWN_USER = "unknown"
 GENERATED_NAME_TRIES = 5  # 36^5 names per prefix: a fifth clash means the prefix is full
+Sees = Callable[[JobRecord], bool]  # whether a job is the submitter's to see
 _NAMES_SHOWN = 5
 
 
@@ -85,12 +87,13 @@ class JobService:
 
     # ------------------------------------------------------------------ writes
     def submit(self, spec: JobSpec, *, user: str = UNKNOWN_USER,
-               audit: Sequence[object] = ()) -> JobRecord:
-        return self.submit_many([spec], batch=False, user=user, audit=audit)[0]
+               audit: Sequence[object] = (), sees: Sees | None = None) -> JobRecord:
+        return self.submit_many([spec], batch=False, user=user, audit=audit, sees=sees)[0]
 
     def submit_keyed(
         self, specs: list[JobSpec], *, batch: bool, key: str, user: str = UNKNOWN_USER,
-        audit: Sequence[object] = (),
+        audit: Sequence[object] = (), sees: Sees | None = None,
+        manifests: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> tuple[list[JobRecord], bool]:
         """Submit under an Idempotency-Key: (the jobs, whether this is a retry's answer).
 
@@ -104,7 +107,7 @@ class JobService:
             if prior is None:
                 request = IdempotentRequest(key, digest, tuple(s.name for s in specs))
                 return self.submit_many(specs, batch=batch, request=request, user=user,
-                                        audit=audit), False
+                                        audit=audit, sees=sees, manifests=manifests), False
         except Conflict as exc:
             if exc.field != IDEMPOTENCY_KEY:
                 raise
@@ -121,21 +124,29 @@ class JobService:
     def submit_many(
         self, specs: list[JobSpec], *, batch: bool = True,
         request: IdempotentRequest | None = None, user: str = UNKNOWN_USER,
-        audit: Sequence[object] = (),
+        audit: Sequence[object] = (), sees: Sees | None = None,
+        manifests: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> list[JobRecord]:
         """Submit jobs all or nothing, in one store transaction (with ``audit``, the
-        submit's audit entries). A job with ``generateName`` whose name is taken is named
-        anew (the prefix and 5 other random characters), as Kubernetes does."""
+        submit's audit entries, and ``manifests``, the Kubernetes manifests some jobs were
+        submitted as, by name). ``sees``: the jobs the submitter may name in
+        ``dependsOn`` (default all); another is refused as a job that does not exist.
+        A job with ``generateName`` whose name is taken is named anew (the prefix and 5
+        other random characters), as Kubernetes does."""
         for tries_left in range(GENERATED_NAME_TRIES - 1, -1, -1):
             try:
                 return self._submit_many(specs, batch=batch, request=request, user=user,
-                                         audit=audit)
+                                         audit=audit, sees=sees, manifests=manifests)
             except Conflict as exc:
                 if tries_left == 0 or not (exc.field or "").endswith("name") \
                         or not any(s.generate_name for s in specs):
                     raise
-            specs = [s.model_copy(update={"name": generated_name(s.generate_name)})
-                     if s.generate_name else s for s in specs]
+            renamed = [s.model_copy(update={"name": generated_name(s.generate_name)})
+                       if s.generate_name else s for s in specs]
+            if manifests is not None:  # a job's manifest follows it to its new name
+                names = {old.name: new.name for old, new in zip(specs, renamed, strict=True)}
+                manifests = {names.get(name, name): m for name, m in manifests.items()}
+            specs = renamed
             if request is not None:
                 request = replace(request, jobs=tuple(s.name for s in specs))
         raise AssertionError("unreachable")  # the loop returns or raises
@@ -143,6 +154,7 @@ class JobService:
     def _submit_many(
         self, specs: list[JobSpec], *, batch: bool,
         request: IdempotentRequest | None, user: str, audit: Sequence[object],
+        sees: Sees | None, manifests: Mapping[str, Mapping[str, Any]] | None,
     ) -> list[JobRecord]:
         """Submit jobs all or nothing, in one store transaction.
 
@@ -165,7 +177,7 @@ class JobService:
                                        field="name", fix="give every job its own name")
                     seen.add(spec.name)
                     record, event = self._new_job(spec, now, user)
-                    check_new(state, record, submitted)
+                    check_new(state.job_record, record, submitted, sees)
                     if record.pending_message and spec.depends_on:
                         event.message += f"; {record.pending_message}"
                     self._check_pending_room(record.cluster_queue, pending)
@@ -179,15 +191,16 @@ class JobService:
                 records.append(record)
                 events.append(event)
         if batch:
-            self.store.create_jobs(records, events, request, audit)
+            self.store.create_jobs(records, events, request, audit, manifests)
         else:
-            self.store.create_job(records[0], events[0], request, audit)
+            self.store.create_job(records[0], events[0], request, audit,
+                                  (manifests or {}).get(records[0].name))
         with state.lock:
             for record in records:
                 state.jobs[record.name] = record
             for record in records:  # each job's dependencies known first, if submitted with it
                 if record.spec.depends_on:
-                    state.dependencies.enter(state, record)
+                    state.enter_gate(record)
                 else:
                     state.queue(record)
             copies = [record.model_copy() for record in records]

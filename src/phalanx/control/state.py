@@ -21,9 +21,10 @@ from dataclasses import dataclass
 from typing import Literal
 
 from phalanx.compute.base import PodState
-from phalanx.control.dependencies import DependencyGate
+from phalanx.control.dependencies import WAITING, DependencyGate, GateDecision
 from phalanx.control.lifecycle import restart_decision
 from phalanx.control.metrics import Metrics
+from phalanx.errors import NotFound
 from phalanx.scheduler import Admission, Scheduler
 from phalanx.spec.config import QueueConfig
 from phalanx.spec.resources import Node
@@ -201,7 +202,45 @@ class ControlState:
             self.commands.append(PlaneCommand("release", record.name, record.attempt))
         self.metrics.jobs_finished.labels(status.value).inc()
         self.event(record, status.value, message, warning=status is JobStatus.FAILED)
-        self.dependencies.ended(self, record)
+        self._apply_gate(self.dependencies.ended(record, self.jobs.get))
+
+    # ------------------------------------------------------------------ dependencies
+    def job_record(self, name: str) -> JobRecord | None:
+        """The job ``name``: live from memory, finished from the store, None if there is
+        no such job (lock held)."""
+        record = self.jobs.get(name) or self.saving.get(name)
+        if record is not None:
+            return record
+        try:
+            return self.store.get_job(name)
+        except NotFound:
+            return None
+
+    def enter_gate(self, record: JobRecord) -> None:
+        """Queue a new (or reloaded, never admitted) job, hold it until its dependencies
+        end, or fail it (lock held)."""
+        decision = self.dependencies.enter(record, self.job_record)
+        self._apply_gate([] if decision is None else [decision])
+
+    def _apply_gate(self, decisions: list[GateDecision]) -> None:
+        for d in decisions:
+            record = d.record
+            if d.action == "fail":
+                self.finish(record, JobStatus.FAILED, d.message)
+            elif d.action == "queue":
+                self.queue(record)
+            elif d.action == "release":
+                record.pending_code = record.pending_message = None
+                record.queued_at = self.clock()  # schedulable from now: its admission latency
+                self.event(record, "DependenciesMet", f"{d.message}; every dependency is met, "
+                           "the job is offered to the scheduler")
+                self.queue(record)
+            elif d.action == "wait":
+                record.pending_code, record.pending_message = WAITING, d.pending
+                self.event(record, "Waiting", d.message)
+            else:  # progress
+                record.pending_message = d.pending
+                self.event(record, "DependencyMet", d.message)
 
     def unsaved_events(self, job: str) -> list[JobEvent]:
         """``job``'s events not yet stored, or being stored (lock held)."""

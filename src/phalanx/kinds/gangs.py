@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from phalanx.kinds.pods import PodPhase, PodState
+from phalanx.kinds.pods import PodPhase, PodState, failure_text
 
 
 class GangPhase(StrEnum):
@@ -33,12 +33,7 @@ def gang_status(pods: list[PodState], expected: int) -> GangStatus:
     if failed:
         # A system failure anywhere means the gang was not at fault.
         first = next((p for p in failed if p.failure == "system"), failed[0])
-        what = (
-            f"exit code {first.exit_code}"
-            if first.exit_code is not None
-            else f"signal {first.signal}" if first.signal is not None else first.reason
-        )
-        message = f"pod {first.ref.name} failed ({first.reason}: {what})"
+        message = f"pod {first.ref.name} failed ({failure_text(first)})"
         return GangStatus(
             GangPhase.FAILED, all_done, first.failure, message, first.exit_code
         )

@@ -29,7 +29,7 @@ from dataclasses import replace
 from phalanx.errors import SpecError
 from phalanx.kinds.base import Framework, PodNetwork, PodPlan
 from phalanx.kinds.gangs import GangPhase, GangStatus
-from phalanx.kinds.pods import PodPhase, PodState
+from phalanx.kinds.pods import PodPhase, PodState, failure_text
 from phalanx.scheduler.types import Admission
 from phalanx.spec.quantity import MILLI
 from phalanx.spec.resources import GPU, JobKind, JobSpec, PodSet
@@ -143,10 +143,8 @@ def launcher_status(pods: Sequence[PodState], expected: int) -> GangStatus:
         # The launcher's own failure says most; of the workers', a system one does.
         first = next((p for p in failed if p.ref.pod_set == LAUNCHER),
                      next((p for p in failed if p.failure == "system"), failed[0]))
-        what = (f"exit code {first.exit_code}" if first.exit_code is not None
-                else f"signal {first.signal}" if first.signal is not None else first.reason)
         return GangStatus(GangPhase.FAILED, all_done, first.failure,
-                          f"pod {first.ref.name} failed ({first.reason}: {what})",
+                          f"pod {first.ref.name} failed ({failure_text(first)})",
                           first.exit_code)
     if pods and all_done:
         return GangStatus(GangPhase.STOPPED, True)

@@ -2,7 +2,7 @@
 
 ``python -m phalanx.kinds.mpi_agent`` listens on ``PHALANX_MPI_AGENT_PORT`` (on
 ``PHALANX_MPI_BIND``, every address when empty) and serves the relay protocol
-(``relay.py``) to clients that know ``PHALANX_MPI_SECRET``: each command (``orted``,
+(``phalanx/relay.py``) to clients that know ``PHALANX_MPI_SECRET``: each command (``orted``,
 in practice) runs as the agent's child, with the pod's environment and working
 directory and in the pod's process group, so stopping the pod stops it. The agent
 idles until the pod is stopped; on SIGTERM it waits for what it started (which got
@@ -27,7 +27,7 @@ import threading
 import time
 from types import FrameType
 
-from phalanx.kinds import relay
+from phalanx import relay
 from phalanx.kinds.mpi import BIND_ENV, PORT_ENV, SECRET_ENV, SHARED_HOST_ENV
 
 SHM = "/dev/shm"

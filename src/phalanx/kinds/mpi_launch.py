@@ -30,7 +30,7 @@ import tempfile
 import time
 from types import FrameType
 
-from phalanx.kinds import relay
+from phalanx import relay
 from phalanx.kinds.mpi import HOSTS_ENV, SECRET_ENV, SLOTS_ENV
 from phalanx.kinds.mpi_rsh import agents
 

@@ -14,7 +14,7 @@ import os
 import socket
 import sys
 
-from phalanx.kinds import relay
+from phalanx import relay
 from phalanx.kinds.mpi import HOSTS_ENV, SECRET_ENV
 
 CONNECT_SECONDS = 30.0

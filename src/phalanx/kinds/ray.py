@@ -26,6 +26,15 @@ the machine. Each local pod also gets a Ray temp dir of its own, on a short path
 Unix sockets live under it, and a socket path holds at most 107 bytes), removed when
 the pod ends.
 
+Addresses: on the local plane every port a Ray node opens is on the plane's pod
+network, the loopback address the plane gives its pods, never the machine's external
+interface. Ray replaces a loopback ``--node-ip-address`` (and head address) with the
+machine's address, and its GCS, raylets and agents then listen on every interface; so
+every local Ray pod runs with ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``, which keeps
+loopback addresses as Ray does on Windows and macOS. A worker's ``ray start`` refuses to
+join a cluster that way, so it runs through ``LOOPBACK_RAY_START``: Ray's own command,
+told to keep the loopback addresses it is given.
+
 The dashboard's URL and the Ray client's address are recorded on the job
 (``endpoints``).
 """
@@ -69,6 +78,17 @@ RAY_CLUSTER = "ray.io/v1 RayCluster"  # KubeRay's, which a Kubernetes plane may 
 DASHBOARD_ENV = "PHALANX_RAY_DASHBOARD"
 ADDRESS_ENV = "PHALANX_RAY_ADDRESS"
 CLIENT_ENV = "PHALANX_RAY_CLIENT"
+# Ray keeps loopback addresses with this off (see the module's docstring).
+KEEP_LOOPBACK_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+# `ray start` for a local worker node: Ray's command, keeping the loopback addresses it is
+# given instead of resolving them to the machine's (shipped as source, like SUBMITTER).
+LOOPBACK_RAY_START = (
+    "import sys\n"
+    "from ray._private import services\n"
+    "services.resolve_ip_for_localhost = lambda host: host\n"
+    "from ray.scripts.scripts import main\n"
+    "sys.exit(main())\n"
+)
 
 
 class Ray(Framework):
@@ -133,6 +153,8 @@ class Ray(Framework):
             env = phalanx_environment(pod, len(pods), master_addr=host, master_port=gcs,
                                       pod_addresses=network.addresses)
             env.update(shared)
+            if network.shared_host:
+                env[KEEP_LOOPBACK_ENV] = "0"
             if pod is head and job.ray is not None and job.ray.entrypoint is not None:
                 env.update(_submitter_env(job, attempt, len(pods)))
             env.update(pod.pod_set.env)  # the user's word is last
@@ -266,7 +288,10 @@ def _worker_command(
     """
     wait = (f"until ray health-check --address={shlex.quote(gcs)} >/dev/null 2>&1; "
             "do sleep 1; done")
-    start = shlex.join(["ray", "start", f"--address={gcs}", *flags, "--block"])
+    ray = ["ray"]
+    if network.shared_host:  # Ray refuses a worker with KEEP_LOOPBACK_ENV=0: see above
+        ray = ["env", f"{KEEP_LOOPBACK_ENV}=1", "python", "-c", LOOPBACK_RAY_START]
+    start = shlex.join([*ray, "start", f"--address={gcs}", *flags, "--block"])
     if not quiet:
         return ["sh", "-c", _script([wait], start, flags, network)]
     temp = _temp_dir_of(flags) or "/tmp"

@@ -8,6 +8,7 @@ A new provider adds its factory here (and its options to ``spec/provisioning.py`
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from phalanx.compute.base import ComputePlane
 from phalanx.errors import SpecError
@@ -17,14 +18,22 @@ from phalanx.spec.resources import ConfigObject, ResourceFlavor
 ProviderFactory = Callable[[ComputePlane], Provider]
 
 
+@dataclass(frozen=True, slots=True)
+class ProviderEntry:
+    """A provider as the registry knows it before building it: the plane it buys pools for,
+    by ``ComputePlane.name``, so deciding which providers serve a plane imports no plane (the
+    Kubernetes plane's client is an optional extra), and how to build it."""
+
+    serves: str
+    build: ProviderFactory
+    what: str  # what it does, for the refusal on another plane
+
+
 def _local(plane: ComputePlane) -> Provider:
     from phalanx.compute.local.plane import LocalPlane
     from phalanx.provisioning.local import LocalProvider
 
-    if not isinstance(plane, LocalPlane):
-        raise ConfigurationError(
-            f"the local provider adds virtual nodes to the local compute plane, and this "
-            f"control plane drives the {plane.name} plane; use a provider of that plane")
+    assert isinstance(plane, LocalPlane)
     return LocalProvider(plane, plane.home / "pools")
 
 
@@ -32,16 +41,24 @@ def _kubernetes(plane: ComputePlane) -> Provider:
     from phalanx.compute.kubernetes.plane import KubernetesPlane
     from phalanx.provisioning.kubernetes import ProvisioningRequestProvider
 
-    if not isinstance(plane, KubernetesPlane):
-        raise ConfigurationError(
-            f"the kubernetes-provisioningrequest provider asks a cluster's autoscaler for "
-            f"nodes, and this control plane drives the {plane.name} plane; start it with "
-            "--compute kubernetes, or use a provider of that plane")
+    assert isinstance(plane, KubernetesPlane)
     return ProvisioningRequestProvider(plane.client, plane.namespace)
 
 
-PROVIDERS: dict[str, ProviderFactory] = {"local": _local,
-                                         "kubernetes-provisioningrequest": _kubernetes}
+PROVIDERS: dict[str, ProviderEntry] = {
+    "local": ProviderEntry(
+        "local", _local, "adds virtual nodes to the local compute plane"),
+    "kubernetes-provisioningrequest": ProviderEntry(
+        "kubernetes", _kubernetes, "asks a cluster's autoscaler for nodes"),
+}
+
+
+def _refusal(name: str, entry: ProviderEntry, plane: ComputePlane) -> str:
+    start = {"local": "start it with --compute local",
+             "kubernetes": "start it with --compute kubernetes"}.get(entry.serves, "")
+    return (f"the {name} provider {entry.what}, and this control plane drives the "
+            f"{plane.name} plane; {start + ', or ' if start else ''}use a provider of that "
+            "plane")
 
 
 def in_process(plane: ComputePlane) -> ComputePlane:
@@ -61,16 +78,10 @@ def in_process(plane: ComputePlane) -> ComputePlane:
 
 
 def _serves(name: str, plane: ComputePlane) -> bool:
-    """Whether provider ``name`` can buy pools for ``plane`` (the in-process plane)."""
-    if name == "local":
-        from phalanx.compute.local.plane import LocalPlane
-
-        return isinstance(plane, LocalPlane)
-    if name == "kubernetes-provisioningrequest":
-        from phalanx.compute.kubernetes.plane import KubernetesPlane
-
-        return isinstance(plane, KubernetesPlane)
-    return False
+    """Whether provider ``name`` can buy pools for ``plane`` (the in-process plane): compared
+    by the plane's name, so no plane module (nor its extra) is imported to decide."""
+    entry = PROVIDERS.get(name)
+    return entry is not None and entry.serves == plane.name
 
 
 def available_providers(plane: ComputePlane) -> list[str]:
@@ -91,23 +102,22 @@ def unavailable_reason(name: str, plane: ComputePlane) -> str:
         own = in_process(plane)
     except ConfigurationError as exc:
         return str(exc)
-    try:
-        PROVIDERS[name](own)
-    except ConfigurationError as exc:
-        return str(exc)
-    except KeyError:
-        pass
+    entry = PROVIDERS.get(name)
+    if entry is not None and not _serves(name, own):
+        return _refusal(name, entry, own)
     return f"provider {name} is not available in this control plane"
 
 
 def make_provider(name: str, plane: ComputePlane) -> Provider:
     plane = in_process(plane)
-    factory = PROVIDERS.get(name)
-    if factory is None:
+    entry = PROVIDERS.get(name)
+    if entry is None:
         raise ConfigurationError(
             f"provider {name} is not available in this control plane (it has "
             f"{', '.join(sorted(PROVIDERS))})")
-    return factory(plane)
+    if not _serves(name, plane):
+        raise ConfigurationError(_refusal(name, entry, plane))
+    return entry.build(plane)
 
 
 def check_providers(objects: Sequence[ConfigObject], plane: ComputePlane) -> None:

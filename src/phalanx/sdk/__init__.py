@@ -2,8 +2,9 @@
 
 from phalanx.defaults import phalanx_home
 from phalanx.sdk.builders import Job, PodSetBuilder
-from phalanx.sdk.client import Client, error_from_response
+from phalanx.sdk.client import Client
 from phalanx.sdk.config import Endpoint, resolve_endpoint
+from phalanx.sdk.responses import error_from_response
 
 __all__ = [
     "Client",

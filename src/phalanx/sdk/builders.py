@@ -109,6 +109,22 @@ class PodSetBuilder:
         self._doc["image"] = image
         return self
 
+    def mount(self, volume: str, path: str, *, read_only: bool = False,
+              sub_path: str = "") -> PodSetBuilder:
+        """Show the job's volume ``volume`` (``Job.volume``) at ``path`` in the pods."""
+        mount: dict[str, Any] = {"name": volume, "mountPath": path}
+        if read_only:
+            mount["readOnly"] = True
+        if sub_path:
+            mount["subPath"] = sub_path
+        self._doc.setdefault("mounts", []).append(mount)
+        return self
+
+    def shm(self, size: QuantityValue) -> PodSetBuilder:
+        """A /dev/shm of ``size`` (e.g. "16Gi") for each pod."""
+        self._doc["shm"] = size
+        return self
+
     def node_selector(
         self, labels: Mapping[str, str] | None = None, **more: str
     ) -> PodSetBuilder:
@@ -251,6 +267,12 @@ class Job:
 
     def labels(self, labels: Mapping[str, str] | None = None, **more: str) -> Job:
         self._doc.setdefault("labels", {}).update({**dict(labels or {}), **more})
+        return self
+
+    def volume(self, name: str, **source: Mapping[str, Any]) -> Job:
+        """A volume the pod sets mount, its source as Kubernetes spells it:
+        ``.volume("data", hostPath={"path": "/datasets"})``, ``emptyDir={}``..."""
+        self._doc.setdefault("volumes", []).append({"name": name, **source})
         return self
 
     def after(self, *jobs: str | Job, condition: Literal["Succeeded", "Finished"] = "Succeeded",

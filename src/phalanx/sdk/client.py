@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import builtins
-import contextlib
-import getpass
-import re
 import time
 import uuid
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -19,26 +17,26 @@ import httpx
 from pydantic import BaseModel, ValidationError
 
 from phalanx.errors import (
-    ERROR_TYPES,
     AuthError,
-    Conflict,
     ConnectionFailed,
-    Forbidden,
-    NotFound,
-    PayloadTooLarge,
-    PhalanxError,
     ServerError,
     SpecError,
-    TooManyPending,
 )
 from phalanx.sdk.auth import KeyAuth, looks_like_jwt
 from phalanx.sdk.config import Endpoint, resolve_endpoint
-from phalanx.sdk.documents import to_config_documents, to_job_spec
+from phalanx.sdk.documents import (
+    to_config_documents,
+    to_job_spec,
+    to_submission,
+    to_submissions,
+)
 from phalanx.sdk.identity import IdentityCalls
 from phalanx.sdk.planes import PlaneCalls
+from phalanx.sdk.responses import error_from_response
+from phalanx.sdk.secrets import SecretCalls
 from phalanx.sdk.sources import SourceCalls
 from phalanx.spec.api import (
-    USER_HEADER,
+    ACT_AS_HEADER,
     AppliedObject,
     ConfigApplied,
     ConfigDeleted,
@@ -56,43 +54,11 @@ from phalanx.spec.api import (
     ServerStatus,
     VersionInfo,
 )
+from phalanx.spec.manifests import Translation, is_manifest, wire
 from phalanx.spec.resources import ConfigObject
 from phalanx.spec.status import JobDetail, JobEvent, JobRecord, JobStatus
 
 M = TypeVar("M", bound=BaseModel)
-
-_BY_STATUS: dict[int, type[PhalanxError]] = {
-    400: SpecError,
-    401: AuthError,
-    403: Forbidden,
-    404: NotFound,
-    409: Conflict,
-    413: PayloadTooLarge,
-    422: SpecError,
-    429: TooManyPending,
-}
-
-
-def error_from_response(response: httpx.Response) -> PhalanxError:
-    """The phalanx.errors exception an error response stands for, with its field and fix."""
-    body: Any = None
-    with contextlib.suppress(ValueError):
-        body = response.json()
-    error = body.get("error") if isinstance(body, dict) else None
-    if isinstance(error, dict) and isinstance(error.get("message"), str):
-        cls = ERROR_TYPES.get(str(error.get("type")))
-        if cls is None:
-            cls = _BY_STATUS.get(response.status_code, ServerError)
-        field, fix = error.get("field"), error.get("fix")
-        return cls(
-            error["message"],
-            field=field if isinstance(field, str) else None,
-            fix=fix if isinstance(fix, str) else None,
-        )
-    cls = _BY_STATUS.get(response.status_code, ServerError)
-    text = response.text.strip()[:200] or response.reason_phrase
-    return cls(f"HTTP {response.status_code} from {response.request.url}: {text}")
-
 
 # A submit whose answer was lost (the connection dropped, the answer timed out) is sent
 # again with the same Idempotency-Key, so the control plane answers it without a second job.
@@ -114,17 +80,6 @@ _KEY_FIX = ("check the API key: `phalanx login` stores yours; $PHALANX_TOKEN or 
 # Pages ``list`` asks for when it gathers every job: big enough to be few requests,
 # small enough that no answer is huge.
 LIST_PAGE = 1000
-_USER_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._@+-]{0,252}")
-
-
-def os_user() -> str | None:
-    """The OS user, sent as ``X-Phalanx-User`` (heeded only for the state directory's
-    bootstrap key, which acts for its machine's users); None when it cannot be told."""
-    try:
-        name = getpass.getuser()
-    except Exception:  # no passwd entry, no USER variable: send nothing
-        return None
-    return name if _USER_NAME.fullmatch(name) else None
 
 
 def _selector_params(labels: Mapping[str, str] | None) -> builtins.list[tuple[str, str]]:
@@ -159,7 +114,7 @@ def _status_params(status: JobStatus | str | Iterable[JobStatus | str] | None) -
     return out
 
 
-class Client(IdentityCalls, PlaneCalls, SourceCalls):
+class Client(IdentityCalls, PlaneCalls, SecretCalls, SourceCalls):
     """A connection to one Phalanx control plane.
 
     ``url`` and ``token`` default to ``$PHALANX_URL`` / ``$PHALANX_TOKEN``, then (inside a
@@ -167,7 +122,8 @@ class Client(IdentityCalls, PlaneCalls, SourceCalls):
     current context of ``phalanx login`` and its key, then to what the server running on
     the state directory (``home``, default ``$PHALANX_HOME`` or ``~/.phalanx``) wrote there.
     ``token`` is an API key, exchanged for short-lived tokens that are refreshed before
-    they expire (``sdk/auth.py``), or a token to send as it is.
+    they expire (``sdk/auth.py``), or a token to send as it is. ``act_as``: an admin's
+    requests act as that user (``X-Phalanx-Act-As``; each is audited with both names).
     """
 
     def __init__(
@@ -177,12 +133,13 @@ class Client(IdentityCalls, PlaneCalls, SourceCalls):
         *,
         home: str | Path | None = None,
         timeout: float = 30.0,
+        act_as: str | None = None,
     ) -> None:
         self.endpoint: Endpoint = resolve_endpoint(url, token, home)
         self.timeout = timeout
         headers = {"Accept": "application/json"}
-        if (user := os_user()) is not None:
-            headers[USER_HEADER] = user
+        if act_as is not None:
+            headers[ACT_AS_HEADER] = act_as
         self.auth: KeyAuth | None = None
         self._exchange: httpx.Client | None = None
         key = self.endpoint.token
@@ -279,15 +236,40 @@ class Client(IdentityCalls, PlaneCalls, SourceCalls):
 
     # ------------------------------------------------------------------ jobs
     def submit(self, job: object, *, base: str | Path | None = None) -> JobRecord:
-        """Submit a job (a JobSpec, a ``phalanx.Job`` builder, a dict or a YAML file path).
+        """Submit a job (a JobSpec, a ``phalanx.Job`` builder, a dict or a YAML file path,
+        or a Kubernetes workload manifest as a dict or a YAML file).
 
         The job is validated locally first: bad input raises SpecError and sends nothing.
         Its ``workdir``, a path relative to ``base`` (default: the YAML file's directory,
         else the current one), is packed and uploaded, and a ``git`` ref resolved
         (``with_sources``).
         """
-        spec = self.with_sources(to_job_spec(job), _base_of(job, base))
+        item = to_submission(job)
+        if isinstance(item, Translation):
+            return self.submit_manifests([item])[0]
+        spec = self.with_sources(item, _base_of(job, base))
         return self._submit(JobRecord, "/v1/jobs", spec.to_dict())
+
+    def submit_manifests(
+        self, jobs: Iterable[object] | str | Path, *, base: str | Path | None = None,
+    ) -> builtins.list[JobRecord]:
+        """Submit Kubernetes workload manifests (batch Job, JobSet, PyTorchJob, MPIJob,
+        RayJob, RayCluster, AppWrapper; dicts or a YAML file of them), mixed with jobs, all
+        or nothing. Each is checked locally first; the control plane keeps each manifest
+        with its job (``get(name).manifest``). docs/manifests.md lists what each field
+        becomes. The jobs among them have their sources packed as ``submit`` does."""
+        if isinstance(jobs, str | Path):
+            items, bases = to_submissions(jobs), None
+        else:
+            originals = builtins.list(jobs)
+            items, bases = to_submissions(originals), originals
+        sent = []
+        for i, item in enumerate(items):
+            if not isinstance(item, Translation):
+                item = self.with_sources(item, _base_of(jobs if bases is None else bases[i],
+                                                        base))
+            sent.append(wire(item))
+        return self._submit(JobList, "/v1/manifests", {"items": sent}).items
 
     def submit_many(self, jobs: Iterable[object], *,
                     base: str | Path | None = None) -> builtins.list[JobRecord]:
@@ -296,6 +278,9 @@ class Client(IdentityCalls, PlaneCalls, SourceCalls):
         Every job is validated locally first; the server stores all of them or, naming
         the first bad one as ``items[i]``, none.
         """
+        jobs = builtins.list(jobs)
+        if any(isinstance(job, Translation) or is_manifest(job) for job in jobs):
+            return self.submit_manifests(jobs, base=base)  # kept with their jobs, as written
         specs = []
         for i, job in enumerate(jobs):
             try:
@@ -484,9 +469,13 @@ class Client(IdentityCalls, PlaneCalls, SourceCalls):
     ) -> builtins.list[AppliedObject]:
         """Create or update flavors, cohorts, queues and priority classes, all or nothing.
 
-        Returns what was done to each document (created, configured or unchanged).
+        Returns what was done to each document (created, configured or unchanged). Kueue's
+        own objects are read too; what they say that Phalanx keeps nowhere is warned of.
         """
-        docs = to_config_documents(documents)
+        notes: builtins.list[str] = []
+        docs = to_config_documents(documents, notes)
+        for note in notes:
+            warnings.warn(note, UserWarning, stacklevel=2)
         return self._request(
             ConfigApplied, "POST", "/v1/config/apply", json={"documents": docs}
         ).applied

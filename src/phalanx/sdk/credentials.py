@@ -3,13 +3,20 @@
 ``phalanx login`` writes it (mode 0600) and makes its server the current context;
 ``phalanx logout`` removes the context. Its path is ``$PHALANX_CREDENTIALS``, else
 ``$XDG_CONFIG_HOME/phalanx/credentials.json``, else ``~/.config/phalanx/credentials.json``.
+
+Beside it, ``tokens.json`` (also 0600) keeps the short-lived tokens the CLI's keys were
+exchanged for (``TokenFile``), so that one command reuses the token of the last while it is
+good: the key is exchanged (and audited as a login) only when its token nears expiry. It
+holds no key: each token is filed under the control plane's URL and a hash of the key.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +42,8 @@ def _load(path: Path) -> dict[str, Any]:
 
 def _save(path: Path, data: dict[str, Any]) -> None:
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    partial = path.with_suffix(".tmp")
+    # Its own name per process: two commands saving at once each replace the file whole.
+    partial = path.with_suffix(f".{os.getpid()}.tmp")
     fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     os.fchmod(fd, 0o600)
     with os.fdopen(fd, "w") as handle:
@@ -79,3 +87,48 @@ def remove_context(url: str) -> bool:
         with contextlib.suppress(OSError):
             _save(path, data)
     return found
+
+
+class TokenFile:
+    """Tokens kept between CLI commands, per control plane and key (``sdk.auth.TokenStore``)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url.rstrip("/")
+        self.path = credentials_path().with_name("tokens.json")
+
+    def _entry(self, key: str) -> str:
+        return f"{self.url} {hashlib.sha256(key.encode()).hexdigest()}"
+
+    def _load(self) -> dict[str, Any]:
+        try:
+            data = json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            return {}
+        tokens = data.get("tokens") if isinstance(data, dict) else None
+        return tokens if isinstance(tokens, dict) else {}
+
+    def load(self, key: str) -> tuple[str, float] | None:
+        kept = self._load().get(self._entry(key))
+        if not isinstance(kept, dict):
+            return None
+        token, refresh_at = kept.get("token"), kept.get("refreshAt")
+        if not isinstance(token, str) or not isinstance(refresh_at, int | float):
+            return None
+        return token, float(refresh_at)
+
+    def save(self, key: str, token: str, refresh_at: float) -> None:
+        now = time.time()
+        tokens = {name: kept for name, kept in self._load().items()
+                  if isinstance(kept, dict) and isinstance(kept.get("refreshAt"), int | float)
+                  and kept["refreshAt"] > now}  # spent ones go
+        tokens[self._entry(key)] = {"token": token, "refreshAt": refresh_at}
+        with contextlib.suppress(OSError):  # a read-only home costs an exchange, no more
+            _save(self.path, {"tokens": tokens})
+
+    def forget(self) -> None:
+        """Drop every token kept for this control plane (``phalanx logout``)."""
+        tokens = self._load()
+        kept = {name: t for name, t in tokens.items() if not name.startswith(self.url + " ")}
+        if kept != tokens:
+            with contextlib.suppress(OSError):
+                _save(self.path, {"tokens": kept})

@@ -6,12 +6,13 @@ reaches the control plane and the error names the file and field at fault.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from phalanx.errors import SpecError
 from phalanx.spec import JobSpec, load_config_yaml, load_job_yaml, parse_config_documents, validate
+from phalanx.spec.manifests import Translation, is_manifest, load_submissions, translate
 
 
 def read_text(path: str | Path) -> str:
@@ -50,14 +51,52 @@ def to_job_spec(job: object) -> JobSpec:
     )
 
 
+def to_submission(job: object) -> JobSpec | Translation:
+    """What ``Client.submit`` takes, checked: a Kubernetes workload manifest (a dict, or a
+    YAML file of one) with the job it makes, or a job as ``to_job_spec`` takes it."""
+    if isinstance(job, Translation):
+        return job
+    if is_manifest(job):
+        assert isinstance(job, Mapping)
+        return translate(dict(job))
+    if isinstance(job, str | Path):
+        text = read_text(job)
+        if "apiVersion" in text:  # a manifest, maybe: else the file is read as a job
+            items = load_submissions(text, source=str(job))
+            if len(items) == 1 and isinstance(items[0], Translation):
+                return items[0]
+            if any(isinstance(item, Translation) for item in items):
+                raise SpecError(f"holds {len(items)} documents; submit takes one job",
+                                field=str(job), fix="use submit_manifests for several")
+    return to_job_spec(job)
+
+
+def to_submissions(jobs: Iterable[object] | str | Path) -> list[JobSpec | Translation]:
+    """Jobs and manifests, checked, as ``Client.submit_manifests`` takes them (a YAML file
+    of several documents, or items ``to_submission`` takes), errors named ``items[i]``."""
+    if isinstance(jobs, str | Path):
+        return load_submissions(read_text(jobs), source=str(jobs))
+    items = []
+    for i, job in enumerate(jobs):
+        try:
+            items.append(to_submission(job))
+        except SpecError as exc:
+            where = f"items[{i}]" + (f".{exc.field}" if exc.field else "")
+            raise SpecError(exc.message, field=where, fix=exc.fix) from None
+    return items
+
+
 def to_config_documents(
-    documents: Sequence[Mapping[str, Any]] | str | Path,
+    documents: Sequence[Mapping[str, Any]] | str | Path, notes: list[str] | None = None,
 ) -> list[dict[str, Any]]:
-    """Validated config documents (flavors, cohorts, queues, priority classes) in wire form."""
+    """Validated config documents (flavors, cohorts, queues, priority classes) in wire form.
+
+    Kueue's own objects are taken too (``phalanx.spec.kueue``); ``notes`` receives what
+    they said that Phalanx read but keeps nowhere."""
     if isinstance(documents, str | Path):
-        objects = load_config_yaml(read_text(documents), source=str(documents))
+        objects = load_config_yaml(read_text(documents), source=str(documents), notes=notes)
     elif isinstance(documents, Sequence):
-        objects = parse_config_documents(list(documents))
+        objects = parse_config_documents(list(documents), notes=notes)
     else:
         raise SpecError(
             f"cannot apply a {type(documents).__name__}",

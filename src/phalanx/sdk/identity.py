@@ -38,18 +38,28 @@ class IdentityCalls:
     def users(self) -> builtins.list[UserView]:
         return self._request(UserList, "GET", "/v1/users").items
 
-    def put_user(self, name: str, role: str = "member",
-                 teams: builtins.list[str] | None = None) -> UserView:
-        """Create a user, or set an existing user's role and teams (admins only)."""
+    def create_user(self, name: str, role: str = "member",
+                    teams: builtins.list[str] | None = None) -> UserView:
+        """Create a user (admins only); Conflict if the name is taken."""
         body = {"name": name, "role": role, "teams": teams or []}
         return self._request(UserView, "POST", "/v1/users", json=body)
+
+    def put_user(self, name: str, role: str = "member",
+                 teams: builtins.list[str] | None = None) -> UserView:
+        """Set a user's role and teams, creating it if need be (admins only)."""
+        body = {"role": role, "teams": teams or []}
+        return self._request(UserView, "PUT", f"/v1/users/{quote(name, safe='')}", json=body)
 
     def set_user_disabled(self, name: str, disabled: bool = True) -> UserView:
         verb = "disable" if disabled else "enable"
         return self._request(UserView, "POST", f"/v1/users/{quote(name, safe='')}:{verb}")
 
-    def keys(self, user: str | None = None) -> builtins.list[KeyView]:
-        params = {"user": user} if user else {}
+    def keys(self, user: str | None = None, *, revoked: bool = False,
+             ) -> builtins.list[KeyView]:
+        """API keys; revoked ones too with ``revoked``."""
+        params: dict[str, str] = {"user": user} if user else {}
+        if revoked:
+            params["revoked"] = "true"
         return self._request(KeyList, "GET", "/v1/keys", params=params).items
 
     def create_key(self, user: str | None = None, *, scope: str = "all",

@@ -16,9 +16,7 @@ from fastapi.params import Depends as DependsParam
 from fastapi.routing import APIRoute
 
 from phalanx.errors import AuthError, Forbidden, InternalError
-from phalanx.server.principal import BOOTSTRAP_KEY, Principal
-from phalanx.spec.api import USER_HEADER
-from phalanx.spec.auth import USER_NAME
+from phalanx.server.principal import Principal
 from phalanx.spec.planes import PLANE_SCOPE_PREFIX
 from phalanx.store import AuditEntry
 
@@ -45,13 +43,10 @@ def principal_of(request: Request) -> Principal:
 
 
 def caller_of(request: Request) -> Principal:
-    """The principal as whom the request acts: the authenticated one, except that the
-    bootstrap key acts as the user its client names (``X-Phalanx-User``)."""
-    principal = principal_of(request)
-    named = request.headers.get(USER_HEADER)
-    if named is None or principal.key != BOOTSTRAP_KEY or not USER_NAME.fullmatch(named):
-        return principal  # a bad name is refused where it is taken (submit), not here
-    return principal.acting_as(named)
+    """The principal as whom the request acts: the authenticated one, or the user an admin
+    acts as (``X-Phalanx-Act-As``, resolved and audited by the guard,
+    ``Authenticator.act_as``). No other header names anyone."""
+    return principal_of(request)
 
 
 def client_of(request: Request) -> str:
@@ -62,6 +57,8 @@ def audit_entry(request: Request, action: str, target: str, **detail: Any) -> Au
     principal = caller_of(request)
     if principal.key:
         detail["key"] = principal.key
+    if principal.acted_by is not None:
+        detail["actedBy"] = principal.acted_by
     return AuditEntry(principal.name, client_of(request), action, target, detail)
 
 

@@ -10,13 +10,13 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import anyio
 from anyio import to_thread
 from fastapi import FastAPI, Header, Query, Request, WebSocket
 from fastapi.exceptions import RequestValidationError
-from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -34,6 +34,7 @@ from phalanx.errors import (
     PhalanxError,
     SpecError,
     Unavailable,
+    error_by_status,
 )
 from phalanx.server.access import (
     PRINCIPAL,
@@ -45,6 +46,7 @@ from phalanx.server.access import (
 )
 from phalanx.server.auth import Authenticator
 from phalanx.server.cluster_routes import add_cluster_routes
+from phalanx.server.document import openapi_document
 from phalanx.server.identity_routes import add_identity_routes
 from phalanx.server.logstream import (
     READ_THREADS,
@@ -56,14 +58,24 @@ from phalanx.server.logstream import (
     parse_since,
     stream_logs,
 )
+from phalanx.server.manifest_routes import add_manifest_routes, manifest_of
 from phalanx.server.plane_routes import add_plane_routes, check_plane_key
 from phalanx.server.podexec import add_exec_route, deny
 from phalanx.server.principal import Principal
-from phalanx.server.redaction import Occupancy, SecretEnvRule, job_as_seen_by, jobs_as_seen_by
+from phalanx.server.redaction import (
+    Occupancy,
+    SecretEnvRule,
+    clash_as_seen_by,
+    job_as_seen_by,
+    jobs_as_seen_by,
+    refuse_reserved_names,
+)
+from phalanx.server.secret_routes import add_secret_routes
+from phalanx.server.storage import StateDisk
 from phalanx.server.ui import MOUNT, create_ui
 from phalanx.server.workdir_routes import add_workdir_routes, check_job_sources, own_body_cap
 from phalanx.spec.api import (
-    USER_HEADER,
+    ACT_AS_HEADER,
     ErrorResponse,
     EventList,
     Health,
@@ -72,21 +84,17 @@ from phalanx.spec.api import (
     JobSelector,
     ServerStatus,
     VersionInfo,
-    check_user,
     parse_job,
 )
 from phalanx.spec.base import spec_error_from_errors
 from phalanx.spec.labels import merge_selectors
-from phalanx.spec.resources import JobSpec
+from phalanx.spec.resources import MAX_JOB_SPEC_BYTES, JobSpec
 from phalanx.spec.status import JobDetail, JobRecord, JobStatus, PodInfo
 from phalanx.store import JobFilter, LogStore
 from phalanx.store.workdirs import WORKDIRS, WorkdirStore
 from phalanx.version import __version__
 
 log = logging.getLogger("phalanx.api")
-
-BEARER = "bearerAuth"
-
 
 def _error(exc: PhalanxError) -> JSONResponse:
     return JSONResponse({"error": exc.to_dict()}, status_code=exc.status_code)
@@ -107,18 +115,20 @@ def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
              "a key) the client failed too often",
         500: "The control plane failed; it logged why",
         503: "The control loop is stuck or stopped",
+        507: "No space left in the control plane's state directory (PHALANX_HOME); "
+             "nothing was written",
     }
     return {code: {"model": ErrorResponse, "description": words[code]}
-            for code in (*codes, 500)}
+            for code in (*codes, 500, 507)}
 
 
 _V1 = _errors(401)
 # Routes reserved to some roles answer 403 too.
 _ROLE_ERRORS = _errors(401, 403)
 MAX_BODY_BYTES = 16 * 2**20  # the default of ``phalanx up --max-body-bytes``
-_STATUS_ERRORS: dict[int, type[PhalanxError]] = {400: SpecError, 401: AuthError,
-                                                 403: Forbidden,
-                                                 404: NotFound, 409: Conflict}
+# One job's body (POST /v1/jobs): its spec's bounded parts (MAX_JOB_SPEC_BYTES) and room
+# for the rest and for JSON's escapes.
+MAX_JOB_BODY_BYTES = 2 * MAX_JOB_SPEC_BYTES
 
 
 def _replay(body: bytes, receive: Receive) -> Receive:
@@ -144,11 +154,13 @@ class _Guard:
     cost about a sixth of the server's time per submission.
     """
 
-    def __init__(self, app: ASGIApp, auth: Authenticator, max_body_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, auth: Authenticator, max_body_bytes: int,
+                 disk: StateDisk | None) -> None:
         # A WebSocket (``/v1/jobs/{name}/exec``) carries its token in the same header.
         self.app = app
         self.auth = auth
         self.max_body_bytes = max_body_bytes
+        self.disk = disk
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
@@ -158,12 +170,17 @@ class _Guard:
             header = next((v for k, v in scope["headers"] if k == b"authorization"), None)
             try:
                 principal = self.auth.verify(_bearer(header))
+                acting = next((v for k, v in scope["headers"] if k == _ACT_AS), None)
+                if acting is not None:
+                    principal = await to_thread.run_sync(
+                        self.auth.act_as, principal, acting.decode("latin-1"),
+                        _client_host(scope), f"{scope.get('method', 'GET')} {scope['path']}")
                 check_plane_key(principal, scope["path"])
                 if scope["type"] == "websocket":
                     # Running commands in pods changes things: never a viewer or a read-only
                     # key. Which jobs' pods, the exec route checks per job.
                     principal.check_writes()
-            except (AuthError, Forbidden) as exc:
+            except (AuthError, Forbidden, SpecError) as exc:
                 refusal = _error(exc)
                 if scope["type"] == "websocket":
                     await deny(WebSocket(scope, receive, send), refusal)
@@ -174,15 +191,21 @@ class _Guard:
         if scope["type"] == "websocket":
             await self.app(scope, receive, send)
             return
+        cap = self.max_body_bytes
         too_large = PayloadTooLarge(
-            f"the request body is larger than {self.max_body_bytes} bytes", field="body",
+            f"the request body is larger than {cap} bytes", field="body",
             fix="send less per request (split a batch into several), or start the control "
                 "plane with a larger --max-body-bytes",
         )
+        if scope["path"] == "/v1/jobs" and cap > MAX_JOB_BODY_BYTES:
+            cap = MAX_JOB_BODY_BYTES
+            too_large = PayloadTooLarge(
+                f"the request body is larger than {cap} bytes, the most one job takes",
+                field="body", fix="pass large data as a file (a volume, the checkpoint "
+                "directory), not in the job's command, env or labels")
         declared = next((v for k, v in scope["headers"] if k == b"content-length"), None)
         capped = not own_body_cap(scope)  # an archive upload's route caps it, streaming it
-        if capped and declared is not None and declared.isdigit() \
-                and int(declared) > self.max_body_bytes:
+        if capped and declared is not None and declared.isdigit() and int(declared) > cap:
             await _error(too_large)(scope, receive, send)
             return
         if capped and declared is None and scope.get("method") in ("POST", "PUT", "PATCH"):
@@ -195,7 +218,7 @@ class _Guard:
                     return  # the client went away
                 chunk = message.get("body", b"")
                 size += len(chunk)
-                if size > self.max_body_bytes:
+                if size > cap:
                     await _error(too_large)(scope, receive, send)
                     return
                 chunks.append(chunk)
@@ -210,16 +233,35 @@ class _Guard:
 
         try:
             await self.app(scope, receive, watch)
-        except Exception:
-            # The client gets the envelope; the traceback stays in the server's log.
-            log.exception("%s %s failed", scope.get("method"), scope["path"])
+        except Exception as exc:
+            full = self.disk.refusal(exc) if self.disk is not None else None
+            if full is None:
+                # The client gets the envelope; the traceback stays in the server's log.
+                log.exception("%s %s failed", scope.get("method"), scope["path"])
             if not started:
-                await _error(InternalError(
+                await _error(full or InternalError(
                     "the control plane failed to answer", fix="see the control plane's log",
                 ))(scope, receive, send)
 
 
+def _methods_of(app: FastAPI, request: Request) -> list[str]:
+    """Every method some route answers at the request's path (for a 405's ``Allow``)."""
+    path = request.scope["path"]
+    methods: set[str] = set()
+    for route in app.router.routes:
+        regex, allowed = getattr(route, "path_regex", None), getattr(route, "methods", None)
+        if regex is not None and allowed and regex.match(path):
+            methods.update(allowed)
+    return sorted(methods)
+
+
 _OPEN = frozenset({"/v1/auth/token"})  # the exchange takes a key, not a token
+_ACT_AS = ACT_AS_HEADER.lower().encode()
+
+
+def _client_host(scope: Scope) -> str:
+    client = scope.get("client")
+    return str(client[0]) if client else "unknown"
 
 
 def _bearer(header: bytes | None) -> str:
@@ -245,14 +287,16 @@ def create_app(
     controller: Controller, auth: Authenticator, logs: LogStore, *, db_label: str,
     secrets: SecretEnvRule | None = None, max_body_bytes: int = MAX_BODY_BYTES,
     log_limits: LogLimits | None = None, dashboard: bool = True, interactive: bool = True,
-    planes: PlaneRegistry | None = None, control_plane_id: str = "",
+    planes: PlaneRegistry | None = None, control_plane_id: str = "", home: Path | None = None,
     workdirs: WorkdirStore | None = None,
 ) -> FastAPI:
     """``secrets`` says which env values job specs in answers redact (default: the built-in
     rule); see ``server/redaction.py``. ``dashboard`` serves the web dashboard at ``/ui``.
     ``interactive`` says whether commands may run in pods through the API
-    (``server/podexec.py``). ``workdirs`` holds jobs' packed working directories (default:
-    beside the logs, in the control plane's home)."""
+    (``server/podexec.py``). ``home``: the state directory, whose free space ``/healthz``
+    reports and a write that found none answers (507; ``server/storage.py``).
+    ``workdirs`` holds jobs' packed working directories (default: beside the logs, in
+    the control plane's home)."""
     service = controller.service
     secret_env = secrets if secrets is not None else SecretEnvRule()
     slots = FollowerSlots(log_limits if log_limits is not None else LogLimits())
@@ -265,7 +309,8 @@ def create_app(
     # looks at the same body again so the error names the field and the fix as before.
     parsers: dict[str, Callable[[object], object]] = {}
 
-    app.add_middleware(_Guard, auth=auth, max_body_bytes=max_body_bytes)
+    disk = StateDisk(home) if home is not None else None
+    app.add_middleware(_Guard, auth=auth, max_body_bytes=max_body_bytes, disk=disk)
     add_exec_route(app, service, interactive=interactive, error_response=_error)
     identity = auth.identity
     archives = workdirs if workdirs is not None else WorkdirStore(logs.root.parent / WORKDIRS)
@@ -284,6 +329,9 @@ def create_app(
 
     @app.exception_handler(PhalanxError)
     async def phalanx_error(request: Request, exc: PhalanxError) -> JSONResponse:
+        full = disk.refusal(exc) if disk is not None and exc.status_code >= 500 else None
+        if full is not None:
+            return _error(full)
         if exc.status_code >= 500:
             log.error("%s %s: %s", request.method, request.url.path, exc, exc_info=exc)
         return _error(exc)
@@ -311,18 +359,27 @@ def create_app(
         return _error(error)
 
     @app.exception_handler(StarletteHTTPException)
-    async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
-        cls = _STATUS_ERRORS.get(exc.status_code, PhalanxError)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        cls = error_by_status(exc.status_code, PhalanxError)
         error = cls(str(exc.detail), fix="see /openapi.json for the routes")
+        headers = getattr(exc, "headers", None)
+        if exc.status_code == 405:
+            # Starlette names the methods of the first route that matched the path only.
+            headers = {**(headers or {}), "Allow": ", ".join(_methods_of(app, request))}
         return JSONResponse({"error": error.to_dict()}, status_code=exc.status_code,
-                            headers=getattr(exc, "headers", None))
+                            headers=headers)
 
-    @app.get("/healthz", responses=_errors(503))
-    def healthz() -> Health:
-        """Answers 200 while the control loop completes steps, 503 once it stops or is stuck."""
+    @app.get("/healthz", response_model=Health, responses=_errors(503))
+    def healthz() -> Health | JSONResponse:
+        """Answers 200 while the control loop completes steps and the state directory has
+        room; 503 once the loop stops or is stuck, or the directory is full."""
         healthy, message = controller.health()
         if not healthy:
             raise Unavailable(message, fix="see the control plane's log (server.log)")
+        if disk is not None and (full := disk.problem()) is not None:
+            # Answered, not raised: the refused writes were logged already.
+            return _error(Unavailable(full.message, fix=f"free space on the disk of {disk.home} "
+                                      "(delete finished jobs and their logs: phalanx delete)"))
         return Health(message=message)
 
     @app.get("/metrics", response_class=PlainTextResponse, responses=_errors())
@@ -344,20 +401,31 @@ def create_app(
         ).model_copy(update={"planes": shown})
 
     # ------------------------------------------------------------------ jobs
-    submitter = Header(
-        None, alias=USER_HEADER,
-        description="Who submits (the client's OS user): heeded for the state directory's "
-        "bootstrap key only, which acts for its machine's users; every other key is its user",
-    )
-
-    def submitter_of(request: Request, user: str | None, specs: list[JobSpec]) -> Principal:
-        """The caller, as whom the jobs are submitted, once it may submit every one."""
-        check_user(user)
+    def submit_jobs(request: Request, specs: list[JobSpec], *, batch: bool,
+                    idempotency_key: str | None, manifests: dict[str, Any] | None = None,
+                    ) -> tuple[Principal, list[JobRecord], bool]:
+        """Submit as the caller, once it may submit every job: (the caller, the jobs,
+        whether this is a retry's answer). A name held by a job the caller may not see,
+        or one of the reserved form of hidden jobs' names, is refused with one answer
+        (``server/redaction.py``); a dependency on such a job answers as one on no job."""
         principal = viewer_of(request)
         for spec in specs:
             principal.check_submit(spec.queue)
+            auth.secrets.material(spec, principal.name, principal.teams)  # each can resolve
         check_job_sources(archives, principal, specs)
-        return principal
+        refuse_reserved_names(specs, batch=batch)
+        audit = submit_audit(request, specs)
+        try:
+            if idempotency_key is None:
+                return principal, service.submit_many(
+                    specs, batch=batch, user=principal.name, audit=audit,
+                    sees=principal.sees, manifests=manifests), False
+            records, replayed = service.submit_keyed(
+                specs, batch=batch, key=idempotency_key, user=principal.name, audit=audit,
+                sees=principal.sees, manifests=manifests)
+            return principal, records, replayed
+        except Conflict as exc:
+            raise clash_as_seen_by(exc, specs, principal, service.get) from None
 
     def submit_audit(request: Request, specs: list[JobSpec]) -> list[Any]:
         names = [s.name for s in specs]
@@ -370,21 +438,14 @@ def create_app(
         200: {"model": JobRecord, "description": _REPLAYED},
         **_errors(400, 401, 403, 409, 413, 429)})
     def submit(spec: JobSpec, request: Request, response: Response,
-               idempotency_key: str | None = _IDEMPOTENCY_HEADER,
-               user: str | None = submitter) -> JobRecord:
+               idempotency_key: str | None = _IDEMPOTENCY_HEADER) -> JobRecord:
         """Submit a job (to one of the caller's teams' LocalQueues, unless an admin). With an
         Idempotency-Key, a retry gets the first answer back."""
-        principal = submitter_of(request, user, [spec])
-        audit = submit_audit(request, [spec])
-        if idempotency_key is None:
-            record = service.submit(spec, user=principal.name, audit=audit)
-        else:
-            records, replayed = service.submit_keyed([spec], batch=False, key=idempotency_key,
-                                                     user=principal.name, audit=audit)
-            if replayed:
-                response.status_code = 200
-            record = records[0]
-        return job_as_seen_by(record, principal, secret_env)
+        principal, records, replayed = submit_jobs(request, [spec], batch=False,
+                                                   idempotency_key=idempotency_key)
+        if replayed:
+            response.status_code = 200
+        return job_as_seen_by(records[0], principal, secret_env)
 
     parsers["/v1/jobs"] = parse_job
 
@@ -392,21 +453,18 @@ def create_app(
         200: {"model": JobList, "description": _REPLAYED},
         **_errors(400, 401, 403, 409, 413, 429)})
     def submit_batch(batch: JobBatch, request: Request, response: Response,
-                     idempotency_key: str | None = _IDEMPOTENCY_HEADER,
-                     user: str | None = submitter) -> JobList:
+                     idempotency_key: str | None = _IDEMPOTENCY_HEADER) -> JobList:
         """Submit several jobs at once, all or nothing (one store transaction)."""
-        principal = submitter_of(request, user, batch.items)
-        audit = submit_audit(request, batch.items)
-        if idempotency_key is None:
-            records = service.submit_many(batch.items, user=principal.name, audit=audit)
-        else:
-            records, replayed = service.submit_keyed(batch.items, batch=True, key=idempotency_key,
-                                                     user=principal.name, audit=audit)
-            if replayed:
-                response.status_code = 200
+        principal, records, replayed = submit_jobs(request, batch.items, batch=True,
+                                                   idempotency_key=idempotency_key)
+        if replayed:
+            response.status_code = 200
         return JobList(items=jobs_as_seen_by(records, principal, secret_env))
 
     parsers["/v1/jobs:batch"] = JobBatch.parse
+    add_manifest_routes(app, submit_jobs,
+                        lambda records, viewer: jobs_as_seen_by(records, viewer, secret_env),
+                        _errors, _IDEMPOTENCY_HEADER, _REPLAYED)
 
     @app.get("/v1/jobs", dependencies=needs(Access.READ), responses=_errors(400, 401))
     def list_jobs(
@@ -473,7 +531,8 @@ def create_app(
             )
             for p in sorted(service.pods_of(name), key=lambda p: p.ref.rank)
         ]
-        return JobDetail(**record.model_dump(), pods=pods, events=service.events_of(name))
+        return JobDetail(**record.model_dump(), pods=pods, events=service.events_of(name),
+                         **manifest_of(service.store, record, viewer_of(request)))
 
     @app.get("/v1/jobs/{name}/events", dependencies=needs(Access.READ),
              responses=_errors(401, 404))
@@ -535,6 +594,7 @@ def create_app(
     if planes is not None:
         add_plane_routes(app, controller, planes, auth, control_plane_id, _errors, _error)
     add_identity_routes(app, auth, _ROLE_ERRORS, _errors)
+    add_secret_routes(app, auth, _errors)
     check_every_route(app.routes)
     if dashboard:
         # Any user's API key opens a dashboard session with that user's role and teams;
@@ -542,7 +602,7 @@ def create_app(
         app.mount(MOUNT, create_ui(controller, logs, auth.bootstrap_key, secrets=secret_env,
                                    slots=slots, log_reads=log_reads, authenticator=auth,
                                    planes=planes))
-    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
+    app.openapi = lambda: openapi_document(app, _OPEN)  # type: ignore[method-assign]
     return app
 
 
@@ -565,35 +625,3 @@ _FIX_AT = {
     "cookie": "send no cookies; the API takes a bearer token",
 }
 MAX_LIMIT = 1_000_000
-
-
-def _openapi(app: FastAPI) -> dict[str, Any]:
-    """FastAPI's document, with the bearer token declared and its unused 422 answers gone.
-
-    Validation errors answer 400 in the error envelope (declared per route), never 422.
-    """
-    if app.openapi_schema is not None:
-        return app.openapi_schema
-    doc = get_openapi(title=app.title, version=app.version, description=app.description,
-                      routes=app.routes)
-    for path, operations in doc.get("paths", {}).items():
-        for operation in operations.values():
-            responses = operation.get("responses", {})
-            responses.pop("422", None)
-            for code, response in responses.items():
-                content = response.get("content", {})
-                # A text route (logs, metrics) still answers its errors in the JSON envelope.
-                if code[0] in "45" and "text/plain" in content:
-                    content["application/json"] = content.pop("text/plain")
-            if path.startswith("/v1/") and path not in _OPEN:
-                operation["security"] = [{BEARER: []}]
-    schemas = doc.get("components", {}).get("schemas", {})
-    for unused in ("HTTPValidationError", "ValidationError"):
-        schemas.pop(unused, None)
-    doc.setdefault("components", {})["securitySchemes"] = {
-        BEARER: {"type": "http", "scheme": "bearer", "bearerFormat": "JWT",
-                 "description": "A short-lived token from POST /v1/auth/token, which takes "
-                 "an API key (the state directory's admin key is $PHALANX_HOME/token)"},
-    }
-    app.openapi_schema = doc
-    return doc

@@ -27,20 +27,31 @@ from typing import Any
 
 import jwt
 
-from phalanx.errors import AuthError, NotFound
+from phalanx.errors import AuthError, Forbidden, NotFound, SpecError
 from phalanx.server.jobkeys import AttemptLookup, JobKeys, job_of_key
 from phalanx.server.keys import KeyHasher, ensure_bootstrap_key, key_id_of
-from phalanx.server.principal import ADMIN_ROLE, BOOTSTRAP_KEY, JobBinding, Principal
-from phalanx.server.ratelimit import FailureLimiter, FailureLimits
+from phalanx.server.principal import (
+    ADMIN_ROLE,
+    BOOTSTRAP_KEY,
+    READ_SCOPE,
+    JobBinding,
+    Principal,
+)
+from phalanx.server.ratelimit import FailureLimiter, FailureLimits, tried_from, tried_key
+from phalanx.server.secrets import SecretVault
 from phalanx.server.tokens import SIGNING_FILE, SigningKeys
+from phalanx.spec.api import ACT_AS_HEADER
+from phalanx.spec.auth import USER_NAME
 from phalanx.spec.status import JobRecord
 from phalanx.store import AuditEntry, IdentityStore, StoredKey, User
+from phalanx.store.secrets import SecretStore
 
 log = logging.getLogger("phalanx.auth")
 
 TOKEN_TTL = 300.0
 VERIFIED_TOKENS = 10_000  # signatures remembered; all forgotten when full
 BOOTSTRAP_USER = "admin"
+PERSON_SCOPES = frozenset({"all", READ_SCOPE})  # a plane's key has a scope of its own
 _EXCHANGE_FIX = ("exchange an API key for a token at POST /v1/auth/token (the SDK and CLI do "
                  "it themselves; `phalanx login` stores your key)")
 
@@ -72,6 +83,8 @@ class Authenticator:
         self.job_keys = JobKeys(self.hasher)
         self.attempts = attempts
         self.signing = SigningKeys(home / SIGNING_FILE)
+        # Secrets' encryption keys live beside the signing keys and rotate with them.
+        self.secrets = SecretVault(home, SecretStore(identity.store), self._teams_of)
         self.failures = FailureLimiter(failure_limits)
         self._lock = threading.Lock()
         # Tokens whose signature was checked: a client sends the same token for minutes,
@@ -87,6 +100,12 @@ class Authenticator:
         self.bootstrap_key = bootstrap_key or ensure_bootstrap_key(home)
         self._bootstrap_hash = self._bootstrap(self.bootstrap_key)
 
+    def _teams_of(self, user: str) -> tuple[str, ...]:
+        try:
+            return self.identity.get_user(user).teams
+        except NotFound:
+            return ()
+
     def _bootstrap(self, key: str) -> str:
         """Make sure the admin user and the state directory's key exist; the key's hash."""
         key_hash = self.hasher.hash(key)
@@ -96,7 +115,7 @@ class Authenticator:
                 log.warning("user %s has role %s; the bootstrap key acts as admin anyway",
                             BOOTSTRAP_USER, admin.role)
         except NotFound:
-            self.identity.put_user(User(BOOTSTRAP_USER, ADMIN_ROLE), None)
+            self.identity.put_user(User(BOOTSTRAP_USER, ADMIN_ROLE), None, adopt_jobs=True)
         stored = self.identity.get_key(BOOTSTRAP_KEY)
         if stored is None or stored.hash != key_hash:
             # A new state directory, or a key changed (the Secret): the key in force is the
@@ -159,23 +178,58 @@ class Authenticator:
 
     def _bootstrap_bearer(self, token: str) -> Principal:
         """The single token of earlier versions, still taken as a bearer for one release."""
-        if (BOOTSTRAP_KEY not in self._revoked and token
-                and self.hasher.matches(token, self._bootstrap_hash)):
-            return Principal(BOOTSTRAP_USER, ADMIN_ROLE, key=BOOTSTRAP_KEY)
-        raise _unauthorized("missing or wrong token")
+        if not token or not self.hasher.matches(token, self._bootstrap_hash):
+            raise _unauthorized("missing or wrong token")
+        # A raw key obeys what its user's tokens obey: revoked or disabled, refused.
+        self.check_standing(BOOTSTRAP_USER, BOOTSTRAP_KEY, time.time())
+        return Principal(BOOTSTRAP_USER, ADMIN_ROLE, key=BOOTSTRAP_KEY)
+
+    # ------------------------------------------------------------------ acting as
+    def act_as(self, principal: Principal, name: str, client: str, request: str) -> Principal:
+        """The user ``name`` as an admin acting as it (``X-Phalanx-Act-As``): its role,
+        teams and queues, the admin's key and scope, and an audit entry naming both.
+
+        Forbidden for anyone but an admin with a person's key (not a job's credential nor
+        a compute plane's key), before the name is even looked at: the refusal tells
+        nothing of it."""
+        if not principal.acts_as_admin or principal.scope not in PERSON_SCOPES:
+            raise Forbidden(
+                f"acting as another user ({ACT_AS_HEADER}) needs role admin and a person's "
+                f"key; {principal.name}'s token is not an admin's", field=ACT_AS_HEADER,
+                fix="leave the header out: requests act as the user who signed in")
+        if name == principal.name:
+            return principal
+        if not USER_NAME.fullmatch(name):
+            raise SpecError(f"{name[:80]!r} is not a user name", field=ACT_AS_HEADER,
+                            fix="name a user `phalanx users list` shows")
+        try:
+            user = self.identity.get_user(name)
+        except NotFound:
+            raise SpecError(f"no user {name!r} to act as", field=ACT_AS_HEADER,
+                            fix="name a user `phalanx users list` shows") from None
+        if user.disabled:
+            raise SpecError(f"user {name} is disabled: no one acts as it", field=ACT_AS_HEADER,
+                            fix=f"enable it first (`phalanx users enable {name}`)")
+        self.identity.append([AuditEntry(principal.name, client, "act-as", name,
+                                         {"request": request, "key": principal.key})])
+        return Principal(user.name, user.role, user.teams, self._queues_of(user),
+                         principal.scope, principal.key, principal.expires_at,
+                         acted_by=principal.name)
 
     # ------------------------------------------------------------------ exchanging
     def exchange(self, key: str, client: str) -> IssuedToken:
-        """A token for an API key; AuthError if the key is not in force (counted against
-        ``client``), TooManyRequests while ``client`` has failed too often."""
-        self.failures.check(client)
+        """A token for an API key; AuthError if the key is not in force, TooManyRequests
+        instead once what it tried (``server/ratelimit.py``) has failed too often. A key in
+        force always exchanges, whatever failed before it."""
         now = time.time()
         try:
             principal = self._principal_of_key(key, now)
         except AuthError as exc:
-            self.failures.failed(client)
+            known = self._known_id(key)
+            self.failures.failed(tried_key(known) if known else tried_from(client))
             self.identity.append([AuditEntry(
-                "-", client, "login-failed", key_id_of(key) or "-", {"reason": exc.message})])
+                "-", client, "login-failed", known or key_id_of(key) or "-",
+                {"reason": exc.message})])
             raise
         expires = now + self.token_ttl
         claims: dict[str, Any] = {
@@ -191,6 +245,18 @@ class Authenticator:
         issued = Principal(principal.name, principal.role, principal.teams, principal.queues,
                            principal.scope, principal.key, expires, principal.job)
         return IssuedToken(token, issued, expires, self.token_ttl)
+
+    def _known_id(self, key: str) -> str | None:
+        """The id of the key ``key`` tries, if that names a key this control plane knows
+        (revoked, expired or of a disabled user included); None for an id no key has."""
+        if (named := job_of_key(key)) is not None:
+            job, attempt = named
+            known = self.attempts is not None and self.attempts(job, attempt) is not None
+            return f"job/{job}/{attempt}" if known else None
+        if self.hasher.matches(key, self._bootstrap_hash):
+            return BOOTSTRAP_KEY
+        key_id = key_id_of(key)
+        return key_id if key_id and self.identity.get_key(key_id) is not None else None
 
     def _principal_of_key(self, key: str, now: float) -> Principal:
         wrong = _unauthorized("the API key is wrong, expired or revoked",
@@ -216,9 +282,9 @@ class Authenticator:
                               wrong: AuthError) -> Principal:
         """The owner of the job a credential was issued to, while its attempt runs.
 
-        A job submitted through the bootstrap key names a user the store may not hold
-        (the machine's user, on the local quick start): its owner is that key's holder,
-        an admin, and the job's credential acts as one (minus admin routes, as always).
+        A job an earlier version submitted through the bootstrap key names the OS user its
+        client named, whom the store may not hold: its owner is that key's user, admin, and
+        the job's credential acts as it (minus admin routes, as always).
         """
         record = self._running_record(job, attempt)
         if not self.job_keys.matches(key, record, attempt):
@@ -228,7 +294,7 @@ class Authenticator:
         try:
             user = self.identity.get_user(record.user)
         except NotFound:
-            return Principal(record.user, ADMIN_ROLE, key=key_id, job=binding)
+            return Principal(BOOTSTRAP_USER, ADMIN_ROLE, key=key_id, job=binding)
         if user.disabled:
             raise _unauthorized(f"user {user.name} is disabled", fix="ask an admin to enable you")
         return Principal(user.name, user.role, user.teams, self._queues_of(user), key=key_id,

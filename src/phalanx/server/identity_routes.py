@@ -12,9 +12,9 @@ from phalanx.errors import NotFound, SpecError
 from phalanx.server.access import Access, audit_entry, client_of, needs, principal_of
 from phalanx.server.auth import Authenticator
 from phalanx.server.keys import new_key
-from phalanx.server.principal import BOOTSTRAP_KEY
 from phalanx.spec.auth import (
     TEAM_NAME,
+    USER_NAME,
     AuditList,
     AuditView,
     KeyCreated,
@@ -27,6 +27,7 @@ from phalanx.spec.auth import (
     TeamView,
     TokenIssued,
     TokenRequest,
+    UserChange,
     UserList,
     UserSpec,
     UserView,
@@ -72,9 +73,12 @@ def add_identity_routes(app: FastAPI, auth: Authenticator,
               responses=errors)
     def rotate(request: Request) -> SigningKeyRotated:
         """Sign new tokens with a new key; tokens signed by the previous one stay valid
-        until they expire."""
+        until they expire. The secrets' encryption key rotates too: every secret is
+        re-encrypted under a new one."""
         key = auth.signing.rotate()
-        identity.append([audit_entry(request, "signing-key-rotate", key.kid)])
+        reencrypted = auth.secrets.rotate()
+        identity.append([audit_entry(request, "signing-key-rotate", key.kid,
+                                     secrets=reencrypted)])
         return SigningKeyRotated(kid=key.kid)
 
     # ------------------------------------------------------------------ users
@@ -82,17 +86,33 @@ def add_identity_routes(app: FastAPI, auth: Authenticator,
     def users() -> UserList:
         return UserList(items=[_user_view(u) for u in identity.list_users()])
 
-    @app.post("/v1/users", dependencies=needs(Access.ADMIN), responses={
-        201: {"model": UserView, "description": "The user was created"},
-        **errors_for(400, 401, 403)})
-    def put_user(body: UserSpec, request: Request, response: Response) -> UserView:
-        """Create a user, or set an existing user's role and teams (201 when created)."""
-        created = identity.put_user(
+    @app.post("/v1/users", status_code=201, dependencies=needs(Access.ADMIN),
+              responses=errors_for(400, 401, 403, 409))
+    def create_user(body: UserSpec, request: Request) -> UserView:
+        """Create a user; 409 if the name is taken (``PUT /v1/users/{name}`` changes one)."""
+        identity.put_user(
             User(body.name, body.role, tuple(body.teams)),
-            audit_entry(request, "user-create", body.name, role=body.role, teams=body.teams))
+            audit_entry(request, "user-create", body.name, role=body.role, teams=body.teams),
+            create_only=True)
         auth.user_changed(body.name)
-        response.status_code = 201 if created else 200
         return _user_view(identity.get_user(body.name))
+
+    @app.put("/v1/users/{name}", dependencies=needs(Access.ADMIN), responses={
+        201: {"model": UserView, "description": "The user was created"},
+        **errors_for(400, 401, 403, 409)})
+    def put_user(name: str, body: UserChange, request: Request,
+                 response: Response) -> UserView:
+        """Set a user's role and teams, creating it if need be (201 then); 409 if it would
+        demote the last enabled admin."""
+        if not USER_NAME.fullmatch(name):
+            raise SpecError(f"{name[:80]!r} is not a user name", field="name",
+                            fix="use at most 253 letters, digits, '.', '_', '@', '+' or '-'")
+        created = identity.put_user(
+            User(name, body.role, tuple(body.teams)),
+            audit_entry(request, "user-set", name, role=body.role, teams=body.teams))
+        auth.user_changed(name)
+        response.status_code = 201 if created else 200
+        return _user_view(identity.get_user(name))
 
     def set_disabled(name: str, request: Request, disabled: bool) -> UserView:
         identity.set_disabled(name, disabled, audit_entry(
@@ -103,7 +123,8 @@ def add_identity_routes(app: FastAPI, auth: Authenticator,
     @app.post("/v1/users/{name}:disable", dependencies=needs(Access.ADMIN),
               responses=errors_for(401, 403, 404))
     def disable(name: str, request: Request) -> UserView:
-        """Refuse the user's keys and tokens at once (the user and its jobs stay)."""
+        """Refuse the user's keys and tokens at once (the user and its jobs stay); 409 for
+        the last enabled admin."""
         return set_disabled(name, request, True)
 
     @app.post("/v1/users/{name}:enable", dependencies=needs(Access.ADMIN),
@@ -112,16 +133,19 @@ def add_identity_routes(app: FastAPI, auth: Authenticator,
         return set_disabled(name, request, False)
 
     # ------------------------------------------------------------------ keys
-    @app.get("/v1/keys", dependencies=needs(Access.READ), responses=errors)
+    @app.get("/v1/keys", dependencies=needs(Access.READ), responses=errors_for(400, 401, 403))
     def keys(request: Request,
              user: str | None = Query(None, description="Whose keys (admins: default all)"),
+             revoked: bool = Query(False, description="Include revoked keys"),
              ) -> KeyList:
-        """API keys (never the keys themselves): the caller's own, or for an admin anyone's."""
+        """API keys (never the keys themselves): the caller's own, or for an admin anyone's;
+        revoked ones only when asked for."""
         p = principal_of(request)
         p.check_person()
         if not p.acts_as_admin:
             user = p.name
-        return KeyList(items=[_key_view(k) for k in identity.list_keys(user)])
+        return KeyList(items=[_key_view(k) for k in identity.list_keys(user)
+                              if revoked or k.revoked_at is None])
 
     @app.post("/v1/keys", status_code=201, dependencies=needs(Access.SELF),
               responses=errors_for(400, 401, 403, 404))
@@ -131,8 +155,6 @@ def add_identity_routes(app: FastAPI, auth: Authenticator,
         user = body.user or p.name
         if user != p.name:
             p.check_admin()
-        if p.key == BOOTSTRAP_KEY and body.user is None:
-            user = "admin"  # the bootstrap key's own user, whoever its client says it is
         key, key_id = new_key()
         now = time.time()
         stored = StoredKey(key_id, user, auth.hasher.hash(key), body.scope, body.description,

@@ -5,7 +5,8 @@ disk per call and gives back complete lines. ``stream_logs`` is the async body o
 logs route: every read runs in a worker thread under a small limiter of its own, so a
 follower holds no thread while it waits, and it polls with a growing pause, checking
 at each poll whether its client went away and whether the job has ended.
-``FollowerSlots`` bounds followers per job and per client.
+``FollowerSlots`` bounds followers per job, per client and in all (a client can reach the
+server from many addresses, loopback's 127.0.0.0/8 among them).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ READ_THREADS = 8
 TEXT = "text/plain; charset=utf-8"
 PER_JOB_ENV = "PHALANX_LOG_FOLLOWERS_PER_JOB"
 PER_CLIENT_ENV = "PHALANX_LOG_FOLLOWERS_PER_CLIENT"
+TOTAL_ENV = "PHALANX_LOG_FOLLOWERS"
 
 
 def pod_names(record: JobRecord) -> list[str]:
@@ -187,22 +189,27 @@ async def stream_logs(
 
 @dataclass(frozen=True, slots=True)
 class LogLimits:
-    """How many followed log streams the server serves at once, per job and per client
-    address (a follower waits on its job, so each holds a connection for as long)."""
+    """How many followed log streams the server serves at once, per job, per client
+    address and in all (a follower waits on its job, so each holds a connection for as
+    long; the total bounds what clients with many addresses can hold)."""
 
     per_job: int = 32
     per_client: int = 16
+    total: int = 256
 
     def __post_init__(self) -> None:
-        for env, value in ((PER_JOB_ENV, self.per_job), (PER_CLIENT_ENV, self.per_client)):
+        for env, value in ((PER_JOB_ENV, self.per_job), (PER_CLIENT_ENV, self.per_client),
+                           (TOTAL_ENV, self.total)):
             if value < 1:
                 raise SpecError(f"is {value}", field=env, fix="use 1 or more followers")
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] = os.environ) -> LogLimits:
-        """``$PHALANX_LOG_FOLLOWERS_PER_JOB`` and ``$PHALANX_LOG_FOLLOWERS_PER_CLIENT``."""
+        """``$PHALANX_LOG_FOLLOWERS_PER_JOB``, ``$PHALANX_LOG_FOLLOWERS_PER_CLIENT`` and
+        ``$PHALANX_LOG_FOLLOWERS`` (all followers of the server)."""
         values = {}
-        for env, name in ((PER_JOB_ENV, "per_job"), (PER_CLIENT_ENV, "per_client")):
+        for env, name in ((PER_JOB_ENV, "per_job"), (PER_CLIENT_ENV, "per_client"),
+                          (TOTAL_ENV, "total")):
             raw = environ.get(env, "").strip()
             if not raw:
                 continue
@@ -215,7 +222,7 @@ class LogLimits:
 
 
 class FollowerSlots:
-    """The followers being served, by job and by client address.
+    """The followers being served, by job, by client address and in all.
 
     Taken and given back on the event loop's thread only, so the counts need no lock.
     """
@@ -226,6 +233,13 @@ class FollowerSlots:
         self.by_client: Counter[str] = Counter()
 
     def take(self, job: str, client: str) -> None:
+        served = sum(self.by_job.values())
+        if served >= self.limits.total:
+            raise TooManyRequests(
+                f"the server already serves {served} log followers, its most", field="follow",
+                fix="stop a follower, read without follow=true, or raise "
+                    f"${TOTAL_ENV} on the server",
+            )
         if self.by_job[job] >= self.limits.per_job:
             raise TooManyRequests(
                 f"job {job} already has {self.by_job[job]} log followers", field="follow",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import functools
 import json
@@ -17,7 +18,7 @@ from typing import ParamSpec
 
 import uvicorn
 
-from phalanx.compute.base import PodCredential
+from phalanx.compute.base import AttemptSecrets, PodCredential
 from phalanx.compute.factory import make_plane
 from phalanx.compute.federation import PlaneSet
 from phalanx.compute.remote import PlaneTimers
@@ -36,14 +37,16 @@ from phalanx.defaults import (
     redact_url,
     tighten_state_dir,
 )
-from phalanx.errors import Conflict
+from phalanx.errors import Conflict, SpecError
 from phalanx.server.app import MAX_BODY_BYTES, create_app
 from phalanx.server.auth import TOKEN_TTL, Authenticator
 from phalanx.server.jobkeys import JobKeys
 from phalanx.server.keys import control_plane_id
 from phalanx.server.logstream import LogLimits
 from phalanx.server.redaction import SecretEnvRule
+from phalanx.server.secrets import SecretVault
 from phalanx.spec.planes import LOCAL_PLANE
+from phalanx.spec.status import JobRecord
 from phalanx.store import IdentityStore, LogStore, Store
 from phalanx.store.planes import PlaneStore
 from phalanx.store.workdirs import WorkdirStore
@@ -74,9 +77,15 @@ def pods_url(host: str, port: int) -> str:
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
-def pod_credentials(keys: JobKeys, api_url: str) -> CredentialSource:
-    """What each launched attempt's pods call ``api_url`` with."""
-    return lambda record, attempt: PodCredential(api_url, keys.key_for(record, attempt))
+def pod_credentials(keys: JobKeys, api_url: str, vault: SecretVault | None = None,
+                    ) -> CredentialSource:
+    """What each launched attempt's pods call ``api_url`` with, and the values of the
+    secrets their job names (resolved at each launch; a SpecError fails the attempt)."""
+    def credential(record: JobRecord, attempt: int) -> PodCredential:
+        secrets = vault.for_attempt(record.spec, record.user) if vault else AttemptSecrets()
+        return PodCredential(api_url, keys.key_for(record, attempt), secrets)
+
+    return credential
 
 
 def _owner_only_files(run: Callable[P, None]) -> Callable[P, None]:
@@ -91,6 +100,27 @@ def _owner_only_files(run: Callable[P, None]) -> Callable[P, None]:
             os.umask(previous)
 
     return private
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """The API's socket, bound; a port another program holds is a SpecError naming it."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    # Accepted connections inherit this; without it small responses wait on delayed ACKs
+    # (about 40 ms a request on Linux).
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise SpecError(f"port {port} on {host} is already in use", field="--port",
+                            fix="stop what listens there, or pass another --port "
+                            "(0: any free port)") from None
+        raise SpecError(f"cannot listen on {host}:{port}: {exc.strerror}",
+                        field="--host/--port", fix="pass an address of this machine and a "
+                        "free port (--port 0: any)") from None
+    return sock
 
 
 @_owner_only_files
@@ -119,6 +149,7 @@ def serve(
     local_plane: bool = True,
     worker_grace: float = 60.0,
     worker_lost_after: float = 900.0,
+    pod_uids: str | None = None,
 ) -> None:
     """Run the control plane in the foreground until SIGINT or SIGTERM.
 
@@ -132,7 +163,8 @@ def serve(
     loopback one when it listens on every address); ``local_plane``: whether it runs the
     in-process compute plane ``local`` (False: it only waits for workers, ``phalanx
     worker``); ``worker_grace``/``worker_lost_after``: the timers of planes that dial in
-    (``compute/remote.py``).
+    (``compute/remote.py``); ``pod_uids``: the range of uids the local plane gives its
+    attempts, one each (``compute/local/uids.py``).
 
     Everything it creates in the state directory is owner-only (umask 077 while it
     runs); an existing state directory with looser modes is tightened, and said so.
@@ -147,6 +179,7 @@ def serve(
             f"a control plane is already running on {home}", field=HOME_ENV,
             fix="use `phalanx status`, or `phalanx down` first",
         ) from None
+    sock = listen(host, port)  # first: a taken port is said before anything starts
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     loosened = tighten_state_dir(home)
     if loosened:
@@ -165,17 +198,15 @@ def serve(
     if local_plane:
         plane.add(LOCAL_PLANE, make_plane(
             compute, home, nodes_file, kubeconfig, namespace, default_image, run_as_user,
-            health_interval, site_checks, node_lost_grace, max_pods), qualify=False)
+            health_interval, site_checks, node_lost_grace, max_pods,
+            # Keys the local plane's shared directories (the in-process Kubernetes plane's
+            # objects stay untagged, as they always were).
+            control_plane=control_plane_id(home) if compute == "local" else None,
+            pod_uids=pod_uids), qualify=False)
     logs = LogStore.for_home(home)
     planes = PlaneRegistry(plane, PlaneStore(store), timers=timers, logs=logs)
     db_label = redact_url(db) if db else "sqlite"
 
-    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    # Accepted connections inherit this; without it small responses wait on delayed ACKs
-    # (about 40 ms a request on Linux).
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    sock.bind((host, port))
     real_port = sock.getsockname()[1]
     url_host = f"[{host}]" if ":" in host else host
     info = {
@@ -187,7 +218,8 @@ def serve(
         logging.getLogger("phalanx").warning(
             "no --pod-api-url: job pods are told the API is at %s, which they may not reach "
             "(the deploy values pass the Service's URL)", pods_url(host, real_port))
-    credentials = pod_credentials(auth.job_keys, pod_api_url or pods_url(host, real_port))
+    credentials = pod_credentials(auth.job_keys, pod_api_url or pods_url(host, real_port),
+                                  auth.secrets)
     controller = Controller(store, plane, grace_seconds=grace_seconds, logs=logs,
                             finished_ttl=finished_ttl, credentials=credentials)
     auth.attempts = controller.service.running_attempt
@@ -195,7 +227,7 @@ def serve(
     app = create_app(controller, auth, logs, db_label=str(info["db"]),
                      secrets=SecretEnvRule(extra=tuple(secret_env)), max_body_bytes=max_body_bytes,
                      log_limits=LogLimits.from_env(), interactive=interactive,
-                     planes=planes, control_plane_id=control_plane_id(home),
+                     planes=planes, control_plane_id=control_plane_id(home), home=home,
                      workdirs=WorkdirStore.for_home(home))
     server_file = home / SERVER_FILE
     # Written whole and then renamed: clients poll for this file and must never read half of it.

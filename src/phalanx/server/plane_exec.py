@@ -7,7 +7,7 @@ for the worker and waits. The worker, which only dials out:
 - long-polls ``GET /v1/planes/{name}/exec`` for commands (each is handed out once);
 - opens the WebSocket ``/v1/planes/{name}/exec/{session}`` for each, starts it with its
   own plane's exec and says so in its first (text) message, an ``ExecReady``; from there
-  every message is one ``phalanx.kinds.relay`` frame, as on the user's WebSocket, which
+  every message is one ``phalanx.relay`` frame, as on the user's WebSocket, which
   the exec route bridges to this one frame for frame (``WorkerChannel``).
 
 Both need the key of the plane the path names: a wrong key is refused by the guard (401),
@@ -29,10 +29,9 @@ from fastapi import FastAPI, Query, WebSocket
 from starlette.responses import Response
 from starlette.websockets import WebSocketDisconnect
 
-from phalanx import errors
+from phalanx import errors, relay
 from phalanx.control.planes import PlaneRegistry
 from phalanx.errors import Forbidden, NotFound, PhalanxError, ServerError
-from phalanx.kinds import relay
 from phalanx.server.access import PRINCIPAL, Access, needs
 from phalanx.server.podexec import deny
 from phalanx.server.principal import Principal
@@ -97,9 +96,7 @@ class WorkerChannel:
 
 def error_of(found: dict[str, Any]) -> PhalanxError:
     """The plane's refusal, as the error the worker's plane raised (ServerError if unknown)."""
-    kind = getattr(errors, str(found.get("type")), None)
-    if not (isinstance(kind, type) and issubclass(kind, PhalanxError)):
-        kind = ServerError
+    kind = errors.ERROR_TYPES.get(str(found.get("type")), ServerError)
     message = str(found.get("message") or "the worker's plane refused the command")
     field, fix = found.get("field"), found.get("fix")
     return kind(message, field=str(field) if field else None, fix=str(fix) if fix else None)

@@ -3,7 +3,7 @@
 The query says what to run: ``command`` (repeated, one word each), ``pod`` (a rank
 or a pod name; rank 0 by default), ``tty`` (a terminal, for interactive shells)
 and its ``cols``/``rows``. Once accepted, every message either way is one frame of
-``phalanx.kinds.relay``: the client sends input (``I``, empty at its end) and
+``phalanx.relay``: the client sends input (``I``, empty at its end) and
 terminal sizes (``R``); the server sends output (``1``/``2``) and, last, the exit
 (``X``), then closes. The compute plane runs the command (``ComputePlane.exec``); a
 plane behind a worker hands back the worker's WebSocket (``plane_exec.py``), which is
@@ -29,10 +29,10 @@ from fastapi import FastAPI, WebSocket
 from starlette.responses import Response
 from starlette.websockets import WebSocketDisconnect
 
+from phalanx import relay
 from phalanx.compute.base import ExecSession
 from phalanx.control.service import JobService
 from phalanx.errors import Forbidden, NotFound, PhalanxError, SpecError, TooManyRequests
-from phalanx.kinds import relay
 from phalanx.server.access import PRINCIPAL
 from phalanx.server.principal import Principal
 

@@ -13,7 +13,7 @@ configuration, other people's keys or their pods.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from phalanx.errors import Forbidden
 from phalanx.spec.status import JobRecord
@@ -44,6 +44,7 @@ class Principal:
     key: str = ""  # the id of the API key the token came from
     expires_at: float = 0.0
     job: JobBinding | None = None  # set when the token came from a job's credential
+    acted_by: str | None = None  # the admin acting as this user (``X-Phalanx-Act-As``)
 
     @property
     def is_admin(self) -> bool:
@@ -67,14 +68,6 @@ class Principal:
     def owns(self, record: JobRecord) -> bool:
         """Whether this viewer may see the job's secrets: its submitter only."""
         return record.user == self.name
-
-    def acting_as(self, user: str | None) -> Principal:
-        """The bootstrap admin key acts as the user its client names (the machine's owner,
-        who could read the key anyway), as the single token did; every other key is its
-        user whatever the client says."""
-        if self.key != BOOTSTRAP_KEY or not user or user == "unknown":
-            return self
-        return replace(self, name=user)
 
     def check_writes(self) -> None:
         if self.scope == READ_SCOPE:

@@ -5,7 +5,9 @@ in lists only as queue occupancy: a stable opaque name, its queue, status, prior
 resources, so "why is my job pending" stays answerable; no command, env, labels, user
 or messages. Of a job it sees but did not submit (``Principal.owns``), secret env values
 show as ``<redacted>``. The store keeps the real values and the pods get them: only API
-answers that carry a job spec (submit, list, describe, cancel) are redacted.
+answers that carry a job spec (submit, list, describe, cancel) are redacted. A submit
+whose name a job the viewer may not see holds is refused as every unavailable name is
+(``unavailable_name``): job names are one namespace.
 
 Which env names are secret (``SecretEnvRule``), case-insensitively:
 
@@ -26,11 +28,11 @@ import fnmatch
 import hashlib
 import hmac
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from phalanx.errors import SpecError
+from phalanx.errors import Conflict, NotFound, SpecError
 from phalanx.server.principal import ADMIN_ROLE, Principal
 from phalanx.spec.resources import JobSpec, PodSet
 from phalanx.spec.status import JobRecord
@@ -85,6 +87,7 @@ Viewer = Principal
 # An admin who owns no job (the dashboard's admin view): every job in full, secrets redacted.
 ADMIN = Principal("", ADMIN_ROLE)
 HIDDEN_USER = "hidden"
+HIDDEN_PREFIX = "hidden-"  # hidden jobs' names; no job may take one
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,7 +100,7 @@ class Occupancy:
 
     def hidden_name(self, name: str) -> str:
         digest = hmac.new(self.secret, name.encode(), hashlib.sha256).hexdigest()[:16]
-        return f"hidden-{digest}"
+        return f"{HIDDEN_PREFIX}{digest}"
 
     def of(self, record: Record) -> Record:
         name = self.hidden_name(record.name)
@@ -108,9 +111,13 @@ class Occupancy:
         spec = JobSpec.model_construct(
             **{**dict(record.spec), "name": name, "pod_sets": pod_sets, "labels": {},
                "depends_on": [], "max_runtime": None})
+        # The admission names the job too, and endpoints' URLs may.
+        admission = None if record.admission is None else \
+            record.admission.model_copy(update={"job": name})
         return record.model_copy(update={
             "name": name, "spec": spec, "user": HIDDEN_USER, "message": "",
-            "pending_message": None, "exit_code": None, "stop_reason": None})
+            "pending_message": None, "exit_code": None, "stop_reason": None,
+            "admission": admission, "endpoints": {}})
 
 
 def redacted_spec(spec: JobSpec, rule: SecretEnvRule) -> JobSpec:
@@ -140,3 +147,38 @@ def jobs_as_seen_by(
         elif occupancy is not None:
             seen.append(occupancy.of(record))
     return seen
+
+
+# A taken name's Conflict names the name's field: ``name``, or ``items[i].name`` in a batch.
+_NAME_FIELD = re.compile(r"(?:items\[(\d+)\]\.)?name")
+
+
+def unavailable_name(name: str, field: str) -> Conflict:
+    """The answer for a name held by a job the caller may not see, or reserved: the same,
+    so it tells that the name is unavailable (job names are shared by every team) and
+    nothing of the job: that there is one, whose it is, its queue, its state."""
+    return Conflict(f"the job name {name!r} is not available", field=field,
+                    fix="job names are shared by every team: choose another (a prefix of "
+                        "your team's keeps clear of others')")
+
+
+def refuse_reserved_names(specs: Sequence[JobSpec], *, batch: bool) -> None:
+    """Hidden jobs' names (``Occupancy``) are no job's: one could pose as another team's."""
+    for i, spec in enumerate(specs):
+        if spec.name.startswith(HIDDEN_PREFIX):
+            raise unavailable_name(spec.name, f"items[{i}].name" if batch else "name")
+
+
+def clash_as_seen_by(exc: Conflict, specs: Sequence[JobSpec], viewer: Viewer,
+                     lookup: Callable[[str], Record]) -> Conflict:
+    """A submit's Conflict as ``viewer`` may see it: as it is, unless a job the viewer
+    may not see holds the name (``lookup`` finds it), which answers ``unavailable_name``."""
+    field = _NAME_FIELD.fullmatch(exc.field or "")
+    if field is None:
+        return exc
+    name = specs[int(field.group(1) or 0)].name
+    try:
+        holder = lookup(name)
+    except NotFound:  # a batch that names it twice
+        return exc
+    return exc if viewer.sees(holder) else unavailable_name(name, exc.field or "name")

@@ -3,7 +3,8 @@
 The scheduler core decides, as it does in the control plane: a gang that fits its queue's
 quota on a flavor with ``provisioning`` but no node of it takes a hold and is reported in
 ``CycleResult.provisioning``. This module then does what the control plane's controller
-does with the ``simulated`` provider (``phalanx.sim.provider``):
+does with the ``simulated`` provider (``phalanx.sim.provider``), deciding by the same rules
+(``phalanx.provisioning.rules``); it keeps virtual time and the cost meter:
 
 * one pool per gang, named ``<job>-<attempt>``, sized by the scheduler's need; its nodes
   carry the flavor's labels and taints plus ``phalanx.dev/reserved-for=<job>`` (label and
@@ -37,18 +38,37 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from phalanx.errors import SpecError
-from phalanx.provisioning.base import PodSetShape, PoolRequest, Stockout, pool_name
+from phalanx.provisioning.base import PoolRequest, Stockout
+from phalanx.provisioning.rules import (
+    LIMIT_RETRY,
+    IdlePool,
+    PoolUsage,
+    ProvisioningSettings,
+    failure_decision,
+    failure_summary,
+    over_limit,
+    pool_request,
+    retention,
+    reuse_order,
+)
 from phalanx.scheduler import Scheduler
 from phalanx.scheduler.provisioning import ProvisioningNeed
 from phalanx.sim.meter import NodeMeter
 from phalanx.sim.provider import SimulatedProvider, always_out_of_stock, pool_delay
 from phalanx.spec import GPU, Node, QueueConfig
-from phalanx.spec.provisioning import POOL_LABEL, RESERVED_FOR, FlavorProvisioning
+from phalanx.spec.provisioning import RESERVED_FOR, FlavorProvisioning
 from phalanx.spec.resources import ResourceFlavor, Taint
 
-# A request over an operator's limit gives its quota back and asks again this much later
-# (the control plane's ProvisioningSettings.limit_retry).
-LIMIT_RETRY = 30.0
+__all__ = [
+    "LIMIT_RETRY",
+    "AutoscaleStats",
+    "Autoscaler",
+    "FixedCluster",
+    "check_timeouts",
+    "fixed_equivalent",
+    "node_price",
+    "pool_gpus",
+]
 _READY, _IDLE, _DELETE, _WAKE = 0, 1, 2, 3
 
 
@@ -97,14 +117,12 @@ class Autoscaler:
         self.config = config
         self.flavors: dict[str, ResourceFlavor] = config.provisionable_flavors()
         check_timeouts(config)
-        self.policy = config.provisioning_policy
-        self.stockout_block = self.policy.stockout_block
-        self.deletion_check = self.policy.deletion_check_delay
+        self.settings = ProvisioningSettings.of(config.provisioning_policy)
         self.scheduler = scheduler
         self.meter = meter
         self.provider = SimulatedProvider(seed)
         self.pools: dict[str, _Pool] = {}
-        self.totals: dict[str, tuple[int, int, float]] = {}  # flavor ("": all) -> in pools
+        self.totals: dict[str, PoolUsage] = {}  # flavor ("": all) -> its live pools
         self.owned: dict[str, str] = {}  # job -> its pool
         self.attempts: dict[str, int] = {}  # job -> provisioning attempts so far
         self.held_since: dict[str, float] = {}
@@ -187,14 +205,13 @@ class Autoscaler:
         pool.busy = False
         self.idle.add(pool.request.name)
         pool.generation += 1
-        ttl = self._spec(pool.request.flavor).idle_ttl
         # Idle (kept for a job of its shape) once the check passed, until the TTL ends.
-        pool.idle_from = now + self.deletion_check
-        pool.idle_until = pool.idle_from + ttl if ttl > 0 and pool.ready else now
+        kept = retention(now, self.settings, ready=pool.ready,
+                         idle_ttl=self._spec(pool.request.flavor).idle_ttl)
+        pool.idle_from, pool.idle_until = kept.idle_from, kept.idle_until
         if pool.idle_until > pool.idle_from:
             self._push(pool.idle_from, _IDLE, pool.request.name, pool.generation)
-        self._push(max(pool.idle_until, now + self.deletion_check), _DELETE, pool.request.name,
-                   pool.generation)
+        self._push(kept.delete_at, _DELETE, pool.request.name, pool.generation)
 
     def close(self, now: float) -> None:
         for pool in list(self.pools.values()):
@@ -203,7 +220,7 @@ class Autoscaler:
     # ------------------------------------------------------------------ serving a need
     def _serve(self, need: ProvisioningNeed, now: float) -> bool:
         request = self._request(need)
-        pool = self._reusable(need.job, self._hash(request), now)
+        pool = self._reusable(request, now)
         if pool is not None:
             self._stop_retrying(need.job)
             self.stats.pools_reused += 1
@@ -228,11 +245,12 @@ class Autoscaler:
         self._stop_retrying(need.job)
         try:
             status = self.provider.create(request)
-        except Stockout as exc:
+        except Stockout as exc:  # the only failure the simulated provider has
             self.stats.stockouts += 1
-            self._release(need.job, request.flavor, now, until=now + self.stockout_block,
-                          reason=f"pool {request.name}: stockout: {exc.message}",
-                          every_job=True, failed=True,
+            decision = failure_decision(exc, failure_summary(request.name, request.flavor, exc),
+                                        now, self.settings)
+            self._release(need.job, request.flavor, now, until=decision.until,
+                          reason=decision.message, every_job=decision.every_job, failed=True,
                           retry=not always_out_of_stock(request.options))
             return True
         self.stats.pools_created += 1
@@ -254,14 +272,17 @@ class Autoscaler:
             return self.advance(now)
         return False
 
-    def _reusable(self, job: str, config_hash: str, now: float) -> _Pool | None:
+    def _reusable(self, request: PoolRequest, now: float) -> _Pool | None:
         """The job's own pool (it restarts), else a pool of its shape kept by an idle TTL."""
-        mine = self.pools.get(self.owned.get(job, ""))
+        config_hash = self._hash(request)
+        mine = self.pools.get(self.owned.get(request.job, ""))
         if mine is not None and self._hash(mine.request) == config_hash:
             return mine
-        idle = [p for p in (self.pools[n] for n in self.idle) if p.ready
-                and p.idle_from <= now < p.idle_until and self._hash(p.request) == config_hash]
-        return min(idle, key=lambda p: p.request.name) if idle else None
+        idle = (IdlePool(p.request.name, p.request.provider, self._hash(p.request))
+                for p in (self.pools[n] for n in self.idle)
+                if p.ready and p.idle_from <= now < p.idle_until)
+        order = reuse_order(request.provider, config_hash, idle)
+        return self.pools[order[0]] if order else None
 
     def _hand_over(self, pool: _Pool, job: str, now: float) -> None:
         """``pool`` is reserved for ``job`` from now: its nodes are labelled and tainted
@@ -351,27 +372,18 @@ class Autoscaler:
     def _count(self, request: PoolRequest, sign: int) -> None:
         """Keep the pools, nodes and spend per hour of each flavor ("": all) up to date."""
         for key in (request.flavor, ""):
-            pools, nodes, spend = self.totals.get(key, (0, 0, 0.0))
-            self.totals[key] = (pools + sign, nodes + sign * request.node_count,
-                                spend + sign * request.cost_per_hour)
+            used = self.totals.get(key, PoolUsage())
+            self.totals[key] = PoolUsage(used.pools + sign,
+                                         used.nodes + sign * request.node_count,
+                                         used.spend + sign * request.cost_per_hour)
 
     def _over_limit(self, request: PoolRequest, alone: bool = False) -> str:
         """Why ``request`` must wait (a limit it would pass), or "". ``alone``: even with
         no other pool."""
-        spec = self._spec(request.flavor)
-        for scope, key, max_pools, max_nodes, max_spend in (
-                (f"flavor {request.flavor}", request.flavor, spec.max_pools, spec.max_nodes,
-                 spec.max_spend_per_hour),
-                ("ProvisioningPolicy", "", self.policy.max_pools, self.policy.max_nodes,
-                 self.policy.max_spend_per_hour)):
-            pools, nodes, spend = (0, 0, 0.0) if alone else self.totals.get(key, (0, 0, 0.0))
-            if max_pools is not None and pools + 1 > max_pools:
-                return f"{scope} maxPools ({max_pools}) reached"
-            if max_nodes is not None and nodes + request.node_count > max_nodes:
-                return f"{scope} maxNodes ({max_nodes}) reached: {nodes} in pools"
-            if max_spend is not None and spend + request.cost_per_hour > max_spend:
-                return f"{scope} maxSpendPerHour ({max_spend:g}) reached: {spend:g} per hour"
-        return ""
+        if alone:
+            return over_limit(request, self.config, PoolUsage(), PoolUsage())
+        return over_limit(request, self.config, self.totals.get(request.flavor, PoolUsage()),
+                          self.totals.get("", PoolUsage()))
 
     # ------------------------------------------------------------------ building requests
     def _spec(self, flavor: str) -> FlavorProvisioning:
@@ -380,20 +392,8 @@ class Autoscaler:
         return spec
 
     def _request(self, need: ProvisioningNeed) -> PoolRequest:
-        flavor = self.flavors[need.flavor]
-        spec = self._spec(need.flavor)
-        attempt = self.attempts.get(need.job, 0) + 1
-        name = pool_name(need.job, attempt)
-        taints = tuple((t.key, t.value, t.effect) for t in flavor.node_taints)
-        return PoolRequest(
-            name=name, job=need.job, attempt=attempt, flavor=need.flavor,
-            provider="simulated", node_count=need.nodes, node=dict(spec.node),
-            node_labels={**flavor.node_labels, RESERVED_FOR: need.job, POOL_LABEL: name},
-            node_taints=(*taints, (RESERVED_FOR, need.job, "NoSchedule")),
-            pod_sets=tuple(PodSetShape(p.name, p.count, dict(p.requests))
-                           for p in need.pod_sets),
-            slice_size=spec.nodes_per_pool if isinstance(spec.nodes_per_pool, int) else None,
-            price_per_node_hour=spec.price_per_node_hour, options=dict(spec.options))
+        """Any provider is played by the simulated one in a replay."""
+        return pool_request(self.config, need, self.attempts.get(need.job, 0) + 1, "simulated")
 
     def _nodes(self, request: PoolRequest, names: tuple[str, ...]) -> list[Node]:
         template = self._templates.get(request.flavor)
@@ -417,7 +417,7 @@ class Autoscaler:
         return request.node.get(GPU, 0) // 1000
 
     def _nodes_in_use(self) -> int:
-        return self.totals.get("", (0, 0, 0.0))[1]
+        return self.totals.get("", PoolUsage()).nodes
 
 def check_timeouts(config: QueueConfig) -> None:
     """Refuse a flavor whose pools boot no sooner than they time out: every attempt would

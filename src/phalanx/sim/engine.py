@@ -220,6 +220,7 @@ class Simulator:
         down: set[str] = set()
         attempts: dict[str, int] = {}
         remaining: dict[str, float] = {}
+        kept_seconds: dict[str, float] = {}  # per job, what its stopped runs saved
         team_seconds: dict[str, float] = {}
         series = Series()
         seq = 0
@@ -247,6 +248,7 @@ class Simulator:
             if failure:
                 lost_to_failures += (ran - kept) * o.gpus
             remaining[name] = run.remaining - kept
+            kept_seconds[name] = kept_seconds.get(name, 0.0) + kept
             meter.free(run.nodes, now)
             for node in run.nodes if track_nodes else ():
                 node_jobs[node].discard(name)
@@ -322,7 +324,8 @@ class Simulator:
                 busy -= o.gpus
                 team_seconds[o.cluster_queue] = (team_seconds.get(o.cluster_queue, 0.0)
                                                  + (now - run.start) * o.gpus)
-                goodput += (now - run.start) * o.gpus
+                # The last run and what earlier runs saved: the work the job kept.
+                goodput += (now - run.start + kept_seconds.pop(name, 0.0)) * o.gpus
                 o.finish = now
                 scheduler.remove(name)
                 meter.free(run.nodes, now)

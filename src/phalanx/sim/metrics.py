@@ -8,8 +8,10 @@ Everything else is derived here:
 * Utilisation while jobs wait: the same ratio over the instants when at least
   one job was pending (idle GPUs then are the scheduler's doing, not a lack of
   work, unless the waiting jobs do not fit).
-* Goodput: GPU-seconds of runs that completed / capacity GPU-seconds (work a
-  preemption or node failure threw away counts as busy but not as goodput).
+* Goodput: GPU-seconds of work kept by the jobs that completed (their last run
+  plus what their earlier runs saved at checkpoints) / capacity GPU-seconds (work
+  a preemption or node failure threw away counts as busy but not as goodput, and
+  so does the work of a job that never completed).
 * Queueing delay: first admission - submission; JCT: completion - submission.
 * Per ClusterQueue (team): GPU-seconds used, its share of all used GPU-seconds
   and of capacity, against its entitlement (nominal GPU quota / all nominal

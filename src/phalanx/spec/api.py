@@ -7,13 +7,12 @@ so ``/openapi.json`` describes exactly what goes over the wire.
 from __future__ import annotations
 
 import math
-import re
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, ConfigDict, Field, PlainSerializer, WithJsonSchema
 
 from phalanx.errors import SpecError
-from phalanx.spec.base import Model, Quantity, validate
+from phalanx.spec.base import Model, Quantity, StrictNumber, validate
 from phalanx.spec.config import CONFIG_KINDS, parse_config_documents
 from phalanx.spec.labels import check_labels
 from phalanx.spec.planes import PlaneView
@@ -84,24 +83,9 @@ class JobList(Model):
     )
 
 
-# Who submits, as the client says (``X-Phalanx-User``): informational until the API
-# authenticates users, so it is only checked to be a plain name.
-USER_HEADER = "X-Phalanx-User"
-UNKNOWN_USER = "unknown"
-_USER = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._@+-]{0,252}")
-
-
-def check_user(value: str | None) -> str:
-    """The submitting user a request names, or ``unknown``; a SpecError if it is no name."""
-    if value is None or value == "":
-        return UNKNOWN_USER
-    if not _USER.fullmatch(value):
-        raise SpecError(
-            f"{value!r} is not a user name", field=USER_HEADER,
-            fix="send at most 253 letters, digits, '.', '_', '@', '+' or '-', or leave "
-            "the header out",
-        )
-    return value
+# An admin acting as another user (``server/auth.py``): every request made so is audited
+# with both names; anyone else sending it is refused.
+ACT_AS_HEADER = "X-Phalanx-Act-As"
 
 
 class JobSelector(Model):
@@ -146,7 +130,19 @@ class JobBatch(Model):
         return cls(items=specs)
 
 
+class ManifestBatch(Model):
+    """Kubernetes workload manifests (batch Job, JobSet, PyTorchJob, MPIJob, RayJob,
+    RayCluster, AppWrapper) and Phalanx jobs, submitted all or nothing."""
+
+    items: list[dict[str, Any]] = Field(
+        min_length=1, max_length=MAX_BATCH,
+        description="Each a manifest as its project publishes it, or a Phalanx job")
+
+
 def parse_job(body: object) -> JobSpec:
+    if isinstance(body, dict) and "apiVersion" in body:
+        raise SpecError("is a Kubernetes manifest, not a Phalanx job", field="apiVersion",
+                        fix='POST it to /v1/manifests as {"items": [manifest]}')
     return validate(JobSpec, body)
 
 
@@ -238,9 +234,10 @@ class PoolList(Model):
 
 
 class DrainRequest(Model):
-    grace_seconds: float | None = Field(
-        default=None, ge=0, description="Time the gangs on the node get to stop "
-        "(default: the control plane's grace)",
+    grace_seconds: StrictNumber | None = Field(
+        default=None, ge=0, allow_inf_nan=False,
+        description="Time the gangs on the node get to stop (default: the control plane's "
+        "grace)",
     )
 
 

@@ -7,12 +7,14 @@ from typing import Annotated, Literal
 
 from pydantic import Field, StringConstraints
 
-from phalanx.spec.base import Model
+from phalanx.spec.base import Model, Name, StrictNumber
 
 Role = Literal["admin", "member", "viewer"]
 Scope = Literal["all", "read"]
 USER_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._@+-]{0,252}$")
 TEAM_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+# The longest a key may live when it expires at all (a later time cannot be written down).
+MAX_KEY_SECONDS = 100 * 365 * 86400
 UserName = Annotated[str, StringConstraints(pattern=USER_NAME.pattern)]
 TeamName = Annotated[str, StringConstraints(pattern=TEAM_NAME.pattern)]
 
@@ -44,9 +46,16 @@ class WhoAmI(Model):
 
 
 class UserSpec(Model):
-    """A user to create, or an existing one's new role and teams."""
+    """A user to create (``POST /v1/users`` refuses an existing name)."""
 
     name: UserName
+    role: Role = "member"
+    teams: list[TeamName] = Field(default_factory=list)
+
+
+class UserChange(Model):
+    """An existing user's new role and teams (``PUT /v1/users/{name}`` creates it too)."""
+
     role: Role = "member"
     teams: list[TeamName] = Field(default_factory=list)
 
@@ -64,8 +73,9 @@ class KeyRequest(Model):
     user: UserName | None = Field(default=None, description="Whose key (admins only; "
                                   "default: the caller)")
     scope: Scope = "all"
-    expires_in: float | None = Field(default=None, gt=0, description="Seconds until it "
-                                     "expires (default: never)")
+    expires_in: StrictNumber | None = Field(
+        default=None, gt=0, le=MAX_KEY_SECONDS, allow_inf_nan=False,
+        description="Seconds until it expires (default: never; at most 100 years)")
     description: str = Field(default="", max_length=255)
 
 
@@ -88,7 +98,7 @@ class KeyList(Model):
 
 
 class TeamSpec(Model):
-    queues: list[str] = Field(description="LocalQueues the team's members may submit to")
+    queues: list[Name] = Field(description="LocalQueues the team's members may submit to")
 
 
 class TeamView(TeamSpec):

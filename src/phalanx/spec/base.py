@@ -11,6 +11,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     PlainSerializer,
+    Strict,
     ValidationError,
     WithJsonSchema,
 )
@@ -99,6 +100,9 @@ Duration = Annotated[
     PlainSerializer(format_duration, return_type=str),
     WithJsonSchema({"anyOf": [{"type": "string"}, {"type": "number"}]}),
 ]
+
+# A JSON number (an integer or a float, never a boolean or a string), as a float.
+StrictNumber = Annotated[float, Strict()]
 
 NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 _DNS_LABEL = re.compile(NAME_PATTERN.removesuffix("$"))

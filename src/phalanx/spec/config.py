@@ -15,6 +15,8 @@ from pydantic import Field
 
 from phalanx.errors import Conflict, NotFound, SpecError
 from phalanx.spec.base import Model, validate
+from phalanx.spec.kueue import is_kubernetes_document, validate_kueue
+from phalanx.spec.kueue_checks import FOLDED, resolve_admission_checks
 from phalanx.spec.provisioning import FlavorProvisioning, ProvisioningPolicy
 from phalanx.spec.quantity import format_quantity
 from phalanx.spec.resources import (
@@ -314,7 +316,7 @@ def yaml_documents(text: str, source: str) -> list[Any]:
 _SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
-def _load_yaml_documents(text: str, source: str) -> list[Any]:
+def load_yaml_documents(text: str, source: str) -> list[Any]:
     docs = yaml_documents(text, source)
     if not docs:
         raise SpecError("holds no documents", field=source, fix="write at least one document")
@@ -328,11 +330,28 @@ def _load_yaml_documents(text: str, source: str) -> list[Any]:
     return docs
 
 
-def parse_config_documents(docs: list[Any], source: str = "documents") -> list[ConfigObject]:
+def parse_config_documents(
+    docs: list[Any], source: str = "documents", notes: list[str] | None = None,
+) -> list[ConfigObject]:
+    """Config objects of Phalanx's short form or Kueue's own (``apiVersion``, ``metadata``,
+    ``spec``: ``phalanx.spec.kueue``), mixed freely. ``notes`` receives what Kueue
+    documents said that Phalanx read but keeps nowhere."""
     objects: list[ConfigObject] = []
+    namespaces: dict[str, str] = {}
+    docs, said = resolve_admission_checks(docs, source)
+    if notes is not None:
+        notes.extend(said)
     for i, doc in enumerate(docs):
+        if doc is FOLDED:  # an admission check, read into the flavors it applies to
+            continue
         if not isinstance(doc, dict):
             raise SpecError(f"document {i + 1} is not a mapping", field=source)
+        if is_kubernetes_document(doc):
+            obj, said = validate_kueue(doc, source, i, namespaces)
+            objects.append(obj)
+            if notes is not None:
+                notes.extend(said)
+            continue
         kind = doc.get("kind")
         model = CONFIG_KINDS.get(kind) if isinstance(kind, str) else None
         label = f"{source}[{i}]" + (f" ({kind} {doc.get('name')})" if model else "")
@@ -340,18 +359,21 @@ def parse_config_documents(docs: list[Any], source: str = "documents") -> list[C
             raise SpecError(
                 f"unknown kind {kind!r}",
                 field=f"{source}[{i}].kind",
-                fix=f"use one of {', '.join(CONFIG_KINDS)}",
+                fix=f"use one of {', '.join(CONFIG_KINDS)}, or Kueue's own objects "
+                    "(apiVersion kueue.x-k8s.io/v1beta1 or v1beta2)",
             )
         objects.append(validate(model, doc, prefix=label))  # type: ignore[arg-type]
     return objects
 
 
-def load_config_yaml(text: str, source: str = "config") -> list[ConfigObject]:
-    return parse_config_documents(_load_yaml_documents(text, source), source)
+def load_config_yaml(
+    text: str, source: str = "config", notes: list[str] | None = None,
+) -> list[ConfigObject]:
+    return parse_config_documents(load_yaml_documents(text, source), source, notes)
 
 
 def load_job_yaml(text: str, source: str = "job") -> JobSpec:
-    docs = _load_yaml_documents(text, source)
+    docs = load_yaml_documents(text, source)
     if len(docs) != 1:
         raise SpecError(
             f"holds {len(docs)} documents", field=source, fix="put one job in each file"
@@ -362,5 +384,5 @@ def load_job_yaml(text: str, source: str = "job") -> JobSpec:
 def load_jobs_yaml(text: str, source: str = "jobs") -> list[JobSpec]:
     """Every job of a YAML text of one or more documents; an error names the document's
     index and field (``jobs.yaml[3].podSets[0].replicas``)."""
-    docs = _load_yaml_documents(text, source)
+    docs = load_yaml_documents(text, source)
     return [validate(JobSpec, doc, prefix=f"{source}[{i}]") for i, doc in enumerate(docs)]

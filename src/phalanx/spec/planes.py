@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from pydantic import ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field, StrictBool, field_validator
 
 from phalanx.spec.base import Model, Quantity
 from phalanx.spec.resources import Node
@@ -158,6 +158,11 @@ class DesiredAttempt(WireModel):
     credential: str | None = Field(
         default=None, description="The attempt's API key, which its pods call the API with as "
         "their job's owner (at the worker's --control-plane URL); sent only to its plane's worker")
+    secrets: dict[str, Any] | None = Field(
+        default=None, description="The values of the secrets the job names (env: pod set -> "
+        "variables; volumes: volume -> file -> base64; pull: reference -> base64 docker "
+        "config), for this attempt's pods only; sent only to its plane's worker while the "
+        "attempt is wanted")
 
 
 class DesiredState(WireModel):
@@ -256,11 +261,11 @@ class PlaneKey(Model):
 
 
 class PlaneFlags(Model):
-    cordoned: bool
+    cordoned: StrictBool
 
 
 class PlaneDrain(Model):
-    move: bool = Field(default=False, description="Stop the plane's jobs now (requeued as "
+    move: StrictBool = Field(default=False, description="Stop the plane's jobs now (requeued as "
                        "system failures, to run elsewhere); false: let them finish")
 
 

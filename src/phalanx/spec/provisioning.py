@@ -24,10 +24,18 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BeforeValidator, Field, WithJsonSchema, field_validator, model_validator
+from pydantic import (
+    BeforeValidator,
+    Field,
+    StrictBool,
+    StrictInt,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
 
 from phalanx.errors import SpecError
-from phalanx.spec.base import Duration, Model, Name, Quantity
+from phalanx.spec.base import Duration, Model, Name, Quantity, StrictNumber
 from phalanx.spec.quantity import parse_duration
 
 # The label and taint that reserve a pool's nodes for the job they were bought for; only that
@@ -193,14 +201,14 @@ class FlavorProvisioning(Model):
     node: dict[str, Quantity] = Field(
         description="What one node of the pool holds (its allocatable), e.g. "
                     "{cpu: \"8\", memory: 32Gi, nvidia.com/gpu: 4}")
-    max_pools: int | None = Field(default=None, ge=1, description="Pools of this flavor that "
+    max_pools: StrictInt | None = Field(default=None, ge=1, description="Pools of this flavor that "
                                   "may exist at once")
-    max_nodes: int | None = Field(default=None, ge=1, le=MAX_POOL_NODES,
-                                  description="Nodes of this flavor's pools at once")
-    max_spend_per_hour: float | None = Field(
+    max_nodes: StrictInt | None = Field(default=None, ge=1, le=MAX_POOL_NODES,
+                                        description="Nodes of this flavor's pools at once")
+    max_spend_per_hour: StrictNumber | None = Field(
         default=None, ge=0, allow_inf_nan=False,
         description="The most this flavor's pools may cost per hour, together")
-    price_per_node_hour: float = Field(default=0.0, ge=0, allow_inf_nan=False)
+    price_per_node_hour: StrictNumber = Field(default=0.0, ge=0, allow_inf_nan=False)
     idle_ttl: Duration = Field(
         default=0.0, alias="idleTTL", description="How long a pool whose job ended waits for "
         "the next job of the same shape before it is deleted")
@@ -260,18 +268,19 @@ class ProvisioningPolicy(Model):
 
     kind: Literal["ProvisioningPolicy"] = "ProvisioningPolicy"
     name: Name = "default"
-    create_pools: bool = Field(
+    create_pools: StrictBool = Field(
         default=True, description="false: create no new pool (jobs wait, saying so); pools "
         "that exist are still cleaned up")
-    max_pools: int | None = Field(default=None, ge=0, description="Pools at once, all flavors")
-    max_nodes: int | None = Field(default=None, ge=0, description="Pool nodes at once, all "
-                                  "flavors")
-    max_spend_per_hour: float | None = Field(
+    max_pools: StrictInt | None = Field(default=None, ge=0,
+                                        description="Pools at once, all flavors")
+    max_nodes: StrictInt | None = Field(default=None, ge=0, description="Pool nodes at "
+                                        "once, all flavors")
+    max_spend_per_hour: StrictNumber | None = Field(
         default=None, ge=0, allow_inf_nan=False,
         description="The most all pools may cost per hour, together")
     stockout_block: Duration = Field(
         default=300.0, description="How long a flavor that was out of stock is not asked again")
-    retries: int = Field(default=3, ge=1, le=100, description="Transient failures at one "
+    retries: StrictInt = Field(default=3, ge=1, le=100, description="Transient failures at one "
                          "flavor before the next is tried (Kueue's default: 3)")
     retry_backoff: Duration = Field(default=60.0, description="The wait before the first "
                                     "retry after a transient failure; it doubles each time")

@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from phalanx.spec.base import Model
+from phalanx.spec.base import Model, StrictNumber
 
 HEAD = "head"
 """The name of a Ray job's head pod set (its one replica runs the GCS and the dashboard)."""
@@ -30,11 +30,11 @@ class RaySpec(Model):
         default_factory=dict,
         description="Ray's runtime_env for the entrypoint (working_dir, pip, env_vars, ...)",
     )
-    entrypoint_num_cpus: float | None = Field(
+    entrypoint_num_cpus: StrictNumber | None = Field(
         default=None, ge=0, allow_inf_nan=False,
         description="CPUs the entrypoint's driver reserves (Ray's entrypoint_num_cpus)",
     )
-    entrypoint_num_gpus: float | None = Field(
+    entrypoint_num_gpus: StrictNumber | None = Field(
         default=None, ge=0, allow_inf_nan=False,
         description="GPUs the entrypoint's driver reserves (Ray's entrypoint_num_gpus)",
     )

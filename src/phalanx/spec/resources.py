@@ -11,20 +11,26 @@ from typing import Annotated, Literal
 
 from pydantic import (
     AfterValidator,
+    AliasChoices,
     BeforeValidator,
     Field,
+    Strict,
+    StrictBool,
+    StrictInt,
     ValidationInfo,
     WithJsonSchema,
     field_validator,
     model_validator,
 )
 
-from phalanx.spec.base import Duration, Model, Name, Quantity
+from phalanx.spec.base import Duration, Model, Name, Quantity, StrictNumber
 from phalanx.spec.labels import check_labels
 from phalanx.spec.provisioning import FlavorProvisioning, ProvisioningPolicy
 from phalanx.spec.quantity import format_amount
 from phalanx.spec.ray import RaySpec
+from phalanx.spec.secrets import EnvFromItem, PullSecretItem, SecretEnvVar, split_env
 from phalanx.spec.sources import GENERATE_NAME, GitSource, Workdir, generated_name
+from phalanx.spec.volumes import Volume, VolumeMount, check_paths, check_shm, check_volumes
 
 GPU = "nvidia.com/gpu"
 
@@ -33,11 +39,17 @@ GPU = "nvidia.com/gpu"
 MAX_REPLICAS = 100_000
 # Priorities are 32-bit, as a Kubernetes PriorityClass's value (and the store's column).
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
-Int32 = Annotated[int, Field(ge=INT32_MIN, le=INT32_MAX)]
+# Strict: JSON's true, 1.5 or "10" is no integer (lax pydantic would take them as 1, 1, 10).
+Int32 = Annotated[int, Strict(), Field(ge=INT32_MIN, le=INT32_MAX)]
 
 
 def _priority(value: object) -> object:
-    if isinstance(value, int) and not isinstance(value, bool) and not (
+    if not isinstance(value, str | int) or isinstance(value, bool):
+        raise ValueError(
+            f"{value!r} is neither a PriorityClass's name nor an integer; name a PriorityClass "
+            f"(such as \"high\") or use an integer from {INT32_MIN} to {INT32_MAX}"
+        )
+    if isinstance(value, int) and not (
         INT32_MIN <= value <= INT32_MAX
     ):
         raise ValueError(
@@ -58,7 +70,7 @@ Priority = Annotated[
     }),
 ]
 # A count (restarts, pending jobs): zero or more, at most what a 32-bit column holds.
-Count = Annotated[int, Field(ge=0, le=INT32_MAX)]
+Count = Annotated[int, Strict(), Field(ge=0, le=INT32_MAX)]
 # Records read back from the store were checked when they were submitted; bounds added
 # since (MAX_REPLICAS) apply to new input only, so a record stored before still loads.
 STORED = "stored"
@@ -228,7 +240,7 @@ class FlavorFungibility(Model):
 
 
 class FairSharing(Model):
-    weight: float = Field(default=1.0, ge=0, allow_inf_nan=False)
+    weight: StrictNumber = Field(default=1.0, ge=0, allow_inf_nan=False)
 
 
 class ClusterQueue(Model):
@@ -252,14 +264,14 @@ class ClusterQueue(Model):
                     "queue's reclaim or fair-sharing preemption (KAI's preemption protection). "
                     "A Phalanx addition; Kueue has no such field",
     )
-    capacity_follows_health: bool = Field(
+    capacity_follows_health: StrictBool = Field(
         default=False,
         description="The queue's nominal quota (and lendingLimit) of a flavor shrink by the "
                     "capacity of that flavor's nodes that are unhealthy or cordoned, every "
                     "cycle; admitted jobs over the shrunk quota are preempted, lowest priority "
                     "first (MLBatch's slack queue). A Phalanx addition",
     )
-    avoid_degraded_nodes: bool = Field(
+    avoid_degraded_nodes: StrictBool = Field(
         default=False,
         description="Place this queue's jobs on no node whose health is degraded (WARN). "
                     "A Phalanx addition",
@@ -290,7 +302,7 @@ class Cohort(Model):
 class LocalQueue(Model):
     kind: Literal["LocalQueue"] = "LocalQueue"
     name: Name
-    cluster_queue: str
+    cluster_queue: Name
     stop_policy: Literal["None", "Hold", "HoldAndDrain"] = "None"
 
 
@@ -332,7 +344,7 @@ class RestartPolicy(Model):
 
 
 class CheckpointPolicy(Model):
-    keep: bool = Field(
+    keep: StrictBool = Field(
         default=False,
         description="Keep the job's checkpoint directory (PHALANX_CHECKPOINT_DIR) after the job "
                     "ends; by default it is removed then",
@@ -381,14 +393,53 @@ DependencyItem = Annotated[
 ]
 
 
+# Bounds of one pod set's command and environment: far above what a program takes, low
+# enough that one job spec stays small (every list of jobs carries its specs).
+MAX_ARGUMENTS = 4096
+MAX_ARGUMENT_BYTES = 128 * 1024
+MAX_ENV = 1024
+MAX_ENV_BYTES = 256 * 1024
+# All commands, environments and labels of one job: what a list of jobs carries per job.
+MAX_JOB_SPEC_BYTES = 1024 * 1024
+_ENV_NAME = r"^[^=\x00]+$"
+
+Argument = Annotated[str, Field(max_length=MAX_ARGUMENT_BYTES, pattern=r"^[^\x00]*$")]
+EnvName = Annotated[str, Field(min_length=1, max_length=1024, pattern=_ENV_NAME)]
+EnvValue = Annotated[str, Field(max_length=MAX_ENV_BYTES, pattern=r"^[^\x00]*$")]
+
+
+def _env_bounded(env: dict[str, str]) -> dict[str, str]:
+    size = sum(len(k) + len(v) for k, v in env.items())
+    if size > MAX_ENV_BYTES:
+        raise ValueError(
+            f"the environment holds {size} characters, above the limit of {MAX_ENV_BYTES}; "
+            "pass large data as a file (a volume, the checkpoint directory), not in env"
+        )
+    return env
+
+
 class PodSet(Model):
     name: Name = "worker"
-    replicas: int = Field(default=1, ge=1, json_schema_extra={"maximum": MAX_REPLICAS})
-    min_replicas: int | None = Field(default=None, ge=1,
-                                     json_schema_extra={"maximum": MAX_REPLICAS})
+    replicas: StrictInt = Field(default=1, ge=1, json_schema_extra={"maximum": MAX_REPLICAS})
+    min_replicas: StrictInt | None = Field(default=None, ge=1,
+                                           json_schema_extra={"maximum": MAX_REPLICAS})
     resources: dict[str, Quantity] = Field(default_factory=dict)
-    command: list[str] = Field(default_factory=list)
-    env: dict[str, str] = Field(default_factory=dict)
+    command: list[Argument] = Field(
+        default_factory=list, max_length=MAX_ARGUMENTS,
+        description="The program and its arguments; the program is not empty",
+    )
+    env: Annotated[dict[EnvName, EnvValue], AfterValidator(_env_bounded)] = Field(
+        default_factory=dict, max_length=MAX_ENV,
+        description=f"Variables (at most {MAX_ENV}, {MAX_ENV_BYTES} bytes in all): a map, or "
+        "Kubernetes' list of {name, value} and {name, valueFrom: {secretKeyRef}} (those go to "
+        "secretEnv)",
+    )
+    env_from: list[EnvFromItem] = Field(
+        default_factory=list, description="Secrets whose every key becomes a variable")
+    secret_env: list[SecretEnvVar] = Field(
+        default_factory=list, description="Variables taken from one key of a secret")
+    image_pull_secrets: list[PullSecretItem] = Field(
+        default_factory=list, description="docker secrets Kubernetes pulls the image with")
     working_dir: str | None = None
     image: str | None = None
     node_selector: dict[str, str] = Field(default_factory=dict)
@@ -399,6 +450,34 @@ class PodSet(Model):
                     "integer), from one NUMA node when they fit; on Kubernetes requests equal "
                     "limits (Guaranteed QoS) for the static CPU manager",
     )
+    mounts: list[VolumeMount] = Field(
+        default_factory=list, validation_alias=AliasChoices("mounts", "volumeMounts"),
+        description="Where the pods see the job's volumes (Kubernetes' volumeMounts, "
+                    "accepted under that name too)",
+    )
+    shm: Quantity | None = Field(
+        default=None, gt=0, description="A /dev/shm of this size, e.g. 16Gi (on Kubernetes a "
+        "Memory emptyDir, counted as the pod's memory)",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _env_list(cls, value: object) -> object:
+        if isinstance(value, dict) and isinstance(value.get("env"), list):
+            plain, from_secrets = split_env(value["env"])
+            field = "secretEnv" if "secretEnv" in value or "secret_env" not in value \
+                else "secret_env"
+            return {**value, "env": plain, field: [*value.get(field, []), *from_secrets]}
+        return value
+
+    @model_validator(mode="after")
+    def _variables_named_once(self) -> PodSet:
+        names = [e.name for e in self.secret_env]
+        twice = sorted({n for n in names if names.count(n) > 1 or n in self.env})
+        if twice:
+            raise ValueError(f"variable {twice[0]!r} is set twice (env and secretEnv, or twice "
+                             "from secrets); set each variable once")
+        return self
 
     @model_validator(mode="after")
     def _min_within_replicas(self) -> PodSet:
@@ -419,6 +498,20 @@ class PodSet(Model):
             )
         return value
 
+    @field_validator("command")
+    @classmethod
+    def _program_named(cls, value: list[str]) -> list[str]:
+        if value and not value[0].strip():
+            raise ValueError("the program (command[0]) is empty; name the program to run, "
+                             "such as python or /bin/sh")
+        size = sum(len(arg) for arg in value)
+        if size > MAX_ARGUMENT_BYTES * 2:
+            raise ValueError(
+                f"the command holds {size} characters, above the limit of "
+                f"{MAX_ARGUMENT_BYTES * 2}; pass large data as a file, not as arguments"
+            )
+        return value
+
     @field_validator("cpu_pinning")
     @classmethod
     def _pinned_cpus_whole(cls, value: str, info: ValidationInfo) -> str:
@@ -429,6 +522,19 @@ class PodSet(Model):
                 f"exclusive pinning gives whole CPUs, and resources.cpu is {shown}; ask for an "
                 f"integer cpu such as \"1\" or \"4\", or drop cpuPinning"
             )
+        return value
+
+    @field_validator("mounts")
+    @classmethod
+    def _one_mount_per_path(cls, value: list[VolumeMount]) -> list[VolumeMount]:
+        check_paths(value)
+        return value
+
+    @field_validator("shm")
+    @classmethod
+    def _shm_mounted_once(cls, value: int | None, info: ValidationInfo) -> int | None:
+        if value is not None:
+            check_shm(info.data.get("mounts", []))
         return value
 
     @field_validator("resources")
@@ -448,7 +554,7 @@ class JobSpec(Model):
         description="A prefix of the job's name: without a name, and whenever the name is "
                     "taken, the control plane names the job this prefix and 5 random "
                     "lowercase letters and digits (Kubernetes' generateName)")
-    queue: str = "default"
+    queue: Name = "default"
     priority: Priority = "default"
     kind: JobKind = JobKind.GENERIC
     max_runtime: Duration | None = None
@@ -476,6 +582,11 @@ class JobSpec(Model):
         description="Jobs that must end first: names (`[prep]`, condition Succeeded) or "
                     "`{job: prep, condition: Finished}`; the job waits, holding no quota",
     )
+    volumes: list[Volume] = Field(
+        default_factory=list, validate_default=True,
+        description="Volumes the pod sets mount (Kubernetes' volumes: emptyDir, hostPath, "
+                    "persistentVolumeClaim, configMap, secret, nfs)",
+    )
     workdir: Workdir | None = Field(
         default=None,
         description="The directory every pod starts in, a copy of its own: a path on the "
@@ -497,10 +608,32 @@ class JobSpec(Model):
         return data
 
     @model_validator(mode="after")
-    def _unique_pod_sets(self) -> JobSpec:
-        names = [p.name for p in self.pod_sets]
+    def _bounded(self, info: ValidationInfo) -> JobSpec:
+        if from_store(info):
+            return self
+        size = sum(len(k) + len(v) for k, v in self.labels.items())
+        for pod_set in self.pod_sets:
+            size += sum(len(arg) for arg in pod_set.command)
+            size += sum(len(k) + len(v) for k, v in pod_set.env.items())
+        if size > MAX_JOB_SPEC_BYTES:
+            raise ValueError(
+                f"the pod sets' commands, env and the labels hold {size} characters, above "
+                f"the limit of {MAX_JOB_SPEC_BYTES} per job; pass large data as a file "
+                "(a volume, the checkpoint directory), not in the job spec"
+            )
+        return self
+
+    @field_validator("pod_sets")
+    @classmethod
+    def _unique_pod_sets(cls, value: list[PodSet]) -> list[PodSet]:
+        # A field's validator, so the refusal names podSets.
+        names = [p.name for p in value]
         if len(set(names)) != len(names):
             raise ValueError("two podSets share a name; give each pod set its own name")
+        return value
+
+    @model_validator(mode="after")
+    def _one_kind_one_source(self) -> JobSpec:
         if self.ray is not None and self.kind is not JobKind.RAY:
             raise ValueError(f"ray is set on a job of kind {self.kind.value!r}; set kind: ray, "
                              "or remove ray")
@@ -508,6 +641,28 @@ class JobSpec(Model):
             raise ValueError("both workdir and git are set; a job's code comes from one "
                              "source: remove one of them")
         return self
+
+    def secret_refs(self) -> list[tuple[str, str]]:
+        """Every secret the job names, with the field that names it, in spec order."""
+        refs: list[tuple[str, str]] = [
+            (v.secret.secret_name, f"volumes[{i}].secret.secretName")
+            for i, v in enumerate(self.volumes) if v.secret is not None]
+        for i, p in enumerate(self.pod_sets):
+            refs += [(e.secret, f"podSets[{i}].envFrom[{j}].secret")
+                     for j, e in enumerate(p.env_from)]
+            refs += [(e.value_from.secret_key_ref.name,
+                      f"podSets[{i}].secretEnv[{j}].valueFrom.secretKeyRef.name")
+                     for j, e in enumerate(p.secret_env)]
+            refs += [(s.name, f"podSets[{i}].imagePullSecrets[{j}].name")
+                     for j, s in enumerate(p.image_pull_secrets)]
+        return refs
+
+    @field_validator("volumes")
+    @classmethod
+    def _mounted_volumes_listed(cls, value: list[Volume], info: ValidationInfo,
+                                ) -> list[Volume]:
+        check_volumes(value, info.data.get("pod_sets", []))
+        return value
 
     @field_validator("depends_on")
     @classmethod

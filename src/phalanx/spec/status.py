@@ -110,8 +110,8 @@ class JobRecord(Model):
     # DeadlineExceeded, ...); kept so a restarted control plane finishes the job's stop.
     stop_reason: StopRequest | None = None
     preemptions: int = 0
-    # Who submitted the job, as the client said (X-Phalanx-User). Informational only until
-    # the API authenticates users: any client may send any name.
+    # Who submitted the job: the signed-in user (the bootstrap key is user admin). Jobs of
+    # earlier versions may carry the OS user their client named.
     user: str = "unknown"
     endpoints: dict[str, str] = Field(
         default_factory=dict, description="Addresses the job's kind recorded when its current "
@@ -154,3 +154,9 @@ class PodInfo(Model):
 class JobDetail(JobRecord):
     pods: list[PodInfo] = Field(default_factory=list)
     events: list[JobEvent] = Field(default_factory=list)
+    manifest: dict[str, Any] | None = Field(
+        default=None, description="The Kubernetes manifest the job was submitted as (shown "
+        "to the job's owner); the job's spec is what Phalanx made of it")
+    manifest_notes: list[str] = Field(
+        default_factory=list, description="What Phalanx made of the manifest's fields it "
+        "reads its own way, each as `path: what`")

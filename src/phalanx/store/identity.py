@@ -17,7 +17,7 @@ from sqlalchemy.exc import IntegrityError
 
 from phalanx.errors import Conflict, NotFound, SpecError
 from phalanx.store.store import Store, insert_audit
-from phalanx.store.tables import api_keys, audit_log, teams, users
+from phalanx.store.tables import api_keys, audit_log, jobs, teams, users
 
 ROLES = ("admin", "member", "viewer")
 SCOPES = ("all", "read")
@@ -73,6 +73,32 @@ def _user(row: Any) -> User:
     return User(row.name, row.role, tuple(row.teams), bool(row.disabled), row.created_at)
 
 
+def _keep_an_admin(connection: Connection, name: str, change: str) -> None:
+    """Conflict if ``name`` is the last enabled admin: ``change`` would leave the control
+    plane with no one who may undo it (the bootstrap key included: it is user admin)."""
+    admins = set(connection.execute(select(users.c.name).where(
+        users.c.role == "admin", users.c.disabled.is_(False))).scalars())
+    if admins == {name}:
+        raise Conflict(
+            f"user {name} is the last enabled admin; {change} would leave no one to "
+            "administer the control plane", field="name",
+            fix="make another user an admin first (`phalanx users set OTHER --role admin`), "
+                "then change this one")
+
+
+def _refuse_job_owner(connection: Connection, name: str) -> None:
+    """Conflict if jobs carry ``name`` as their owner while no user has it: an earlier
+    version recorded the local admin's jobs under the OS user its client named, and a
+    user created under that name would own them (their secrets, exec, cancel)."""
+    if connection.execute(select(jobs.c.name).where(jobs.c.user_name == name).limit(1)
+                          ).first() is not None:
+        raise Conflict(
+            f"jobs were submitted under the name {name} before a user of that name existed "
+            "(the local admin key once recorded the OS user); a new user would own them",
+            field="name", fix=f"choose another name, or delete those jobs first "
+                              f"(`phalanx jobs --user {name}`, then `phalanx delete JOB`)")
+
+
 def _key(row: Any) -> StoredKey:
     return StoredKey(row.id, row.user_name, row.hash, row.scope, row.description,
                      row.created_at, row.expires_at, row.revoked_at)
@@ -113,8 +139,8 @@ class IdentityStore:
             if members:
                 raise Conflict(
                     f"team {name} has members: {', '.join(members[:5])}", field="team",
-                    fix="move them to other teams first (`phalanx users create NAME --team T` "
-                        "updates a user), then delete it")
+                    fix="move them to other teams first (`phalanx users set NAME --team T` "
+                        "sets a user's teams), then delete it")
             if connection.execute(delete(teams).where(teams.c.name == name)).rowcount == 0:
                 raise NotFound(f"no team {name!r}", field="team",
                                fix="name a team `phalanx teams list` shows")
@@ -145,8 +171,13 @@ class IdentityStore:
         with self.engine.connect() as connection:
             return len(connection.execute(select(users.c.name).limit(1)).all())
 
-    def put_user(self, user: User, audit: AuditEntry | None) -> bool:
-        """Create the user, or set an existing one's role and teams; whether it was new."""
+    def put_user(self, user: User, audit: AuditEntry | None, *,
+                 create_only: bool = False, adopt_jobs: bool = False) -> bool:
+        """Create the user, or set an existing one's role and teams; whether it was new.
+
+        ``create_only``: Conflict if the user exists (a create never overwrites one).
+        Conflict too if it would demote the last enabled admin, or create a user whose
+        name jobs already carry (unless ``adopt_jobs``: the bootstrap admin's own)."""
         if user.role not in ROLES:
             raise SpecError(f"unknown role {user.role!r}", field="role",
                             fix=f"use one of {', '.join(ROLES)}")
@@ -156,15 +187,28 @@ class IdentityStore:
                                        ).first()
             values = {"role": user.role, "teams": list(user.teams)}
             if found is None:
+                if not adopt_jobs:
+                    _refuse_job_owner(connection, user.name)
                 connection.execute(insert(users), {"name": user.name, "disabled": False,
                                                    "created_at": time.time(), **values})
+            elif create_only:
+                raise Conflict(
+                    f"user {user.name} already exists", field="name",
+                    fix=f"change its role or teams with `phalanx users set {user.name} "
+                        f"--role ROLE --team TEAM` (PUT /v1/users/{user.name}), or create "
+                        "the user under another name")
             else:
+                if user.role != "admin":
+                    _keep_an_admin(connection, user.name, f"making it a {user.role}")
                 connection.execute(update(users).where(users.c.name == user.name).values(values))
             insert_audit(connection, [audit] if audit else [])
         return found is None
 
     def set_disabled(self, name: str, disabled: bool, audit: AuditEntry) -> None:
+        """Disable or enable a user; Conflict if it would disable the last enabled admin."""
         with self.store.write() as connection:
+            if disabled:
+                _keep_an_admin(connection, name, "disabling it")
             changed = connection.execute(
                 update(users).where(users.c.name == name).values(disabled=disabled)).rowcount
             if not changed:

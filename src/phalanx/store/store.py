@@ -58,6 +58,7 @@ from phalanx.store.tables import (
     idempotency_keys,
     job_events,
     job_labels,
+    job_manifests,
     jobs,
     queue_config,
 )
@@ -209,8 +210,10 @@ class Store:
     def create_job(
         self, record: JobRecord, event: JobEvent | None = None,
         request: IdempotentRequest | None = None, audit: Sequence[object] = (),
+        manifest: Mapping[str, Any] | None = None,
     ) -> None:
-        """Store a new job (and its first event); Conflict if the name is taken.
+        """Store a new job (and its first event, and the manifest it was submitted as);
+        Conflict if the name is taken.
 
         ``request``: the Idempotency-Key the submit carried, stored in the same transaction
         (Conflict naming ``Idempotency-Key`` if another request stored it first); ``audit``:
@@ -226,6 +229,9 @@ class Store:
                 connection.execute(insert(jobs), job_row(record))
                 if record.spec.labels:
                     connection.execute(insert(job_labels), label_rows(record))
+                if manifest is not None:
+                    connection.execute(insert(job_manifests),
+                                       {"job": record.name, "document": dict(manifest)})
                 if event is not None:
                     connection.execute(insert(job_events), event_row(event))
                 self._insert_request(connection, request)
@@ -242,8 +248,10 @@ class Store:
     def create_jobs(
         self, records: list[JobRecord], events: Iterable[JobEvent] = (),
         request: IdempotentRequest | None = None, audit: Sequence[object] = (),
+        manifests: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> None:
-        """Store new jobs (and their first events) in one transaction, all or none.
+        """Store new jobs (and their first events, and the manifests some were submitted
+        as, by job name) in one transaction, all or none.
 
         Conflict, naming the position (``items[i].name``) of the first job whose name is
         taken, if any is; nothing is stored then.
@@ -258,6 +266,10 @@ class Store:
                 connection.execute(insert(jobs), rows)
                 if labels:
                     connection.execute(insert(job_labels), labels)
+                if manifests:
+                    connection.execute(insert(job_manifests), [
+                        {"job": name, "document": dict(document)}
+                        for name, document in manifests.items()])
                 if event_rows:
                     connection.execute(insert(job_events), event_rows)
                 self._insert_request(connection, request)
@@ -303,6 +315,14 @@ class Store:
                 "another request with this Idempotency-Key was stored first",
                 field="Idempotency-Key", fix="retry it: the first request's answer comes back",
             )
+
+    def get_manifest(self, name: str) -> dict[str, Any] | None:
+        """The manifest job ``name`` was submitted as, if it was submitted as one."""
+        with self.engine.connect() as connection:
+            document = connection.execute(
+                select(job_manifests.c.document).where(job_manifests.c.job == name)
+            ).scalar_one_or_none()
+        return dict(document) if document is not None else None
 
     def get_job(self, name: str) -> JobRecord:
         with self.engine.connect() as connection:

@@ -64,6 +64,16 @@ job_labels = Table(
     Index("ix_job_labels_key_value", "key", "value", "job"),
 )
 
+# The Kubernetes manifest a job was submitted as (batch Job, JobSet, PyTorchJob, ...), as
+# submitted; written with the job, never changed, gone with it. Jobs submitted in Phalanx's
+# own form have no row.
+job_manifests = Table(
+    "job_manifests",
+    metadata,
+    Column("job", String(255), ForeignKey("jobs.name", ondelete="CASCADE"), primary_key=True),
+    Column("document", JSON, nullable=False),
+)
+
 job_events = Table(
     "job_events",
     metadata,
@@ -192,4 +202,20 @@ planes = Table(
     # fence, the pods' stop and a margin): a restarted control plane waits at least this
     # long before it calls the plane lost, even if the worker never reports again.
     Column("fence_needs", Double, nullable=True),
+)
+
+# Secrets, encrypted (server/secrets.py): the values only as one authenticated ciphertext of
+# the whole key -> value map; the keys' names in clear, for lists. ``owner`` is
+# ``team:<name>`` or ``user:<name>``; names are unique per owner, so creating one tells
+# nothing of another owner's.
+secrets = Table(
+    "secrets",
+    metadata,
+    Column("owner", String(320), primary_key=True),
+    Column("name", String(63), primary_key=True),
+    Column("type", String(16), nullable=False),  # env | file | ssh | docker
+    Column("keys", JSON, nullable=False),
+    Column("ciphertext", Text, nullable=False),
+    Column("created_at", Double, nullable=False),
+    Column("created_by", String(253), nullable=False),
 )

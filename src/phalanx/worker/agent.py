@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from phalanx.compute.base import ComputePlane, PodCredential, PodState
+from phalanx.compute.base import AttemptSecrets, ComputePlane, PodCredential, PodState
 from phalanx.compute.lease import PlaneLease, fence_grace, fence_step, lost_after_needed
 from phalanx.errors import Conflict, PhalanxError, SpecError
 from phalanx.scheduler.types import Admission
@@ -430,7 +430,8 @@ class Worker:
                 admission = Admission.from_dict(
                     attempt.admission.model_dump(by_alias=True) | {"job": attempt.job})
                 # The pods call the control plane where this worker reaches it.
-                credential = (PodCredential(api_url=self.client.url, key=attempt.credential)
+                credential = (PodCredential(api_url=self.client.url, key=attempt.credential,
+                                            secrets=AttemptSecrets.from_wire(attempt.secrets))
                               if attempt.credential else None)
                 self._fetch_workdir(spec)
                 self.plane.launch(spec, attempt.attempt, admission, credential=credential)

@@ -15,6 +15,7 @@ import httpx
 from websockets.exceptions import InvalidHandshake, InvalidStatus
 from websockets.sync.client import ClientConnection, connect
 
+from phalanx import relay
 from phalanx.errors import (
     AuthError,
     Conflict,
@@ -23,7 +24,6 @@ from phalanx.errors import (
     ServerError,
     SpecError,
 )
-from phalanx.kinds import relay
 from phalanx.spec.planes import (
     DesiredState,
     ExecRequest,

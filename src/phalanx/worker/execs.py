@@ -5,7 +5,7 @@ The worker still only dials out: ``ExecRelay`` long-polls the control plane for 
 ``/v1/planes/{plane}/exec/{session}``, starts the command with its own plane's exec (the
 local pod's supervisor socket, or a cluster's pods/exec), says so in a first text message
 (``ExecReady``, or the plane's refusal in the API's error form) and from there relays
-``phalanx.kinds.relay`` frames both ways, one per message, until the command's exit has
+``phalanx.relay`` frames both ways, one per message, until the command's exit has
 gone out or either side went away (which hangs the command up).
 """
 
@@ -18,9 +18,9 @@ import threading
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection
 
+from phalanx import relay
 from phalanx.compute.base import ComputePlane, ExecSession
 from phalanx.errors import InternalError, PhalanxError
-from phalanx.kinds import relay
 from phalanx.spec.planes import ExecReady, ExecRequest
 from phalanx.worker.client import PlaneClient
 

@@ -90,8 +90,8 @@ def from_settings(client: KubeClient, settings: Settings) -> tuple[Fence | None,
         raise SpecError(
             "a compute plane behind a worker fences its pods, copying the fence from the "
             "Phalanx image, which is not known", field=FENCE_IMAGE_ENV,
-            fix="set it to the worker's own image (`phalanx k8s render` with mode: cluster "
-            "does)")
+            fix="pass `phalanx worker --fence-image IMAGE` (or set it), the Phalanx image "
+            "the worker runs; `phalanx k8s render` with mode: cluster sets it")
     name = lease_name(settings.plane)
     # Scaled to the worker's fence (10 s at most each), so that the fence acts well within
     # the margin the control plane keeps between --fence-after and --worker-lost-after;

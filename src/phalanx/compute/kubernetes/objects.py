@@ -16,7 +16,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from phalanx.compute.kubernetes import checkpoints
+from phalanx.compute.base import CONTROL_PLANE_LABEL, owner_tag
+from phalanx.compute.kubernetes import checkpoints, volumes
 from phalanx.errors import SpecError
 from phalanx.kinds import DEFAULT_MASTER_PORT, OwnAddressNetwork, PodRef, framework_of
 from phalanx.scheduler.types import Admission
@@ -46,7 +47,7 @@ SELECTOR = f"{MANAGED_BY}={MANAGER}"
 # selects by them, so it never acts on a same-named object of another plane's or control
 # plane's in a shared namespace.
 PLANE = "phalanx.dev/plane"
-CONTROL_PLANE = "phalanx.dev/control-plane"
+CONTROL_PLANE = CONTROL_PLANE_LABEL
 
 _NOT_LABEL = re.compile(r"[^a-z0-9-]+")
 NO_IMAGE_FIX = ("give the pod set an image, or start the control plane with a default "
@@ -69,16 +70,6 @@ def dns_label(text: str, *, letter_first: bool = False) -> str:
         return clean
     digest = hashlib.sha256(text.encode()).hexdigest()[:8]
     return f"{clean[:54].rstrip('-')}-{digest}"
-
-
-def owner_tag(identity: dict[str, str] | None) -> str:
-    """A short tag of whose objects these are (plane and control plane), for the names of a
-    plane a worker drives: two control planes sharing a namespace both run a job "train",
-    attempt 1, under names that never meet. Empty for an in-process plane."""
-    if not identity:
-        return ""
-    owner = "/".join(f"{k}={v}" for k, v in sorted(identity.items()))
-    return "-" + hashlib.sha256(owner.encode()).hexdigest()[:6]
 
 
 def control_plane_of(identity: dict[str, str] | None) -> dict[str, str]:
@@ -317,6 +308,7 @@ def pod(
         spec["priorityClassName"] = priority_class
     if job.termination_grace is not None:  # the kubelet's SIGTERM-to-SIGKILL wait
         spec["terminationGracePeriodSeconds"] = round(job.termination_grace)
+    volumes.mount(spec, container, job, pod_set, plan.name)
     if checkpoint_volume is not None:
         checkpoints.mount(spec, container, job.name, checkpoint_volume,
                           checkpoint_tag(plan.identity))

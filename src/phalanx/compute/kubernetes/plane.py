@@ -33,7 +33,9 @@ from phalanx.compute.kubernetes import (
     fencing,
     kuberay,
     objects,
+    secretdata,
     sources,
+    volumes,
 )
 from phalanx.compute.kubernetes.attempts import (
     Attempt,
@@ -142,6 +144,7 @@ class KubernetesPlane(ComputePlane):
         plane: str | None = None,
         control_plane: str | None = None,
         fence_after: float | None = None,
+        fence_image: str | None = None,
     ) -> KubernetesPlane:
         """Connect (kubeconfig, in-cluster, or explicit server + token), adopt, start watching."""
         configuration, _ = configure(kubeconfig=kubeconfig, context=context, server=server,
@@ -155,6 +158,7 @@ class KubernetesPlane(ComputePlane):
         settings.plane = plane or settings.plane  # driven by the worker of this plane
         settings.control_plane = control_plane or settings.control_plane
         settings.fence_after = fence_after or settings.fence_after
+        settings.fence_image = fence_image or settings.fence_image
         made = cls(KubeClient(configuration), home, settings)
         try:
             made.start()
@@ -248,6 +252,7 @@ class KubernetesPlane(ComputePlane):
             objects.image_of(job, index, self.settings.default_image)
         objects.check_cpu_pinning(job)
         sources.check_working_dirs(job)
+        volumes.check(job)
 
     def cordon(self, name: str, unschedulable: bool) -> None:
         """Patch the Node's ``spec.unschedulable``, as ``kubectl cordon`` does.
@@ -423,14 +428,16 @@ class KubernetesPlane(ComputePlane):
             checkpoint_volume=self.settings.checkpoint_volume,
             consume=consumes(self.inventory_source.node_object(planned.node)),
         )
+        pod_set = next(p for p in job.pod_sets if p.name == planned.ref.pod_set)
+        secretdata.attach(body["spec"], body["spec"]["containers"][0], plan.name, pod_set)
         if api_url is not None:
             credentials.mount(body["spec"], body["spec"]["containers"][0], plan.name, api_url)
-        index = [p.name for p in job.pod_sets].index(planned.ref.pod_set)
         sources.add_source(body["spec"], body["spec"]["containers"][0], job,
-                           job.pod_sets[index].working_dir, api_url=api_url,
+                           pod_set.working_dir, api_url=api_url,
                            fetch_image=self.settings.fetch_image,
                            git_image=self.settings.git_image)
         if self.fence is not None:
+            index = [p.name for p in job.pod_sets].index(planned.ref.pod_set)
             fencing.wrap(body, self.fence, f"podSets[{index}]")
         return body
 
@@ -448,6 +455,12 @@ class KubernetesPlane(ComputePlane):
         if current.credential is None or current.uid is None:
             return
         owner = objects.owner_reference({"metadata": {"name": current.name, "uid": current.uid}})
+        # The values first: finding the credential's Secret after a restart means these exist.
+        for body in secretdata.secrets(current.name, self.namespace, current.job,
+                                       current.attempt, owner, current.credential.secrets,
+                                       self.identity):
+            made, _ = self.client.create_or_get(f"{self._base}/secrets", body)
+            check_owner(made, current.job, current.attempt, self.identity)
         created, _ = self.client.create_or_get(
             f"{self._base}/secrets", credentials.secret(
                 current.name, self.namespace, current.job, current.attempt, owner,

@@ -2,7 +2,7 @@
 
 The official client opens the WebSocket (``v5.channel.k8s.io``, else ``v4``): each
 message's first byte is its channel (0 stdin, 1 stdout, 2 stderr, 3 the final
-status, 4 terminal size). This adapter turns those into ``phalanx.kinds.relay``
+status, 4 terminal size). This adapter turns those into ``phalanx.relay``
 frames, which the control plane's exec route forwards unchanged. Closing stdin needs
 ``v5`` (an API server older than Kubernetes 1.30 never sees the input end).
 """
@@ -25,9 +25,9 @@ from kubernetes.stream.ws_client import (
     STDOUT_CHANNEL,
 )
 
+from phalanx import relay
 from phalanx.compute.kubernetes.objects import CONTAINER
 from phalanx.errors import Forbidden, NotFound
-from phalanx.kinds import relay
 
 POLL_SECONDS = 1.0
 

@@ -7,11 +7,13 @@
   system; "OOMKilled" when a SIGKILL coincides with an OOM kill in the pod's memory cgroup.
 - stopped after ``terminate()`` was asked for: "Terminated", no failure (it was wanted).
 - stopped by the lease fence (its worker gone or cut off): "Fenced", system.
-- the supervisor gone without an exit record: "Lost", system.
+- the supervisor gone without an exit record: "Lost", system; "DiskFull" when the disk it
+  writes the pod's log and exit record to has no space left (or the record says so).
 """
 
 from __future__ import annotations
 
+import errno
 import signal
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +24,13 @@ from phalanx.compute.base import FailureKind, PodPhase
 # closed pipe): its own failure, not the system's.
 LOST = "Lost"
 FENCED = "Fenced"
+DISK_FULL = "DiskFull"
+# Below this many free bytes, the disk of a pod's log counts as full: a supervisor that
+# left no exit record could not write it.
+DISK_FULL_BYTES = 1024 * 1024
+
+# How an OSError of ENOSPC reads in the supervisor's record ("[Errno 28] No space left...").
+_NO_SPACE = f"[Errno {errno.ENOSPC}]"
 
 SELF_INFLICTED = frozenset({
     signal.SIGSEGV, signal.SIGBUS, signal.SIGFPE, signal.SIGILL, signal.SIGABRT,
@@ -45,17 +54,20 @@ def outcome_of(
     terminate_requested_at: float | None,
     killed: bool,
     now: float,
+    disk_full: bool = False,
 ) -> Outcome:
     """The final state of a pod whose supervisor has exited.
 
     ``record`` is the supervisor's exit record (None when it left none);
-    ``killed`` says whether the plane escalated to SIGKILL.
+    ``killed`` says whether the plane escalated to SIGKILL; ``disk_full`` whether the disk
+    of the pod's log and exit record has no space left now.
     """
     if record is None:
         if terminate_requested_at is not None:
             return Outcome(PodPhase.FAILED, "Terminated",
                            signal=signal.SIGKILL if killed else None, finished_at=now)
-        return Outcome(PodPhase.FAILED, LOST, "system", finished_at=now)
+        return Outcome(PodPhase.FAILED, DISK_FULL if disk_full else LOST, "system",
+                       finished_at=now)
     finished = float(record.get("finishedAt") or now)
     code: int | None = record.get("exitCode")
     sig: int | None = record.get("signal")
@@ -64,7 +76,8 @@ def outcome_of(
     if record.get("fenced"):
         return Outcome(PodPhase.FAILED, FENCED, "system", code, sig, finished)
     if record.get("errorKind") == "system":
-        return Outcome(PodPhase.FAILED, "StartError", "system", code, sig, finished)
+        reason = DISK_FULL if _NO_SPACE in str(record.get("error", "")) else "StartError"
+        return Outcome(PodPhase.FAILED, reason, "system", code, sig, finished)
     if sig is not None:
         if sig == signal.SIGKILL and record.get("oomKilled"):
             return Outcome(PodPhase.FAILED, "OOMKilled", "system", None, sig, finished)

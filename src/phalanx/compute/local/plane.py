@@ -37,59 +37,76 @@ job's owner (see docs/security.md). ``PYTHONUNBUFFERED=1`` is set
 (unless the pod set says otherwise) so Python output reaches the log line by
 line. Memory requests are accounted by the scheduler, not enforced here.
 
+Volumes: a pod whose pod set has ``mounts`` or ``shm`` gets a mount namespace of its own
+(``volumes.py`` plans it, the supervisor makes it); what the plane cannot honour is refused
+at submit (``check_job``) or, for what the machine lacks now, at launch.
+
 Pods run as the user ``run_as`` names (``phalanx up --run-as-user``, see
-``users.py``), with that user's HOME, USER and LOGNAME, and umask 022; their
+``users.py``), with that user's HOME, USER and LOGNAME, or, with ``--pod-uids``, each
+attempt as a uid of its own (``uids.py``: a pending "WaitingForPodUid" while none is
+free), with its own working directory as HOME; umask 022. Their
 supervisor keeps the control plane's user, opens the pod's log (owner-only, in
 the state directory) before dropping privileges, and writes the exit record.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
+import shutil
 import signal
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from phalanx import relay
 from phalanx.compute.base import (
     CHECKPOINT_DIR_ENV,
+    AttemptSecrets,
     ComputePlane,
     ExecSession,
     NodeTable,
     PodCredential,
     PodPhase,
     PodState,
+    check_commands,
+    control_plane_tag,
 )
 from phalanx.compute.local import cpus as pinning
 from phalanx.compute.local import procs, shim
-from phalanx.compute.local.checkpoints import CheckpointDirs, checkpoint_root
+from phalanx.compute.local.checkpoints import CheckpointDirs
 from phalanx.compute.local.credentials import CredentialFiles
 from phalanx.compute.local.gpus import GPUInfo, assign_gpus, discover_gpus
 from phalanx.compute.local.inventory import DEFAULT_MAX_PODS, default_node_name, machine_node
+from phalanx.compute.local.machine import MachineNode
 from phalanx.compute.local.network import LocalNetwork
-from phalanx.compute.local.outcome import LOST, outcome_of
+from phalanx.compute.local.outcome import DISK_FULL_BYTES, LOST, outcome_of
+from phalanx.compute.local.poddirs import reachable_root
 from phalanx.compute.local.state import (
     AttemptRecord,
     PlannedPod,
+    PodLaunch,
     ProcessRecord,
     StateDir,
     read_json,
 )
+from phalanx.compute.local.uids import AttemptUids, UidRange
 from phalanx.compute.local.users import PodUser
+from phalanx.compute.local.volumes import LocalVolumes
 from phalanx.compute.local.workdirs import PodWorkdirs
 from phalanx.errors import NotFound, SpecError
-from phalanx.health import Doctor, Report, make_doctor
-from phalanx.health.stale import DoctorWatch, mark_stale, stale_after_for
-from phalanx.kinds import framework_of, relay
+from phalanx.health import Doctor
+from phalanx.health.stale import DoctorWatch
+from phalanx.kinds import framework_of
 from phalanx.scheduler.types import Admission
 from phalanx.spec.quantity import MILLI
-from phalanx.spec.resources import GPU, JobSpec, Node, NodeCheck, NodeHealth
+from phalanx.spec.resources import GPU, JobSpec, Node
+from phalanx.spec.status import JobEvent
 from phalanx.store.logs import LogStore
 from phalanx.store.workdirs import WorkdirStore
 
@@ -101,6 +118,13 @@ SHIM_COMMAND = (sys.executable, "-I", "-S", str(SHIM))
 # Names of the control plane's own settings, kept from pods (the distributed environment
 # adds back the PHALANX_* names that describe the pod itself).
 CONTROL_PLANE_PREFIX = "PHALANX_"
+# The reason of pods waiting for a uid of their own (--pod-uids exhausted).
+WAITING_FOR_UID = "WaitingForPodUid"
+
+
+def _home_identity(home: Path) -> str:
+    """An identity for a plane told none: its state directory's, one per control plane."""
+    return "home-" + hashlib.sha256(str(home.resolve()).encode()).hexdigest()[:12]
 
 
 def without_control_plane_settings(environ: Mapping[str, str]) -> dict[str, str]:
@@ -124,18 +148,7 @@ class _Attempt:
     pods: list[_Pod]
 
 
-@dataclass(frozen=True, slots=True)
-class _PodLaunch:
-    """Everything the supervisor needs to run one pod."""
-
-    command: list[str]
-    cwd: str
-    env: dict[str, str]
-    user: PodUser | None  # None: the supervisor's own user
-    cpus: tuple[int, ...] = ()  # pinned: the supervisor sets this affinity before starting
-
-
-class LocalPlane(ComputePlane):
+class LocalPlane(MachineNode, ComputePlane):
     """Runs admitted jobs' pods as process groups on this machine (one node)."""
 
     name = "local"
@@ -150,6 +163,8 @@ class LocalPlane(ComputePlane):
         run_as: PodUser | None = None,
         max_pods: int = DEFAULT_MAX_PODS,
         lease: Path | None = None,
+        pod_uids: UidRange | None = None,
+        control_plane: str | None = None,
         workdirs: WorkdirStore | None = None,
     ) -> None:
         """Pods' output goes to ``logs`` (default: the state directory's).
@@ -160,8 +175,16 @@ class LocalPlane(ComputePlane):
         ``max_pods`` is how many pods this machine runs at once (``phalanx up --max-pods``).
         ``lease``: the lease file of a worker (``compute/lease.py``); each pod's supervisor
         stops the pod once the lease has lapsed, even if the worker was killed.
+        ``pod_uids``: each attempt runs as a uid of its own from this range (``uids.py``;
+        ``uids.check_uid_range`` vets it at ``phalanx up``). ``control_plane``: the identity
+        whose tag keys the directories pods share outside the state directory (default:
+        one derived from ``home``), so two control planes on one machine never meet there.
         ``workdirs``: the archives of jobs' ``workdir`` (default: the state directory's).
         """
+        if pod_uids is not None and run_as is not None:
+            raise SpecError("--run-as-user and --pod-uids both say whom pods run as",
+                            field="--pod-uids", fix="pass one of them: --pod-uids gives each "
+                            "attempt a uid of its own, --run-as-user one user for every pod")
         if max_pods < 1:
             raise SpecError(f"{max_pods} is not a number of pods", field="--max-pods",
                             fix="pass --max-pods 1 or more (the default is 110)")
@@ -183,12 +206,21 @@ class LocalPlane(ComputePlane):
         self._node = NodeTable([machine_node(self.node_name, self.gpus, max_pods)],
                                self._nodes_changed)
         self._state = StateDir(self.home / "pods")
-        root = checkpoint_root(self.home, run_as)
-        self.checkpoints = CheckpointDirs(root, shared=not root.is_relative_to(self.home))
-        self.credentials = CredentialFiles(self.home, run_as)
+        shared = pod_uids is not None or (run_as is not None and run_as.uid != os.getuid())
+        tag = control_plane_tag(control_plane or _home_identity(self.home))
+        self.checkpoints = CheckpointDirs.for_plane(self.home, shared, tag)
+        self.credentials = CredentialFiles(self.home, shared, tag)
         self.workdir_archives = workdirs if workdirs is not None \
             else WorkdirStore.for_home(self.home)
-        self.pod_dirs = PodWorkdirs(self.home, run_as, self.workdir_archives)
+        # Each pod's own directory; under --pod-uids its attempt's uid owns it (uids.py).
+        self.pod_dirs = PodWorkdirs(reachable_root(self.home, shared, "work", tag), shared,
+                                    self.workdir_archives)
+        self.uids = None if pod_uids is None else AttemptUids(pod_uids, self.pod_dirs.root)
+        # A pod's mounts may hide none of what the plane and its supervisors use.
+        self.volumes = LocalVolumes([
+            self.home, self.logs.root, self.checkpoints.root, self.credentials.root,
+            SHIM.parents[2], sys.prefix, sys.base_prefix, sys.exec_prefix,
+            self.pod_dirs.root])
         self._lock = threading.RLock()
         self._wake = threading.Event()
         self._closed = threading.Event()
@@ -198,6 +230,8 @@ class LocalPlane(ComputePlane):
             pods = [_Pod(plan, processes.get(plan.ref.name)) for plan in record.pods]
             directory = self._state.attempt_dir(record.job, record.attempt)
             self._attempts[(record.job, record.attempt)] = _Attempt(record, directory, pods)
+            if record.uid is not None and self.uids is not None:
+                self.uids.pool.hold(record.uid, (record.job, record.attempt))  # adopted: kept
             if record.kill_deadline is not None:
                 self._start_escalator()  # honour a grace period a previous plane started
 
@@ -205,100 +239,11 @@ class LocalPlane(ComputePlane):
     def inventory(self) -> list[Node]:
         return self._node.snapshot()
 
-    def set_node_state(
-        self, *, unschedulable: bool | None = None, health: NodeHealth | None = None,
-        reasons: list[str] | None = None, checks: list[NodeCheck] | None = None,
-    ) -> None:
-        """Cordon or uncordon this machine, or set its health (from the node's checks).
-
-        A change reaches the scheduler like any node change: through
-        ``inventory_generation``, at the control loop's next step.
-        """
-        node = self._node.get(self.node_name)
-        assert node is not None
-        if unschedulable is not None:
-            node.unschedulable = unschedulable
-        if health is not None:
-            node.health = health
-        if reasons is not None:
-            node.health_reasons = list(reasons)
-        if checks is not None:
-            node.checks = list(checks)
-        self._node.upsert(node)
-
-    def cordon(self, name: str, unschedulable: bool) -> None:
-        self._node.cordon(name, unschedulable)
-
-    def add_virtual_node(self, node: Node) -> None:
-        """Add (or change) a node whose pods run on this machine too (``provisioning/local``:
-        a rehearsal of bought nodes); its resources are advertised, not reserved here."""
-        if node.name == self.node_name:
-            raise SpecError(f"{node.name!r} is this machine's own node", field="node.name",
-                            fix="give the virtual node another name")
-        self._node.upsert(node)
-
-    def remove_virtual_node(self, name: str) -> None:
-        if name != self.node_name:
-            self._node.remove(name)
-
-    def set_gpus(self, gpus: Sequence[GPUInfo]) -> None:
-        """The GPUs this machine now has (a GPU that fell off the bus is no longer offered)."""
-        with self._lock:
-            self.gpus = list(gpus)
-        current = self._node.get(self.node_name)
-        assert current is not None
-        fresh = machine_node(self.node_name, self.gpus, self.max_pods)
-        self._node.upsert(fresh.model_copy(update={
-            "unschedulable": current.unschedulable, "health": current.health,
-            "health_reasons": current.health_reasons, "checks": current.checks,
-        }))
-
-    def start_doctor(self, interval: float, *, site_dir: Path | None = None,
-                     stale_after: float | None = None) -> Doctor:
-        """Run the node doctor every ``interval`` seconds; its reports set this node's health.
-
-        When NVML counts other GPUs than the node offers, the node offers what NVML sees.
-        A doctor silent for ``stale_after`` seconds (default: five missed reports, at least
-        five minutes) leaves the node degraded until it reports again.
-        """
-        doctor = make_doctor(
-            self.node_name, expected_gpus=lambda: self.expected_gpus,
-            disk_paths=[self.home, Path(tempfile.gettempdir())], site_dir=site_dir,
-        )
-        self._doctor = doctor
-        self._doctor_watch.start(time.time(), stale_after_for(interval)
-                                 if stale_after is None else stale_after)
-        doctor.start(interval, self._apply_report)
-        return doctor
-
-    def _check_doctor(self, now: float) -> None:
-        """A doctor that stopped reporting (a check that hangs, say) leaves the node
-        degraded until it reports again."""
-        watch = self._doctor_watch
-        if self._doctor is not None and watch.falls_silent(now):
-            node = self._node.get(self.node_name)
-            assert node is not None and watch.heard is not None
-            health, reasons = mark_stale(node.health, node.health_reasons, watch.heard, now,
-                                         watch.stale_after)
-            self.set_node_state(health=health, reasons=reasons)
-
-    def _apply_report(self, report: Report) -> None:
-        self._doctor_watch.report(time.time())
-        if report.gpus is not None and report.gpus != len(self.gpus):
-            self.set_gpus(discover_gpus())
-        self.set_node_state(health=report.health, reasons=report.reasons, checks=report.checks)
-
     def check_job(self, job: JobSpec) -> None:
         """Every pod set whose kind does not supply a command needs one: here a pod is a
         process, and no image supplies one."""
-        framework = framework_of(job)
-        for i, pod_set in enumerate(job.pod_sets):
-            if not pod_set.command and framework.needs_command(pod_set):
-                raise SpecError(
-                    f"pod set {pod_set.name!r} has no command to run",
-                    field=f"podSets[{i}].command",
-                    fix='give the command to run, e.g. command: ["python", "train.py"]',
-                )
+        check_commands(job)
+        self.volumes.check(job)
 
     def launch(self, job: JobSpec, attempt: int, admission: Admission, *,
                credential: PodCredential | None = None) -> None:
@@ -313,17 +258,29 @@ class LocalPlane(ComputePlane):
                 return
             now = time.time()
             self._refresh(now)  # pods that ended since the last look give their GPUs back
-            record, launches = self._plan(job, attempt, admission, now, credential)
+            owner = self.run_as if self.uids is None else self.uids.take(job.name, attempt)
+            try:
+                record, launches = self._plan(job, attempt, admission, now, credential, owner)
+            except BaseException:
+                if self.uids is not None:
+                    self.uids.pool.drop((job.name, attempt))
+                raise
+            if self.uids is not None:
+                record.uid, record.waiting = (owner.uid, False) if owner else (None, True)
             directory = self._state.create(record)
             current = _Attempt(record, directory, [_Pod(plan) for plan in record.pods])
             self._attempts[(job.name, attempt)] = current
-            for pod, launch in zip(current.pods, launches, strict=True):
-                self._start(current, pod, launch)
+            if record.waiting:  # started by observe() once a uid frees
+                self._state.save_launches(directory, launches)
+                log.warning("%s attempt %d: %s", job.name, attempt, self._waiting_reason())
+                return
+            self._start_all(current, launches, owner)
 
     def observe(self) -> list[PodState]:
         with self._lock:
             now = time.time()
             self._escalate(now)
+            self._start_waiting(now)
             self._check_doctor(now)
             return [
                 self._observe(current, pod, now)
@@ -378,6 +335,17 @@ class LocalPlane(ComputePlane):
             self._state.remove(job, attempt)
             self.credentials.remove(job, attempt)
             self.pod_dirs.remove(job, attempt)
+            if self.uids is not None:
+                self.uids.release(job, attempt)
+
+    def pod_events(self, job: str) -> list[JobEvent]:
+        """Why an attempt's pods have not started: they wait for a uid of their own."""
+        with self._lock:
+            return [JobEvent(job=job, time=c.record.launched_at, type="Warning",
+                             reason=WAITING_FOR_UID, message=self._waiting_reason())
+                    for c in self._attempts.values()
+                    if c.record.job == job and c.record.waiting
+                    and c.record.terminate_requested_at is None]
 
     def last_checkpoint(self, job: str) -> float | None:
         return self.checkpoints.last_saved(job)
@@ -431,14 +399,24 @@ class LocalPlane(ComputePlane):
     # ------------------------------------------------------------------ launching
     def _plan(
         self, job: JobSpec, attempt: int, admission: Admission, now: float,
-        credential: PodCredential | None,
-    ) -> tuple[AttemptRecord, list[_PodLaunch]]:
+        credential: PodCredential | None, owner: PodUser | None,
+    ) -> tuple[AttemptRecord, list[PodLaunch]]:
+        """The attempt's record and its pods' launches, run as ``owner`` (None: this
+        process's user, or under --pod-uids a uid given later, ``_own``)."""
         framework = framework_of(job)
         count = sum(p.count for p in admission.pod_sets)
         network = LocalNetwork(count, self._ports_taken())
         plans = framework.plan(job, attempt, admission, network)
         pod_sets = {p.name: (i, p) for i, p in enumerate(job.pod_sets)}
-        wanted, wanted_cpus = [], []
+        wanted, wanted_cpus, namespaces = [], [], []
+        volumes_dir = self._state.attempt_dir(job.name, attempt) / "volumes"
+        secrets = credential.secrets if credential is not None else AttemptSecrets()
+        secrets_dir = self.credentials.secrets_dir(job.name, attempt)
+        # Under --pod-uids an attempt still waiting for its uid is checked as any uid of the
+        # range would be: one that owns nothing outside its own directories.
+        stranger = None if self.uids is None else PodUser(
+            uid=self.uids.pool.uids.first, gid=self.uids.pool.uids.first, groups=(), name=None,
+            home="/")
         for plan in plans:
             ref, node = plan.ref, plan.node
             i, pod_set = pod_sets[ref.pod_set]
@@ -467,28 +445,38 @@ class LocalPlane(ComputePlane):
             wanted.append(0 if virtual else gpus // MILLI)
             exclusive = pod_set.cpu_pinning == "exclusive" and not virtual
             wanted_cpus.append(pod_set.resources.get("cpu", 0) // MILLI if exclusive else 0)
+            namespaces.append(self.volumes.plan(
+                job, i, volumes_dir / ref.name, owner, owner or stranger,
+                secrets_dir=secrets_dir if credential is not None else None,
+                secret_keys=secrets.volumes))
         self.pod_dirs.check(job)
         assigned = assign_gpus(wanted, [g.index for g in self.gpus], self._held_gpus())
         pinned = pinning.assign_cpus(wanted_cpus, self.cpu_topology, self._held_cpus())
-        checkpoint_dir = str(self.checkpoints.prepare(job.name, self.run_as))
+        checkpoint_dir = str(self.checkpoints.prepare(job.name, owner))
         api: dict[str, str] = {}
         if credential is not None:
-            key_file = self.credentials.write(job.name, attempt, credential.key)
+            key_file = self.credentials.write(job.name, attempt, credential.key, owner)
             api = credential.environment(str(key_file))
+        if secrets.volumes:  # each pod's namespace binds them at their mountPaths
+            self.credentials.write_secrets(job.name, attempt, secrets.volumes, owner)
         planned, launches = [], []
-        for plan, gpus_of_pod, cpus_of_pod in zip(plans, assigned, pinned, strict=True):
-            index, pod_set = pod_sets[plan.ref.pod_set]
+        for plan, gpus_of_pod, cpus_of_pod, namespace in zip(plans, assigned, pinned,
+                                                             namespaces, strict=True):
+            pod_set = pod_sets[plan.ref.pod_set][1]
             # Each pod starts in a directory of its own, never the control plane's.
             try:
-                cwd = self.pod_dirs.prepare(job, attempt, plan.ref.name, pod_set,
-                                            f"podSets[{index}]")
+                cwd = self.pod_dirs.prepare(job, attempt, plan.ref.name, pod_set, owner)
             except BaseException:
                 self.pod_dirs.remove(job.name, attempt)
                 raise
+            # Under --pod-uids a pod's HOME is its own directory, which its uid owns.
+            user_env = {"HOME": str(self.pod_dirs.pod_dir(job.name, attempt, plan.ref.name))} \
+                if self.uids is not None else (
+                    self.run_as.environment() if self.run_as is not None else {})
             planned.append(PlannedPod(plan.ref, plan.node, gpus_of_pod, cpus_of_pod))
-            user_env = self.run_as.environment() if self.run_as is not None else {}
+            # A secret's variables, as Kubernetes' envFrom, yield to the pod set's own env.
             env = {"PYTHONUNBUFFERED": "1", **user_env, CHECKPOINT_DIR_ENV: checkpoint_dir,
-                   **api, **plan.env}
+                   **api, **secrets.env.get(pod_set.name, {}), **plan.env}
             if "PATH" not in env:
                 # `python` in a command means the Python Phalanx runs on (its venv's packages),
                 # whether or not that venv was activated in the shell that started it.
@@ -497,15 +485,45 @@ class LocalPlane(ComputePlane):
             if self.gpus:
                 env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
                 env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in gpus_of_pod)
-            launches.append(_PodLaunch(plan.command, cwd, env,
-                                       self.run_as, cpus_of_pod))
+            launches.append(PodLaunch(plan.command, cwd, env, owner, cpus_of_pod, namespace))
         master_port = plans[0].ports.get("master", 0) if plans else 0
         record = AttemptRecord(job=job.name, attempt=attempt, master_port=master_port,
                                launched_at=now, pods=planned, ports=sorted(network.chosen.values()),
                                endpoints=framework.endpoints(job, plans))
         return record, launches
 
-    def _start(self, current: _Attempt, pod: _Pod, launch: _PodLaunch) -> None:
+    def _start_all(self, current: _Attempt, launches: list[PodLaunch],
+                   owner: PodUser | None) -> None:
+        if self.uids is not None and owner is not None:
+            self.uids.own(current.record.job, current.record.attempt, owner, self.credentials,
+                          self.checkpoints)
+        for pod, launch in zip(current.pods, launches, strict=True):
+            self._start(current, pod, launch)
+
+    # ------------------------------------------------------------------ uids of attempts
+    def _waiting_reason(self) -> str:
+        assert self.uids is not None
+        return self.uids.pool.busy_reason()
+
+    def _start_waiting(self, now: float) -> None:
+        """Start attempts that waited for a uid, oldest first, as uids free."""
+        if self.uids is None:
+            return
+        waiting = sorted((c for c in self._attempts.values() if c.record.waiting
+                          and c.record.terminate_requested_at is None),
+                         key=lambda c: c.record.launched_at)
+        for current in waiting:
+            record = current.record
+            owner = self.uids.take(record.job, record.attempt)
+            if owner is None:
+                return
+            launches = self._state.take_launches(current.directory, owner)
+            record.uid, record.waiting = owner.uid, False
+            self._state.save(record)  # the uid is on disk before any pod runs as it
+            log.info("%s attempt %d got uid %d", record.job, record.attempt, owner.uid)
+            self._start_all(current, launches, owner)
+
+    def _start(self, current: _Attempt, pod: _Pod, launch: PodLaunch) -> None:
         ref = pod.plan.ref
         log_file = self.logs.path(ref.job, ref.name)
         exit_file = StateDir.exit_file(current.directory, ref.name)
@@ -526,6 +544,7 @@ class LocalPlane(ComputePlane):
             "logMaxBytes": self.logs.rotation.max_bytes, "logKeep": self.logs.rotation.keep,
             "cpus": list(launch.cpus),
             "lease": str(self.lease) if self.lease is not None else None,
+            **launch.namespace,
         }
         try:
             with open(stdin, "wb") as pipe:
@@ -566,6 +585,9 @@ class LocalPlane(ComputePlane):
         if pod.final is not None:
             return pod.final
         ref, process = pod.plan.ref, pod.process
+        if current.record.waiting and current.record.terminate_requested_at is None:
+            return PodState(ref=ref, node=pod.plan.node, phase=PodPhase.PENDING,
+                            reason=WAITING_FOR_UID)
         if process is not None and self._running(pod, process):
             return PodState(ref=ref, node=pod.plan.node, phase=PodPhase.RUNNING,
                             pid=process.pid, started_at=process.launched_at,
@@ -577,6 +599,7 @@ class LocalPlane(ComputePlane):
         outcome = outcome_of(
             record, terminate_requested_at=current.record.terminate_requested_at,
             killed=pod.killed, now=now,
+            disk_full=record is None and _free_bytes(current.directory) < DISK_FULL_BYTES,
         )
         pod.final = PodState(
             ref=ref, node=pod.plan.node, phase=outcome.phase, exit_code=outcome.exit_code,
@@ -643,3 +666,11 @@ class LocalPlane(ComputePlane):
             timeout = None if upcoming is None else max(0.0, upcoming - time.time()) + 0.01
             self._wake.wait(timeout)
             self._wake.clear()
+
+
+def _free_bytes(directory: Path) -> int:
+    """Free bytes on the disk of ``directory`` (as much as can be: unknown counts as room)."""
+    try:
+        return shutil.disk_usage(directory).free
+    except OSError:
+        return DISK_FULL_BYTES

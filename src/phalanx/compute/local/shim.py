@@ -24,6 +24,9 @@ supervisor reads it every LEASE_POLL seconds and stops the command (SIGTERM to i
 group, SIGKILL after the grace the lease file gives, else FENCE_GRACE) once it lapsed:
 the fence that keeps a rank from running on two clusters when the worker was killed or
 cut off. The exit record then says ``fenced``.
+A pod with mounts or a ``shm`` size gets a mount namespace of its own (``mountns.py``),
+made by the supervisor before the command starts, so the command and ``phalanx exec``
+see the pod's volumes; the pod's emptyDirs are removed once the command has ended.
 Group-wide SIGTERM/SIGINT/SIGHUP do not stop the supervisor
 (it stays to record how the command ended); SIGKILL does, which the plane
 accounts for.
@@ -52,9 +55,11 @@ POD_UMASK = 0o022
 # The log writer, beside this package: phalanx/store/logfile.py (standard library only).
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 LOGFILE = os.path.join(_PACKAGE, "store", "logfile.py")
-# The exec channel's wire format, beside the job kinds (phalanx/kinds/relay.py, standard
+# The exec channel's wire format, beside the package root (phalanx/relay.py, standard
 # library only): ``phalanx exec`` runs commands in the pod through it.
-RELAY = os.path.join(_PACKAGE, "kinds", "relay.py")
+RELAY = os.path.join(_PACKAGE, "relay.py")
+# A pod's own mount namespace (its volumes, its /dev/shm), beside this file.
+MOUNTNS = os.path.join(_PACKAGE, "compute", "local", "mountns.py")
 PIPE_READ = 64 * 1024
 # How long the output of a finished command may take to drain once its group is gone
 # (a process that left the group may still hold the pipe; it is not waited for).
@@ -127,7 +132,7 @@ def load_logfile() -> ModuleType:
 
 class ExecChannel:
     """Runs what ``phalanx exec`` asks inside the pod: the pod's environment, working
-    directory, user and process group (``kinds/relay.py``), on an owner-only Unix socket
+    directory, user and process group (``relay.py``), on an owner-only Unix socket
     beside the pod's bookkeeping. Open while the pod's command runs."""
 
     def __init__(self, path: str, env: dict[str, str], cwd: str, popen: dict[str, Any]) -> None:
@@ -219,6 +224,11 @@ def run_pod(pod: dict[str, Any]) -> dict[str, Any]:
             except OSError as exc:
                 return {"error": f"cannot pin to CPUs {pod['cpus']}: {exc}",
                         "errorKind": "system", "startedAt": started, "finishedAt": time.time()}
+        namespace = enter_namespace(pod)
+        if isinstance(namespace, str):
+            log.write(f"phalanx: {namespace}\n".encode())
+            return {"error": namespace, "errorKind": "system", "startedAt": started,
+                    "finishedAt": time.time()}
         read_end, write_end = os.pipe()
         try:
             child = subprocess.Popen(
@@ -250,6 +260,8 @@ def run_pod(pod: dict[str, Any]) -> dict[str, Any]:
         # the pipe ends and its last output is in the log before anyone reads the record.
         kill_group_leftovers()
         copier.join(DRAIN_SECONDS)
+        if namespace is not None:
+            namespace.remove_volumes(pod)
     finally:
         # Left open while a process outside the group still writes: closing it would let
         # a later open reuse the descriptor under the copier. Exiting closes it anyway.
@@ -273,6 +285,19 @@ def run_pod(pod: dict[str, Any]) -> dict[str, Any]:
         "oomKilled": ooms_before is not None and ooms_after is not None
         and ooms_after > ooms_before,
     }
+
+
+def enter_namespace(pod: dict[str, Any]) -> ModuleType | str | None:
+    """Give the pod its mount namespace if it has mounts (``mountns.py``): the module that
+    made it, or why it could not be made (None: the pod needs none)."""
+    if not (pod.get("mounts") or pod.get("shm")):
+        return None
+    mountns = load_by_path("phalanx_mountns", MOUNTNS)
+    try:
+        mountns.enter(pod)
+    except (mountns.MountError, OSError) as exc:
+        return f"cannot give the pod its mounts: {exc}"
+    return mountns
 
 
 def open_exec_channel(pod: dict[str, Any], env: dict[str, str],

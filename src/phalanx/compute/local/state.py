@@ -7,6 +7,8 @@ Layout, under ``<home>/pods/<job>/<attempt>/``:
   after starting it and before handing it the pod.
 - ``<pod-name>.exit.json``: how the command ended, written by the supervisor.
 - ``<pod-name>.sock``: the supervisor's exec channel while the command runs.
+- ``launches.json``: what each pod runs, kept only while the attempt waits for a uid of
+  its own (``uids.py``), so a restarted plane starts it once one frees.
 Every file is replaced atomically, so a reader never sees half of one. Directories
 are 0700 and files 0600: pods (another user, where ``--run-as-user`` says so) have
 no business here.
@@ -25,12 +27,14 @@ from typing import Any
 
 from phalanx.compute.base import PodRef
 from phalanx.compute.local.shim import write_json_atomic
+from phalanx.compute.local.users import PodUser
 from phalanx.defaults import make_private_dir
 
 log = logging.getLogger("phalanx.compute.local")
 
 ATTEMPT_FILE = "attempt.json"
 EXIT_SUFFIX = ".exit.json"
+LAUNCHES_FILE = "launches.json"
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +56,8 @@ class AttemptRecord:
     kill_deadline: float | None = None
     ports: list[int] = field(default_factory=list)  # every port the attempt's pods were given
     endpoints: dict[str, str] = field(default_factory=dict)  # the kind's (a dashboard's URL)
+    uid: int | None = None  # the attempt's own uid (--pod-uids): held until it is forgotten
+    waiting: bool = False  # planned, its pods waiting for a uid of the range to free
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -72,6 +78,28 @@ class AttemptRecord:
             for p in data["pods"]
         ]
         return cls(**{**data, "pods": pods})
+
+
+@dataclass(frozen=True, slots=True)
+class PodLaunch:
+    """Everything the supervisor needs to run one pod."""
+
+    command: list[str]
+    cwd: str
+    env: dict[str, str]
+    user: PodUser | None  # None: the supervisor's own user
+    cpus: tuple[int, ...] = ()  # pinned: the supervisor sets this affinity before starting
+    # The pod's mount namespace (volumes, mounts, shm: ``volumes.py``); empty: none.
+    namespace: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"command": self.command, "cwd": self.cwd, "env": self.env,
+                "cpus": list(self.cpus), "namespace": self.namespace}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], user: PodUser | None) -> PodLaunch:
+        return cls(list(data["command"]), data["cwd"], dict(data["env"]), user,
+                   tuple(data.get("cpus", ())), dict(data.get("namespace", {})))
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +139,17 @@ class StateDir:
 
     def save_process(self, directory: Path, pod: str, record: ProcessRecord) -> None:
         write_json_atomic(str(self.process_file(directory, pod)), asdict(record))
+
+    def save_launches(self, directory: Path, launches: list[PodLaunch]) -> None:
+        write_json_atomic(str(directory / LAUNCHES_FILE),
+                          {"pods": [launch.to_json() for launch in launches]})
+
+    def take_launches(self, directory: Path, user: PodUser | None) -> list[PodLaunch]:
+        """The launches a waiting attempt kept, now for ``user``; the file goes (it holds
+        the pods' env)."""
+        data = read_json(directory / LAUNCHES_FILE)
+        (directory / LAUNCHES_FILE).unlink(missing_ok=True)
+        return [PodLaunch.from_json(pod, user) for pod in (data or {}).get("pods", [])]
 
     def load(self) -> Iterator[tuple[AttemptRecord, dict[str, ProcessRecord]]]:
         """Every attempt on disk with the supervisors started for it, by pod name."""

@@ -1,14 +1,18 @@
 """The directory each pod of the local plane starts in: never the control plane's own.
 
 Every pod of every attempt gets a fresh directory of its own,
-``<root>/<job>-<attempt>/<pod>``, owned by the pod's user: a copy of the job's
-``workdir`` archive unpacked into it, a clone of its ``git`` commit, or, with neither,
-empty. A relative ``workingDir`` of the pod set is taken inside it (and made), an absolute
-one is used as it is. The directories of an attempt go when the plane forgets it.
+``<root>/<job>.<attempt>/<pod>``, owned by the pod's user and owner-only (as is the
+attempt's directory above it): a copy of the job's ``workdir`` archive unpacked into it,
+a clone of its ``git`` commit, or, with neither, empty. A relative ``workingDir`` of the
+pod set is taken inside it (and made), an absolute one is used as it is. The directories
+of an attempt go when the plane forgets it.
 
-``root`` is ``<home>/work``, or beside it under ``/var/tmp`` when pods run as another user
-(``poddirs.py``). The archives come from the plane's ``WorkdirStore``: the control plane's
-own when it drives the plane, a worker's copy (fetched by hash) behind a worker.
+``root`` is ``<home>/work``, or under ``/var/tmp`` when pods run as another user
+(``poddirs.py``). Under ``--pod-uids`` the attempt's directory is the one ``uids.py``
+makes and hands, with everything in it, to the attempt's uid before any pod starts; each
+pod's HOME is then its own directory. The archives come from the plane's
+``WorkdirStore``: the control plane's own when it drives the plane, a worker's copy
+(fetched by hash) behind a worker.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import subprocess
 import tarfile
 from pathlib import Path
 
-from phalanx.compute.local.poddirs import owned_dir, reachable_root
+from phalanx.compute.local.poddirs import attempt_workdir, own_tree, owned_dir
 from phalanx.compute.local.users import PodUser
 from phalanx.errors import SpecError
 from phalanx.spec.resources import JobSpec, PodSet
@@ -30,11 +34,15 @@ GIT_TIMEOUT = 300.0
 
 
 class PodWorkdirs:
-    def __init__(self, home: Path, run_as: PodUser | None, archives: WorkdirStore) -> None:
-        self.root = reachable_root(home, run_as, "work")
-        self.shared = not self.root.is_relative_to(home)
-        self.run_as = run_as
+    def __init__(self, root: Path, shared: bool, archives: WorkdirStore) -> None:
+        """``shared``: pods run as another user than this process's (``root`` is then
+        one they traverse)."""
+        self.root = root
+        self.shared = shared
         self.archives = archives
+
+    def pod_dir(self, job: str, attempt: int, pod: str) -> Path:
+        return attempt_workdir(self.root, job, attempt) / pod
 
     def check(self, job: JobSpec) -> None:
         """SpecError if the job's archive is not here (a launch then starts nothing)."""
@@ -44,11 +52,12 @@ class PodWorkdirs:
                             fix="submit the job again with the CLI or SDK, which upload it")
 
     def prepare(self, job: JobSpec, attempt: int, pod: str, pod_set: PodSet,
-                where: str) -> str:
-        """The pod's fresh directory, filled from the job's source; the directory it starts
-        in (``where``: the pod set's field path, for errors)."""
-        attempt_dir = owned_dir(self.root, f"{job.name}-{attempt}", self.run_as,
-                                shared=self.shared)
+                owner: PodUser | None) -> str:
+        """The pod's fresh directory, filled from the job's source and owned by ``owner``
+        (None: this process's user, or under --pod-uids a uid handed it later); the
+        directory the pod starts in (an absolute workingDir was checked by the plan)."""
+        attempt_dir = attempt_workdir(self.root, job.name, attempt)
+        owned_dir(attempt_dir.parent, attempt_dir.name, owner, shared=self.shared)
         directory = attempt_dir / pod
         if directory.exists():  # a launch completed again after a restart: start clean
             shutil.rmtree(directory)
@@ -61,20 +70,15 @@ class PodWorkdirs:
         working = pod_set.working_dir
         cwd = directory if working is None else directory / working
         if working is not None and os.path.isabs(working):
-            if not os.path.isdir(working):
-                raise SpecError(f"working directory {working!r} does not exist on this machine",
-                                field=f"{where}.workingDir",
-                                fix="create it, give an existing directory, or a relative one "
-                                    "(inside the pod's own directory)")
             cwd = Path(working)
         elif working is not None:
             cwd.mkdir(parents=True, exist_ok=True)
-        if self.run_as is not None and self.run_as.uid != os.getuid():
-            _chown_tree(directory, self.run_as)
+        if owner is not None and owner.uid != os.getuid():
+            own_tree(directory, owner.uid, owner.gid)
         return str(cwd)
 
     def remove(self, job: str, attempt: int) -> None:
-        shutil.rmtree(self.root / f"{job}-{attempt}", ignore_errors=True)
+        shutil.rmtree(attempt_workdir(self.root, job, attempt), ignore_errors=True)
 
 
 def _clone(repo: str, commit: str, directory: Path) -> None:
@@ -104,9 +108,3 @@ def _git(args: list[str], repo: str, commit: str, *, check: bool = True) -> bool
                                          "the commit")
     return done.returncode == 0
 
-
-def _chown_tree(directory: Path, owner: PodUser) -> None:
-    for root, dirs, files in os.walk(directory):
-        for name in [*dirs, *files]:
-            os.lchown(os.path.join(root, name), owner.uid, owner.gid)
-    os.lchown(directory, owner.uid, owner.gid)

@@ -23,11 +23,21 @@ def _back(form: dict[str, object], default: str) -> RedirectResponse:
                             status_code=303)
 
 
-def _changeable(d: Dashboard, session: Session, name: str) -> JobRecord:
-    record = d.service.get(name)
-    if not session.sees(record):
+def _seen(d: Dashboard, session: Session, name: str) -> JobRecord:
+    """The job, if the session sees it; the same NotFound whether it exists or not, so a
+    refusal never tells whether another team has a job of that name."""
+    try:
+        record: JobRecord | None = d.service.get(name)
+    except NotFound:
+        record = None
+    if record is None or not session.sees(record):
         raise NotFound(f"no job {name!r} you may see", field="job",
                        fix="pick a job of your teams from the Jobs page")
+    return record
+
+
+def _changeable(d: Dashboard, session: Session, name: str) -> JobRecord:
+    record = _seen(d, session, name)
     if not session.may_change(record):
         raise Forbidden(f"a {session.role} may not change job {name}", field="role",
                         fix="ask a member of the job's team or an admin")
@@ -54,7 +64,8 @@ def router(d: Dashboard) -> APIRouter:
         for n in range(2, 2 + RESUBMIT_TRIES):
             again = record.spec.model_copy(update={"name": f"{base}-{n}"})
             try:
-                await to_thread.run_sync(partial(d.service.submit, again, user=session.name))
+                await to_thread.run_sync(partial(d.service.submit, again, user=session.name,
+                                                 sees=session.sees))
             except Conflict:  # the name is taken: the next one
                 continue
             return RedirectResponse(f"/ui/jobs/{base}-{n}", status_code=303)
@@ -100,8 +111,8 @@ def router(d: Dashboard) -> APIRouter:
 
 def _changeable_or_finished(d: Dashboard, session: Session, name: str) -> JobRecord:
     """A job the session may resubmit: one it may change, finished or not."""
-    record = d.service.get(name)
-    if not session.sees(record) or not session.writes:
+    record = _seen(d, session, name)
+    if not session.writes:
         raise Forbidden(f"a {session.role} may not resubmit job {name}", field="role",
                         fix="ask a member of the job's team or an admin")
     return record

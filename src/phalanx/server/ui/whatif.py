@@ -83,24 +83,35 @@ class Replay:
             self._busy.release()
 
 
-def report(result: dict[str, Any]) -> list[dict[str, Any]]:
-    """Per policy: its summary, teams and charts of the replay's series."""
+def report(result: dict[str, Any]) -> dict[str, Any]:
+    """The policies side by side: their summaries and teams (one column each), and charts
+    of the replay's series with one line per policy, on the same axes."""
     runs = []
+    utilisation, pending = [], []
+    t0 = min((run["series"]["t"][0] for run in result["runs"] if run["series"]["t"]),
+             default=0.0)
     for run in result["runs"]:
         series = run["series"]
-        t = series["t"]
-        end = charts.age(0, t[-1] - t[0]) if len(t) > 1 else "0 s"
-        util = [(x, 100 * b / c if c else 0.0)
-                for x, b, c in zip(t, series["busy"], series["capacity"], strict=False)]
-        runs.append({
-            "policy": run["policy"], "summary": run["summary"], "teams": run["teams"],
-            "utilisation": charts.line_chart(util, label="GPU utilisation", unit="%",
-                                             top=100, x_labels=("start", end)),
-            "pending": charts.line_chart(list(zip(t, series["pending"], strict=False)),
-                                         label="jobs pending", unit="jobs",
-                                         x_labels=("start", end)),
-        })
-    return runs
+        hours = [(x - t0) / 3600 for x in series["t"]]
+        utilisation.append(charts.Line(run["policy"], [
+            (h, 100 * b / c if c else 0.0)
+            for h, b, c in zip(hours, series["busy"], series["capacity"], strict=False)]))
+        pending.append(charts.Line(run["policy"],
+                                   list(zip(hours, series["pending"], strict=False))))
+        runs.append({"policy": run["policy"], "summary": run["summary"],
+                     "teams": run["teams"]})
+    end = max((line.points[-1][0] for line in utilisation if line.points), default=0.0)
+    axis = "simulated time since the first job (h)"
+    ends = ("0", f"{end:.1f} h")
+    return {
+        "runs": runs,
+        "utilisation": charts.lines_chart(
+            utilisation, title="GPU utilisation by policy", y_axis="GPUs busy (%)",
+            x_axis=axis, unit="%", top=100, x_labels=ends),
+        "pending": charts.lines_chart(
+            pending, title="Jobs pending by policy", y_axis="jobs pending (jobs)",
+            x_axis=axis, unit="jobs", x_labels=ends),
+    }
 
 
 def router(d: Dashboard) -> APIRouter:
@@ -111,7 +122,7 @@ def router(d: Dashboard) -> APIRouter:
         session = d.session(request)
         defaults: dict[str, Any] = {
             "queues": SAMPLE_QUEUES.read_text(), "nodes": SAMPLE_NODES.read_text(),
-            "limit": 1500, "policies": ["config"], "runs": None, "error": None,
+            "limit": 1500, "policies": ["config"], "report": None, "error": None,
             "max_jobs": MAX_JOBS, "all_policies": POLICIES, "time_limit": TIME_LIMIT_SECONDS}
         return d.page(request, "whatif.html", session, page="whatif", **(defaults | values))
 
@@ -144,7 +155,7 @@ def router(d: Dashboard) -> APIRouter:
         result = await to_thread.run_sync(replay.run, trace, queues, nodes, int(limit_text),
                                           policies)
         return form_page(request, queues=queues, nodes=nodes, limit=int(limit_text),
-                         policies=policies, runs=report(result),
+                         policies=policies, report=report(result),
                          sample=not (isinstance(upload, UploadFile) and upload.filename))
 
     return r

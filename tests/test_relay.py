@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from phalanx.kinds import relay
+from phalanx import relay
 
 
 def served(launch: relay.Launch) -> socket.socket:

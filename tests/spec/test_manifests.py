@@ -1,0 +1,286 @@
+"""Kubernetes workload manifests translated into jobs: what each field becomes, and every
+refusal naming the manifest's field."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from phalanx.errors import SpecError
+from phalanx.spec.manifests import Translation, load_submissions, translate, with_overrides
+from phalanx.spec.resources import JobKind
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "manifests"
+
+
+def example(name: str) -> dict[str, Any]:
+    document: dict[str, Any] = yaml.safe_load((EXAMPLES / name).read_text())
+    return document
+
+
+def test_every_example_translates() -> None:
+    kinds = {}
+    for path in sorted(EXAMPLES.glob("*.yaml")):
+        [item] = load_submissions(path.read_text(), str(path))
+        assert isinstance(item, Translation)
+        kinds[path.name] = item.spec.kind
+    assert kinds == {
+        "appwrapper-pytorchjob.yaml": JobKind.TORCH, "indexed-job.yaml": JobKind.GENERIC,
+        "job.yaml": JobKind.GENERIC, "jobset.yaml": JobKind.GENERIC,
+        "mpijob.yaml": JobKind.MPI, "pytorchjob.yaml": JobKind.TORCH,
+        "raycluster.yaml": JobKind.RAY, "rayjob.yaml": JobKind.RAY,
+    }
+
+
+def test_a_batch_job_becomes_one_gang_with_its_budget_queue_and_deadline() -> None:
+    made = translate(example("job.yaml"))
+    spec = made.spec
+    assert spec.name == "hello-job" and spec.queue == "default"
+    assert spec.max_runtime == 600 and spec.restart.max_restarts == 2
+    [pod_set] = spec.pod_sets
+    assert pod_set.replicas == 2 and pod_set.image == "python:3.12-slim"
+    assert pod_set.command[:2] == ["python", "-c"]  # command then args
+    assert pod_set.resources == {"cpu": 100, "memory": 64 * 2**20 * 1000}  # milli-units
+    assert any("DisruptionTarget" not in n and "system failure" in n for n in made.notes)
+    assert spec.labels["kueue.x-k8s.io/queue-name"] == "default"
+
+
+def test_an_indexed_job_gets_its_completion_index_and_priority() -> None:
+    spec = translate(example("indexed-job.yaml")).spec
+    assert spec.priority == "high"
+    [pod_set] = spec.pod_sets
+    assert pod_set.command[:2] == ["/bin/sh", "-c"]
+    assert 'JOB_COMPLETION_INDEX="$PHALANX_POD_INDEX"' in pod_set.command[2]
+    assert pod_set.command[4:] == ["python", "-c",
+                                   "import os; print('index', os.environ['JOB_COMPLETION_INDEX'])"]
+    assert pod_set.env == {"PYTHONUNBUFFERED": "1"}
+
+
+def test_a_jobset_puts_its_leader_first_and_restarts_as_a_whole() -> None:
+    spec = translate(example("jobset.yaml")).spec
+    assert [(p.name, p.replicas) for p in spec.pod_sets] == [("leader", 1), ("workers", 2)]
+    assert spec.restart.max_restarts == 1
+    assert spec.pod_sets[1].env == {"JOBSET_NAME": "leader-workers",
+                                    "REPLICATED_JOB_NAME": "workers"}
+
+
+def test_a_pytorchjob_runs_as_torch_with_nproc_per_node() -> None:
+    spec = translate(example("pytorchjob.yaml")).spec
+    assert spec.kind is JobKind.TORCH and spec.restart.max_restarts == 1
+    [worker] = spec.pod_sets
+    assert worker.replicas == 2
+    assert worker.env["NPROC_PER_NODE"] == worker.env["PET_NPROC_PER_NODE"] == "1"
+
+
+def test_an_mpijob_drops_the_workers_sshd_and_gives_them_their_slots() -> None:
+    spec = translate(example("mpijob.yaml")).spec
+    launcher, worker = spec.pod_sets
+    assert (launcher.name, worker.name) == ("launcher", "worker")
+    assert launcher.command[0] == "mpirun" and worker.command == []
+    assert worker.env["NPROC_PER_NODE"] == "1" and worker.replicas == 3
+
+
+def test_a_rayjob_brings_its_entrypoint_and_groups() -> None:
+    spec = translate(example("rayjob.yaml")).spec
+    assert spec.kind is JobKind.RAY and spec.ray is not None
+    assert spec.ray.entrypoint == "python examples/ray_spread.py"
+    assert [(p.name, p.replicas) for p in spec.pod_sets] == [("head", 1), ("small-group", 2)]
+    assert spec.pod_sets[0].resources["cpu"] == 500  # limits only: the request is the limit
+
+
+def test_an_appwrapper_takes_its_own_metadata() -> None:
+    wrapper = example("appwrapper-pytorchjob.yaml")
+    wrapper["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] = "team-a"
+    wrapper["spec"]["components"][0]["template"]["metadata"]["labels"] = {
+        "kueue.x-k8s.io/queue-name": "ignored"}
+    spec = translate(wrapper).spec
+    assert spec.name == "wrapped-ddp" and spec.queue == "team-a"
+    assert [p.name for p in spec.pod_sets] == ["master", "worker"]
+
+
+def test_fields_kubernetes_sets_are_ignored_and_left_out_of_the_stored_manifest() -> None:
+    document = example("job.yaml")
+    document["metadata"].update(uid="abc", resourceVersion="7",
+                                creationTimestamp="2026-01-01T00:00:00Z", managedFields=[])
+    document["status"] = {"succeeded": 2}
+    made = translate(document)
+    assert "status" not in made.manifest and "uid" not in made.manifest["metadata"]
+    assert made.spec.name == "hello-job"
+
+
+def test_overrides_rewrite_the_manifest_that_is_kept() -> None:
+    document = with_overrides(example("job.yaml"), name="other", queue="q2", priority="high")
+    spec = translate(document).spec
+    assert (spec.name, spec.queue, spec.priority) == ("other", "q2", "high")
+    assert document["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "q2"
+
+
+def test_an_error_about_the_job_names_the_manifests_field() -> None:
+    made = translate(example("pytorchjob.yaml"))
+    exc = made.error_at_manifest(SpecError("no command", field="podSets[0].command"))
+    assert exc.field == ("spec.pytorchReplicaSpecs.Worker.template.spec.containers[0]"
+                         ".command")
+    assert made.draft.manifest_path("queue") == (
+        'metadata.labels["kueue.x-k8s.io/queue-name"]')
+    assert made.draft.manifest_path("podSets[0].resources.cpu") == (
+        "spec.pytorchReplicaSpecs.Worker.template.spec.containers[0].resources.requests.cpu")
+
+
+def test_a_document_set_mixes_manifests_and_phalanx_jobs() -> None:
+    text = (EXAMPLES / "job.yaml").read_text() + "\n---\nname: own\npodSets: [{command: [x]}]\n"
+    items = load_submissions(text, "mixed.yaml")
+    assert isinstance(items[0], Translation) and not isinstance(items[1], Translation)
+    with pytest.raises(SpecError) as caught:
+        load_submissions(text.replace("parallelism: 2", "parallelism: 2\n  foo: 1"), "m.yaml")
+    assert caught.value.field == "m.yaml[0].spec.foo"
+
+
+# --------------------------------------------------------------------------- refusals
+def _set(document: dict[str, Any], path: str, value: Any) -> None:
+    """Set ``a.b[0].c`` in ``document`` (creating mappings on the way)."""
+    parts = path.replace("[", ".[").split(".")
+    node: Any = document
+    for i, part in enumerate(parts):
+        last = i == len(parts) - 1
+        key: Any = int(part[1:-1]) if part.startswith("[") else part
+        if last and isinstance(node, list) and key == len(node):
+            node.append(value)
+        elif last:
+            node[key] = value
+        else:
+            if isinstance(key, str) and key not in node:
+                node[key] = {}
+            node = node[key]
+
+
+JOB_POD = "spec.template.spec"
+JOB_C = f"{JOB_POD}.containers[0]"
+TORCH_C = "spec.pytorchReplicaSpecs.Worker.template.spec.containers[0]"
+MPI_W = "spec.mpiReplicaSpecs.Worker.template.spec.containers[0]"
+RAY_HEAD = "spec.rayClusterSpec.headGroupSpec"
+JOBSET = "spec.replicatedJobs[0]"
+WRAPPED = "spec.components[0].template"
+
+# (example, path to set, value, the field the refusal names, words in its fix)
+REFUSALS: list[tuple[str, str, Any, str, str]] = [
+    ("job.yaml", f"{JOB_C}.ports", [{"containerPort": 80}], f"{JOB_C}.ports", "assigns"),
+    ("job.yaml", f"{JOB_POD}.volumes", [{"name": "v"}], f"{JOB_POD}.volumes", "volumes"),
+    ("job.yaml", f"{JOB_C}.volumeMounts", [], f"{JOB_C}.volumeMounts", "volumeMounts"),
+    ("job.yaml", f"{JOB_C}.envFrom", [], f"{JOB_C}.envFrom", "env"),
+    ("job.yaml", f"{JOB_C}.env", [{"name": "T", "valueFrom": {"secretKeyRef": {"name": "s"}}}],
+     f"{JOB_C}.env[0].valueFrom.secretKeyRef", "Secrets"),
+    ("job.yaml", f"{JOB_C}.env", [{"name": "T", "valueFrom": {"fieldRef": {}}}],
+     f"{JOB_C}.env[0].valueFrom.fieldRef", "PHALANX_POD_NAME"),
+    ("job.yaml", f"{JOB_C}.securityContext", {}, f"{JOB_C}.securityContext", "pod user"),
+    ("job.yaml", f"{JOB_POD}.securityContext", {}, f"{JOB_POD}.securityContext", "pod user"),
+    ("job.yaml", f"{JOB_POD}.affinity", {}, f"{JOB_POD}.affinity", "nodeSelector"),
+    ("job.yaml", f"{JOB_POD}.initContainers", [], f"{JOB_POD}.initContainers", "one container"),
+    ("job.yaml", f"{JOB_POD}.containers[1]", {"name": "side"}, f"{JOB_POD}.containers[1]",
+     "sidecars"),
+    ("job.yaml", f"{JOB_C}.livenessProbe", {}, f"{JOB_C}.livenessProbe", "process"),
+    ("job.yaml", "spec.completions", 5, "spec.completions", "set completions to 2"),
+    ("job.yaml", "spec.completionMode", "Sometimes", "spec.completionMode", "Indexed"),
+    ("job.yaml", "spec.suspend", True, "spec.suspend", "waits in its queue"),
+    ("job.yaml", "spec.backoffLimitPerIndex", 1, "spec.backoffLimitPerIndex", "remove it"),
+    ("job.yaml", "spec.podFailurePolicy.rules[0].action", "FailJob",
+     "spec.podFailurePolicy.rules[0].action", "Ignore"),
+    ("job.yaml", "spec.podFailurePolicy.rules[0].onExitCodes", {"values": [3]},
+     "spec.podFailurePolicy.rules[0].onExitCodes", "backoffLimit"),
+    ("jobset.yaml", f"{JOBSET}.replicas", 0, f"{JOBSET}.replicas", "1 or more"),
+    ("job.yaml", "metadata.name", "Not_A_Name", "metadata.name", ""),
+    ("job.yaml", "metadata.labels", {"kueue.x-k8s.io/queue-name": "-bad-"},
+     'metadata.labels["kueue.x-k8s.io/queue-name"]', ""),
+    ("job.yaml", f"{JOB_C}.resources.requests.cpu", "lots",
+     f"{JOB_C}.resources.requests.cpu", ""),
+    ("job.yaml", f"{JOB_C}.command", None, f"{JOB_C}.args", "give command too"),
+    ("job.yaml", "spec.foo", 1, "spec.foo", "docs/manifests.md"),
+    ("job.yaml", "kind", "CronJob", "kind", "batch/v1 Job"),
+    ("jobset.yaml", "spec.successPolicy", {"operator": "Any"}, "spec.successPolicy",
+     "all its pods"),
+    ("jobset.yaml", "spec.network", {"enableDNSHostnames": True}, "spec.network",
+     "PHALANX_NODE_IPS"),
+    ("jobset.yaml", "spec.failurePolicy.rules", [], "spec.failurePolicy.rules", "remove it"),
+    ("jobset.yaml", "spec.coordinator", {"replicatedJob": "nope"},
+     "spec.coordinator.replicatedJob", "workers"),
+    ("jobset.yaml", f"{JOBSET}.template.spec.template.spec.containers[0].ports", [],
+     f"{JOBSET}.template.spec.template.spec.containers[0].ports", "assigns"),
+    ("pytorchjob.yaml", f"{TORCH_C}.ports", [{"containerPort": 23456}], f"{TORCH_C}.ports",
+     "MASTER_PORT"),
+    ("pytorchjob.yaml", "spec.elasticPolicy", {"minReplicas": 1, "maxReplicas": 4},
+     "spec.elasticPolicy", "fixed size"),
+    ("pytorchjob.yaml", "spec.pytorchReplicaSpecs.Chief", {}, "spec.pytorchReplicaSpecs.Chief",
+     "Master and Worker"),
+    ("pytorchjob.yaml", "spec.pytorchReplicaSpecs.Master", {"replicas": 2, "template": {}},
+     "spec.pytorchReplicaSpecs.Master.replicas", "to 1"),
+    ("pytorchjob.yaml", "spec.runPolicy.schedulingPolicy", {"minAvailable": 1},
+     "spec.runPolicy.schedulingPolicy.minAvailable", "set it to 2"),
+    ("mpijob.yaml", f"{MPI_W}.command", ["python", "w.py"], f"{MPI_W}.command", "mpirun"),
+    ("mpijob.yaml", "spec.mpiImplementation", "Intel", "spec.mpiImplementation", "OpenMPI"),
+    ("rayjob.yaml", "spec.shutdownAfterJobFinishes", False, "spec.shutdownAfterJobFinishes",
+     "RayCluster"),
+    ("rayjob.yaml", "spec.submissionMode", "InteractiveMode", "spec.submissionMode",
+     "K8sJobMode"),
+    ("rayjob.yaml", "spec.clusterSelector", {"a": "b"}, "spec.clusterSelector", "remove it"),
+    ("rayjob.yaml", "spec.rayClusterSpec.enableInTreeAutoscaling", True,
+     "spec.rayClusterSpec.enableInTreeAutoscaling", "fixed size"),
+    ("rayjob.yaml", f"{RAY_HEAD}.rayStartParams.num-cpus", "4",
+     f"{RAY_HEAD}.rayStartParams.num-cpus", "resources"),
+    ("rayjob.yaml", f"{RAY_HEAD}.template.spec.containers[0].command", ["ray", "start"],
+     f"{RAY_HEAD}.template.spec.containers[0].command", "entrypoint"),
+    ("rayjob.yaml", "spec.entrypoint", None, "spec.entrypoint", "RayCluster"),
+    ("appwrapper-pytorchjob.yaml", "spec.components[1]", {"template": {}},
+     "spec.components[1]", "AppWrapper"),
+    ("appwrapper-pytorchjob.yaml",
+     f"{WRAPPED}.spec.pytorchReplicaSpecs.Worker.template.spec.containers[0].ports", [],
+     f"{WRAPPED}.spec.pytorchReplicaSpecs.Worker.template.spec.containers[0].ports", "assigns"),
+    ("appwrapper-pytorchjob.yaml", f"{WRAPPED}.kind", "Deployment", f"{WRAPPED}.kind",
+     "kubeflow.org/v1 PyTorchJob"),
+]
+
+
+@pytest.mark.parametrize(("name", "path", "value", "field", "fix"), REFUSALS,
+                         ids=[f"{r[0]}:{r[1]}" for r in REFUSALS])
+def test_a_refusal_names_the_manifests_field(name: str, path: str, value: Any, field: str,
+                                             fix: str) -> None:
+    document = copy.deepcopy(example(name))
+    _set(document, path, value)
+    with pytest.raises(SpecError) as caught:
+        translate(document)
+    assert caught.value.field == field, caught.value
+    assert fix in (caught.value.fix or "") + caught.value.message, caught.value
+
+
+def test_a_refusal_in_a_file_names_the_document() -> None:
+    text = (EXAMPLES / "pytorchjob.yaml").read_text().replace(
+        "imagePullPolicy: IfNotPresent", "imagePullPolicy: IfNotPresent\n"
+        "              ports: [{containerPort: 23456}]")
+    with pytest.raises(SpecError) as caught:
+        load_submissions(text, "torch.yaml")
+    assert caught.value.field == f"torch.yaml[0].{TORCH_C}.ports"
+
+
+def test_a_wrapped_workload_may_leave_its_name_to_the_appwrapper() -> None:
+    wrapper = example("appwrapper-pytorchjob.yaml")
+    del wrapper["spec"]["components"][0]["template"]["metadata"]
+    made = translate(wrapper)
+    assert made.spec.name == "wrapped-ddp"
+    assert "metadata" not in made.manifest["spec"]["components"][0]["template"]  # as sent
+
+
+def test_a_wrong_type_names_the_field_and_the_type_wanted() -> None:
+    document = example("pytorchjob.yaml")
+    document["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] = "two"
+    with pytest.raises(SpecError) as caught:
+        translate(document)
+    assert caught.value.field == "spec.pytorchReplicaSpecs.Worker.replicas"
+    assert caught.value.message == "must be an integer, not str"
+
+
+def test_an_mpijob_notes_that_the_workers_sshd_is_not_run() -> None:
+    notes = translate(example("mpijob.yaml")).notes
+    assert notes == ["spec.mpiReplicaSpecs.Worker.template.spec.containers[0].command: sshd "
+                     "is not run: Phalanx starts the ranks in the workers itself"]

@@ -29,7 +29,7 @@ def pipeline(tmp_path: Path, suffix: str, **commands: list[str]) -> Path:
     for doc in docs:
         step = doc["podSets"][0]
         step["command"] = commands.get(doc["name"].replace("-", "_")) or [
-            sys.executable, str(REPO / step["command"][1]), *step["command"][2:]]
+            sys.executable, str(REPO / "examples" / step["command"][1]), *step["command"][2:]]
         step["env"]["PIPELINE_DIR"] = str(tmp_path / "data")
         doc["name"] += f"-{suffix}"
         doc["dependsOn"] = [

@@ -23,6 +23,16 @@ REPO = Path(__file__).resolve().parents[2]
 RUN_PODS_AS = str(os.geteuid())
 
 
+def example_job(file: str) -> dict[str, Any]:
+    """The job of ``examples/<file>`` as these tests post it, as JSON without an upload:
+    its ``workdir`` (examples/) becomes the pods' absolute workingDir."""
+    spec: dict[str, Any] = yaml.safe_load((REPO / "examples" / file).read_text())
+    assert spec.pop("workdir", None) == "."
+    for pod_set in spec["podSets"]:
+        pod_set["workingDir"] = str(REPO / "examples")
+    return spec
+
+
 class ControlPlane:
     def __init__(self, home: Path, db: str | None = None, grace: float = 2.0) -> None:
         self.home = home

@@ -9,9 +9,8 @@ from pathlib import Path
 
 import psutil
 import pytest
-import yaml
 
-from tests.e2e.conftest import REPO, ControlPlane, apply_one_cpu_queue, py_job
+from tests.e2e.conftest import ControlPlane, apply_one_cpu_queue, example_job, py_job
 
 pytestmark = pytest.mark.slow
 
@@ -34,8 +33,7 @@ def test_gang_runs_to_success_with_logs_and_events(plane: ControlPlane) -> None:
 
 
 def test_hello_gang_example_meets_at_barrier(plane: ControlPlane) -> None:
-    spec = yaml.safe_load((REPO / "examples" / "hello-gang.yaml").read_text())
-    plane.submit(spec)
+    plane.submit(example_job("hello-gang.yaml"))
     job = plane.wait_for("hello-gang", "Succeeded", "Failed", timeout=90)
     assert job["status"] == "Succeeded", plane.logs("hello-gang")
     assert "barrier passed with 4 ranks" in plane.logs("hello-gang")

@@ -28,8 +28,29 @@ runner = CliRunner()
 
 
 def example(name: str) -> dict[str, Any]:
+    """The example, its containers started in the repository: a local pod starts in an
+    empty directory of its own, and the examples' commands name the repository's files."""
     document: dict[str, Any] = yaml.safe_load((EXAMPLES / name).read_text())
+    _in_repo(document)
     return document
+
+
+def _in_repo(node: object) -> None:
+    if isinstance(node, dict):
+        for container in node.get("containers", []):
+            container.setdefault("workingDir", str(REPO))
+        for value in node.values():
+            _in_repo(value)
+    elif isinstance(node, list):
+        for value in node:
+            _in_repo(value)
+
+
+def example_file(name: str, directory: Path) -> Path:
+    """``example(name)`` written to a file of ``directory``, as ``submit -f`` reads it."""
+    path = directory / name
+    path.write_text(yaml.safe_dump(example(name)))
+    return path
 
 
 @pytest.fixture(scope="module")
@@ -93,9 +114,9 @@ def test_an_mpijob_runs_the_allreduce_example(plane: ControlPlane,
 
 
 def test_a_pytorchjob_trains_ddp_with_two_workers_through_the_sdk(
-        plane: ControlPlane, submitted: list[str]) -> None:
+        plane: ControlPlane, submitted: list[str], tmp_path: Path) -> None:
     with Client(home=plane.home) as client:
-        record = client.submit(EXAMPLES / "pytorchjob.yaml")
+        record = client.submit(example_file("pytorchjob.yaml", tmp_path))
         assert record.spec.kind.value == "torch"
         assert [p.replicas for p in record.spec.pod_sets] == [2]
     logs = _succeeds(plane, "ddp-pytorchjob", timeout=300)
@@ -103,11 +124,11 @@ def test_a_pytorchjob_trains_ddp_with_two_workers_through_the_sdk(
 
 
 def test_an_appwrapper_of_a_pytorchjob_runs_through_the_cli(
-        plane: ControlPlane, submitted: list[str]) -> None:
+        plane: ControlPlane, submitted: list[str], tmp_path: Path) -> None:
     env = {"PHALANX_HOME": str(plane.home), "PHALANX_URL": None, "PHALANX_TOKEN": None,
            "COLUMNS": "200"}
-    result = runner.invoke(app, ["submit", "-f", str(EXAMPLES / "appwrapper-pytorchjob.yaml"),
-                                 "--wait"], env=env)
+    manifest = example_file("appwrapper-pytorchjob.yaml", tmp_path)
+    result = runner.invoke(app, ["submit", "-f", str(manifest), "--wait"], env=env)
     assert result.exit_code == 0, result.output
     assert "wrapped-ddp" in result.output
     described = runner.invoke(app, ["describe", "wrapped-ddp"], env=env)

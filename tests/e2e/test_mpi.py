@@ -10,9 +10,8 @@ from typing import Any
 
 import psutil
 import pytest
-import yaml
 
-from tests.e2e.conftest import REPO, ControlPlane
+from tests.e2e.conftest import ControlPlane, example_job
 
 pytestmark = [
     pytest.mark.slow,
@@ -23,8 +22,7 @@ pytestmark = [
 
 
 def example() -> dict[str, Any]:
-    spec: dict[str, Any] = yaml.safe_load((REPO / "examples" / "mpi-allreduce.yaml").read_text())
-    return spec
+    return example_job("mpi-allreduce.yaml")
 
 
 def agents_of(plane: ControlPlane) -> list[psutil.Process]:
@@ -71,7 +69,7 @@ def test_failing_mpi_program_fails_the_job_as_the_users(plane: ControlPlane) -> 
 def test_slots_come_from_nproc_per_node(plane: ControlPlane) -> None:
     spec = example()
     spec["name"] = "mpi-slots"
-    spec["podSets"][0]["command"] = ["mpirun", "python", "examples/mpi_allreduce.py"]
+    spec["podSets"][0]["command"] = ["mpirun", "python", "mpi_allreduce.py"]
     spec["podSets"][1].update(replicas=2, env={"NPROC_PER_NODE": "2"})
     plane.submit(spec)
     job = plane.wait_for("mpi-slots", "Succeeded", "Failed", timeout=120)

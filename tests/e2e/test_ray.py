@@ -23,7 +23,7 @@ from typer.testing import CliRunner, Result
 from phalanx import Client
 from phalanx.cli.main import app
 from phalanx.ray import Cluster, ClusterConfiguration, ClusterStatus, get_cluster
-from tests.e2e.conftest import REPO, ControlPlane, running
+from tests.e2e.conftest import REPO, ControlPlane, example_job, running
 
 pytest.importorskip("ray")
 
@@ -182,7 +182,7 @@ def test_down_cancels_the_cluster_and_leaves_no_process(
 
 # --------------------------------------------------------------------------- a Ray job
 def test_the_ray_job_example_spreads_over_both_workers(plane: ControlPlane) -> None:
-    spec = yaml.safe_load((REPO / "examples" / "ray-job.yaml").read_text())
+    spec = example_job("ray-job.yaml")
     for pod_set in spec["podSets"]:
         pod_set["resources"]["cpu"] = "250m"
     plane.submit(spec)

@@ -10,9 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
-from tests.e2e.conftest import REPO, ControlPlane, apply_one_cpu_queue, py_job
+from tests.e2e.conftest import ControlPlane, apply_one_cpu_queue, example_job, py_job
 
 pytestmark = pytest.mark.slow
 
@@ -36,12 +35,11 @@ DDP_EPOCHS = 14
 
 
 def _ddp_job(name: str) -> dict[str, Any]:
-    spec = yaml.safe_load((REPO / "examples" / "ddp-cpu.yaml").read_text())
+    spec = example_job("ddp-cpu.yaml")
     spec["name"] = name
     spec["queue"], spec["priority"] = "small", "low"
     pod_set = spec["podSets"][0]
     pod_set["env"] |= {"EPOCHS": str(DDP_EPOCHS), "EPOCH_PAUSE": "0.4"}
-    pod_set["workingDir"] = str(REPO)
     pod_set["resources"] = {"cpu": "500m"}
     return spec
 

@@ -16,6 +16,7 @@ from phalanx.cli import planeinfo, render
 from phalanx.cli.output import (
     EXIT_FAILED,
     err,
+    input_dir,
     note,
     out,
     print_json,
@@ -31,6 +32,7 @@ from phalanx.spec.api import JobList
 from phalanx.spec.config import config_kind
 from phalanx.spec.labels import merge_selectors
 from phalanx.spec.manifests import Translation, load_submissions
+from phalanx.spec.overrides import apply_overrides
 from phalanx.spec.status import JobDetail, JobRecord, JobStatus
 
 WATCH_SECONDS = 1.0
@@ -102,8 +104,18 @@ def submit(
     priority: Annotated[
         str | None, typer.Option(help="Override the priority (class name or integer)")
     ] = None,
+    env: Annotated[list[str] | None, typer.Option(
+        "--env", "-e", help="Set K=V in every pod set's environment (repeatable)")] = None,
+    sets: Annotated[list[str] | None, typer.Option(
+        "--set", help="Override a field: PATH=VALUE, e.g. podSets[0].replicas=4 (repeatable)",
+    )] = None,
+    unique: Annotated[bool, typer.Option(
+        "--unique", help="If the name is taken, add 5 random characters to it")] = False,
 ) -> None:
-    """Submit jobs (several documents: all or none); prints each name on its own line."""
+    """Submit jobs (several documents: all or none); prints each name on its own line.
+
+    ``-f -`` reads the jobs from standard input. A relative ``workdir`` is relative to the
+    file's directory (standard input: the current directory)."""
     # Checked here, every document: bad input sends nothing.
     text, source = read_input(file)
     items = load_submissions(text, source=source)  # Phalanx jobs and Kubernetes manifests
@@ -112,18 +124,28 @@ def submit(
             if value is not None:
                 raise SpecError(f"takes one job; {source} holds {len(items)}", field=option,
                                 fix="put that job in a file of its own")
+    if any(isinstance(item, Translation) for item in items):
+        for option, given in (("--set", sets), ("--env", env), ("--unique", unique)):
+            if given:
+                raise SpecError(f"{source} holds a Kubernetes manifest, which is submitted "
+                                "as written", field=option, fix="change the manifest "
+                                "itself, or submit Phalanx jobs to use " + option)
+    # --name first: --unique makes the final name the prefix of a generated one.
     items = [item.overridden(name=name, queue=queue, priority=priority)
-             if isinstance(item, Translation) else _with_overrides(item, name, queue, priority)
+             if isinstance(item, Translation) else
+             apply_overrides(_with_overrides(item, name, queue, priority), sets=sets or (),
+                             env=env or (), unique=unique)
              for item in items]
     specs = [item for item in items if isinstance(item, JobSpec)]
+    base = input_dir(file)
     with settings_of(ctx).client() as client:
         if len(specs) < len(items):  # manifests go as written, kept with their jobs
-            records = client.submit_manifests(items)
+            records = client.submit_manifests(items, base=base)
         # One job keeps its own route (a taken name is "name", not "items[0].name").
         elif len(specs) == 1:
-            records = [client.submit(specs[0])]
+            records = [client.submit(specs[0], base=base)]
         else:
-            records = client.submit_many(specs)
+            records = client.submit_many(specs, base=base)
         for record in records:
             write_line(record.name)
         if len(records) == 1:

@@ -38,6 +38,8 @@ VERBS: dict[str, tuple[str, str]] = {
     "submit": ("jobs:submit",
                "Submit jobs (several documents: all or none); prints each name on its own "
                "line."),
+    "run": ("run:run",
+            "Run COMMAND as a job, in a copy of the current directory (like sbatch --wrap)."),
     "wait": ("jobs:wait_for",
              "Wait until the jobs end; exit 0 only if all succeeded (as `submit --wait`)."),
     "jobs": ("jobs:jobs",
@@ -124,7 +126,10 @@ def load_verb(name: str, rich_markup_mode: MarkupMode = "rich") -> Command:
         return get_group_from_info(
             TyperInfo(target, name=name), pretty_exceptions_short=app.pretty_exceptions_short,
             suggest_commands=True, rich_markup_mode=rich_markup_mode)
-    return get_command_from_info(CommandInfo(name=name, callback=target),
+    # A verb's own context settings (``run`` leaves what follows its command alone).
+    settings = getattr(target, "context_settings", None)
+    return get_command_from_info(CommandInfo(name=name, callback=target,
+                                             context_settings=settings),
                                  pretty_exceptions_short=app.pretty_exceptions_short,
                                  rich_markup_mode=rich_markup_mode)
 

@@ -112,6 +112,12 @@ def read_input(path: Path) -> tuple[str, str]:
     return read_text(path), str(path)
 
 
+def input_dir(path: Path) -> Path:
+    """What a relative path in ``-f FILE`` (a job's workdir) is relative to: the file's
+    directory; for standard input the current one."""
+    return Path.cwd() if str(path) == STDIN else path.expanduser().resolve().parent
+
+
 def print_json(data: Any) -> None:
     """Pure JSON on stdout, nothing else, for scripts."""
     sys.stdout.write(json.dumps(data, indent=2, sort_keys=False) + "\n")

@@ -14,6 +14,7 @@ from phalanx.errors import SpecError
 from phalanx.spec import format_amount, format_duration, parse_quantity
 from phalanx.spec.api import AppliedObject, NodeView, PoolView, QueuesOverview, ServerStatus
 from phalanx.spec.planes import LOCAL_PLANE, PLANE_LABEL
+from phalanx.spec.sources import WorkdirArchive
 from phalanx.spec.status import JobAdmission, JobDetail, JobEvent, JobRecord, JobStatus
 
 STATUS_STYLES = {
@@ -173,6 +174,12 @@ def describe_job(job: JobDetail, now: float | None = None, *,
         level = spec.topology.required or spec.topology.preferred
         how = "required" if spec.topology.required else "preferred"
         summary.append(("Topology", f"one {level} ({how})"))
+    if isinstance(spec.workdir, WorkdirArchive):
+        summary.append(("Code", f"workdir {spec.workdir.sha256[:12]} "
+                                f"({format_amount(spec.workdir.size * 1000, 'memory')})"))
+    elif spec.git is not None:
+        commit = (spec.git.commit or "unresolved")[:12]
+        summary.append(("Code", f"git {spec.git.repo} at {commit} ({spec.git.ref})"))
     if spec.depends_on:
         summary.append(("Depends on", ", ".join(f"{d.job} ({d.condition})"
                                                 for d in spec.depends_on)))

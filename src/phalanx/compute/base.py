@@ -27,6 +27,9 @@ plane overrides only what it can do better:
   that reports no pods is not lost), and which placements its worker refused.
 - ``exec``: run a command inside a running pod (``phalanx exec``), its input,
   output and exit relayed as ``phalanx.relay`` frames.
+- ``workdir_archives``: a plane whose pods unpack a job's ``workdir`` from a store on
+  its own machine (the local plane) names that store; a worker puts the archive there,
+  fetched by hash, before it launches. None: the pods fetch it themselves (Kubernetes).
 - ``plane_lease``: the lease a worker renews for the plane when the plane keeps its own
   (the Kubernetes plane's Lease object); None: the worker keeps a file lease.
 """
@@ -50,6 +53,7 @@ from phalanx.kinds.pods import FailureKind, PodPhase, PodRef, PodState
 from phalanx.scheduler.types import Admission
 from phalanx.spec.resources import JobSpec, Node
 from phalanx.spec.status import JobEvent
+from phalanx.store.workdirs import WorkdirStore
 
 # Where a job's pods save checkpoints: kept across its attempts (each plane says where).
 CHECKPOINT_DIR_ENV = "PHALANX_CHECKPOINT_DIR"
@@ -183,6 +187,7 @@ class ComputePlane(abc.ABC):
     # and what the provisioning registry compares a provider's plane with, so that choosing
     # providers imports no plane module (nor the optional extra behind one).
     name: ClassVar[str]
+    workdir_archives: WorkdirStore | None = None
     # The lease a worker renews for this plane, when the plane keeps one of its own.
     plane_lease: PlaneLease | None = None
 

@@ -62,6 +62,11 @@ class Metrics:
             "phalanx_control_loop_errors", "Control-loop steps that failed with an error",
             registry=self.registry,
         )
+        self.workdir_uploads = Counter(
+            "phalanx_workdir_uploads", "Working-directory archives received (an upload the "
+            "caller could skip, the archive being held for it, is not counted)",
+            registry=self.registry,
+        )
 
     def observe_queues(self, queues: list[ClusterQueueStatus]) -> None:
         for cq in queues:

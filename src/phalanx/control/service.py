@@ -12,7 +12,7 @@ import hashlib
 import json
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from phalanx.compute.base import ComputePlane, ExecSession, PodState
@@ -27,12 +27,14 @@ from phalanx.spec.config import QueueConfig
 from phalanx.spec.planes import LOCAL_PLANE
 from phalanx.spec.provisioning import check_pod_sets
 from phalanx.spec.resources import ConfigObject, JobSpec, Node
+from phalanx.spec.sources import generated_name
 from phalanx.spec.status import JobEvent, JobRecord, JobStatus
 from phalanx.store import IdempotentRequest, JobFilter, JobPage, LogStore
 from phalanx.store.pools import PoolStore
 
 IDEMPOTENCY_KEY = "Idempotency-Key"
 UNKNOWN_USER = "unknown"
+GENERATED_NAME_TRIES = 5  # 36^5 names per prefix: a fifth clash means the prefix is full
 Sees = Callable[[JobRecord], bool]  # whether a job is the submitter's to see
 _NAMES_SHOWN = 5
 
@@ -129,6 +131,32 @@ class JobService:
         submit's audit entries, and ``manifests``, the Kubernetes manifests some jobs were
         submitted as, by name). ``sees``: the jobs the submitter may name in
         ``dependsOn`` (default all); another is refused as a job that does not exist.
+        A job with ``generateName`` whose name is taken is named anew (the prefix and 5
+        other random characters), as Kubernetes does."""
+        for tries_left in range(GENERATED_NAME_TRIES - 1, -1, -1):
+            try:
+                return self._submit_many(specs, batch=batch, request=request, user=user,
+                                         audit=audit, sees=sees, manifests=manifests)
+            except Conflict as exc:
+                if tries_left == 0 or not (exc.field or "").endswith("name") \
+                        or not any(s.generate_name for s in specs):
+                    raise
+            renamed = [s.model_copy(update={"name": generated_name(s.generate_name)})
+                       if s.generate_name else s for s in specs]
+            if manifests is not None:  # a job's manifest follows it to its new name
+                names = {old.name: new.name for old, new in zip(specs, renamed, strict=True)}
+                manifests = {names.get(name, name): m for name, m in manifests.items()}
+            specs = renamed
+            if request is not None:
+                request = replace(request, jobs=tuple(s.name for s in specs))
+        raise AssertionError("unreachable")  # the loop returns or raises
+
+    def _submit_many(
+        self, specs: list[JobSpec], *, batch: bool,
+        request: IdempotentRequest | None, user: str, audit: Sequence[object],
+        sees: Sees | None, manifests: Mapping[str, Mapping[str, Any]] | None,
+    ) -> list[JobRecord]:
+        """Submit jobs all or nothing, in one store transaction.
 
         Every job is checked before any is stored; in a batch an error names the job's
         position (``items[i]``) and field, and nothing is submitted. The store is

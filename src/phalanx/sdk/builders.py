@@ -16,6 +16,7 @@ same validation as a YAML file, so errors name the same fields.
 from __future__ import annotations
 
 import copy
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
@@ -286,6 +287,20 @@ class Job:
             name = job.name if isinstance(job, Job) else job
             deps.append(name if condition == "Succeeded" else
                         {"job": name, "condition": condition})
+        return self
+
+    def workdir(self, path: str | os.PathLike[str]) -> Job:
+        """Start every pod in a copy of this directory (relative: to the current one),
+        which ``Client.submit`` packs and uploads (docs/your-work.md)."""
+        self._doc.pop("git", None)
+        self._doc["workdir"] = os.fspath(path)
+        return self
+
+    def git(self, repo: str, ref: str = "HEAD") -> Job:
+        """Start every pod in a clone of ``repo`` at ``ref``, which ``Client.submit``
+        resolves to a commit so that every attempt runs the same code."""
+        self._doc.pop("workdir", None)
+        self._doc["git"] = {"repo": repo, "ref": ref}
         return self
 
     def to_dict(self) -> dict[str, Any]:

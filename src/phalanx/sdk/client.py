@@ -36,6 +36,7 @@ from phalanx.sdk.identity import IdentityCalls
 from phalanx.sdk.planes import PlaneCalls
 from phalanx.sdk.responses import error_from_response
 from phalanx.sdk.secrets import SecretCalls
+from phalanx.sdk.sources import SourceCalls
 from phalanx.spec.api import (
     ACT_AS_HEADER,
     AppliedObject,
@@ -128,7 +129,7 @@ def _tls(verify: bool | str) -> bool | ssl.SSLContext:
                         "certificate") from None
 
 
-class Client(IdentityCalls, PlaneCalls, SecretCalls):
+class Client(IdentityCalls, PlaneCalls, SecretCalls, SourceCalls):
     """A connection to one Phalanx control plane.
 
     ``url`` and ``token`` default to ``$PHALANX_URL`` / ``$PHALANX_TOKEN``, then (inside a
@@ -225,6 +226,18 @@ class Client(IdentityCalls, PlaneCalls, SecretCalls):
                 fix="check that the client and the control plane have the same version",
             ) from None
 
+    def _held(self, path: str) -> bool:
+        """Whether ``HEAD path`` answers 200 (False on 404)."""
+        try:
+            response = self._http.request("HEAD", path)
+        except httpx.TransportError as exc:
+            raise self._unreachable(exc) from None
+        if response.status_code == 404:
+            return False
+        if response.is_error:
+            raise error_from_response(response)
+        return True
+
     # ------------------------------------------------------------------ server
     def healthy(self) -> bool:
         """Whether the control plane answers ``/healthz`` (needs no token)."""
@@ -242,29 +255,44 @@ class Client(IdentityCalls, PlaneCalls, SecretCalls):
         return self._request(ServerStatus, "GET", "/v1/status")
 
     # ------------------------------------------------------------------ jobs
-    def submit(self, job: object) -> JobRecord:
+    def submit(self, job: object, *, base: str | Path | None = None) -> JobRecord:
         """Submit a job (a JobSpec, a ``phalanx.Job`` builder, a dict or a YAML file path,
         or a Kubernetes workload manifest as a dict or a YAML file).
 
         The job is validated locally first: bad input raises SpecError and sends nothing.
+        Its ``workdir``, a path relative to ``base`` (default: the YAML file's directory,
+        else the current one), is packed and uploaded, and a ``git`` ref resolved
+        (``with_sources``).
         """
         item = to_submission(job)
         if isinstance(item, Translation):
             return self.submit_manifests([item])[0]
-        return self._submit(JobRecord, "/v1/jobs", item.to_dict())
+        spec = self.with_sources(item, _base_of(job, base))
+        return self._submit(JobRecord, "/v1/jobs", spec.to_dict())
 
     def submit_manifests(
-        self, jobs: Iterable[object] | str | Path,
+        self, jobs: Iterable[object] | str | Path, *, base: str | Path | None = None,
     ) -> builtins.list[JobRecord]:
         """Submit Kubernetes workload manifests (batch Job, JobSet, PyTorchJob, MPIJob,
         RayJob, RayCluster, AppWrapper; dicts or a YAML file of them), mixed with jobs, all
         or nothing. Each is checked locally first; the control plane keeps each manifest
         with its job (``get(name).manifest``). docs/manifests.md lists what each field
-        becomes."""
-        items = [wire(item) for item in to_submissions(jobs)]
-        return self._submit(JobList, "/v1/manifests", {"items": items}).items
+        becomes. The jobs among them have their sources packed as ``submit`` does."""
+        if isinstance(jobs, str | Path):
+            items, bases = to_submissions(jobs), None
+        else:
+            originals = builtins.list(jobs)
+            items, bases = to_submissions(originals), originals
+        sent = []
+        for i, item in enumerate(items):
+            if not isinstance(item, Translation):
+                item = self.with_sources(item, _base_of(jobs if bases is None else bases[i],
+                                                        base))
+            sent.append(wire(item))
+        return self._submit(JobList, "/v1/manifests", {"items": sent}).items
 
-    def submit_many(self, jobs: Iterable[object]) -> builtins.list[JobRecord]:
+    def submit_many(self, jobs: Iterable[object], *,
+                    base: str | Path | None = None) -> builtins.list[JobRecord]:
         """Submit several jobs in one request, all or nothing (as ``submit`` takes them).
 
         Every job is validated locally first; the server stores all of them or, naming
@@ -272,11 +300,12 @@ class Client(IdentityCalls, PlaneCalls, SecretCalls):
         """
         jobs = builtins.list(jobs)
         if any(isinstance(job, Translation) or is_manifest(job) for job in jobs):
-            return self.submit_manifests(jobs)  # kept with their jobs, as written
+            return self.submit_manifests(jobs, base=base)  # kept with their jobs, as written
         specs = []
         for i, job in enumerate(jobs):
             try:
-                specs.append(to_job_spec(job).to_dict())
+                specs.append(self.with_sources(to_job_spec(job),
+                                               _base_of(job, base)).to_dict())
             except SpecError as exc:
                 where = f"items[{i}]" + (f".{exc.field}" if exc.field else "")
                 raise SpecError(exc.message, field=where, fix=exc.fix) from None
@@ -492,3 +521,12 @@ class Client(IdentityCalls, PlaneCalls, SecretCalls):
     def config(self) -> builtins.list[ConfigObject]:
         """The current queue configuration: flavors, cohorts, queues and priority classes."""
         return list(self._request(ConfigDocuments, "GET", "/v1/config").documents)
+
+
+def _base_of(job: object, base: str | Path | None) -> Path | None:
+    """What a relative workdir is relative to: ``base``, else a YAML file's directory."""
+    if base is not None:
+        return Path(base)
+    if isinstance(job, str | Path):
+        return Path(job).expanduser().resolve().parent
+    return None

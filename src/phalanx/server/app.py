@@ -42,10 +42,12 @@ from phalanx.server.routes.context import ApiContext, error_response
 from phalanx.server.secret_routes import secret_router
 from phalanx.server.storage import StateDisk
 from phalanx.server.ui import MOUNT, create_ui
+from phalanx.server.workdir_routes import own_body_cap, workdir_router
 from phalanx.spec.api import ACT_AS_HEADER
 from phalanx.spec.base import spec_error_from_errors
 from phalanx.spec.resources import MAX_JOB_SPEC_BYTES
 from phalanx.store import LogStore
+from phalanx.store.workdirs import WORKDIRS, WorkdirStore
 from phalanx.version import __version__
 
 log = logging.getLogger("phalanx.api")
@@ -129,10 +131,11 @@ class _Guard:
                 field="body", fix="pass large data as a file (a volume, the checkpoint "
                 "directory), not in the job's command, env or labels")
         declared = next((v for k, v in scope["headers"] if k == b"content-length"), None)
-        if declared is not None and declared.isdigit() and int(declared) > cap:
+        capped = not own_body_cap(scope)  # an archive upload's route caps it, streaming it
+        if capped and declared is not None and declared.isdigit() and int(declared) > cap:
             await error_response(too_large)(scope, receive, send)
             return
-        if declared is None and scope.get("method") in ("POST", "PUT", "PATCH"):
+        if capped and declared is None and scope.get("method") in ("POST", "PUT", "PATCH"):
             # A body sent without a declared length (chunked) is read here up to the cap,
             # then handed to the route whole.
             chunks, size, more = [], 0, True
@@ -201,18 +204,22 @@ def create_app(
     secrets: SecretEnvRule | None = None, max_body_bytes: int = MAX_BODY_BYTES,
     log_limits: LogLimits | None = None, dashboard: bool = True, interactive: bool = True,
     planes: PlaneRegistry | None = None, control_plane_id: str = "", home: Path | None = None,
+    workdirs: WorkdirStore | None = None,
 ) -> FastAPI:
     """``secrets`` says which env values job specs in answers redact (default: the built-in
     rule); see ``server/redaction.py``. ``dashboard`` serves the web dashboard at ``/ui``.
     ``interactive`` says whether commands may run in pods through the API
     (``server/podexec.py``). ``home``: the state directory, whose free space ``/healthz``
-    reports and a write that found none answers (507; ``server/storage.py``)."""
+    reports and a write that found none answers (507; ``server/storage.py``).
+    ``workdirs`` holds jobs' packed working directories (default: beside the logs, in
+    the control plane's home)."""
     ctx = ApiContext(
         controller, auth, logs, db_label,
         secret_env=secrets if secrets is not None else SecretEnvRule(),
         slots=FollowerSlots(log_limits if log_limits is not None else LogLimits()),
         log_reads=anyio.CapacityLimiter(READ_THREADS), planes=planes,
         control_plane_id=control_plane_id, disk=StateDisk(home) if home is not None else None,
+        archives=workdirs if workdirs is not None else WorkdirStore(logs.root.parent / WORKDIRS),
     )
     disk, parsers = ctx.disk, ctx.parsers
     app = FastAPI(
@@ -267,6 +274,7 @@ def create_app(
     # Included in this order, the order of /openapi.json's paths.
     routers = [
         exec_router(ctx.service, interactive=interactive, error_response=error_response),
+        workdir_router(controller, ctx.archives, planes=planes),
         status.router(ctx), jobs.router(ctx), cluster.router(ctx), pools.router(ctx),
         configuration.router(ctx),
         *([plane_routes.router(ctx, planes)] if planes is not None else []),

@@ -49,6 +49,7 @@ from phalanx.spec.planes import LOCAL_PLANE
 from phalanx.spec.status import JobRecord
 from phalanx.store import IdentityStore, LogStore, Store
 from phalanx.store.planes import PlaneStore
+from phalanx.store.workdirs import WorkdirStore
 
 P = ParamSpec("P")
 
@@ -226,7 +227,8 @@ def serve(
     app = create_app(controller, auth, logs, db_label=str(info["db"]),
                      secrets=SecretEnvRule(extra=tuple(secret_env)), max_body_bytes=max_body_bytes,
                      log_limits=LogLimits.from_env(), interactive=interactive,
-                     planes=planes, control_plane_id=control_plane_id(home), home=home)
+                     planes=planes, control_plane_id=control_plane_id(home), home=home,
+                     workdirs=WorkdirStore.for_home(home))
     server_file = home / SERVER_FILE
     # Written whole and then renamed: clients poll for this file and must never read half of it.
     partial = server_file.with_suffix(".json.tmp")

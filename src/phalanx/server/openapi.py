@@ -18,6 +18,7 @@ from phalanx.control.planes import PlaneRegistry
 from phalanx.server.app import create_app
 from phalanx.server.auth import Authenticator
 from phalanx.store import LogStore
+from phalanx.store.workdirs import WORKDIRS, WorkdirStore
 
 SNAPSHOT = Path("tests/server/openapi_v1.json")
 
@@ -35,7 +36,7 @@ def document() -> dict[str, Any]:
                                                   hasher=SimpleNamespace(pepper=b"")))
     no_planes = cast(PlaneRegistry, SimpleNamespace(timers=None))
     app = create_app(no_controller, no_auth, cast(LogStore, None), db_label="", dashboard=False,
-                     planes=no_planes)
+                     planes=no_planes, workdirs=WorkdirStore(Path(WORKDIRS)))
     return without_version(app.openapi())
 
 

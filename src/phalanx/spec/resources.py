@@ -29,6 +29,7 @@ from phalanx.spec.provisioning import FlavorProvisioning, ProvisioningPolicy
 from phalanx.spec.quantity import format_amount
 from phalanx.spec.ray import RaySpec
 from phalanx.spec.secrets import EnvFromItem, PullSecretItem, SecretEnvVar, split_env
+from phalanx.spec.sources import GENERATE_NAME, GitSource, Workdir, generated_name
 from phalanx.spec.volumes import Volume, VolumeMount, check_paths, check_shm, check_volumes
 
 GPU = "nvidia.com/gpu"
@@ -548,6 +549,11 @@ class PodSet(Model):
 
 class JobSpec(Model):
     name: Name
+    generate_name: str | None = Field(
+        default=None, pattern=f"^{GENERATE_NAME.pattern}$",
+        description="A prefix of the job's name: without a name, and whenever the name is "
+                    "taken, the control plane names the job this prefix and 5 random "
+                    "lowercase letters and digits (Kubernetes' generateName)")
     queue: Name = "default"
     priority: Priority = "default"
     kind: JobKind = JobKind.GENERIC
@@ -581,6 +587,25 @@ class JobSpec(Model):
         description="Volumes the pod sets mount (Kubernetes' volumes: emptyDir, hostPath, "
                     "persistentVolumeClaim, configMap, secret, nfs)",
     )
+    workdir: Workdir | None = Field(
+        default=None,
+        description="The directory every pod starts in, a copy of its own: a path on the "
+                    "submitter's machine, which the CLI and SDK pack and upload, sent as "
+                    "{sha256, size} (docs/your-work.md)")
+    git: GitSource | None = Field(
+        default=None, description="A git commit every pod starts in, a clone of its own "
+                                  "(the other source of code than workdir)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _name_from_prefix(cls, data: object) -> object:
+        if isinstance(data, dict) and not data.get("name"):
+            prefix = data.get("generateName", data.get("generate_name"))
+            if isinstance(prefix, str) and prefix:
+                # A bad prefix makes no name: the error is then generateName's alone.
+                name = generated_name(prefix) if GENERATE_NAME.fullmatch(prefix) else "x"
+                return {**data, "name": name}
+        return data
 
     @model_validator(mode="after")
     def _bounded(self, info: ValidationInfo) -> JobSpec:
@@ -608,10 +633,13 @@ class JobSpec(Model):
         return value
 
     @model_validator(mode="after")
-    def _ray_on_ray_jobs(self) -> JobSpec:
+    def _one_kind_one_source(self) -> JobSpec:
         if self.ray is not None and self.kind is not JobKind.RAY:
             raise ValueError(f"ray is set on a job of kind {self.kind.value!r}; set kind: ray, "
                              "or remove ray")
+        if self.workdir is not None and self.git is not None:
+            raise ValueError("both workdir and git are set; a job's code comes from one "
+                             "source: remove one of them")
         return self
 
     def secret_refs(self) -> list[tuple[str, str]]:

@@ -44,7 +44,9 @@ from phalanx.spec.planes import (
     PodReport,
 )
 from phalanx.spec.resources import JobSpec
+from phalanx.spec.sources import WorkdirArchive
 from phalanx.store.logs import LogStore
+from phalanx.store.workdirs import MAX_ARCHIVE_BYTES
 from phalanx.version import __version__
 from phalanx.worker.client import PlaneClient
 from phalanx.worker.execs import ExecRelay
@@ -431,6 +433,7 @@ class Worker:
                 credential = (PodCredential(api_url=self.client.url, key=attempt.credential,
                                             secrets=AttemptSecrets.from_wire(attempt.secrets))
                               if attempt.credential else None)
+                self._fetch_workdir(spec)
                 self.plane.launch(spec, attempt.attempt, admission, credential=credential)
             except SpecError as exc:
                 self._refuse(attempt.job, attempt.attempt, str(exc), error=True, user=True)
@@ -443,7 +446,19 @@ class Worker:
         for gone in desired.forget:
             self.plane.forget(gone.job, gone.attempt)
             self._handled.discard((gone.job, gone.attempt))
+        store = self.plane.workdir_archives
+        if store is not None:  # no copy of a team's code outlives the attempts that need it
+            store.prune(a.spec["workdir"].get("sha256") for a in desired.attempts
+                        if isinstance(a.spec.get("workdir"), dict))
         self._changed.set()
+
+    def _fetch_workdir(self, spec: JobSpec) -> None:
+        """The job's workdir archive, fetched by hash into the plane's store when its pods
+        unpack it here and it is not there yet (it travels as the desired state does)."""
+        store = self.plane.workdir_archives
+        if store is not None and isinstance(spec.workdir, WorkdirArchive) \
+                and not store.has(spec.workdir.sha256):
+            self.client.fetch_workdir(spec.workdir.sha256, store, MAX_ARCHIVE_BYTES)
 
     def _refuse(self, job: str, attempt: int, reason: str, *, error: bool = False,
                 user: bool = False) -> None:

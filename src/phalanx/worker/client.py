@@ -33,6 +33,7 @@ from phalanx.spec.planes import (
     PlaneWelcome,
     ReportAck,
 )
+from phalanx.store.workdirs import WorkdirStore
 
 REFRESH_MARGIN = 0.2  # exchange again once this share of the token's life is left
 
@@ -122,6 +123,29 @@ class PlaneClient:
                             params=params, timeout=wait + self.timeout)
         return DesiredState.model_validate(answer.json())
 
+
+    def fetch_workdir(self, sha256: str, store: WorkdirStore, max_bytes: int) -> None:
+        """Put the workdir archive ``sha256`` of an attempt wanted here into ``store``."""
+        path = f"/v1/planes/{self.plane}/workdirs/{sha256}"
+        for retry in (False, True):
+            headers = {"Authorization": f"Bearer {self._bearer()}"}
+            try:
+                with self._http.stream("GET", self.url + path, headers=headers,
+                                       timeout=max(self.timeout, 60.0)) as answer:
+                    if answer.status_code == 401 and not retry:
+                        self._token = None
+                        continue
+                    if answer.status_code >= 400:
+                        answer.read()
+                        error, fix = _error_of(answer)
+                        raise ServerError(f"GET {path}: {error}",
+                                          fix=fix or "see the control plane's log")
+                    store.upload(sha256, max_bytes).put(answer.iter_bytes())
+                    return
+            except httpx.HTTPError as exc:
+                raise ConnectionFailed(f"cannot reach the control plane at {self.url}: {exc}",
+                                       fix="check --control-plane and the network") from None
+        raise AssertionError("unreachable")
 
     def exec_requests(self, wait: float) -> list[ExecRequest]:
         """Commands to run in this plane's pods (a long poll of ``wait`` seconds)."""

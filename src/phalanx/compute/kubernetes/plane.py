@@ -34,6 +34,7 @@ from phalanx.compute.kubernetes import (
     kuberay,
     objects,
     secretdata,
+    sources,
     volumes,
 )
 from phalanx.compute.kubernetes.attempts import (
@@ -250,6 +251,7 @@ class KubernetesPlane(ComputePlane):
         for index in range(len(job.pod_sets)):
             objects.image_of(job, index, self.settings.default_image)
         objects.check_cpu_pinning(job)
+        sources.check_working_dirs(job)
         volumes.check(job)
 
     def cordon(self, name: str, unschedulable: bool) -> None:
@@ -285,7 +287,8 @@ class KubernetesPlane(ComputePlane):
                                     self.identity)
         placeholder = {"metadata": {"name": plan.name, "uid": "-"}}
         for planned in plan.pods:  # everything is checked before anything is created
-            self._pod_object(plan, planned, job, objects.owner_reference(placeholder))
+            self._pod_object(plan, planned, job, objects.owner_reference(placeholder),
+                             credential.api_url if credential is not None else None)
         now = time.time()
         current = Attempt(
             job=job.name, attempt=attempt, name=plan.name, launched_at=now, spec=job,
@@ -429,6 +432,10 @@ class KubernetesPlane(ComputePlane):
         secretdata.attach(body["spec"], body["spec"]["containers"][0], plan.name, pod_set)
         if api_url is not None:
             credentials.mount(body["spec"], body["spec"]["containers"][0], plan.name, api_url)
+        sources.add_source(body["spec"], body["spec"]["containers"][0], job,
+                           pod_set.working_dir, api_url=api_url,
+                           fetch_image=self.settings.fetch_image,
+                           git_image=self.settings.git_image)
         if self.fence is not None:
             index = [p.name for p in job.pod_sets].index(planned.ref.pod_set)
             fencing.wrap(body, self.fence, f"podSets[{index}]")

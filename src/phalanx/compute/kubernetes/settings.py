@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from phalanx.compute.kubernetes import checkpoints
+from phalanx.compute.kubernetes import checkpoints, sources
 from phalanx.compute.kubernetes.kuberay import UseKubeRay, check_mode
 from phalanx.errors import SpecError
 from phalanx.health.stale import DEFAULT_STALE_AFTER
@@ -26,6 +26,8 @@ PRIORITY_CLASSES_ENV = "PHALANX_K8S_PRIORITY_CLASSES"
 NODE_WRITES_ENV = "PHALANX_K8S_NODE_WRITES"  # "true": worker.rbac.allowNodeWrites
 USE_KUBERAY_ENV = "PHALANX_K8S_RAY_USE_KUBERAY"  # ray.useKubeRay: auto | always | never
 FENCE_IMAGE_ENV = "PHALANX_K8S_FENCE_IMAGE"  # the image the pods' fence is copied from
+FETCH_IMAGE_ENV = "PHALANX_K8S_WORKDIR_IMAGE"  # a Python 3.12+ image: fetches a workdir
+GIT_IMAGE_ENV = "PHALANX_K8S_GIT_IMAGE"  # an image with git and sh: clones a git source
 
 
 @dataclass(slots=True)
@@ -60,6 +62,9 @@ class Settings:
     fence_after: float | None = None  # the worker's --fence-after (scales the pods' fence)
     # The control plane's identity when a worker drives the plane: labels its objects.
     control_plane: str | None = None
+    # The images of the init containers that fill a pod's working directory.
+    fetch_image: str = sources.DEFAULT_FETCH_IMAGE
+    git_image: str = sources.DEFAULT_GIT_IMAGE
 
 
 def settings_from_env() -> Settings:
@@ -78,6 +83,8 @@ def settings_from_env() -> Settings:
         settings.checkpoint_volume = checkpoints.volume_source(os.environ[CHECKPOINT_VOLUME_ENV],
                                                                CHECKPOINT_VOLUME_ENV)
     settings.fence_image = os.environ.get(FENCE_IMAGE_ENV) or None
+    settings.fetch_image = os.environ.get(FETCH_IMAGE_ENV) or settings.fetch_image
+    settings.git_image = os.environ.get(GIT_IMAGE_ENV) or settings.git_image
     if os.environ.get(CHECKPOINT_CLEANUP_IMAGE_ENV):
         settings.checkpoint_cleanup_image = os.environ[CHECKPOINT_CLEANUP_IMAGE_ENV]
     writes = os.environ.get(NODE_WRITES_ENV, "").strip().lower()

@@ -22,6 +22,10 @@ that no other pinned pod has, from one NUMA node when they fit (``cpus.py``); it
 supervisor sets the affinity before starting the command. The CPUs are part of the
 attempt's plan on disk, so they stay held after a restart until the pod ends.
 
+Each pod starts in a fresh directory of its own, never the control plane's: a copy of the
+job's ``workdir``, a clone of its ``git`` commit, or empty (``workdirs.py``); a relative
+``workingDir`` is inside it.
+
 Pods inherit the control plane's environment without its own settings (every
 ``PHALANX_*`` name, such as ``PHALANX_HOME`` and ``PHALANX_TOKEN``: a pod must not
 find the state directory or act with the admin token), then the distributed
@@ -94,6 +98,7 @@ from phalanx.compute.local.state import (
 from phalanx.compute.local.uids import AttemptUids, UidRange
 from phalanx.compute.local.users import PodUser
 from phalanx.compute.local.volumes import LocalVolumes
+from phalanx.compute.local.workdirs import PodWorkdirs
 from phalanx.errors import NotFound, SpecError
 from phalanx.health import Doctor
 from phalanx.health.stale import DoctorWatch
@@ -103,6 +108,7 @@ from phalanx.spec.quantity import MILLI
 from phalanx.spec.resources import GPU, JobSpec, Node
 from phalanx.spec.status import JobEvent
 from phalanx.store.logs import LogStore
+from phalanx.store.workdirs import WorkdirStore
 
 log = logging.getLogger("phalanx.compute.local")
 
@@ -159,6 +165,7 @@ class LocalPlane(MachineNode, ComputePlane):
         lease: Path | None = None,
         pod_uids: UidRange | None = None,
         control_plane: str | None = None,
+        workdirs: WorkdirStore | None = None,
     ) -> None:
         """Pods' output goes to ``logs`` (default: the state directory's).
 
@@ -172,6 +179,7 @@ class LocalPlane(MachineNode, ComputePlane):
         ``uids.check_uid_range`` vets it at ``phalanx up``). ``control_plane``: the identity
         whose tag keys the directories pods share outside the state directory (default:
         one derived from ``home``), so two control planes on one machine never meet there.
+        ``workdirs``: the archives of jobs' ``workdir`` (default: the state directory's).
         """
         if pod_uids is not None and run_as is not None:
             raise SpecError("--run-as-user and --pod-uids both say whom pods run as",
@@ -202,13 +210,17 @@ class LocalPlane(MachineNode, ComputePlane):
         tag = control_plane_tag(control_plane or _home_identity(self.home))
         self.checkpoints = CheckpointDirs.for_plane(self.home, shared, tag)
         self.credentials = CredentialFiles(self.home, shared, tag)
-        self.uids = None if pod_uids is None else AttemptUids(
-            pod_uids, reachable_root(self.home, shared, "work", tag))
+        self.workdir_archives = workdirs if workdirs is not None \
+            else WorkdirStore.for_home(self.home)
+        # Each pod's own directory; under --pod-uids its attempt's uid owns it (uids.py).
+        self.pod_dirs = PodWorkdirs(reachable_root(self.home, shared, "work", tag), shared,
+                                    self.workdir_archives)
+        self.uids = None if pod_uids is None else AttemptUids(pod_uids, self.pod_dirs.root)
         # A pod's mounts may hide none of what the plane and its supervisors use.
         self.volumes = LocalVolumes([
             self.home, self.logs.root, self.checkpoints.root, self.credentials.root,
             SHIM.parents[2], sys.prefix, sys.base_prefix, sys.exec_prefix,
-            *([self.uids.workdirs] if self.uids is not None else [])])
+            self.pod_dirs.root])
         self._lock = threading.RLock()
         self._wake = threading.Event()
         self._closed = threading.Event()
@@ -322,6 +334,7 @@ class LocalPlane(MachineNode, ComputePlane):
                     procs.signal_group(pod.process.pid, pod.process.start, signal.SIGKILL)
             self._state.remove(job, attempt)
             self.credentials.remove(job, attempt)
+            self.pod_dirs.remove(job, attempt)
             if self.uids is not None:
                 self.uids.release(job, attempt)
 
@@ -414,10 +427,12 @@ class LocalPlane(MachineNode, ComputePlane):
                     f"{self.node_name!r}", field="admission.podSets.nodes",
                     fix="admit the job onto the node the local plane's inventory reports",
                 )
-            if pod_set.working_dir is not None and not os.path.isdir(pod_set.working_dir):
+            if pod_set.working_dir is not None and os.path.isabs(pod_set.working_dir) \
+                    and not os.path.isdir(pod_set.working_dir):
                 raise SpecError(
                     f"working directory {pod_set.working_dir!r} does not exist on this machine",
-                    field=f"podSets[{i}].workingDir", fix="create it or give an existing directory",
+                    field=f"podSets[{i}].workingDir", fix="create it, give an existing directory, "
+                    "or a relative one (inside the pod's own directory)",
                 )
             gpus = pod_set.resources.get(GPU, 0)
             if gpus % MILLI:
@@ -434,6 +449,7 @@ class LocalPlane(MachineNode, ComputePlane):
                 job, i, volumes_dir / ref.name, owner, owner or stranger,
                 secrets_dir=secrets_dir if credential is not None else None,
                 secret_keys=secrets.volumes))
+        self.pod_dirs.check(job)
         assigned = assign_gpus(wanted, [g.index for g in self.gpus], self._held_gpus())
         pinned = pinning.assign_cpus(wanted_cpus, self.cpu_topology, self._held_cpus())
         checkpoint_dir = str(self.checkpoints.prepare(job.name, owner))
@@ -444,12 +460,19 @@ class LocalPlane(MachineNode, ComputePlane):
         if secrets.volumes:  # each pod's namespace binds them at their mountPaths
             self.credentials.write_secrets(job.name, attempt, secrets.volumes, owner)
         planned, launches = [], []
-        cwd = os.getcwd() if self.uids is None else str(self.uids.workdir(job.name, attempt))
-        user_env = {"HOME": cwd} if self.uids is not None else (
-            self.run_as.environment() if self.run_as is not None else {})
         for plan, gpus_of_pod, cpus_of_pod, namespace in zip(plans, assigned, pinned,
                                                              namespaces, strict=True):
             pod_set = pod_sets[plan.ref.pod_set][1]
+            # Each pod starts in a directory of its own, never the control plane's.
+            try:
+                cwd = self.pod_dirs.prepare(job, attempt, plan.ref.name, pod_set, owner)
+            except BaseException:
+                self.pod_dirs.remove(job.name, attempt)
+                raise
+            # Under --pod-uids a pod's HOME is its own directory, which its uid owns.
+            user_env = {"HOME": str(self.pod_dirs.pod_dir(job.name, attempt, plan.ref.name))} \
+                if self.uids is not None else (
+                    self.run_as.environment() if self.run_as is not None else {})
             planned.append(PlannedPod(plan.ref, plan.node, gpus_of_pod, cpus_of_pod))
             # A secret's variables, as Kubernetes' envFrom, yield to the pod set's own env.
             env = {"PYTHONUNBUFFERED": "1", **user_env, CHECKPOINT_DIR_ENV: checkpoint_dir,
@@ -462,8 +485,7 @@ class LocalPlane(MachineNode, ComputePlane):
             if self.gpus:
                 env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
                 env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in gpus_of_pod)
-            launches.append(PodLaunch(plan.command, pod_set.working_dir or cwd, env,
-                                      owner, cpus_of_pod, namespace))
+            launches.append(PodLaunch(plan.command, cwd, env, owner, cpus_of_pod, namespace))
         master_port = plans[0].ports.get("master", 0) if plans else 0
         record = AttemptRecord(job=job.name, attempt=attempt, master_port=master_port,
                                launched_at=now, pods=planned, ports=sorted(network.chosen.values()),

@@ -39,6 +39,21 @@ def legacy_root(what: str) -> Path:
     return SHARED_ROOT / f"phalanx-{what}-{os.getuid()}"
 
 
+def attempt_workdir(root: Path, job: str, attempt: int) -> Path:
+    """The directory of an attempt's pods' own directories (``workdirs.py``), under the
+    ``work`` root."""
+    return root / f"{job}.{attempt}"
+
+
+def own_tree(path: Path, uid: int, gid: int) -> None:
+    """Make ``path`` and everything in it ``uid``'s (an unpacked workdir; a new attempt of
+    a job inherits the last one's checkpoints, written under another uid)."""
+    os.lchown(path, uid, gid)
+    for root, dirs, files in os.walk(path):
+        for name in (*dirs, *files):
+            os.lchown(os.path.join(root, name), uid, gid)
+
+
 def owned_dir(root: Path, name: str, owner: PodUser | None, *, shared: bool) -> Path:
     """``root/name``, made if missing (0700) and owned by ``owner`` (None: this process's
     user); ``shared``: pods of another user must traverse ``root``."""

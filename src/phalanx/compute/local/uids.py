@@ -32,7 +32,7 @@ from pathlib import Path
 
 from phalanx.compute.local.checkpoints import CheckpointDirs
 from phalanx.compute.local.credentials import CredentialFiles
-from phalanx.compute.local.poddirs import owned_dir
+from phalanx.compute.local.poddirs import attempt_workdir, own_tree, owned_dir
 from phalanx.compute.local.users import ROOT_UID, PodUser
 from phalanx.errors import SpecError
 
@@ -217,7 +217,7 @@ class AttemptUids:
         self.workdirs = workdirs
 
     def workdir(self, job: str, attempt: int) -> Path:
-        return self.workdirs / f"{job}.{attempt}"
+        return attempt_workdir(self.workdirs, job, attempt)
 
     def user(self, uid: int, job: str, attempt: int) -> PodUser:
         return attempt_user(uid, self.workdir(job, attempt))
@@ -225,15 +225,17 @@ class AttemptUids:
     def take(self, job: str, attempt: int) -> PodUser | None:
         """The attempt's identity, its working directory made (root's until ``own``);
         None while every uid is held."""
-        owned_dir(self.workdirs, f"{job}.{attempt}", None, shared=True)
+        workdir = self.workdir(job, attempt)
+        owned_dir(workdir.parent, workdir.name, None, shared=True)
         uid = self.pool.take((job, attempt))
         return None if uid is None else self.user(uid, job, attempt)
 
     def own(self, job: str, attempt: int, owner: PodUser, credentials: CredentialFiles,
             checkpoints: CheckpointDirs) -> None:
-        """Hand the attempt's directories to its uid: working directory, credential, and
-        the job's checkpoints (with what earlier attempts, other uids, wrote there)."""
-        os.chown(self.workdir(job, attempt), owner.uid, owner.gid)
+        """Hand the attempt's directories to its uid: its pods' working directories (with
+        the code unpacked there), credential, and the job's checkpoints (with what earlier
+        attempts, other uids, wrote there)."""
+        own_tree(self.workdir(job, attempt), owner.uid, owner.gid)
         credentials.own(job, attempt, owner)
         own_tree(checkpoints.prepare(job, owner), owner.uid, owner.gid)
 
@@ -268,11 +270,3 @@ def remove_files_of(uid: int, places: Iterable[Path]) -> None:
             except OSError as exc:
                 log.warning("could not remove %s, left by uid %d: %s", entry.path, uid, exc)
 
-
-def own_tree(path: Path, uid: int, gid: int) -> None:
-    """Make ``path`` and everything in it ``uid``'s (a new attempt of the job inherits the
-    last one's checkpoints, written under another uid)."""
-    os.lchown(path, uid, gid)
-    for root, dirs, files in os.walk(path):
-        for name in (*dirs, *files):
-            os.lchown(os.path.join(root, name), uid, gid)

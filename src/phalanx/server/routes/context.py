@@ -20,6 +20,7 @@ from phalanx.server.redaction import Occupancy, SecretEnvRule
 from phalanx.server.storage import StateDisk
 from phalanx.spec.api import ErrorResponse
 from phalanx.store import IdentityStore, LogStore
+from phalanx.store.workdirs import WorkdirStore
 
 
 @dataclass
@@ -38,6 +39,7 @@ class ApiContext:
     planes: PlaneRegistry | None = None  # the compute planes; None: their routes not served
     control_plane_id: str = ""
     disk: StateDisk | None = None  # the state directory's disk, when the app watches it
+    archives: WorkdirStore | None = None  # jobs' packed working directories
     # Typed bodies are checked by FastAPI first; when they fail, the route's own parser
     # (by the route's path) looks at the same body again so the error names the field and
     # the fix as before.

@@ -31,6 +31,7 @@ from phalanx.server.redaction import (
     refuse_reserved_names,
 )
 from phalanx.server.routes.context import ApiContext, errors
+from phalanx.server.workdir_routes import check_job_sources
 from phalanx.spec.api import ErrorResponse, EventList, JobBatch, JobList, JobSelector, parse_job
 from phalanx.spec.labels import merge_selectors
 from phalanx.spec.resources import JobSpec
@@ -83,6 +84,8 @@ def router(ctx: ApiContext) -> APIRouter:
         for spec in specs:
             principal.check_submit(spec.queue)
             ctx.auth.secrets.material(spec, principal.name, principal.teams)  # each resolves
+        if ctx.archives is not None:
+            check_job_sources(ctx.archives, principal, specs)
         refuse_reserved_names(specs, batch=batch)
         audit = submit_audit(request, specs)
         try:

@@ -52,8 +52,10 @@ def check_plane_key(principal: Principal, path: str) -> None:
         return
     plane = principal.scope[len(PLANE_SCOPE_PREFIX):]
     session = path.removeprefix(f"/v1/planes/{plane}/exec/")  # a command's WebSocket
+    archive = path.removeprefix(f"/v1/planes/{plane}/workdirs/")  # a workdir to unpack
     if path not in {f"/v1/planes/{plane}/{tail}" for tail in _WORKER_PATHS} and (
-            session == path or not session or "/" in session):
+            session == path or not session or "/" in session) and (
+            archive == path or not archive or "/" in archive):
         raise Forbidden(f"a key of compute plane {plane} only reports for that plane",
                         field="Authorization", fix="use a user's key for anything else")
 

@@ -312,7 +312,7 @@ def pod_template(template: Fields, *, command: Callable[[Fields, list[str], list
     if tolerations:
         extra["tolerations"] = tolerations
         made.paths["tolerations"] = pod.at("tolerations")
-    made.extra = extra
+    made.extra.update(extra)  # beside the container's own (workingDir)
     priority_class = pod.take("priorityClassName", str)
     if priority_class:
         made.priority_class = (priority_class, pod.at("priorityClassName"))

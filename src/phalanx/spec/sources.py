@@ -1,0 +1,88 @@
+"""Where a job's code comes from: the submitter's directory (``workdir``) or a git commit.
+
+Users write ``workdir: ./src`` (a path on their machine) or ``git: {repo, ref}``. The CLI
+and SDK turn a path into the content hash of its packed archive, which they upload once
+(``PUT /v1/workdirs/{sha256}``), and resolve a git ref to its commit, so what reaches the
+control plane is ``workdir: {sha256, size}`` or ``git: {repo, ref, commit}``: every
+attempt of the job then runs the same code. The control plane refuses a path or a git
+source without a commit at submit (``check_resolved``): it cannot read its clients' disks.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from typing import Annotated
+
+from pydantic import BeforeValidator, Field, WithJsonSchema
+
+from phalanx.errors import SpecError
+from phalanx.spec.base import Model
+
+SHA256 = re.compile(r"[0-9a-f]{64}")
+GIT_COMMIT = re.compile(r"[0-9a-f]{40}([0-9a-f]{24})?")  # SHA-1 or SHA-256 object names
+# Where a pod of a job with a code source starts (Kubernetes: the emptyDir's mount).
+WORKDIR_MOUNT = "/workdir"
+
+
+class WorkdirArchive(Model):
+    """A packed directory the control plane holds: the wire form of ``workdir``."""
+
+    sha256: str = Field(pattern=f"^{SHA256.pattern}$",
+                        description="The SHA-256 of the archive (a gzipped tar), lower-case hex")
+    size: int = Field(default=0, ge=0, description="The archive's size in bytes")
+
+
+def _path_or_archive(value: object) -> object:
+    if isinstance(value, str) and not value.strip():
+        raise ValueError("workdir is empty; name a directory, e.g. workdir: .")
+    return value
+
+
+# The user's form is a path (the CLI and SDK upload it); the wire form is the archive.
+Workdir = Annotated[
+    str | WorkdirArchive,
+    BeforeValidator(_path_or_archive),
+    WithJsonSchema({
+        "anyOf": [{"type": "string", "description": "A directory on the submitter's "
+                   "machine; the CLI and SDK pack and upload it and send its hash"},
+                  {"$ref": "#/components/schemas/WorkdirArchive"}],
+    }),
+]
+
+
+class GitSource(Model):
+    """A git repository at one commit, cloned into each pod's working directory."""
+
+    repo: str = Field(min_length=1, description="A URL git clones from (https://, ssh://, "
+                      "git@host:path, file://)")
+    ref: str = Field(default="HEAD", min_length=1,
+                     description="A branch, tag or commit; resolved to a commit at submit")
+    commit: str | None = Field(
+        default=None, pattern=f"^{GIT_COMMIT.pattern}$",
+        description="The commit every attempt runs; the CLI and SDK resolve ref to it")
+
+
+def check_resolved(workdir: object, git: GitSource | None) -> None:
+    """SpecError unless the sources are in the form the control plane takes."""
+    if isinstance(workdir, str):
+        raise SpecError(
+            f"workdir {workdir!r} is a path on the submitter's machine", field="workdir",
+            fix="submit with the phalanx CLI or SDK, which upload the directory and send "
+                "{sha256: ...}")
+    if git is not None and git.commit is None:
+        raise SpecError(
+            f"git ref {git.ref!r} is not resolved to a commit", field="git.commit",
+            fix="submit with the phalanx CLI or SDK, which resolve it, or give the commit")
+
+
+# A prefix to which 5 characters are added makes a name (a DNS label of at most 63).
+GENERATE_NAME = re.compile(r"[a-z0-9][-a-z0-9]{0,57}")
+_SUFFIX_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789"
+SUFFIX_LENGTH = 5
+
+
+def generated_name(prefix: str) -> str:
+    """``prefix`` and 5 random lowercase letters and digits, as Kubernetes' generateName."""
+    suffix = "".join(secrets.choice(_SUFFIX_ALPHABET) for _ in range(SUFFIX_LENGTH))
+    return f"{prefix[:63 - SUFFIX_LENGTH]}{suffix}"

@@ -77,8 +77,8 @@ def test_every_port_of_a_local_ray_cluster_is_on_loopback(plane: LocalPlane) -> 
     deadline = time.monotonic() + READY_SECONDS
     while True:
         found = listeners(sessions)
-        raylets = {os.getsid(p.pid) for p in psutil.process_iter()
-                   if p.name() == "raylet" and _in(p, sessions)}
+        raylets = {os.getsid(p.pid) for p in psutil.process_iter(["name"])
+                   if p.info.get("name") == "raylet" and _in(p, sessions)}
         if {name for name, _, _ in found} >= {"gcs_server", "raylet"} and raylets == sessions:
             break
         assert time.monotonic() < deadline, f"the Ray nodes never came up: {found}"

@@ -6,10 +6,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import typer
 import yaml
 
-from phalanx.cli.main import app
+from phalanx.cli.main import load_verb
 from phalanx.deploy import commented_values, load_values, load_values_yaml, render, write_kustomize
 from phalanx.deploy.values import KEY_FILE
 from phalanx.deploy.workloads import GPU_NODE_LABELS
@@ -200,7 +199,7 @@ def test_the_worker_tells_its_plane_where_the_fence_comes_from() -> None:
 
 def test_worker_args_are_options_of_phalanx_worker() -> None:
     """The container runs the real CLI: every flag it passes must exist on `phalanx worker`."""
-    command = typer.main.get_command(app).commands["worker"]  # type: ignore[attr-defined]
+    command = load_verb("worker")
     known = {opt for param in command.params for opt in (*param.opts, *param.secondary_opts)}
     data = _cluster(runs={"defaultImage": "registry.example/ml/train:1"},
                     worker={"fenceAfter": "5m"})

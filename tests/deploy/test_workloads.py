@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import typer
-
-from phalanx.cli.main import app
+from phalanx.cli.main import load_verb
 from phalanx.deploy.values import API_PORT, STATE_DIR
 from tests.deploy.conftest import COMBINATIONS, Manifest, find, one, rendered
 
@@ -164,7 +162,7 @@ def test_job_pods_reach_the_api_at_the_service_unless_the_values_say_where() -> 
 
 def test_control_plane_args_are_options_of_phalanx_up() -> None:
     """The container runs the real CLI: every flag it passes must exist on `phalanx up`."""
-    up = typer.main.get_command(app).commands["up"]  # type: ignore[attr-defined]
+    up = load_verb("up")
     known = {opt for param in up.params for opt in (*param.opts, *param.secondary_opts)}
     for data in COMBINATIONS.values():
         args = _pod(rendered(data))["containers"][0]["args"]

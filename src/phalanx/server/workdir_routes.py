@@ -17,9 +17,9 @@ the answer is the same 404 whether the bytes are here or not (``store/workdirs.p
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Path, Request
 from fastapi.responses import Response, StreamingResponse
 from starlette.types import Scope
 
@@ -32,6 +32,10 @@ from phalanx.server.routes.context import errors
 from phalanx.spec.resources import JobSpec
 from phalanx.spec.sources import WorkdirArchive, check_resolved
 from phalanx.store.workdirs import MAX_ARCHIVE_BYTES, WorkdirStore, check_digest
+
+# An archive's name: its SHA-256, declared so the document says what the route takes.
+Digest = Annotated[str, Path(pattern="^[0-9a-f]{64}$",
+                            description="The archive's SHA-256 (64 lower-case hex digits)")]
 
 PREFIX = "/v1/workdirs/"
 ARCHIVE_TYPE = "application/gzip"
@@ -75,7 +79,7 @@ def add_workdir_routes(app: APIRouter, controller: Controller, store: WorkdirSto
 
     @router.head(PREFIX + "{sha256}", dependencies=needs(Access.READ),
                  responses=errors(400, 401, 404))
-    def held(sha256: str, request: Request) -> Response:
+    def held(sha256: Digest, request: Request) -> Response:
         """200 when the caller may read the archive, 404 otherwise."""
         readable(request, sha256)
         return Response(status_code=200)
@@ -84,7 +88,7 @@ def add_workdir_routes(app: APIRouter, controller: Controller, store: WorkdirSto
                 responses={200: {"model": WorkdirArchive,
                                  "description": "The caller could read it already"},
                            **errors(400, 401, 403)})
-    async def upload(sha256: str, request: Request, response: Response) -> WorkdirArchive:
+    async def upload(sha256: Digest, request: Request, response: Response) -> WorkdirArchive:
         """Upload an archive (a gzipped tar of a directory) under its SHA-256."""
         principal = caller_of(request)
         check_digest(sha256)
@@ -108,7 +112,7 @@ def add_workdir_routes(app: APIRouter, controller: Controller, store: WorkdirSto
     @router.get(PREFIX + "{sha256}", response_class=StreamingResponse,
                 dependencies=needs(Access.READ),
                 responses={200: {"content": {ARCHIVE_TYPE: {}}}, **errors(400, 401, 404)})
-    def download(sha256: str, request: Request) -> StreamingResponse:
+    def download(sha256: Digest, request: Request) -> StreamingResponse:
         """The archive, to its uploader's teams and their jobs' pods."""
         readable(request, sha256)
         return _archive(store, sha256)
@@ -120,7 +124,7 @@ def add_workdir_routes(app: APIRouter, controller: Controller, store: WorkdirSto
                     dependencies=needs(Access.PLANE),
                     responses={200: {"content": {ARCHIVE_TYPE: {}}},
                                **errors(400, 401, 403, 404)})
-        def plane_download(name: str, sha256: str, request: Request) -> StreamingResponse:
+        def plane_download(name: str, sha256: Digest, request: Request) -> StreamingResponse:
             """The archive of an attempt the control plane wants started on plane ``name``
             (its worker unpacks it for the pods)."""
             principal_of(request)

@@ -1,5 +1,6 @@
 """A live control plane gives a job that waits behind a run of known maxRuntime its place
-and an estimated start, shown by the SDK, `phalanx jobs`, `describe` and /metrics."""
+and an estimated start, shown by the SDK, `phalanx jobs`, `describe`, the dashboard and
+/metrics."""
 
 from __future__ import annotations
 
@@ -80,6 +81,12 @@ def test_a_job_behind_a_run_of_known_max_runtime_gets_its_place_and_start(
     described = _cli(server, "describe", "behind-1")
     assert "#1 in default" in described
     assert "MaxRuntime" in described
+
+    with httpx.Client(base_url=server.url, timeout=30) as ui:  # the dashboard's job page
+        assert ui.post("/ui/login", data={"key": server.token}).status_code == 303
+        page = ui.get("/ui/jobs/behind-1").text
+    assert 'id="job-estimate"' in page and "Position 1 in default" in page
+    assert "estimated start" in page and "MaxRuntime" in page
 
     metrics = httpx.get(server.url + "/metrics", timeout=10,
                         headers={"Authorization": f"Bearer {server.token}"}).text

@@ -120,7 +120,6 @@ Expected = Callable[[JobView, float], RunTime]
 class _Start:
     at: float
     basis: EstimateBasis
-    after: str  # the job whose run time makes it weakest, if any
 
 
 def forecast(snapshot: SchedulerSnapshot, now: float, expected: Expected,
@@ -156,7 +155,7 @@ def forecast(snapshot: SchedulerSnapshot, now: float, expected: Expected,
         heapq.heappush(ends, (end, seq, name, basis))
     waiting = set(pending)
     starts: dict[str, _Start] = {}
-    weakest, after = EstimateBasis.FREE, ""
+    weakest = EstimateBasis.FREE
     t = now
     cycles = 0
     while waiting and cycles < limits.max_cycles and len(starts) < limits.max_starts:
@@ -168,7 +167,7 @@ def forecast(snapshot: SchedulerSnapshot, now: float, expected: Expected,
             name = adm.job
             waiting.discard(name)
             if name in pending and name not in starts:
-                starts[name] = _Start(t, weakest, after)
+                starts[name] = _Start(t, weakest)
             run = expected(views[name], 0.0)
             seq += 1
             run_of[name] = seq
@@ -198,7 +197,7 @@ def forecast(snapshot: SchedulerSnapshot, now: float, expected: Expected,
             t = max(t, end)
             scheduler.remove(name)
             if _STRENGTH[basis] > _STRENGTH[weakest]:
-                weakest, after = basis, name
+                weakest = basis
     return _estimates(snapshot, views, pending, starts, now)
 
 
@@ -239,18 +238,19 @@ def _estimates(snapshot: SchedulerSnapshot, views: dict[str, JobView], pending: 
         out[name] = StartEstimate(
             position=pos, cohort_position=cohort_position.get(name), starts_at=start.at,
             basis=start.basis, guess=start.basis is EstimateBasis.NO_HISTORY,
-            computed_at=now, message=basis_message(start.basis, start.after, views))
+            computed_at=now, message=basis_message(start.basis))
     return out
 
 
-def basis_message(basis: EstimateBasis, after: str, views: dict[str, JobView]) -> str:
-    if basis is EstimateBasis.FREE:
-        return "room is free: it should start within the next cycles"
-    if basis is EstimateBasis.MAX_RUNTIME:
-        return "the runs it waits for end by their maxRuntime"
-    if basis is EstimateBasis.HISTORY:
-        return f"from the run times of jobs like {after} (p90 of similar finished runs)"
-    if basis is EstimateBasis.OUTLIVED:
-        return f"a guess: {after} outlived its estimate and is expected to run as long again"
-    return (f"a guess: no history for the kind of run of {after} (no maxRuntime, no similar "
-            f"finished job)")
+def basis_message(basis: EstimateBasis) -> str:
+    """What an estimate rests on, naming no job (the runs ahead may be another team's)."""
+    return {
+        EstimateBasis.FREE: "room is free: it should start within the next cycles",
+        EstimateBasis.MAX_RUNTIME: "the runs it waits for end by their maxRuntime",
+        EstimateBasis.HISTORY: "from the run times of similar finished jobs (p90) of the "
+                               "runs it waits for",
+        EstimateBasis.OUTLIVED: "a guess: a run it waits for outlived its estimate and is "
+                                "expected to run as long again",
+        EstimateBasis.NO_HISTORY: "a guess: no history for the kind of run of a job it waits "
+                                  "for (no maxRuntime, no similar finished job)",
+    }[basis]

@@ -144,5 +144,6 @@ def test_the_benchmark_runs_at_a_small_scale() -> None:
 
     result = run(nodes=100, pending=200, queues=10, cohorts=2, seed=1)
     assert result["pending"] == 200
-    assert result["estimated"] + result["unknown"] == 200
-    assert result["estimated"] > 0
+    full = result["full"]
+    assert full["estimated"] == 200 and full["unknown"] == 0  # no caps: every job
+    assert result["capped"]["estimated"] + result["capped"]["unknown"] == 200

@@ -36,8 +36,8 @@ from phalanx.spec.status import EstimateBasis, StartEstimate
 DEFAULT_RUN = 3600.0  # seconds a run with no maxRuntime and no history is taken to last
 PERCENTILE = 0.9
 HISTORY_KEPT = 50  # latest run times kept per kind of run
-RELATIVE_STEP = 0.05  # ends within 5 % of the time looked ahead share one cycle
-MIN_STEP = 1.0  # seconds
+RELATIVE_STEP = 0.1  # ends within 10 % of the time looked ahead share one cycle
+MIN_STEP = 60.0  # seconds: ends within a minute share one cycle
 # Strongest first: a start is as sure as the weakest run end it waits for.
 _STRENGTH = {EstimateBasis.FREE: 0, EstimateBasis.MAX_RUNTIME: 1, EstimateBasis.HISTORY: 2,
              EstimateBasis.OUTLIVED: 3, EstimateBasis.NO_HISTORY: 4}
@@ -107,7 +107,7 @@ class RunHistory:
 
 @dataclass(frozen=True, slots=True)
 class Limits:
-    max_cycles: int = 200
+    max_cycles: int = 400
     max_starts: int = 5_000
     max_seconds: float = 1.0  # of wall time
 

@@ -14,7 +14,7 @@ from phalanx.control.forecast import (
 )
 from phalanx.scheduler import JobView, Scheduler
 from phalanx.spec import GPU, JobSpec, Node, QueueConfig
-from phalanx.spec.status import EstimateBasis
+from phalanx.spec.status import EstimateBasis, JobStatus
 
 H = 3600.0
 MaxR, Hist, Out, NoH = (EstimateBasis.MAX_RUNTIME, EstimateBasis.HISTORY,
@@ -147,3 +147,34 @@ def test_the_benchmark_runs_at_a_small_scale() -> None:
     full = result["full"]
     assert full["estimated"] == 200 and full["unknown"] == 0  # no caps: every job
     assert result["capped"]["estimated"] + result["capped"]["unknown"] == 200
+
+
+@pytest.mark.parametrize(
+    ("status", "starts_in", "basis", "shown"),
+    [
+        (JobStatus.QUEUED, 12 * 60.0, MaxR, "~12m"),
+        (JobStatus.QUEUED, 3 * H + 100, Hist, "~3h"),
+        (JobStatus.QUEUED, 2.2 * 86400, Hist, "~2d"),
+        (JobStatus.QUEUED, 20.0, EstimateBasis.FREE, "<1m"),
+        (JobStatus.QUEUED, 40 * 60.0, NoH, "~40m*"),  # a guess is marked
+        (JobStatus.QUEUED, None, EstimateBasis.UNKNOWN, "?"),
+        (JobStatus.RUNNING, None, None, "-"),  # only queued jobs start
+    ],
+)
+def test_starts_column(status: JobStatus, starts_in: float | None, basis: EstimateBasis | None,
+                       shown: str) -> None:
+    from phalanx.cli.render import estimate_text, starts_text
+    from phalanx.spec.status import JobRecord, StartEstimate
+
+    now = 1_000_000.0
+    estimate = None if basis is None else StartEstimate(
+        position=3, cohort_position=7, basis=basis, guess=basis is NoH, computed_at=now,
+        starts_at=None if starts_in is None else now + starts_in)
+    record = JobRecord(name="j", spec=_job("j", 1), status=status, queue="default",
+                       cluster_queue="default", submitted_at=now, queued_at=now,
+                       estimate=estimate)
+    assert starts_text(record, now) == shown
+    if status is JobStatus.QUEUED:
+        assert estimate_text(record, now) == f"#3 in default (#7 in its cohort), starts {shown}"
+    else:
+        assert estimate_text(record, now) == ""

@@ -34,7 +34,7 @@ def load_history(state: ControlState, store: Store, limit: int = HISTORY_LOADED)
 
 
 class StartForecaster:
-    def __init__(self, state: ControlState, *, interval: float = 2.0, refresh: float = 30.0,
+    def __init__(self, state: ControlState, *, interval: float = 5.0, refresh: float = 30.0,
                  limits: Limits = Limits()) -> None:
         self.state = state
         self.interval = interval

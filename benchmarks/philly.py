@@ -154,7 +154,7 @@ def share_gap(result: SimResult) -> float:
 
 
 def replay(config: QueueConfig, nodes: list[Node], trace: list[TraceJob], policy: str,
-           tick: float, profile: bool) -> SimResult:
+           tick: float, profile: bool, estimate_every: int = 0) -> SimResult:
     """One policy's run, with progress lines (and a profile on stderr when asked)."""
     console = output()
     began = time.perf_counter()
@@ -167,11 +167,12 @@ def replay(config: QueueConfig, nodes: list[Node], trace: list[TraceJob], policy
     if profile:
         profiler = cProfile.Profile()
         result = profiler.runcall(simulate, config, nodes, trace, policy, tick=tick,
-                                  progress=progress)
+                                  progress=progress, estimate_every=estimate_every)
         pstats.Stats(profiler, stream=sys.stderr).sort_stats("cumulative").print_stats(40)
         pstats.Stats(profiler, stream=sys.stderr).sort_stats("tottime").print_stats(25)
     else:
-        result = simulate(config, nodes, trace, policy, tick=tick, progress=progress)
+        result = simulate(config, nodes, trace, policy, tick=tick, progress=progress,
+                          estimate_every=estimate_every)
     console.print(f"  {policy}: done in {result.summary['wall_seconds']:.1f} s "
                   f"({result.summary['jobs_per_wall_second']:,.0f} jobs/s)")
     return result
@@ -192,7 +193,8 @@ def run(args: argparse.Namespace) -> list[SimResult]:
     console.print(f"replaying {len(trace):,} jobs on {args.gpus} GPUs, policies "
                   f"{', '.join(args.policy)}, scheduling period {args.tick:g} s, "
                   f"scheduler core {machine()['scheduler_core']} ...")
-    jobs = [(config, nodes, trace, policy, args.tick, args.profile) for policy in args.policy]
+    jobs = [(config, nodes, trace, policy, args.tick, args.profile, args.estimates)
+            for policy in args.policy]
     if args.recovery_only:
         jobs = []
     if args.workers > 1 and len(jobs) > 1:
@@ -206,6 +208,14 @@ def run(args: argparse.Namespace) -> list[SimResult]:
                                           f"GPUs ({args.gpus // GPUS_PER_NODE} nodes x "
                                           f"{GPUS_PER_NODE})"))
         console.print(teams_table(runs))
+        for r in runs:
+            scored = r.summary.get("estimates")
+            if isinstance(scored, dict) and scored["scored_jobs"]:
+                console.print(
+                    f"estimated starts ({r.policy}): {scored['scored_jobs']:,} jobs that waited "
+                    f"over 10 min, estimated at submit: {scored['within_25_percent']:.0%} "
+                    f"within 25 %, {scored['within_factor_2']:.0%} within a factor of 2 "
+                    f"({scored['unknown']:,} unknown, {scored['guesses']:,} guesses)")
     recovery_rows = replay_recovery(args, config, nodes, trace, runs) if args.recovery else []
     payload = {
         "benchmark": "philly",
@@ -280,6 +290,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--workers", type=int, default=1,
                         help="run the policies in this many processes at once")
     parser.add_argument("--profile", action="store_true", help="print a cProfile of each run")
+    parser.add_argument("--estimates", type=int, default=0, metavar="N",
+                        help="estimate the start of every Nth arriving job with the control "
+                             "plane's forecast and score it against its actual start (0: off)")
     parser.add_argument("--no-recovery", dest="recovery", action="store_false",
                         help="skip the recovery variants (minRuntime, checkpoints, failures)")
     parser.add_argument("--recovery-only", action="store_true",

@@ -107,8 +107,8 @@ def test_jobs_and_describe(live_server: LiveServer, tmp_path: Path) -> None:
     assert by_name["desc"]["status"] == "Succeeded"
     table = cli(live_server, "jobs", "--status", "succeeded")
     assert table.exit_code == 0
-    assert table.stdout.split()[:9] == [
-        "NAME", "QUEUE", "USER", "STATUS", "PRIORITY", "PODS", "AGE", "DURATION",
+    assert table.stdout.split()[:10] == [
+        "NAME", "QUEUE", "USER", "STATUS", "PRIORITY", "PODS", "AGE", "DURATION", "STARTS",
         "REASON/MESSAGE",
     ]
     assert "desc" in table.stdout and "Failed" not in table.stdout

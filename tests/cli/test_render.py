@@ -77,7 +77,7 @@ def test_jobs_table_shows_pending_reason_for_queued_jobs() -> None:
     out = text(render.jobs_table([queued, running, failed], NOW))
     header = out.splitlines()[0].split()
     assert header == ["NAME", "QUEUE", "USER", "STATUS", "PRIORITY", "PODS", "AGE", "DURATION",
-                      "REASON/MESSAGE"]
+                      "STARTS", "REASON/MESSAGE"]
     lines = {line.split()[0]: line for line in out.splitlines()[1:] if line.strip()}
     assert "Queued" in lines["train"] and "needs 1 cpu; default has 0.5 free" in lines["train"]
     assert "high (100)" in lines["train"] and "3m ago" in lines["train"]

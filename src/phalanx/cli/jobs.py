@@ -65,7 +65,9 @@ def _finish(client: Client, name: str, timeout: float | None = None) -> None:
 
         def show(job: JobDetail) -> None:
             reason = render.reason_text(job)
-            spinner.update(f"{name}: {job.status.value}" + (f" - {reason}" if reason else ""))
+            where = render.estimate_text(job)
+            spinner.update(f"{name}: {job.status.value}" + (f" ({where})" if where else "")
+                           + (f" - {reason}" if reason else ""))
 
         try:
             record = client.wait(name, timeout=timeout, on_update=show)

@@ -51,6 +51,35 @@ def elapsed(start: float | None, end: float | None, now: float | None = None) ->
     return format_duration(max(0.0, stop - start))
 
 
+def starts_text(record: JobRecord, now: float | None = None) -> str:
+    """A queued job's estimated start, humanised: "~12m", "~3h", "?" when unknown; a
+    trailing "*" marks a guess (a run it waits for has no maxRuntime and no history)."""
+    estimate = record.estimate
+    if record.status is not JobStatus.QUEUED:
+        return NONE
+    if estimate is None or estimate.starts_at is None:
+        return "?"
+    seconds = estimate.starts_at - (time.time() if now is None else now)
+    mark = "*" if estimate.guess else ""
+    if seconds < 60:
+        return "<1m" + mark
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"~{round(seconds / size)}{unit}{mark}"
+    return "?"  # (not reached)
+
+
+def estimate_text(record: JobRecord, now: float | None = None) -> str:
+    """Position and estimated start in one line: "2nd in team-a, starts ~12m"."""
+    estimate = record.estimate
+    if record.status is not JobStatus.QUEUED or estimate is None:
+        return ""
+    where = f"#{estimate.position} in {record.cluster_queue}"
+    if estimate.cohort_position is not None:
+        where += f" (#{estimate.cohort_position} in its cohort)"
+    return f"{where}, starts {starts_text(record, now)}"
+
+
 def show_quantity(value: str | int | float, resource: str = "") -> str:
     """A quantity from the API (string or number) in its resource-aware short form."""
     try:
@@ -112,7 +141,7 @@ def jobs_table(records: Iterable[JobRecord], now: float | None = None, *,
     """``planes``: a PLANE column (the control plane has two compute planes or more)."""
     table = _table(
         "NAME", "QUEUE", "USER", "STATUS", *(["PLANE"] if planes else []), "PRIORITY", "PODS",
-        "AGE", "DURATION", "REASON/MESSAGE",
+        "AGE", "DURATION", "STARTS", "REASON/MESSAGE",
     )
     for r in records:
         table.add_row(
@@ -125,6 +154,7 @@ def jobs_table(records: Iterable[JobRecord], now: float | None = None, *,
             pods_text(r),
             ago(r.submitted_at, now),
             elapsed(r.started_at, r.finished_at, now),
+            starts_text(r, now),
             reason_text(r),
         )
     return table
@@ -193,6 +223,9 @@ def describe_job(job: JobDetail, now: float | None = None, *,
         if job.pending_code:
             why += f" [{job.pending_code}]"
         summary.append(("Waiting for", why))
+        if job.estimate is not None:
+            summary.append(("Position", estimate_text(job, now)))
+            summary.append(("Estimate", f"{job.estimate.basis.value}: {job.estimate.message}"))
     if job.message:
         summary.append(("Message", job.message))
     for name, address in sorted(job.endpoints.items()):

@@ -6,6 +6,7 @@ import time
 from collections.abc import Callable
 
 from phalanx.compute.base import ComputePlane
+from phalanx.control.estimates import StartForecaster, load_history
 from phalanx.control.loop import ControlLoop, CredentialSource
 from phalanx.control.metrics import Metrics
 from phalanx.control.provisioning import ProvisioningController
@@ -59,6 +60,8 @@ class Controller:
                                 tick_seconds=tick_seconds, batch_seconds=batch_seconds,
                                 credentials=credentials, provisioning=self.provisioning)
         self.loop.recover()
+        load_history(self.state, store)
+        self.forecaster = StartForecaster(self.state)
 
     @property
     def metrics(self) -> Metrics:
@@ -67,8 +70,10 @@ class Controller:
     def start(self) -> None:
         self.loop.start()
         self.collector.start()
+        self.forecaster.start()
 
     def stop(self) -> None:
+        self.forecaster.stop()
         self.collector.stop()
         self.loop.stop()
         self.provisioning.close()

@@ -58,6 +58,12 @@ class Metrics:
         self.preemptions = Counter(
             "phalanx_preemptions", "Jobs preempted", ["reason"], registry=self.registry,
         )
+        self.estimated_wait = Gauge(
+            "phalanx_estimated_wait_seconds", "Estimated wait before a ClusterQueue's next "
+            "(job=next) and last (job=last) pending job starts, from the latest forecast; 0 "
+            "when none waits or none has an estimate", ["cluster_queue", "job"],
+            registry=self.registry,
+        )
         self.loop_errors = Counter(
             "phalanx_control_loop_errors", "Control-loop steps that failed with an error",
             registry=self.registry,
@@ -75,6 +81,12 @@ class Metrics:
             for u in cq.usage:
                 self.quota_used.labels(cq.name, u.flavor, u.resource).set(u.used / 1000)
                 self.quota_nominal.labels(cq.name, u.flavor, u.resource).set(u.nominal / 1000)
+
+    def observe_waits(self, head: dict[str, float], tail: dict[str, float],
+                      queues: list[str]) -> None:
+        for cq in queues:
+            self.estimated_wait.labels(cq, "next").set(head.get(cq, 0.0))
+            self.estimated_wait.labels(cq, "last").set(tail.get(cq, 0.0))
 
     def observe_nodes(self, nodes: list[Node]) -> None:
         score = {"healthy": 1.0, "degraded": 0.5, "unhealthy": 0.0}

@@ -480,6 +480,7 @@ class JobService:
                                            and record.pending_code):
                 view.pending_code = reason.code.value
                 view.pending_message = reason.message
+            view.estimate = self.state.estimates.get(record.name)
         return view
 
     def finished(self, name: str) -> bool:

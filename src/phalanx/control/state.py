@@ -22,13 +22,14 @@ from typing import Literal
 
 from phalanx.compute.base import PodState
 from phalanx.control.dependencies import WAITING, DependencyGate, GateDecision
+from phalanx.control.forecast import RunHistory
 from phalanx.control.lifecycle import restart_decision
 from phalanx.control.metrics import Metrics
 from phalanx.errors import NotFound
 from phalanx.scheduler import Admission, Scheduler
 from phalanx.spec.config import QueueConfig
 from phalanx.spec.resources import Node
-from phalanx.spec.status import JobEvent, JobRecord, JobStatus, StopRequest
+from phalanx.spec.status import JobEvent, JobRecord, JobStatus, StartEstimate, StopRequest
 from phalanx.store import Store
 
 ACTIVE = (JobStatus.ADMITTED, JobStatus.STARTING, JobStatus.RUNNING)
@@ -85,6 +86,11 @@ class ControlState:
         # Finished records on their way to the store: still read from here until stored,
         # so a reader never sees a job go back to its older stored status.
         self.saving: dict[str, JobRecord] = {}
+        # Estimated starts (control/estimates.py): run times of finished jobs, the latest
+        # forecast (replaced whole, read without the lock) and a counter of stored changes.
+        self.history = RunHistory()
+        self.estimates: dict[str, StartEstimate] = {}
+        self.generation = 0
 
     # ------------------------------------------------------------------ transitions (lock held)
     def event(self, record: JobRecord, reason: str, message: str, *, warning: bool = False) -> None:
@@ -198,6 +204,9 @@ class ControlState:
         record.finished_at = ended if ended is not None else self.clock()
         record.message = message
         record.pending_code = record.pending_message = None
+        if status is JobStatus.SUCCEEDED and record.started_at is not None:
+            self.history.add(record.user, record.queue, record.name,
+                             record.finished_at - record.started_at)
         if not record.spec.keeps_checkpoints:
             self.commands.append(PlaneCommand("release", record.name, record.attempt))
         self.metrics.jobs_finished.labels(status.value).inc()
@@ -262,6 +271,7 @@ class ControlState:
                 records = [self.jobs[n].model_copy() for n in names]
                 events, self._events = self._events, []
                 self._writing = events
+                self.generation += 1
                 self._dirty.clear()
                 for record in records:
                     if record.status.terminal:

@@ -11,12 +11,14 @@ from phalanx.scheduler.types import (
     Admission,
     ClusterQueueStatus,
     CycleResult,
+    JobView,
     PendingCode,
     PendingReason,
     PodSetAssignment,
     Preemption,
     PreemptionReason,
     ResourceUsage,
+    SchedulerSnapshot,
 )
 
 COMPILED: bool = not (_core.__file__ or "").endswith(".py")
@@ -26,6 +28,7 @@ __all__ = [
     "Admission",
     "ClusterQueueStatus",
     "CycleResult",
+    "JobView",
     "PendingCode",
     "PendingReason",
     "PodSetAssignment",
@@ -33,4 +36,5 @@ __all__ = [
     "PreemptionReason",
     "ResourceUsage",
     "Scheduler",
+    "SchedulerSnapshot",
 ]

@@ -26,8 +26,10 @@ from phalanx.scheduler.types import (
     Admission,
     ClusterQueueStatus,
     CycleResult,
+    JobView,
     PendingReason,
     ResourceUsage,
+    SchedulerSnapshot,
 )
 from phalanx.scheduler.workload import POD_MILLIS, PODS, pod_sets_of
 from phalanx.spec.config import QueueConfig
@@ -342,6 +344,18 @@ class Scheduler:
                 stopped=info.stop_policy != "None",
             ))
         return out
+
+    def snapshot(self) -> SchedulerSnapshot:
+        """A copy of what decides the next cycles (read-only; references to the immutable
+        specs, nodes and configuration, so it is cheap): a forecast builds a scheduler of its
+        own from it and runs that forward, leaving this one untouched."""
+        st = self._state
+        jobs = sorted(st.jobs.values(), key=lambda wl: wl.seq)
+        return SchedulerSnapshot(
+            config=st.base_config, nodes=tuple(st.pool.nodes()), fair_sharing=st.fair_sharing,
+            jobs=tuple(JobView(wl.spec, wl.priority, wl.submitted_at, wl.cluster_queue,
+                               wl.admission, wl.started_at, wl.terminating) for wl in jobs),
+        )
 
     def protection_ends(self) -> float | None:
         """When the first minRuntime protection the last cycles ran into ends (a driver

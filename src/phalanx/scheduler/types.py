@@ -106,6 +106,30 @@ class CycleResult:
 
 
 @dataclass(frozen=True, slots=True)
+class JobView:
+    """One job as the scheduler holds it, for a driver that copies the state (a forecast)."""
+
+    spec: Any  # the JobSpec it was submitted with
+    priority: int
+    submitted_at: float
+    cluster_queue: str
+    admission: Admission | None  # None: pending
+    started_at: float  # the driver's clock when admitted (0: not given)
+    terminating: bool  # preempted or drained, still holding its capacity
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulerSnapshot:
+    """Enough of a scheduler's state to build another that decides the same: the
+    configuration as given, the nodes, fair sharing, and every job in submission order."""
+
+    config: Any  # QueueConfig
+    nodes: tuple[Any, ...]  # Node
+    fair_sharing: bool
+    jobs: tuple[JobView, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class ResourceUsage:
     flavor: str
     resource: str

@@ -54,6 +54,7 @@ from phalanx.control.lifecycle import deadline_at, restart_decision
 from phalanx.errors import SpecError
 from phalanx.scheduler import Scheduler
 from phalanx.sim.autoscale import Autoscaler, node_price, pool_gpus
+from phalanx.sim.estimates import EstimateRecorder
 from phalanx.sim.failures import FailureModel
 from phalanx.sim.meter import NodeMeter
 from phalanx.sim.metrics import JobOutcome, Series, SimResult, TeamShare, stats
@@ -90,7 +91,9 @@ class Simulator:
                  progress: Callable[[int, int, float], None] | None = None,
                  checkpoint_every: float | None = None,
                  min_runtime: float | None = None, seed: int = 0,
-                 node_prices: dict[str, float] | None = None) -> None:
+                 node_prices: dict[str, float] | None = None, estimate_every: int = 0) -> None:
+        # Forecast start times at every Nth arrival and score them (sim/estimates.py).
+        self.estimate_every = max(0, estimate_every)
         self.seed = seed  # for stockouts drawn at a rate (options.stockoutRate)
         # Per node-hour by node name; otherwise that of the provisionable flavor it belongs to.
         self.node_prices = node_prices or {}
@@ -197,6 +200,8 @@ class Simulator:
         autoscaler = (Autoscaler(self.config, scheduler, meter, self.seed)
                       if self.config.provisionable_flavors() else None)
         templates, cq_of = self._templates(scheduler)
+        recorder = (EstimateRecorder(self.estimate_every, self.max_runtime)
+                    if self.estimate_every else None)
         gpus_of = {name: n.allocatable.get(GPU, 0) // 1000 for name, n in self.nodes.items()}
         outcomes = [
             JobOutcome(j.name, j.team, cq_of[j.team], j.gpus, j.submit, j.duration)
@@ -327,6 +332,8 @@ class Simulator:
                 # The last run and what earlier runs saved: the work the job kept.
                 goodput += (now - run.start + kept_seconds.pop(name, 0.0)) * o.gpus
                 o.finish = now
+                if recorder is not None:
+                    recorder.finished(o, now - run.start)
                 scheduler.remove(name)
                 meter.free(run.nodes, now)
                 if autoscaler is not None:
@@ -383,6 +390,7 @@ class Simulator:
                                  submitted_at=run.outcome.submit)
                 pending += 1
 
+            sampled: list[str] = []  # arrivals whose start is estimated now
             while index < total and arrivals[index][0].submit == now:
                 job, template, outcome = arrivals[index]
                 index += 1
@@ -396,6 +404,10 @@ class Simulator:
                 specs[job.name] = (spec, priority)
                 scheduler.submit(spec, priority=priority, submitted_at=job.submit)
                 pending += 1
+                if recorder is not None and recorder.arrived(outcome):
+                    sampled.append(job.name)
+            if recorder is not None and sampled:
+                recorder.estimate(scheduler, now, sampled)
 
             if not pending:
                 due = None  # nothing waits, so a cycle has nothing to decide
@@ -468,12 +480,14 @@ class Simulator:
             autoscaler.close(end)
         meter.close(end)
         wall = time.perf_counter() - started
-        return self._result(outcomes, series, team_seconds, {
+        replay = self._result(outcomes, series, team_seconds, {
             "cycles": cycles, "instants": instants, "preemptions": preemptions,
             "evictions": evictions, "node_failures": node_failures, "wasted": wasted,
             "failed": failed, "lost_to_failures": lost_to_failures,
             "goodput": goodput, "wall": wall,
         }, meter, autoscaler)
+        replay.summary["estimates"] = recorder.report(outcomes) if recorder else None
+        return replay
 
     # ------------------------------------------------------------------ results
     def _nominal_gpus(self) -> dict[str, float]:
@@ -581,10 +595,12 @@ def simulate(config: QueueConfig, nodes: Sequence[Node], trace: Sequence[TraceJo
              progress: Callable[[int, int, float], None] | None = None,
              checkpoint_every: float | None = None,
              min_runtime: float | None = None, seed: int = 0,
-             node_prices: dict[str, float] | None = None) -> SimResult:
+             node_prices: dict[str, float] | None = None,
+             estimate_every: int = 0) -> SimResult:
     """Run one simulation (see ``Simulator``)."""
     return Simulator(config, nodes, trace, policy, restart=restart, failures=failures,
                      tick=tick, max_runtime=max_runtime, restart_policy=restart_policy,
                      progress=progress, checkpoint_every=checkpoint_every,
-                     min_runtime=min_runtime, seed=seed, node_prices=node_prices).run()
+                     min_runtime=min_runtime, seed=seed, node_prices=node_prices,
+                     estimate_every=estimate_every).run()
 

@@ -66,12 +66,30 @@ AUTOSCALING_ROWS: list[Row] = [
 ]
 
 
+def _scored(s: dict[str, Any]) -> dict[str, Any]:
+    return s.get("estimates") or {}
+
+
+def _share(value: float | None) -> str:
+    return "-" if value is None else pct(value)
+
+
+# Shown when some run scored estimated starts (sim/estimates.py).
+ESTIMATE_ROWS: list[Row] = [
+    ("start estimates scored (waited > 10 min)",
+     lambda s: f"{_scored(s).get('scored_jobs', 0):,}"),
+    ("estimate within 25 % of the wait", lambda s: _share(_scored(s).get("within_25_percent"))),
+    ("estimate within a factor of 2", lambda s: _share(_scored(s).get("within_factor_2"))),
+]
+
+
 def summary_table(runs: Sequence[SimResult], title: str = "Simulation") -> Table:
     table = Table(title=title, title_justify="left")
     table.add_column("metric")
     for r in runs:
         table.add_column(r.policy, justify="right")
     rows = ROWS + (AUTOSCALING_ROWS if any(r.summary.get("autoscaling") for r in runs) else [])
+    rows += ESTIMATE_ROWS if any(r.summary.get("estimates") for r in runs) else []
     for label, cell in rows:
         table.add_row(label, *(cell(r.summary) for r in runs))
     return table

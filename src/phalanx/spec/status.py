@@ -82,6 +82,35 @@ class StopRequest(Model):
         return cls.model_validate({"reason": reason, "failure": failure})
 
 
+class EstimateBasis(StrEnum):
+    """What an estimated start rests on: the weakest expected run time among the runs that
+    end before it in the forecast."""
+
+    FREE = "Free"  # the room is free now: it starts at the next cycles
+    MAX_RUNTIME = "MaxRuntime"  # the runs ahead end by their maxRuntime at the latest
+    HISTORY = "History"  # a high percentile of similar finished runs
+    OUTLIVED = "Outlived"  # a run ahead outlived its estimate: expected to run as long again
+    NO_HISTORY = "NoHistory"  # a guess: a run ahead has no maxRuntime and no similar run ended
+    UNKNOWN = "Unknown"  # beyond what the forecast looked at (too many jobs ahead)
+
+
+class StartEstimate(Model):
+    """Where a pending job stands and when it should start, from a forward run of the
+    scheduler core on a copy of the live state (refreshed every few seconds)."""
+
+    position: int = Field(ge=1, description="1 = next in its ClusterQueue's order")
+    cohort_position: int | None = Field(
+        default=None, ge=1, description="Its place among the pending jobs of its cohort, by "
+        "estimated start; None when its ClusterQueue has no cohort")
+    starts_at: float | None = Field(
+        default=None, description="Epoch seconds; None when unknown (see basis)")
+    basis: EstimateBasis
+    guess: bool = Field(default=False, description="True when a run it waits for has no "
+                        "maxRuntime and no history of similar runs")
+    message: str = Field(default="", description="One line: what the estimate rests on")
+    computed_at: float = Field(description="Epoch seconds of the state it was computed from")
+
+
 class JobRecord(Model):
     """A job as the control plane stores and serves it."""
 
@@ -120,6 +149,10 @@ class JobRecord(Model):
     plane: str | None = Field(
         default=None, description="The compute plane (cluster) its current placement is on, "
         "read from the placement's nodes when the job is served; never stored",
+    )
+    estimate: StartEstimate | None = Field(
+        default=None, description="A queued job's position and estimated start, when the "
+        "control plane has computed one; never stored",
     )
 
     # A notebook shows a job as an HTML table, rich's console as a table (spec/tables.py).

@@ -1,0 +1,180 @@
+"""The rules of estimated starts: expected run times, kinds of run, and the forward run."""
+
+from __future__ import annotations
+
+import pytest
+
+from phalanx.control.forecast import (
+    DEFAULT_RUN,
+    RunHistory,
+    RunTime,
+    expected_run,
+    forecast,
+    name_prefix,
+)
+from phalanx.scheduler import JobView, Scheduler
+from phalanx.spec import GPU, JobSpec, Node, QueueConfig
+from phalanx.spec.status import EstimateBasis, JobStatus
+
+H = 3600.0
+MaxR, Hist, Out, NoH = (EstimateBasis.MAX_RUNTIME, EstimateBasis.HISTORY,
+                        EstimateBasis.OUTLIVED, EstimateBasis.NO_HISTORY)
+
+
+@pytest.mark.parametrize(
+    ("max_runtime", "similar", "elapsed", "seconds", "basis"),
+    [
+        (2 * H, None, 0.0, 2 * H, MaxR),  # maxRuntime, nothing finished like it
+        (2 * H, 5 * H, 0.0, 2 * H, MaxR),  # maxRuntime wins over history
+        (2 * H, None, 1.5 * H, 2 * H, MaxR),  # the deadline ends it: no outliving
+        (None, 3 * H, 0.0, 3 * H, Hist),  # history's percentile
+        (None, 3 * H, 2 * H, 3 * H, Hist),  # still within it
+        (None, 3 * H, 4 * H, 8 * H, Out),  # outlived: as long again
+        (None, None, 0.0, DEFAULT_RUN, NoH),  # a guess
+        (None, None, 3 * H, 6 * H, NoH),  # a guess that outlived the default too
+    ],
+)
+def test_expected_run(max_runtime: float | None, similar: float | None, elapsed: float,
+                      seconds: float, basis: EstimateBasis) -> None:
+    assert expected_run(max_runtime, similar, elapsed) == RunTime(seconds, basis)
+
+
+@pytest.mark.parametrize(
+    ("name", "prefix"),
+    [
+        ("train-7b-0042", "train-7b"),
+        ("sweep-3f9a2c1-12", "sweep"),
+        ("eval_17", "eval"),
+        ("resnet", "resnet"),
+        ("decade-final", "decade-final"),  # no digit: not a hash
+        ("12345", "12345"),  # never stripped to nothing
+    ],
+)
+def test_name_prefix(name: str, prefix: str) -> None:
+    assert name_prefix(name) == prefix
+
+
+def test_history_is_a_high_percentile_of_similar_runs_only() -> None:
+    history = RunHistory()
+    for minutes in range(1, 11):  # 1..10 minutes
+        history.add("ada", "team-a", f"train-{minutes:04d}", minutes * 60.0)
+    history.add("bob", "team-a", "train-0099", 99 * H)  # another user: not similar
+    history.add("ada", "team-b", "train-0099", 99 * H)  # another queue: not similar
+    history.add("ada", "team-a", "eval-0001", 99 * H)  # another kind of run
+    assert history.percentile("ada", "team-a", "train-0500") == 9 * 60.0  # p90 of 1..10
+    assert history.percentile("ada", "team-a", "infer-1") is None
+    assert history.expected("ada", "train-0500", "team-a", None) == RunTime(540.0, Hist)
+    assert history.expected("ada", "train-0500", "team-a", 60.0) == RunTime(60.0, MaxR)
+    assert history.expected("ada", "infer-1", "team-a", None).basis is NoH
+
+
+def _config() -> QueueConfig:
+    return QueueConfig.default_for([_node()])
+
+
+def _node() -> Node:
+    return Node.model_validate({"name": "n1", "allocatable": {"cpu": 8, GPU: 4}})
+
+
+def _job(name: str, gpus: int, max_runtime: str | None = None) -> JobSpec:
+    return JobSpec.model_validate({
+        "name": name, "queue": "default", "maxRuntime": max_runtime,
+        "podSets": [{"name": "w", "replicas": 1, "resources": {GPU: gpus},
+                     "command": ["true"]}]})
+
+
+def test_forecast_orders_the_queue_and_dates_each_start_by_the_ends_ahead() -> None:
+    config = _config()
+    scheduler = Scheduler(config, [_node()])
+    t0 = 1000.0  # (a start at 0 reads as "not given")
+    scheduler.submit(_job("running", 4, "1h"), priority=0, submitted_at=t0)
+    assert [a.job for a in scheduler.cycle(t0).admissions] == ["running"]
+    scheduler.submit(_job("next", 4, "30m"), priority=0, submitted_at=t0 + 10)
+    scheduler.submit(_job("after", 2), priority=0, submitted_at=t0 + 20)
+    scheduler.cycle(t0 + 600)  # nothing fits: both wait
+
+    def expected(view: JobView, elapsed: float) -> RunTime:
+        return expected_run(view.spec.max_runtime, None, elapsed)
+
+    estimates = forecast(scheduler.snapshot(), t0 + 600, expected)
+    assert estimates["next"].position == 1 and estimates["after"].position == 2
+    assert estimates["next"].starts_at == pytest.approx(t0 + H)  # "running" hits maxRuntime
+    assert estimates["next"].basis is MaxR and not estimates["next"].guess
+    assert estimates["after"].starts_at == pytest.approx(t0 + 1.5 * H)
+    assert estimates["after"].basis is MaxR
+    # The live scheduler is untouched: the same jobs still wait, the same one runs.
+    assert scheduler.admitted_jobs() == {"running"}
+    assert scheduler.pending_count("default") == 2
+
+
+def test_a_start_behind_a_run_without_history_is_marked_a_guess() -> None:
+    scheduler = Scheduler(_config(), [_node()])
+    scheduler.submit(_job("mystery", 4), priority=0, submitted_at=1000.0)
+    scheduler.cycle(1000.0)
+    scheduler.submit(_job("waiting", 4), priority=0, submitted_at=1001.0)
+    estimates = forecast(scheduler.snapshot(), 1060.0,
+                         lambda v, e: expected_run(v.spec.max_runtime, None, e))
+    estimate = estimates["waiting"]
+    assert estimate.guess and estimate.basis is NoH
+    assert estimate.starts_at == pytest.approx(1000.0 + DEFAULT_RUN)
+    assert "no history" in estimate.message
+    assert "mystery" not in estimate.message  # the runs ahead may be another team's
+
+
+def test_jobs_beyond_the_cap_are_unknown() -> None:
+    from phalanx.control.forecast import Limits
+
+    scheduler = Scheduler(_config(), [_node()])
+    scheduler.submit(_job("running", 4, "1h"), priority=0, submitted_at=0.0)
+    scheduler.cycle(0.0)
+    for i in range(5):
+        scheduler.submit(_job(f"w-{i}", 4, "1h"), priority=0, submitted_at=1.0 + i)
+    estimates = forecast(scheduler.snapshot(), 0.0,
+                         lambda v, e: expected_run(v.spec.max_runtime, None, e),
+                         Limits(max_starts=2))
+    assert [estimates[f"w-{i}"].starts_at is not None for i in range(5)] == [
+        True, True, False, False, False]
+    assert estimates["w-4"].basis is EstimateBasis.UNKNOWN
+    assert estimates["w-4"].position == 5
+    assert "more than 2 jobs" in estimates["w-4"].message
+
+
+def test_the_benchmark_runs_at_a_small_scale() -> None:
+    from benchmarks.estimate import run
+
+    result = run(nodes=100, pending=200, queues=10, cohorts=2, seed=1)
+    assert result["pending"] == 200
+    full = result["full"]
+    assert full["estimated"] == 200 and full["unknown"] == 0  # no caps: every job
+    assert result["capped"]["estimated"] + result["capped"]["unknown"] == 200
+
+
+@pytest.mark.parametrize(
+    ("status", "starts_in", "basis", "shown"),
+    [
+        (JobStatus.QUEUED, 12 * 60.0, MaxR, "~12m"),
+        (JobStatus.QUEUED, 3 * H + 100, Hist, "~3h"),
+        (JobStatus.QUEUED, 2.2 * 86400, Hist, "~2d"),
+        (JobStatus.QUEUED, 20.0, EstimateBasis.FREE, "<1m"),
+        (JobStatus.QUEUED, 40 * 60.0, NoH, "~40m*"),  # a guess is marked
+        (JobStatus.QUEUED, None, EstimateBasis.UNKNOWN, "?"),
+        (JobStatus.RUNNING, None, None, "-"),  # only queued jobs start
+    ],
+)
+def test_starts_column(status: JobStatus, starts_in: float | None, basis: EstimateBasis | None,
+                       shown: str) -> None:
+    from phalanx.cli.render import estimate_text, starts_text
+    from phalanx.spec.status import JobRecord, StartEstimate
+
+    now = 1_000_000.0
+    estimate = None if basis is None else StartEstimate(
+        position=3, cohort_position=7, basis=basis, guess=basis is NoH, computed_at=now,
+        starts_at=None if starts_in is None else now + starts_in)
+    record = JobRecord(name="j", spec=_job("j", 1), status=status, queue="default",
+                       cluster_queue="default", submitted_at=now, queued_at=now,
+                       estimate=estimate)
+    assert starts_text(record, now) == shown
+    if status is JobStatus.QUEUED:
+        assert estimate_text(record, now) == f"#3 in default (#7 in its cohort), starts {shown}"
+    else:
+        assert estimate_text(record, now) == ""

@@ -143,3 +143,16 @@ def test_a_job_points_its_checkpoint_directory_at_a_volume(plane: LocalPlane,
     assert pod.exit_code == 0, plane.logs.path("v", pod.ref.name).read_text()
     assert (disk / "train" / "epoch-1.pt").read_text() == "weights"  # on the volume
     assert plane.last_checkpoint("v") is None  # the plane's own directory holds none
+
+
+def test_a_disk_emptydir_with_a_size_limit_is_refused_naming_the_field(tmp_path: Path) -> None:
+    volumes = LocalVolumes([tmp_path], namespaces=True)
+    disk = {"name": "scratch", "emptyDir": {"sizeLimit": "1Gi"}}
+    with pytest.raises(SpecError) as caught:
+        volumes.check(job("pass", [disk], [{"name": "scratch", "mountPath": "/mnt"}]))
+    assert caught.value.field == "volumes[0].emptyDir.sizeLimit"
+    assert "medium: Memory" in (caught.value.fix or "")
+    # A tmpfs of that size, or a disk directory with no limit, is taken.
+    for source in ({"medium": "Memory", "sizeLimit": "1Gi"}, {}):
+        volumes.check(job("pass", [{"name": "scratch", "emptyDir": source}],
+                          [{"name": "scratch", "mountPath": "/mnt"}]))

@@ -7,8 +7,9 @@ closest to Kubernetes':
 
 - ``emptyDir``: a directory of the pod's own, owned by its user, empty at the start and
   removed when the pod ends (per pod, as on Kubernetes); ``sizeLimit`` of a disk one is
-  not enforced. ``medium: Memory``: a tmpfs of ``sizeLimit`` (without one, of the pod
-  set's memory request; without that, the kernel's default, half the RAM).
+  refused at submit (nothing here could hold the directory to it). ``medium: Memory``:
+  a tmpfs of ``sizeLimit`` (without one, of the pod set's memory request; without that,
+  the kernel's default, half the RAM).
 - ``hostPath``: the machine's path, bound over mountPath; ``type`` is checked as the
   kubelet does (``DirectoryOrCreate``/``FileOrCreate`` create it as the pod's user). The
   pod reaches nothing through it that its user could not reach by the path itself.
@@ -105,6 +106,14 @@ class LocalVolumes:
                 raise SpecError(f"volume {volume.name!r} is a {volume.kind}, which the local "
                                 "plane cannot give a pod", field=f"volumes[{i}].{volume.kind}",
                                 fix=fix)
+            disk = volume.empty_dir
+            if disk is not None and disk.medium != "Memory" and disk.size_limit is not None:
+                # A directory on the machine's disk has no size of its own to hold it to.
+                raise SpecError(f"volume {volume.name!r} asks for a sizeLimit on disk, which "
+                                "the local plane cannot enforce",
+                                field=f"volumes[{i}].emptyDir.sizeLimit",
+                                fix="remove sizeLimit, or set medium: Memory for a tmpfs of "
+                                "that size")
         for i, pod_set in enumerate(job.pod_sets):
             asks = [f"podSets[{i}].shm"] if pod_set.shm is not None else []
             asks += [f"podSets[{i}].mounts[{j}]" for j in range(len(pod_set.mounts))]

@@ -7,9 +7,9 @@ dependencies.
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from phalanx.lazy import lazy_names
 from phalanx.version import __version__
 
 if TYPE_CHECKING:
@@ -84,15 +84,4 @@ __all__ = [
 # Hidden from type checkers: they would accept any attribute of a module with a
 # __getattr__; they see the real names through the TYPE_CHECKING imports instead.
 if not TYPE_CHECKING:
-
-    def __getattr__(name: str) -> Any:
-        home = _HOMES.get(name)
-        if home is None:
-            raise AttributeError(f"module 'phalanx' has no attribute {name!r}")
-        value = getattr(import_module(home), name)
-        globals()[name] = value  # later lookups skip this function
-        return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+    __getattr__, __dir__ = lazy_names(__name__, _HOMES, globals(), __all__)

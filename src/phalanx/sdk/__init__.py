@@ -7,8 +7,9 @@ should not pay for the HTTP client and every model of the spec.
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from phalanx.lazy import lazy_names
 
 if TYPE_CHECKING:
     from phalanx.defaults import phalanx_home
@@ -42,15 +43,4 @@ __all__ = [
 # Hidden from type checkers, as in ``phalanx/__init__.py``: they see the real names
 # through the TYPE_CHECKING imports.
 if not TYPE_CHECKING:
-
-    def __getattr__(name: str) -> Any:
-        home = _HOMES.get(name)
-        if home is None:
-            raise AttributeError(f"module 'phalanx.sdk' has no attribute {name!r}")
-        value = getattr(import_module(home), name)
-        globals()[name] = value  # later lookups skip this function
-        return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+    __getattr__, __dir__ = lazy_names(__name__, _HOMES, globals(), __all__)

@@ -3,6 +3,7 @@ or a git commit, through a real control plane (``phalanx up``) and the real CLI.
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -15,6 +16,7 @@ from typer.testing import CliRunner, Result
 
 from phalanx import Client, Job
 from phalanx.cli.main import app
+from phalanx.spec.manifests import WORKDIR_ANNOTATION
 from tests.sdk.live_server import LiveServer, live_server
 
 __all__ = ["live_server"]
@@ -224,3 +226,54 @@ def test_the_sdks_builder_takes_a_workdir(live_server: LiveServer, tmp_path: Pat
         assert record.spec.workdir is not None and not isinstance(record.spec.workdir, str)
         assert client.wait("built", timeout=120).status.value == "Succeeded"
     assert logs(live_server, "built") == "built\n"
+
+
+def _manifest(name: str, code: str, annotations: dict[str, str] | None = None,
+              ) -> dict[str, object]:
+    metadata: dict[str, object] = {"name": name}
+    if annotations:
+        metadata["annotations"] = annotations
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata, "spec": {
+        "template": {"spec": {"restartPolicy": "Never", "containers": [{
+            "name": "main", "command": [sys.executable, "-c", code],
+            "resources": {"requests": {"cpu": "100m"}}}]}}}}
+
+
+def test_a_manifest_runs_in_the_directory_submit_or_its_annotation_names(
+        live_server: LiveServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    project, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
+    (project / "code").mkdir(parents=True)
+    elsewhere.mkdir()
+    (project / "code" / "data.txt").write_text("manifest code\n")
+    read = "print(open('data.txt').read().strip())"
+    path = project / "job.yaml"
+    path.write_text(yaml.safe_dump(_manifest("manifest-wd", read)))
+    monkeypatch.chdir(project)
+    result = cli(live_server, "submit", "-f", str(path), "--workdir", "code", "--wait")
+    assert result.exit_code == 0, result.output
+    assert logs(live_server, "manifest-wd") == "manifest code\n"
+    with Client(live_server.url, token=live_server.token) as client:
+        detail = client.get("manifest-wd")
+    assert detail.spec.workdir is not None and not isinstance(detail.spec.workdir, str)
+    kept = detail.manifest
+    assert kept is not None
+    assert json.loads(kept["metadata"]["annotations"][WORKDIR_ANNOTATION])["sha256"] == \
+        detail.spec.workdir.sha256  # the manifest kept says which code ran
+
+    # The annotation in the file: relative to the file's directory, from anywhere.
+    path.write_text(yaml.safe_dump(_manifest("manifest-annotated", read,
+                                             {WORKDIR_ANNOTATION: "code"})))
+    monkeypatch.chdir(elsewhere)
+    result = cli(live_server, "submit", "-f", str(path), "--wait")
+    assert result.exit_code == 0, result.output
+    assert logs(live_server, "manifest-annotated") == "manifest code\n"
+
+    # A path sent as it is (not through the CLI or SDK) is refused, naming the annotation.
+    with live_server.client() as http:
+        refused = http.post("/v1/manifests", json={"items": [_manifest(
+            "manifest-path", read, {WORKDIR_ANNOTATION: "/somewhere"})]})
+    assert refused.status_code == 400, refused.text
+    assert refused.json()["error"]["field"] == f'metadata.annotations["{WORKDIR_ANNOTATION}"]'
+    missing = cli(live_server, "submit", "-f", str(path), "--workdir", "nowhere")
+    assert missing.exit_code != 0
+    assert f'metadata.annotations["{WORKDIR_ANNOTATION}"]' in missing.output, missing.output

@@ -7,8 +7,14 @@ job, all or nothing) and run side by side.
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import json
+import os
 import re
+import secrets
 import shutil
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -146,6 +152,54 @@ def test_a_rayjob_runs_its_entrypoint_on_its_own_cluster(plane: ControlPlane,
     assert response.status_code == 201, response.text
     logs = _succeeds(plane, "ray-spread-job", timeout=400)
     assert "cluster of 3 nodes" in logs, logs
+
+
+# The pod reports what it sees: a digest of the secret's value, never the value itself, and
+# whether its emptyDir was empty at the start and takes a file.
+SEES = """
+import hashlib, json, os
+scratch = os.environ["SCRATCH"]
+empty = os.listdir(scratch) == []
+with open(os.path.join(scratch, "note"), "w") as out:
+    out.write("written")
+print("SEES " + json.dumps({
+    "token": hashlib.sha256(os.environ["HF_TOKEN"].encode()).hexdigest(),
+    "empty": empty, "wrote": open(os.path.join(scratch, "note")).read()}), flush=True)
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="an emptyDir is mounted in the pod's own "
+                    "mount namespace, which needs a control plane running as root")
+def test_a_job_manifest_gets_a_secret_as_a_variable_and_an_emptydir(
+        plane: ControlPlane, tmp_path: Path) -> None:
+    value = f"hf-{secrets.token_hex(12)}"
+    created = plane.api.post("/v1/secrets", json={
+        "name": "hf-manifest", "data": {"TOKEN": base64.b64encode(value.encode()).decode()}})
+    assert created.status_code == 201, created.text
+    scratch = tmp_path / "scratch"  # the mountPath: a directory of the machine, left empty
+    scratch.mkdir()
+    job = example("job.yaml")
+    job["metadata"]["name"] = "sees-secret"
+    job["spec"].update(parallelism=1, completions=1)
+    pod = job["spec"]["template"]["spec"]
+    pod["volumes"] = [{"name": "scratch", "emptyDir": {}}]
+    container = pod["containers"][0]
+    container.update(command=[sys.executable, "-c", SEES], env=[
+        {"name": "SCRATCH", "value": str(scratch)},
+        {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf-manifest",
+                                                            "key": "TOKEN"}}}],
+        volumeMounts=[{"name": "scratch", "mountPath": str(scratch)}])
+    del container["args"]
+    response = plane.api.post("/v1/manifests", json={"items": [job]})
+    assert response.status_code == 201, response.text
+    logs = _succeeds(plane, "sees-secret")
+    [line] = [x for x in logs.splitlines() if x.startswith("SEES ")]
+    assert json.loads(line.removeprefix("SEES ")) == {
+        "token": hashlib.sha256(value.encode()).hexdigest(), "empty": True, "wrote": "written"}
+    assert list(scratch.iterdir()) == []  # the pod's own directory, not the machine's
+    detail = plane.api.get("/v1/jobs/sees-secret").text
+    assert value not in detail and value not in logs
+    assert "hf-manifest" in detail  # the manifest, as written, names the secret
 
 
 # --------------------------------------------------------------------------- refusals

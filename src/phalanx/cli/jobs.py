@@ -44,9 +44,12 @@ _INTEGER = re.compile(r"^-?\d+$")
 
 
 def _with_overrides(
-    spec: JobSpec, name: str | None, queue: str | None, priority: str | None
+    spec: JobSpec, name: str | None, queue: str | None, priority: str | None,
+    workdir: str | None = None,
 ) -> JobSpec:
     overrides: dict[str, Any] = {}
+    if workdir is not None:
+        overrides["workdir"] = workdir
     if name is not None:
         overrides["name"] = name
     if queue is not None:
@@ -113,11 +116,20 @@ def submit(
     )] = None,
     unique: Annotated[bool, typer.Option(
         "--unique", help="If the name is taken, add 5 random characters to it")] = False,
+    workdir: Annotated[str | None, typer.Option(
+        "--workdir", help="Run in a copy of this directory (relative to the current one): "
+        "the jobs' workdir, a manifest's phalanx.dev/workdir annotation")] = None,
 ) -> None:
     """Submit jobs (several documents: all or none); prints each name on its own line.
 
     ``-f -`` reads the jobs from standard input. A relative ``workdir`` is relative to the
-    file's directory (standard input: the current directory)."""
+    file's directory (standard input: the current directory); ``--workdir`` is relative
+    to the current directory."""
+    if workdir is not None:
+        if not workdir.strip():
+            raise SpecError("is empty", field="--workdir",
+                            fix="name a directory, e.g. --workdir .")
+        workdir = str(Path(workdir).expanduser().resolve())
     # Checked here, every document: bad input sends nothing.
     text, source = read_input(file)
     items = load_submissions(text, source=source)  # Phalanx jobs and Kubernetes manifests
@@ -133,10 +145,10 @@ def submit(
                                 "as written", field=option, fix="change the manifest "
                                 "itself, or submit Phalanx jobs to use " + option)
     # --name first: --unique makes the final name the prefix of a generated one.
-    items = [item.overridden(name=name, queue=queue, priority=priority)
+    items = [item.overridden(name=name, queue=queue, priority=priority, workdir=workdir)
              if isinstance(item, Translation) else
-             apply_overrides(_with_overrides(item, name, queue, priority), sets=sets or (),
-                             env=env or (), unique=unique)
+             apply_overrides(_with_overrides(item, name, queue, priority, workdir),
+                             sets=sets or (), env=env or (), unique=unique)
              for item in items]
     specs = [item for item in items if isinstance(item, JobSpec)]
     base = input_dir(file)

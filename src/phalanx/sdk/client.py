@@ -266,7 +266,7 @@ class Client(IdentityCalls, PlaneCalls, SecretCalls, SourceCalls):
         """
         item = to_submission(job)
         if isinstance(item, Translation):
-            return self.submit_manifests([item])[0]
+            return self.submit_manifests([item], base=_base_of(job, base))[0]
         spec = self.with_sources(item, _base_of(job, base))
         return self._submit(JobRecord, "/v1/jobs", spec.to_dict())
 
@@ -277,7 +277,9 @@ class Client(IdentityCalls, PlaneCalls, SecretCalls, SourceCalls):
         RayJob, RayCluster, AppWrapper; dicts or a YAML file of them), mixed with jobs, all
         or nothing. Each is checked locally first; the control plane keeps each manifest
         with its job (``get(name).manifest``). docs/manifests.md lists what each field
-        becomes. The jobs among them have their sources packed as ``submit`` does."""
+        becomes. The jobs among them have their sources packed as ``submit`` does, and so
+        has a manifest's workdir (its ``phalanx.dev/workdir`` annotation, a directory
+        relative to ``base``, default the YAML file's)."""
         if isinstance(jobs, str | Path):
             items, bases = to_submissions(jobs), None
         else:
@@ -285,9 +287,9 @@ class Client(IdentityCalls, PlaneCalls, SecretCalls, SourceCalls):
             items, bases = to_submissions(originals), originals
         sent = []
         for i, item in enumerate(items):
-            if not isinstance(item, Translation):
-                item = self.with_sources(item, _base_of(jobs if bases is None else bases[i],
-                                                        base))
+            where = _base_of(jobs if bases is None else bases[i], base)
+            item = (self.manifest_with_sources(item, where) if isinstance(item, Translation)
+                    else self.with_sources(item, where))
             sent.append(wire(item))
         return self._submit(JobList, "/v1/manifests", {"items": sent}).items
 

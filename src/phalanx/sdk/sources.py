@@ -30,6 +30,7 @@ from pydantic import BaseModel
 
 from phalanx.defaults import phalanx_home
 from phalanx.errors import SpecError
+from phalanx.spec.manifests import Translation
 from phalanx.spec.resources import JobSpec
 from phalanx.spec.sources import GIT_COMMIT, WorkdirArchive
 
@@ -273,3 +274,17 @@ class SourceCalls:
             update["git"] = spec.git.model_copy(
                 update={"commit": resolve_commit(spec.git.repo, spec.git.ref)})
         return spec.model_copy(update=update) if update else spec
+
+    def manifest_with_sources(self, item: Translation, base: str | Path | None = None,
+                              ) -> Translation:
+        """A manifest as the control plane takes it: the directory its workdir annotation
+        names packed and uploaded as ``with_sources`` does, and the annotation naming the
+        archive instead."""
+        if not isinstance(item.spec.workdir, str):
+            return item
+        try:
+            archive = self.with_sources(item.spec, base).workdir
+        except SpecError as exc:  # about `workdir`: the annotation, in the manifest
+            raise item.error_at_manifest(exc) from None
+        assert isinstance(archive, WorkdirArchive)  # with_sources uploads a path
+        return item.with_archive(archive)

@@ -12,6 +12,7 @@ every field and what it becomes.
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,14 +26,16 @@ from phalanx.spec.manifests.base import (
     QUEUE_LABEL,
     SERVER_SET,
     SERVER_SET_METADATA,
+    WORKDIR_ANNOTATION,
     Draft,
     Fields,
     metadata,
 )
 from phalanx.spec.resources import JobSpec
+from phalanx.spec.sources import WorkdirArchive
 
-__all__ = ["KINDS", "PRIORITY_LABEL", "QUEUE_LABEL", "Translation", "is_manifest",
-           "load_submissions", "translate", "wire", "with_overrides"]
+__all__ = ["KINDS", "PRIORITY_LABEL", "QUEUE_LABEL", "WORKDIR_ANNOTATION", "Translation",
+           "is_manifest", "load_submissions", "translate", "wire", "with_overrides"]
 
 Translator = Callable[[Fields, Draft], None]
 
@@ -71,12 +74,18 @@ class Translation:
         return self.draft.error_at_manifest(exc)
 
     def overridden(self, *, name: str | None = None, queue: str | None = None,
-                   priority: str | None = None) -> Translation:
-        """This manifest with another name, queue or priority (``with_overrides``)."""
-        if name is None and queue is None and priority is None:
+                   priority: str | None = None, workdir: str | None = None) -> Translation:
+        """This manifest with another name, queue, priority or workdir
+        (``with_overrides``)."""
+        if name is None and queue is None and priority is None and workdir is None:
             return self
         return translate(with_overrides(self.manifest, name=name, queue=queue,
-                                        priority=priority))
+                                        priority=priority, workdir=workdir))
+
+    def with_archive(self, archive: WorkdirArchive) -> Translation:
+        """This manifest with its workdir annotation naming ``archive``, as it is sent once
+        the directory is uploaded."""
+        return self.overridden(workdir=json.dumps(archive.to_dict()))
 
 
 def load_submissions(text: str, source: str = "jobs") -> list[JobSpec | Translation]:
@@ -133,9 +142,11 @@ def as_submitted(document: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def with_overrides(document: Mapping[str, Any], *, name: str | None = None,
-                   queue: str | None = None, priority: str | None = None) -> dict[str, Any]:
-    """The manifest with its name, queue label or priority label replaced (``submit
-    --name/--queue/--priority``), so the manifest kept with the job says what ran."""
+                   queue: str | None = None, priority: str | None = None,
+                   workdir: str | None = None) -> dict[str, Any]:
+    """The manifest with its name, queue label, priority label or workdir annotation
+    replaced (``submit --name/--queue/--priority/--workdir``), so the manifest kept with
+    the job says what ran."""
     manifest = copy.deepcopy(dict(document))
     meta = manifest.setdefault("metadata", {})
     if not isinstance(meta, dict):
@@ -149,4 +160,6 @@ def with_overrides(document: Mapping[str, Any], *, name: str | None = None,
         labels[PRIORITY_LABEL] = priority
     if labels:
         meta["labels"] = labels
+    if workdir is not None:
+        meta["annotations"] = {**(meta.get("annotations") or {}), WORKDIR_ANNOTATION: workdir}
     return manifest

@@ -41,7 +41,7 @@ def translate(manifest: Fields, draft: Draft, inner: Inner) -> None:
     unsuspended(spec)
     spec.take("managedBy", str)
     spec.done()
-    keys: tuple[str, ...] = ("name", "labels", "queue", "priority")
+    keys: tuple[str, ...] = ("name", "labels", "queue", "priority", "workdir")
     outer: dict[str, object] = {key: draft.doc[key] for key in keys if key in draft.doc}
     outer_paths: dict[str, str] = {key: draft.paths[key] for key in outer}
     meta = template.data.setdefault("metadata", {})

@@ -9,6 +9,7 @@ do instead. Fields Kubernetes sets on stored objects are ignored, as ``kubectl a
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from collections.abc import Callable
@@ -17,10 +18,16 @@ from typing import Any
 
 from phalanx.errors import PhalanxError, SpecError
 from phalanx.spec.base import validate
+from phalanx.spec.manifests import podspec
+from phalanx.spec.manifests.podspec import PodParts
 from phalanx.spec.resources import JobSpec
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+# The job's workdir: a directory of the submitter's (the CLI and SDK pack and upload it,
+# relative to the manifest's file), or, as they send it, the archive as JSON
+# ({"sha256": ..., "size": ...}).
+WORKDIR_ANNOTATION = "phalanx.dev/workdir"
 
 # Set by Kubernetes on objects it stores; a manifest exported with kubectl carries them.
 SERVER_SET_METADATA = frozenset({
@@ -28,23 +35,6 @@ SERVER_SET_METADATA = frozenset({
     "deletionTimestamp", "deletionGracePeriodSeconds",
 })
 SERVER_SET = frozenset({"status"})
-
-# ---------------------------------------------------------------------------------------------
-# Fields the job's own spec is gaining (volumes and mounts, secrets, security contexts): until
-# then they are refused here, in this one place, each with what to do instead.
-NOT_YET: dict[str, str] = {
-    "volumes": "Phalanx does not mount volumes into a manifest's pods yet; remove volumes and "
-               "read the data from a path every node has",
-    "volumeMounts": "Phalanx does not mount volumes into a manifest's pods yet; remove "
-                    "volumeMounts and read the data from a path every node has",
-    "envFrom": "Phalanx does not pass ConfigMaps or Secrets to a manifest's pods yet; give "
-               "each variable under env with a value",
-    "secretKeyRef": "Phalanx does not pass Secrets to a manifest's pods yet; give the "
-                    "variable a value, or read the secret from a file the pod can reach",
-    "securityContext": "Phalanx runs a manifest's pods as the control plane's pod user; "
-                       "remove securityContext",
-}
-# ---------------------------------------------------------------------------------------------
 
 # Fields Phalanx refuses for good, with what it does instead.
 REFUSED: dict[str, str] = {
@@ -125,8 +115,6 @@ class Fields:
         for key in self.data:
             if key in self._read:
                 continue
-            if key in NOT_YET:
-                raise SpecError("is not supported yet", field=self.at(key), fix=NOT_YET[key])
             if key in REFUSED:
                 raise SpecError("cannot be honoured by Phalanx", field=self.at(key),
                                 fix=REFUSED[key])
@@ -154,6 +142,22 @@ class Draft:
 
     def note(self, path: str, text: str) -> None:
         self.notes.append(f"{path}: {text}")
+
+    def add_volume(self, name: str, volume: dict[str, Any], path: str) -> None:
+        """One of the job's volumes, from a pod template at ``path``: a name other templates
+        gave too must mean the same volume there."""
+        volumes: list[dict[str, Any]] = self.doc.setdefault("volumes", [])
+        for k, known in enumerate(volumes):
+            if known["name"] != name:
+                continue
+            if known != volume:
+                raise SpecError(
+                    f"defines volume {name!r} otherwise than {self.paths[f'volumes[{k}]']}",
+                    field=path, fix="give the two volumes different names, or define them "
+                    "alike (a job's volumes are shared by name across its pod sets)")
+            return
+        self.paths[f"volumes[{len(volumes)}]"] = path
+        volumes.append(volume)
 
     @property
     def pod_sets(self) -> list[dict[str, Any]]:
@@ -208,11 +212,24 @@ def metadata(manifest: Fields, draft: Draft) -> Fields:
     if namespace:
         draft.note(meta.at("namespace"), f"{namespace!r} is recorded; the job's queue is "
                    f"its {QUEUE_LABEL} label")
-    meta.ignore("annotations", "generateName", "ownerReferences", "finalizers",
-                *SERVER_SET_METADATA)
+    annotations = meta.take("annotations", dict, {})
+    if WORKDIR_ANNOTATION in annotations:
+        draft.set("workdir", workdir_of(annotations[WORKDIR_ANNOTATION]),
+                  key_path(meta.at("annotations"), WORKDIR_ANNOTATION))
+    meta.ignore("generateName", "ownerReferences", "finalizers", *SERVER_SET_METADATA)
     meta.done()
     manifest.ignore("apiVersion", "kind", *SERVER_SET)
     return meta
+
+
+def workdir_of(annotation: object) -> object:
+    """The job's ``workdir`` from the annotation's text: the archive's JSON, or a path."""
+    if isinstance(annotation, str) and annotation.lstrip().startswith("{"):
+        try:
+            return json.loads(annotation)
+        except ValueError:
+            pass  # a path, then, refused as one that is not the submitter's
+    return annotation
 
 
 def unsuspended(fields: Fields) -> None:
@@ -280,6 +297,7 @@ class PodTemplate:
     priority_class: tuple[str, str] | None = None
     grace: tuple[int, str] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    parts: PodParts = field(default_factory=PodParts)
 
 
 def pod_template(template: Fields, *, command: Callable[[Fields, list[str], list[str]],
@@ -290,6 +308,10 @@ def pod_template(template: Fields, *, command: Callable[[Fields, list[str], list
     pod = template.fields("spec")
     if pod is None:
         raise template.refuse("spec", "is missing", "give the pod's spec with its container")
+    parts = PodParts()
+    podspec.read_volumes(pod, parts)
+    podspec.read_pull_secrets(pod, parts)
+    podspec.security_context(pod)
     containers = pod.items("containers")
     if not containers:
         raise pod.refuse("containers", "is empty", "give the pod one container")
@@ -297,7 +319,7 @@ def pod_template(template: Fields, *, command: Callable[[Fields, list[str], list
         raise SpecError("is a second container; a Phalanx pod runs one",
                         field=containers[1].path, fix="run sidecars' work in the main "
                         "container, or as a pod set of its own")
-    made = _container(containers[0], command)
+    made = _container(containers[0], command, parts)
     extra: dict[str, Any] = {}
     selector = pod.take("nodeSelector", dict)
     if selector:
@@ -327,9 +349,11 @@ def pod_template(template: Fields, *, command: Callable[[Fields, list[str], list
 
 
 def _container(container: Fields, command: Callable[[Fields, list[str], list[str]],
-                                                     list[str]] | None) -> PodTemplate:
+                                                     list[str]] | None,
+               parts: PodParts) -> PodTemplate:
     paths = {"command": container.at("command"), "image": container.at("image"),
-             "env": container.at("env"), "resources": container.at("resources")}
+             "env": container.at("env"), "resources": container.at("resources"),
+             "envFrom": container.at("envFrom"), "mounts": container.at("volumeMounts")}
     container.take("name", str)
     image = container.take("image", str)
     container.take("imagePullPolicy", str)
@@ -345,21 +369,25 @@ def _container(container: Fields, command: Callable[[Fields, list[str], list[str
     else:
         run = given + args
     env: dict[str, str] = {}
+    from_resources: list[podspec.ResourceRef] = []
     for item in container.items("env"):
         name = item.take("name", str)
         if name is None:
             raise item.refuse("name", "is missing", "name the variable")
         source = item.fields("valueFrom")
         if source is not None:
-            for kind in list(source.data):
-                if kind in NOT_YET:
-                    raise SpecError("is not supported yet", field=source.at(kind),
-                                    fix=NOT_YET[kind])
-                raise source.refuse(kind, "has no meaning for Phalanx",
-                                    "give the variable a value; Phalanx gives every pod "
-                                    "PHALANX_POD_NAME, PHALANX_JOB and RANK")
-        env[name] = str(item.take("value", (str, int, float), ""))
+            if item.has("value"):
+                raise item.refuse("value", "is given beside valueFrom",
+                                  "give the variable a value or a valueFrom, not both")
+            ref = podspec.value_from(name, source, parts)
+            if ref is not None:
+                from_resources.append(ref)
+        else:
+            env[name] = str(item.take("value", (str, int, float), ""))
         item.done()
+    podspec.read_env_from(container, parts)
+    podspec.read_mounts(container, parts)
+    podspec.security_context(container)
     resources: dict[str, Any] = {}
     wanted = container.fields("resources")
     if wanted is not None:
@@ -372,9 +400,12 @@ def _container(container: Fields, command: Callable[[Fields, list[str], list[str
         elif requests:
             paths["resources"] = wanted.at("requests")
         wanted.done()
+    for ref in from_resources:
+        env[ref.name] = podspec.resource_value(ref, resources)
     working_dir = container.take("workingDir", str)
     container.done()
-    made = PodTemplate(command=run, image=image, env=env, resources=resources, paths=paths)
+    made = PodTemplate(command=run, image=image, env=env, resources=resources, paths=paths,
+                       parts=parts)
     if working_dir:
         made.extra["workingDir"] = working_dir
         paths["workingDir"] = container.at("workingDir")
@@ -390,8 +421,14 @@ def add_pod_set(draft: Draft, name: str, replicas: int, replicas_path: str,
         raise SpecError(f"is {replicas}; a pod set runs 1 pod or more", field=replicas_path,
                         fix="give 1 or more replicas, or remove the pod set")
     command = made.command
-    if index_env and command:
-        exports = "; ".join(f'export {k}="{v}"' for k, v in index_env.items())
+    parts = made.parts
+    if parts.pod_env and not command:
+        name_, (_, path) = next(iter(parts.pod_env.items()))
+        raise SpecError(f"sets {name_} in the pod's shell, and this pod runs no command of "
+                        "its own", field=path, fix="read PHALANX_POD_NAME instead")
+    shell_env = {**(index_env or {}), **{k: v for k, (v, _) in parts.pod_env.items()}}
+    if shell_env and command:
+        exports = "; ".join(f'export {k}="{v}"' for k, v in shell_env.items())
         command = ["/bin/sh", "-c", f'{exports}; exec "$@"', "sh", *command]
     i = len(draft.pod_sets)
     pod_set: dict[str, Any] = {"name": name, "replicas": replicas,
@@ -409,6 +446,19 @@ def add_pod_set(draft: Draft, name: str, replicas: int, replicas_path: str,
     draft.paths[f"podSets[{i}].replicas"] = replicas_path
     for key, path in made.paths.items():
         draft.paths[f"podSets[{i}].{key}"] = path
+    for key, items in (("secretEnv", parts.secret_env), ("envFrom", parts.env_from),
+                       ("imagePullSecrets", parts.pull_secrets), ("mounts", parts.mounts)):
+        if items:
+            pod_set[key] = [item for item, _ in items]
+        for j, (_, path) in enumerate(items):
+            draft.paths[f"podSets[{i}].{key}[{j}]"] = path
+    if parts.shm is not None:
+        pod_set["shm"] = parts.shm[0]
+        draft.paths[f"podSets[{i}].shm"] = parts.shm[1]
+    for volume_name, volume, path in parts.mounted_volumes():
+        draft.add_volume(volume_name, volume, path)
+    for path in parts.unmounted():
+        draft.note(path, "mounted by no container: left out")
     if made.priority_class and "priority" not in draft.doc:
         draft.set("priority", *made.priority_class)
     if made.grace and "terminationGrace" not in draft.doc:

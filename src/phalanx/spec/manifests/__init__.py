@@ -3,7 +3,8 @@
 One module per family of kinds, each a ``translate(manifest, draft)`` that reads the
 manifest strictly through ``base.Fields`` and fills a ``base.Draft``: ``batch`` (Job),
 ``jobset`` (JobSet), ``kubeflow`` (PyTorchJob, MPIJob), ``ray`` (RayCluster, RayJob),
-``appwrapper`` (AppWrapper, around any of them). ``translate`` picks the module by
+``appwrapper`` (AppWrapper, around any of them); what every pod template's volumes,
+mounts and secrets become is ``podspec``'s. ``translate`` picks the module by
 ``apiVersion`` and ``kind``. Pure: the server, the SDK and the CLI all call it, the server
 to submit, the clients to refuse a bad manifest before sending it. docs/manifests.md lists
 every field and what it becomes.

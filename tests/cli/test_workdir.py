@@ -260,6 +260,12 @@ def test_a_manifest_runs_in_the_directory_submit_or_its_annotation_names(
     assert json.loads(kept["metadata"]["annotations"][WORKDIR_ANNOTATION])["sha256"] == \
         detail.spec.workdir.sha256  # the manifest kept says which code ran
 
+    # The same option gives a Phalanx job its workdir.
+    plain = job_file(elsewhere, "plain-wd", read, workdir=None)
+    result = cli(live_server, "submit", "-f", str(plain), "--workdir", "code", "--wait")
+    assert result.exit_code == 0, result.output
+    assert logs(live_server, "plain-wd") == "manifest code\n"
+
     # The annotation in the file: relative to the file's directory, from anywhere.
     path.write_text(yaml.safe_dump(_manifest("manifest-annotated", read,
                                              {WORKDIR_ANNOTATION: "code"})))

@@ -10,8 +10,8 @@ admission). The killed replica is started again, as a follower, before the next 
     python -m benchmarks.failover --db ... --trials 5 --lease 3s             # quicker
 
 What a trial costs: the lease running out (at most ``--lease`` after the last renewal),
-the follower's next try (a third of the lease), and the new leader building the control
-plane (reading the store, adopting the local plane's pods) before it admits.
+the follower's next try (within a second), and the new leader building the control plane
+(reading the store, adopting the local plane's pods) before it admits.
 """
 
 from __future__ import annotations
@@ -153,7 +153,8 @@ def main(argv: list[str] | None = None) -> None:
                         help="PostgreSQL URL of a database the replicas share")
     parser.add_argument("--trials", type=int, default=20)
     parser.add_argument("--replicas", type=int, default=3)
-    parser.add_argument("--lease", default="10s", help="the replicas' --lease (default 10s)")
+    parser.add_argument("--lease", default="7s", help="the replicas' --lease (default 7s, "
+                        "phalanx up's)")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
     if not args.db:

@@ -85,3 +85,28 @@ def test_replicas_racing_for_a_free_lease_elect_exactly_one(db_url: str) -> None
     winners = {holder for holder, _ in results.values()}
     assert len(results) == 4 and len(winners) == 1
     assert {term for _, term in results.values()} == {1}
+
+
+@pytest.mark.postgres
+def test_a_leader_frozen_mid_write_does_not_hold_the_lease_for_ever() -> None:
+    from sqlalchemy.exc import DBAPIError
+
+    from tests.store.postgres import fresh_database, postgres_admin_url
+
+    with fresh_database(postgres_admin_url()) as url, Store(url) as frozen, Store(url) as other:
+        frozen.end_idle_transactions_after(0.5)
+        held = LeaseStore(frozen).try_acquire("a", URL_A, 1.0)
+        frozen.fence = Fence(held.name, "a", held.term)
+        # The write holds the lease row's lock ... and freezes; the server ends it.
+        with pytest.raises(DBAPIError), frozen.write():
+                taken = None
+                for _ in range(50):
+                    try:
+                        taken = LeaseStore(other).try_acquire("b", URL_B, 1.0,
+                                                              now=held.expires_at + 1)
+                        break
+                    except DBAPIError:  # the lock wait gave up; the next try follows
+                        continue
+                assert taken is not None and (taken.holder, taken.term) == ("b", 2)
+        frozen.fence = None
+        assert LeaseStore(other).read() == taken

@@ -135,7 +135,7 @@ def up(
                                      "redirect to it and take over if it is lost")] = False,
     lease: Annotated[str, typer.Option(help="With --ha: how long a silent leader keeps the "
                                        "lease; a follower leads about this long after the "
-                                       "leader's loss")] = "10s",
+                                       "leader's loss")] = "7s",
     advertise_url: Annotated[str | None, typer.Option(help="With --ha: this replica's URL as "
                                                       "clients and the other replicas reach it "
                                                       "(default: the address listened on)")]

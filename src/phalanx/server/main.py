@@ -211,6 +211,7 @@ def serve(
     store = Store.for_home(home, db)
     if ha:
         check_ha_store(store)
+        store.end_idle_transactions_after(lease_seconds / 2)
     real_port = sock.getsockname()[1]
     url_host = f"[{host}]" if ":" in host else host
     info: dict[str, object] = {

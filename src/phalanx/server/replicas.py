@@ -1,7 +1,8 @@
 """Several replicas of the control plane on one store: the election and the front door.
 
 ``phalanx up --ha`` starts a replica. Each listens at once, and an ``Elector`` thread
-contends for the store's lease (``store/leases.py``) every third of its period. The one
+contends for the store's lease (``store/leases.py``): a follower every second (or third of
+the lease, if shorter), the leader renewing it every third of the lease. The one
 that holds it leads: it sets the store's fence to its term, builds the control plane
 (store, planes, loop, routes: what a restart builds, adopting what the planes run), and
 from then on ``ReplicaApp`` hands every request to that. The others follow: ``/healthz``
@@ -38,6 +39,7 @@ log = logging.getLogger("phalanx.replicas")
 
 EXIT_LOST_LEADERSHIP = 75  # EX_TEMPFAIL: restart me (as a follower)
 RETRY_AFTER_SECONDS = 1
+FOLLOWER_RETRY_SECONDS = 1.0
 
 
 def replica_id() -> str:
@@ -77,7 +79,10 @@ class Elector:
 
     @property
     def retry_seconds(self) -> float:
-        return self.lease_seconds / 3
+        """The leader renews every third of the lease; a follower looks at least every
+        second, so it takes an expired lease soon after it expires."""
+        third = self.lease_seconds / 3
+        return third if self.fence is not None else min(FOLLOWER_RETRY_SECONDS, third)
 
     def leader_url(self) -> str | None:
         """Where the live leader answers, as last seen; None if none is known to live."""

@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from sqlalchemy import Connection, insert, select, update
+from sqlalchemy import Connection, insert, select, text, update
 from sqlalchemy.exc import IntegrityError
 
 from phalanx.errors import NotLeader, SpecError
@@ -33,9 +33,10 @@ if TYPE_CHECKING:
     from phalanx.store.store import Store
 
 LEADER_LEASE = "control-plane"  # the lease the control plane's replicas contend for
-# The default lease: a leader silent this long is replaced, so a follower leads within
-# about this long plus one retry period (under 15 s) after the leader's loss.
-DEFAULT_LEASE_SECONDS = 10.0
+# The default lease: a leader silent this long is replaced. A follower leads within about
+# this long, plus its retry period (1 s) and the time to build the control plane (a few
+# seconds), after the leader's loss: under 15 s.
+DEFAULT_LEASE_SECONDS = 7.0
 NOT_LEADER_FIX = "send the request to the leader (GET /readyz answers 200 there); " \
     "clients given several URLs (PHALANX_URL=a,b,c) retry on the next themselves"
 
@@ -120,6 +121,11 @@ class LeaseStore:
         try:
             # Not Store.write(): taking the lease must not be fenced by the lease itself.
             with self.store.unfenced_write() as connection:
+                if connection.dialect.name == "postgresql":
+                    # Give up this try rather than wait on a writer that froze mid-write:
+                    # the next try comes soon, and the store ends the frozen transaction
+                    # (Store.end_idle_transactions_after).
+                    connection.execute(text(f"SET LOCAL lock_timeout = {int(seconds * 333)}"))
                 lease = _locked_read(connection, name, exclusive=True)
                 if lease is None:
                     taken = Lease(name, holder, url, 1, now, now + seconds)

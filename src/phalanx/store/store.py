@@ -25,6 +25,7 @@ from sqlalchemy import (
     Insert,
     Select,
     delete,
+    event,
     func,
     insert,
     select,
@@ -196,6 +197,25 @@ class Store:
             if fence is not None:
                 check_fence(connection, fence)
             yield connection
+
+    def end_idle_transactions_after(self, seconds: float) -> None:
+        """On PostgreSQL, have the server end this process's transactions left idle longer
+        than ``seconds``: a replica frozen in the middle of a write (SIGSTOP, a VM paused)
+        then stops holding the lease row's lock, and a follower can take the lease."""
+        if is_sqlite(self.engine):
+            return
+        milliseconds = max(1, int(seconds * 1000))
+
+        def limit(dbapi_connection: Any, _record: Any) -> None:
+            cursor = dbapi_connection.cursor()
+            try:
+                cursor.execute(f"SET idle_in_transaction_session_timeout = {milliseconds}")
+            finally:
+                cursor.close()
+            dbapi_connection.commit()
+
+        event.listen(self.engine, "connect", limit)
+        self.engine.dispose()  # connections opened before get the limit when reopened
 
     def confirm_lead(self) -> None:
         """With ``fence`` set, NotLeader unless this replica still leads: asked before the

@@ -2,8 +2,8 @@
 
 Real processes over real HTTP: the leader killed with SIGKILL while jobs are submitted and
 running, a follower leading within the lease's bound and losing no acknowledged submit
-nor starting any pod twice; a leader frozen with SIGSTOP, resumed after another took over,
-making no write.
+nor starting any attempt of a pod twice; a leader frozen with SIGSTOP, resumed after
+another took over, making no write.
 """
 
 from __future__ import annotations
@@ -189,7 +189,11 @@ def test_the_leader_killed_mid_burst_loses_no_submit_and_starts_no_pod_twice(
         for name in acknowledged:
             pods = {pod: lines for pod, lines in started.items() if pod.startswith(f"{name}-")}
             assert len(pods) == 2, (name, pods)
-            assert all(lines == ["1"] for lines in pods.values()), (name, pods)
+            # No attempt of a pod started twice (the old and the new leader both launching
+            # it). A new attempt may follow when the kill cut a gang's launch short (some
+            # pods started, not all): the local plane then restarts the gang, as after a
+            # lone control plane's kill -9.
+            assert all(len(set(lines)) == len(lines) for lines in pods.values()), (name, pods)
 
 
 def test_a_frozen_leader_resumed_after_a_takeover_writes_nothing(tmp_path: Path) -> None:

@@ -196,7 +196,9 @@ def test_the_leader_killed_mid_burst_loses_no_submit_and_starts_no_pod_twice(
             assert all(len(set(lines)) == len(lines) for lines in pods.values()), (name, pods)
 
 
-def test_a_frozen_leader_resumed_after_a_takeover_writes_nothing(tmp_path: Path) -> None:
+def test_a_frozen_leader_resumed_after_a_takeover_writes_nothing_and_sigterm_hands_over(
+    tmp_path: Path,
+) -> None:
     marks = tmp_path / "marks"
     marks.mkdir()
     with replicas(tmp_path) as group:
@@ -244,3 +246,13 @@ def test_a_frozen_leader_resumed_after_a_takeover_writes_nothing(tmp_path: Path)
             client.submit(_marking_job("after", marks, 0.2, replicas=1))
             assert client.wait("after", timeout=120).status.value == "Succeeded"
         assert "leadership lost" in old.log.read_text()
+
+        # A planned stop: SIGTERM releases the lease, and the last replica takes it.
+        new_term = new.ready()
+        assert new.proc is not None and new_term is not None
+        new.proc.send_signal(signal.SIGTERM)
+        assert new.proc.wait(60) == 0
+        last = group.leader(besides=new)
+        assert last is not old
+        last_term = last.ready()
+        assert last_term is not None and last_term["term"] == new_term["term"] + 1

@@ -105,6 +105,11 @@ class Unavailable(PhalanxError):
     status_code = 503
 
 
+class NotLeader(Unavailable):
+    """This replica of the control plane does not lead (or no longer does): its writes are
+    refused by the store's fence, and a client retries on the leader."""
+
+
 class ConnectionFailed(PhalanxError):
     """The control plane could not be reached."""
 

@@ -19,12 +19,12 @@ from phalanx.store.tables import metadata
 from tests.store.factories import make_event, make_record
 
 TABLES = {"jobs", "job_events", "job_labels", "queue_config", "idempotency_keys", "users",
-          "teams", "api_keys", "audit_log", "secrets",
+          "teams", "api_keys", "audit_log", "secrets", "leases",
           "alembic_version"}
 
 
 def test_a_new_database_is_migrated_to_head(store: Store) -> None:
-    assert current_revision(store.engine) == head_revision() == "0009"
+    assert current_revision(store.engine) == head_revision() == "0010"
     assert set(inspect(store.engine).get_table_names()) >= TABLES
     indexed = {tuple(ix["column_names"]) for ix in inspect(store.engine).get_indexes("jobs")}
     assert {("status", "submitted_at", "name"), ("queue", "submitted_at", "name"),

@@ -130,6 +130,16 @@ def up(
     worker_lost_after: Annotated[str, typer.Option(help="After this long silent, a plane's "
                                                    "jobs are requeued elsewhere; longer than "
                                                    "its workers' --fence-after")] = "15m",
+    ha: Annotated[bool, typer.Option("--ha", help="Run as one of several replicas on one "
+                                     "PostgreSQL store: one leads by lease, the others "
+                                     "redirect to it and take over if it is lost")] = False,
+    lease: Annotated[str, typer.Option(help="With --ha: how long a silent leader keeps the "
+                                       "lease; a follower leads about this long after the "
+                                       "leader's loss")] = "7s",
+    advertise_url: Annotated[str | None, typer.Option(help="With --ha: this replica's URL as "
+                                                      "clients and the other replicas reach it "
+                                                      "(default: the address listened on)")]
+    = None,
 ) -> None:
     """Start the embedded control plane (foreground, or in the background with -d)."""
     home = _settings(ctx).state_dir
@@ -141,6 +151,11 @@ def up(
     token_life = parse_duration(token_ttl, field="--token-ttl")
     if pod_api_url is not None:
         check_api_url(pod_api_url, "--pod-api-url")
+    lease_seconds = parse_duration(lease, field="--lease")
+    if ha and detach:
+        raise SpecError("--ha replicas run in the foreground", field="--detach",
+                        fix="run each replica under a supervisor (systemd, Kubernetes) that "
+                        "restarts it, as a follower, if it loses the lead")
     if token_life <= 0:
         raise SpecError("must be more than 0", field="--token-ttl", fix="write e.g. 5m")
     if not detach:
@@ -157,6 +172,7 @@ def up(
             local_plane=local_plane,
             worker_grace=parse_duration(worker_grace, field="--worker-grace"),
             worker_lost_after=parse_duration(worker_lost_after, field="--worker-lost-after"),
+            ha=ha, lease_seconds=lease_seconds, advertise_url=advertise_url,
         )
         return
     running = daemon.server_info(home)

@@ -157,6 +157,10 @@ class ControlLoop:
         write: the store then lags memory, which the API reads, by one step at most.
         """
         with self.state.lock:
+            pending = bool(self.state.commands or self.state.launches)
+        if pending:  # a replica that no longer leads (store/leases.py) sends nothing
+            self.state.store.confirm_lead()
+        with self.state.lock:
             commands, launches = self.state.take_commands()
         for command in commands:
             try:

@@ -32,6 +32,7 @@ from phalanx.sdk.documents import (
     to_submission,
     to_submissions,
 )
+from phalanx.sdk.failover import Failover
 from phalanx.sdk.identity import IdentityCalls
 from phalanx.sdk.planes import PlaneCalls
 from phalanx.sdk.responses import error_from_response
@@ -162,15 +163,18 @@ class Client(IdentityCalls, PlaneCalls, SecretCalls, SourceCalls):
         self._exchange: httpx.Client | None = None
         key = self.endpoint.token
         tls = _tls(self.endpoint.verify)
+        # Several URLs are replicas of one control plane: requests go to the one that
+        # leads (sdk/failover.py); so does a follower's redirect, with one URL too.
+        urls = self.endpoint.url.split(",")
         if key and looks_like_jwt(key):
             headers["Authorization"] = f"Bearer {key}"
         elif key:
-            self._exchange = httpx.Client(base_url=self.endpoint.url, timeout=timeout,
+            self._exchange = httpx.Client(base_url=urls[0], timeout=timeout,
                                           headers={"Accept": "application/json"},
-                                          verify=tls)
+                                          transport=Failover(urls, verify=tls))
             self.auth = KeyAuth(key, self._exchange)
-        self._http = httpx.Client(base_url=self.endpoint.url, headers=headers, timeout=timeout,
-                                  auth=self.auth, verify=tls)
+        self._http = httpx.Client(base_url=urls[0], headers=headers, timeout=timeout,
+                                  auth=self.auth, transport=Failover(urls, verify=tls))
 
     @property
     def url(self) -> str:

@@ -26,6 +26,7 @@ from phalanx.defaults import (
 )
 from phalanx.errors import AuthError
 from phalanx.sdk.credentials import current_url, key_for, verify_for
+from phalanx.sdk.failover import split_urls
 
 
 def read_server_info(home: Path) -> dict[str, Any] | None:
@@ -83,8 +84,10 @@ def resolve_endpoint(
         info = read_server_info(state)
         url = str(info["url"]) if info and info.get("url") else DEFAULT_URL
     if not token:
-        token = (os.environ.get("PHALANX_TOKEN") or read_key_file() or key_for(url)
+        token = (os.environ.get("PHALANX_TOKEN") or read_key_file()
+                 or key_for(url.split(",")[0].strip().rstrip("/"))
                  or read_token(state))
-    url = url.rstrip("/")
+    url = ",".join(split_urls(url)) if "," in url else url.rstrip("/")
+    first = url.split(",")[0]  # replicas of one control plane share its login
     return Endpoint(url=url, token=token, home=state,
-                    verify=verify_for(url) if verify is None else verify)
+                    verify=verify_for(first) if verify is None else verify)

@@ -12,11 +12,13 @@ import os
 import signal
 import socket
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
-from typing import ParamSpec
+from typing import IO, ParamSpec
 
 import uvicorn
+from starlette.types import ASGIApp
 
 from phalanx.compute.base import AttemptSecrets, PodCredential
 from phalanx.compute.factory import make_plane
@@ -44,10 +46,13 @@ from phalanx.server.jobkeys import JobKeys
 from phalanx.server.keys import control_plane_id
 from phalanx.server.logstream import LogLimits
 from phalanx.server.redaction import SecretEnvRule
+from phalanx.server.replicas import Elector, ReplicaApp, check_ha_store, exit_lost
 from phalanx.server.secrets import SecretVault
+from phalanx.spec.base import check_api_url
 from phalanx.spec.planes import LOCAL_PLANE
 from phalanx.spec.status import JobRecord
 from phalanx.store import IdentityStore, LogStore, Store
+from phalanx.store.leases import DEFAULT_LEASE_SECONDS, Fence, check_lease_seconds
 from phalanx.store.planes import PlaneStore
 from phalanx.store.workdirs import WorkdirStore
 
@@ -150,6 +155,9 @@ def serve(
     worker_grace: float = 60.0,
     worker_lost_after: float = 900.0,
     pod_uids: str | None = None,
+    ha: bool = False,
+    lease_seconds: float = DEFAULT_LEASE_SECONDS,
+    advertise_url: str | None = None,
 ) -> None:
     """Run the control plane in the foreground until SIGINT or SIGTERM.
 
@@ -164,7 +172,10 @@ def serve(
     in-process compute plane ``local`` (False: it only waits for workers, ``phalanx
     worker``); ``worker_grace``/``worker_lost_after``: the timers of planes that dial in
     (``compute/remote.py``); ``pod_uids``: the range of uids the local plane gives its
-    attempts, one each (``compute/local/uids.py``).
+    attempts, one each (``compute/local/uids.py``); ``ha``: run as one replica of several
+    on one PostgreSQL store, leading while it holds the store's lease of ``lease_seconds``
+    and advertising ``advertise_url`` (default: the address it listens on) to the others
+    (``server/replicas.py``).
 
     Everything it creates in the state directory is owner-only (umask 077 while it
     runs); an existing state directory with looser modes is tightened, and said so.
@@ -173,12 +184,19 @@ def serve(
     make_private_dir(home)
     lock = os.fdopen(open_private(home / "server.lock", os.O_WRONLY), "w")
     try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        # Replicas (--ha) share the state directory (its keys, the local plane's pods) and
+        # the lock; a lone control plane holds it alone.
+        fcntl.flock(lock, (fcntl.LOCK_SH if ha else fcntl.LOCK_EX) | fcntl.LOCK_NB)
     except BlockingIOError:
         raise Conflict(
             f"a control plane is already running on {home}", field=HOME_ENV,
-            fix="use `phalanx status`, or `phalanx down` first",
+            fix="use `phalanx status`, or `phalanx down` first"
+                + ("" if ha else " (replicas started with --ha share it)"),
         ) from None
+    if ha:
+        check_lease_seconds(lease_seconds, "--lease")
+        if advertise_url is not None:
+            check_api_url(advertise_url, "--advertise-url")
     sock = listen(host, port)  # first: a taken port is said before anything starts
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     loosened = tighten_state_dir(home)
@@ -191,66 +209,144 @@ def serve(
             len(loosened), home, shown, more,
         )
     store = Store.for_home(home, db)
-    auth = Authenticator(home, IdentityStore(store), token_ttl=token_ttl)
-    timers = PlaneTimers(worker_grace=worker_grace, worker_lost_after=worker_lost_after)
-    check_timers(timers)
-    plane = PlaneSet()
-    if local_plane:
-        plane.add(LOCAL_PLANE, make_plane(
-            compute, home, nodes_file, kubeconfig, namespace, default_image, run_as_user,
-            health_interval, site_checks, node_lost_grace, max_pods,
-            # Keys the local plane's shared directories (the in-process Kubernetes plane's
-            # objects stay untagged, as they always were).
-            control_plane=control_plane_id(home) if compute == "local" else None,
-            pod_uids=pod_uids), qualify=False)
-    logs = LogStore.for_home(home)
-    planes = PlaneRegistry(plane, PlaneStore(store), timers=timers, logs=logs)
-    db_label = redact_url(db) if db else "sqlite"
-
+    if ha:
+        check_ha_store(store)
+        store.end_idle_transactions_after(lease_seconds / 2)
     real_port = sock.getsockname()[1]
     url_host = f"[{host}]" if ":" in host else host
-    info = {
+    info: dict[str, object] = {
         "url": f"http://{url_host}:{real_port}", "pid": os.getpid(),
         "compute": compute if local_plane else "workers only",
-        "db": db_label,
+        "db": redact_url(db) if db else "sqlite",
     }
     if compute == "kubernetes" and pod_api_url is None:
         logging.getLogger("phalanx").warning(
             "no --pod-api-url: job pods are told the API is at %s, which they may not reach "
             "(the deploy values pass the Service's URL)", pods_url(host, real_port))
-    credentials = pod_credentials(auth.job_keys, pod_api_url or pods_url(host, real_port),
-                                  auth.secrets)
-    controller = Controller(store, plane, grace_seconds=grace_seconds, logs=logs,
-                            finished_ttl=finished_ttl, credentials=credentials)
-    auth.attempts = controller.service.running_attempt
-    plane.placement_of = current_placement(controller.state, plane)
-    app = create_app(controller, auth, logs, db_label=str(info["db"]),
-                     secrets=SecretEnvRule(extra=tuple(secret_env)), max_body_bytes=max_body_bytes,
-                     log_limits=LogLimits.from_env(), interactive=interactive,
-                     planes=planes, control_plane_id=control_plane_id(home), home=home,
-                     workdirs=WorkdirStore.for_home(home))
+
+    def build() -> _Leader:
+        """The control plane proper: what a lone server runs, and a replica once it leads."""
+        auth = Authenticator(home, IdentityStore(store), token_ttl=token_ttl)
+        timers = PlaneTimers(worker_grace=worker_grace, worker_lost_after=worker_lost_after)
+        check_timers(timers)
+        plane = PlaneSet()
+        if local_plane:
+            plane.add(LOCAL_PLANE, make_plane(
+                compute, home, nodes_file, kubeconfig, namespace, default_image, run_as_user,
+                health_interval, site_checks, node_lost_grace, max_pods,
+                # Keys the local plane's shared directories (the in-process Kubernetes
+                # plane's objects stay untagged, as they always were).
+                control_plane=control_plane_id(home) if compute == "local" else None,
+                pod_uids=pod_uids), qualify=False)
+        logs = LogStore.for_home(home)
+        planes = PlaneRegistry(plane, PlaneStore(store), timers=timers, logs=logs)
+        credentials = pod_credentials(auth.job_keys,
+                                      pod_api_url or pods_url(host, real_port), auth.secrets)
+        controller = Controller(store, plane, grace_seconds=grace_seconds, logs=logs,
+                                finished_ttl=finished_ttl, credentials=credentials)
+        auth.attempts = controller.service.running_attempt
+        plane.placement_of = current_placement(controller.state, plane)
+        app = create_app(controller, auth, logs, db_label=str(info["db"]),
+                         secrets=SecretEnvRule(extra=tuple(secret_env)),
+                         max_body_bytes=max_body_bytes, log_limits=LogLimits.from_env(),
+                         interactive=interactive, planes=planes,
+                         control_plane_id=control_plane_id(home), home=home,
+                         workdirs=WorkdirStore.for_home(home))
+        return _Leader(controller, plane, planes, app)
+
     server_file = home / SERVER_FILE
+    if not ha:
+        _run_alone(build(), sock, server_file, info, store, lock)
+        return
+    _run_replica(build, sock, server_file, info, store, lock,
+                 advertise_url or str(info["url"]), lease_seconds)
+
+
+@dataclass
+class _Leader:
+    controller: Controller
+    plane: PlaneSet
+    planes: PlaneRegistry
+    app: ASGIApp
+
+
+def _write_server_file(server_file: Path, info: dict[str, object]) -> None:
     # Written whole and then renamed: clients poll for this file and must never read half of it.
     partial = server_file.with_suffix(".json.tmp")
     with os.fdopen(open_private(partial, os.O_WRONLY | os.O_TRUNC), "w") as handle:
         handle.write(json.dumps(info) + "\n")
     os.replace(partial, server_file)
-    controller.start()
+
+
+def _uvicorn(app: ASGIApp, on_exit: Callable[[], None]) -> _Server:
     server = _Server(uvicorn.Config(app, log_level="warning", access_log=False,
                                     timeout_graceful_shutdown=GRACEFUL_SECONDS),
-                     on_exit=planes.stopping)
-    logging.getLogger("phalanx").info("control plane listening on %s", info["url"])
+                     on_exit=on_exit)
     # uvicorn handles SIGINT/SIGTERM itself and re-raises the signal once it has shut down;
     # a no-op handler underneath lets that re-raise fall through to the cleanup below
     # instead of killing the process before the controller has flushed.
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: None)
+    return server
+
+
+def _run_alone(leader: _Leader, sock: socket.socket, server_file: Path,
+               info: dict[str, object], store: Store, lock: IO[str]) -> None:
+    _write_server_file(server_file, info)
+    leader.controller.start()
+    server = _uvicorn(leader.app, leader.planes.stopping)
+    logging.getLogger("phalanx").info("control plane listening on %s", info["url"])
     try:
         server.run(sockets=[sock])
     finally:
-        controller.stop()
-        plane.close()
+        leader.controller.stop()
+        leader.plane.close()
         store.close()
         with contextlib.suppress(FileNotFoundError):
             server_file.unlink()
+        lock.close()
+
+
+def _run_replica(build: Callable[[], _Leader], sock: socket.socket, server_file: Path,
+                 info: dict[str, object], store: Store, lock: IO[str], url: str,
+                 lease_seconds: float) -> None:
+    """Serve as a follower at once; lead (build and start the control plane) once elected."""
+    led: list[_Leader] = []
+
+    def lead(fence: Fence) -> None:
+        store.fence = fence  # before anything is built: every write from now on is fenced
+        try:
+            leader = build()
+            _write_server_file(server_file, {**info, "term": fence.term})
+            leader.controller.start()
+        except Exception as exc:
+            logging.getLogger("phalanx").exception("could not start leading")
+            exit_lost(f"starting to lead failed: {exc}")
+            return
+        led.append(leader)
+        front.lead(leader.app)
+        logging.getLogger("phalanx").info("leading (term %d) at %s", fence.term, url)
+
+    elector = Elector(store, url, lease_seconds, on_lead=lead, on_lost=exit_lost)
+    front = ReplicaApp(elector)
+    def stopping() -> None:
+        for leader in led:
+            leader.planes.stopping()
+
+    server = _uvicorn(front, stopping)
+    logging.getLogger("phalanx").info(
+        "replica %s listening on %s (advertised as %s), lease %gs",
+        elector.holder, info["url"], url, lease_seconds)
+    elector.start()
+    try:
+        server.run(sockets=[sock])
+    finally:
+        for leader in led:
+            leader.controller.stop()
+            leader.plane.close()
+        elector.stop()  # after the last write: releasing lets a follower lead at once
+        store.close()
+        if led:
+            with contextlib.suppress(FileNotFoundError):
+                server_file.unlink()
         lock.close()

@@ -25,6 +25,7 @@ from sqlalchemy import (
     Insert,
     Select,
     delete,
+    event,
     func,
     insert,
     select,
@@ -45,6 +46,7 @@ from phalanx.store.engine import (
     is_sqlite,
     parse_url,
 )
+from phalanx.store.leases import Fence, check_fence
 from phalanx.store.rows import (
     event_from_row,
     event_row,
@@ -131,6 +133,9 @@ class Store:
         # SQLite has one writer at a time anyway; queueing this process's writers on a
         # lock is fairer and cheaper than having them spin in SQLite's busy handler.
         self._write_lock = threading.Lock() if is_sqlite(self.engine) else None
+        # Set by a replica that leads (store/leases.py): every write then checks, in its own
+        # transaction, that this replica still holds the lease under this term.
+        self.fence: Fence | None = None
         dialect_insert = sqlite.insert if is_sqlite(self.engine) else postgresql.insert
         upsert = dialect_insert(jobs)
         self._upsert_jobs: Insert = upsert.on_conflict_do_update(
@@ -184,7 +189,44 @@ class Store:
 
     @contextlib.contextmanager
     def write(self) -> Iterator[Connection]:
-        """A write transaction (queued on this process's write lock on SQLite)."""
+        """A write transaction (queued on this process's write lock on SQLite), fenced:
+        with ``fence`` set, it raises ``NotLeader`` and writes nothing unless this replica
+        still leads under the fence's term."""
+        with self.unfenced_write() as connection:
+            fence = self.fence
+            if fence is not None:
+                check_fence(connection, fence)
+            yield connection
+
+    def end_idle_transactions_after(self, seconds: float) -> None:
+        """On PostgreSQL, have the server end this process's transactions left idle longer
+        than ``seconds``: a replica frozen in the middle of a write (SIGSTOP, a VM paused)
+        then stops holding the lease row's lock, and a follower can take the lease."""
+        if is_sqlite(self.engine):
+            return
+        milliseconds = max(1, int(seconds * 1000))
+
+        def limit(dbapi_connection: Any, _record: Any) -> None:
+            cursor = dbapi_connection.cursor()
+            try:
+                cursor.execute(f"SET idle_in_transaction_session_timeout = {milliseconds}")
+            finally:
+                cursor.close()
+            dbapi_connection.commit()
+
+        event.listen(self.engine, "connect", limit)
+        self.engine.dispose()  # connections opened before get the limit when reopened
+
+    def confirm_lead(self) -> None:
+        """With ``fence`` set, NotLeader unless this replica still leads: asked before the
+        loop sends a plane what the store says, so an old leader sends nothing."""
+        if self.fence is not None:
+            with self.write():
+                pass
+
+    @contextlib.contextmanager
+    def unfenced_write(self) -> Iterator[Connection]:
+        """A write transaction that does not check the fence: for the lease itself only."""
         with self._write_lock or contextlib.nullcontext(), self._writer.begin() as connection:
             yield connection
 

@@ -219,3 +219,17 @@ secrets = Table(
     Column("created_at", Double, nullable=False),
     Column("created_by", String(253), nullable=False),
 )
+
+# Leadership among replicas of the control plane (store/leases.py): one row per lease, held
+# by one replica until ``expires_at`` unless renewed. ``term`` grows by one at each change
+# of holder, and every write of the leader checks it in its own transaction (the fence).
+leases = Table(
+    "leases",
+    metadata,
+    Column("name", String(63), primary_key=True),
+    Column("holder", String(253), nullable=False),
+    Column("url", String(2048), nullable=False),  # where the holder answers its API
+    Column("term", BigInteger, nullable=False),
+    Column("renewed_at", Double, nullable=False),
+    Column("expires_at", Double, nullable=False),
+)

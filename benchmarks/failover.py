@@ -1,0 +1,176 @@
+"""Failover time of replicated control planes (``phalanx up --ha``) on PostgreSQL.
+
+Starts N replicas (default 3) sharing one state directory and one PostgreSQL database, then
+for each trial: finds the leader, kills it with SIGKILL, and submits a one-pod job through
+a client given every replica's URL until one is acknowledged and admitted. The failover
+time is from the kill to the moment the job is seen admitted (the new leader's first
+admission). The killed replica is started again, as a follower, before the next trial.
+
+    python -m benchmarks.failover --db postgresql://USER@HOST:PORT/DB        # 20 trials
+    python -m benchmarks.failover --db ... --trials 5 --lease 3s             # quicker
+
+What a trial costs: the lease running out (at most ``--lease`` after the last renewal),
+the follower's next try (within a second), and the new leader building the control plane
+(reading the store, adopting the local plane's pods) before it admits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+from rich.console import Console
+from rich.table import Table
+
+from benchmarks.harness import REPO, percentile, write_json
+from phalanx.errors import PhalanxError
+from phalanx.sdk import Client
+from phalanx.spec import parse_duration
+
+console = Console(stderr=True)
+ADMITTED = {"Admitted", "Starting", "Running", "Succeeded"}
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class Replica:
+    def __init__(self, home: Path, db: str, lease: str, index: int) -> None:
+        self.home, self.db, self.lease, self.index = home, db, lease, index
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        with (self.home / f"replica-{self.index}.log").open("ab") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "phalanx.cli.main", "up", "--ha", "--db", self.db,
+                 "--host", "127.0.0.1", "--port", str(self.port), "--lease", self.lease,
+                 "--run-as-user", str(os.geteuid())],
+                cwd=REPO, stdout=log, stderr=log,
+                env={**os.environ, "PHALANX_HOME": str(self.home)})
+
+    def leads(self) -> bool:
+        if self.proc is None or self.proc.poll() is not None:
+            return False
+        try:
+            return httpx.get(f"{self.url}/readyz", timeout=2).status_code == 200
+        except httpx.TransportError:
+            return False
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def _leader(replicas: list[Replica], timeout: float = 120.0) -> Replica:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for replica in replicas:
+            if replica.leads():
+                return replica
+        time.sleep(0.05)
+    raise RuntimeError("no replica leads; see replica-*.log in the state directory")
+
+
+def _admitted_after_kill(client: Client, name: str, killed: float) -> float:
+    """Submit ``name`` until acknowledged, then wait until it is admitted; seconds since
+    ``killed``."""
+    job = {"name": name, "podSets": [{"name": "main", "replicas": 1, "command": ["true"],
+                                      "resources": {"cpu": "100m"}}]}
+    while True:
+        try:
+            client.submit(job)
+            break
+        except PhalanxError as exc:
+            if "already exists" in exc.message:  # a retry whose first try was stored
+                break
+            time.sleep(0.05)
+    while True:
+        try:
+            if client.get(name).status.value in ADMITTED:
+                return time.monotonic() - killed
+        except PhalanxError:
+            pass
+        time.sleep(0.02)
+
+
+def run(db: str, trials: int, count: int, lease: str) -> dict[str, Any]:
+    home = Path(tempfile.mkdtemp(prefix="phalanx-failover-"))
+    home.chmod(0o700)
+    replicas = [Replica(home, db, lease, i) for i in range(count)]
+    seconds: list[float] = []
+    try:
+        for replica in replicas:
+            replica.start()
+        _leader(replicas)
+        token = (home / "token").read_text().strip()
+        urls = ",".join(r.url for r in replicas)
+        for trial in range(trials):
+            leader = _leader(replicas)
+            with Client(urls, token, timeout=60) as client:
+                assert leader.proc is not None
+                killed = time.monotonic()
+                leader.proc.kill()
+                leader.proc.wait()
+                took = _admitted_after_kill(client, f"failover-{os.getpid()}-{trial}", killed)
+            seconds.append(took)
+            console.print(f"trial {trial + 1}/{trials}: {took:.2f} s")
+            leader.start()  # back, as a follower
+    finally:
+        for replica in replicas:
+            replica.stop()
+        subprocess.run([sys.executable, "-c", "import sys; from pathlib import Path; "
+                        "from tests.leftovers import kill_pods_under; "
+                        "kill_pods_under(Path(sys.argv[1]))", str(home)], cwd=REPO, check=False)
+    return {
+        "replicas": count, "lease": lease, "trials": trials, "seconds": seconds,
+        "p50_s": percentile(seconds, 50), "p99_s": percentile(seconds, 99),
+        "min_s": min(seconds), "max_s": max(seconds),
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--db", default=os.environ.get("PHALANX_TEST_POSTGRES_URL"),
+                        help="PostgreSQL URL of a database the replicas share")
+    parser.add_argument("--trials", type=int, default=20)
+    parser.add_argument("--replicas", type=int, default=3)
+    parser.add_argument("--lease", default="7s", help="the replicas' --lease (default 7s, "
+                        "phalanx up's)")
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args(argv)
+    if not args.db:
+        parser.error("--db postgresql://... is needed (or PHALANX_TEST_POSTGRES_URL)")
+    parse_duration(args.lease, field="--lease")
+    result = run(args.db, args.trials, args.replicas, args.lease)
+    table = Table(title=f"Failover: kill -9 of the leader to the first admission "
+                        f"({args.replicas} replicas, lease {args.lease})")
+    for column in ("trials", "p50 s", "p99 s", "min s", "max s"):
+        table.add_column(column, justify="right")
+    table.add_row(str(result["trials"]), f"{result['p50_s']:.2f}", f"{result['p99_s']:.2f}",
+                  f"{result['min_s']:.2f}", f"{result['max_s']:.2f}")
+    Console().print(table)
+    path = write_json("failover", result, args.out)
+    console.print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,213 @@
+"""Several replicas of the control plane on one store: the election and the front door.
+
+``phalanx up --ha`` starts a replica. Each listens at once, and an ``Elector`` thread
+contends for the store's lease (``store/leases.py``): a follower every second (or third of
+the lease, if shorter), the leader renewing it every third of the lease. The one
+that holds it leads: it sets the store's fence to its term, builds the control plane
+(store, planes, loop, routes: what a restart builds, adopting what the planes run), and
+from then on ``ReplicaApp`` hands every request to that. The others follow: ``/healthz``
+answers 200 (the process lives), ``/readyz`` 503, and every other request is redirected
+(307, method and body kept) to the URL the leader advertises in the lease; with no live
+leader known, 503 with ``Retry-After``, which clients retry.
+
+A leader that cannot renew its lease before it runs out, or finds another holder, stops
+at once (``os._exit``): its writes are refused by the fence anyway, and a supervisor
+(systemd, Kubernetes) restarts it as a follower. SIGTERM releases the lease, so a follower
+takes over at its next try rather than after the lease's period.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import secrets
+import socket
+import threading
+import time
+from collections.abc import Callable
+from urllib.parse import quote
+
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from phalanx.errors import NotLeader, SpecError
+from phalanx.store import Store
+from phalanx.store.engine import is_sqlite
+from phalanx.store.leases import NOT_LEADER_FIX, Fence, Lease, LeaseStore
+
+log = logging.getLogger("phalanx.replicas")
+
+EXIT_LOST_LEADERSHIP = 75  # EX_TEMPFAIL: restart me (as a follower)
+RETRY_AFTER_SECONDS = 1
+FOLLOWER_RETRY_SECONDS = 1.0
+
+
+def replica_id() -> str:
+    """A name for this process among the replicas: host, pid and a random part (a pid may
+    be reused after a restart; the lease must not think the new process held it)."""
+    return f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
+
+
+def check_ha_store(store: Store) -> None:
+    if is_sqlite(store.engine):
+        raise SpecError(
+            "--ha needs a store every replica reaches: a SQLite file belongs to one "
+            "process on one machine, and replicas on it could neither share it safely nor "
+            "take over when its machine is lost",
+            field="--db", fix="pass --db postgresql://USER@HOST:PORT/DATABASE, or drop --ha",
+        )
+
+
+class Elector:
+    """Contends for the lease and keeps it; calls ``on_lead`` (in a thread of its own)
+    when this replica starts leading and ``on_lost`` when it stops before being asked."""
+
+    def __init__(
+        self, store: Store, url: str, lease_seconds: float, *,
+        on_lead: Callable[[Fence], None], on_lost: Callable[[str], None],
+        holder: str | None = None,
+    ) -> None:
+        self.leases = LeaseStore(store)
+        self.holder = holder or replica_id()
+        self.url = url
+        self.lease_seconds = lease_seconds
+        self.on_lead, self.on_lost = on_lead, on_lost
+        self.fence: Fence | None = None
+        self.seen: Lease | None = None  # the lease as last read
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def retry_seconds(self) -> float:
+        """The leader renews every third of the lease; a follower looks at least every
+        second, so it takes an expired lease soon after it expires."""
+        third = self.lease_seconds / 3
+        return third if self.fence is not None else min(FOLLOWER_RETRY_SECONDS, third)
+
+    def leader_url(self) -> str | None:
+        """Where the live leader answers, as last seen; None if none is known to live."""
+        seen = self.seen
+        if seen is None or seen.expired(time.time()) or seen.holder == self.holder:
+            return None
+        return seen.url
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="phalanx-elector", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop contending and, if leading, release the lease for a follower to take."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        if self.fence is not None:
+            try:
+                self.leases.release(self.fence)
+            except Exception:  # the lease then runs out by itself
+                log.exception("could not release the lease")
+
+    def _run(self) -> None:
+        valid_until = 0.0  # monotonic: until when this replica's lease surely holds
+        while not self._stop.is_set():
+            tried = time.monotonic()
+            try:
+                lease = self.leases.try_acquire(self.holder, self.url, self.lease_seconds)
+            except Exception as exc:
+                log.warning("could not reach the store for the lease: %s", exc)
+                if self.fence is not None and time.monotonic() >= valid_until:
+                    self.on_lost("the lease ran out while the store could not be reached")
+                    return
+            else:
+                self.seen = lease
+                if lease.holder == self.holder:
+                    valid_until = tried + self.lease_seconds
+                    if self.fence is None:
+                        self.fence = Fence(lease.name, self.holder, lease.term)
+                        log.info("this replica leads, term %d", lease.term)
+                        threading.Thread(target=self.on_lead, args=(self.fence,),
+                                         name="phalanx-lead", daemon=True).start()
+                    elif lease.term != self.fence.term:  # cannot happen: ids are unique
+                        self.on_lost(f"the lease moved to term {lease.term}")
+                        return
+                elif self.fence is not None:
+                    self.on_lost(f"{lease.holder} took the lease, term {lease.term}")
+                    return
+            self._stop.wait(self.retry_seconds)
+
+
+def exit_lost(reason: str) -> None:
+    """Stop this process now: it no longer leads (its writes would be refused anyway)."""
+    log.critical("leadership lost (%s): exiting so this replica restarts as a follower",
+                 reason)
+    logging.shutdown()
+    os._exit(EXIT_LOST_LEADERSHIP)
+
+
+class ReplicaApp:
+    """The ASGI app of a replica: the control plane's app once leading; before, the
+    follower's answers (``/healthz``, ``/readyz``, redirects to the leader)."""
+
+    def __init__(self, elector: Elector) -> None:
+        self.elector = elector
+        self.leader_app: ASGIApp | None = None
+
+    def lead(self, app: ASGIApp) -> None:
+        self.leader_app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await _lifespan(receive, send)
+            return
+        path = scope.get("path", "")
+        app = self.leader_app
+        if path == "/readyz" and scope["type"] == "http":
+            role = "leader" if app is not None else "follower"
+            fence = self.elector.fence
+            term = fence.term if fence is not None and app is not None else None
+            await _json(send, 200 if app is not None else 503,
+                        {"ready": app is not None, "role": role, "term": term,
+                         "leader": self.elector.leader_url() if app is None else None})
+            return
+        if app is not None:
+            await app(scope, receive, send)
+            return
+        if scope["type"] == "websocket":
+            await send({"type": "websocket.close", "code": 1013})  # try again later
+            return
+        if path == "/healthz":
+            await _json(send, 200, {"status": "ok", "message": "a follower: it serves no "
+                                    "requests itself; /readyz answers 200 on the leader"})
+            return
+        leader = self.elector.leader_url()
+        if leader is None:
+            error = NotLeader("this replica does not lead, and no live leader is known yet "
+                              "(an election is under way)", field="leader",
+                              fix=NOT_LEADER_FIX)
+            await _json(send, error.status_code, {"error": error.to_dict()},
+                        [(b"retry-after", str(RETRY_AFTER_SECONDS).encode())])
+            return
+        # raw_path is the path as the client sent it, escapes and all.
+        raw = scope.get("raw_path") or quote(path).encode()
+        target = leader.rstrip("/") + raw.decode("latin-1")
+        if scope.get("query_string"):
+            target += "?" + scope["query_string"].decode("latin-1")
+        await _json(send, 307, {"leader": leader}, [(b"location", target.encode())])
+
+
+async def _json(send: Send, status: int, body: object,
+                headers: list[tuple[bytes, bytes]] | None = None) -> None:
+    data = json.dumps(body).encode()
+    await send({"type": "http.response.start", "status": status, "headers": [
+        (b"content-type", b"application/json"), (b"content-length", str(len(data)).encode()),
+        *(headers or [])]})
+    await send({"type": "http.response.body", "body": data})
+
+
+async def _lifespan(receive: Receive, send: Send) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await send({"type": "lifespan.shutdown.complete"})
+            return

@@ -24,8 +24,13 @@ PR = fake_provreq.PATH
 CUSTOM = {"podgroups": "pod_groups", "rayclusters": "kuberay",
           "provisioningrequests": "provisioning_requests"}  # served when the flag is on
 COORDINATION = "/apis/coordination.k8s.io/v1"
+BATCH = "/apis/batch/v1"
 _ROUTES = [
     (re.compile(r"^/api/v1/(nodes|namespaces|pods)$"), "cluster"),
+    (re.compile(rf"^{BATCH}/(jobs)$"), "cluster"),
+    (re.compile(rf"^{BATCH}/namespaces/([^/]+)/(jobs)$"), "ns"),
+    (re.compile(rf"^{BATCH}/namespaces/([^/]+)/(jobs)/([^/]+)$"), "ns-item"),
+    (re.compile(rf"^{BATCH}/namespaces/([^/]+)/jobs/([^/]+)/status$"), "job-status"),
     (re.compile(r"^/api/v1/(nodes|namespaces)/([^/]+)$"), "cluster-item"),
     (re.compile(
         r"^/api/v1/namespaces/([^/]+)/(pods|services|configmaps|secrets|events|podtemplates)$"),
@@ -168,6 +173,15 @@ class Handler(BaseHTTPRequestHandler):
             if method != "PATCH":
                 return self._fail(405, "MethodNotAllowed")
             return self._patch_status("provisioningrequests", groups[0], groups[1], body)
+        elif route == "job-status":
+            if method == "GET":
+                found = self.api.get("jobs", groups[1], groups[0])
+                if found is None:
+                    return self._fail(404, "NotFound", f'jobs "{groups[1]}" not found')
+                return self._send(200, found)
+            if method != "PATCH":
+                return self._fail(405, "MethodNotAllowed")
+            return self._patch_status("jobs", groups[0], groups[1], body)
         elif route == "node-status":
             if method != "PATCH":
                 return self._fail(405, "MethodNotAllowed")
@@ -255,8 +269,13 @@ class Handler(BaseHTTPRequestHandler):
     def _patch_status(self, plural: str, ns: str, name: str, body: Object) -> None:
         """A status subresource: only ``status`` changes (a merge patch replaces lists)."""
         with self.api.lock:
-            if self.api.get(plural, name, ns) is None:
+            found = self.api.get(plural, name, ns)
+            if found is None:
                 return self._fail(404, "NotFound", f'{plural} "{name}" not found')
+            wanted = ((body or {}).get("metadata") or {}).get("resourceVersion")
+            if wanted is not None and wanted != found["metadata"]["resourceVersion"]:
+                return self._fail(409, "Conflict", f'Operation cannot be fulfilled on {plural} '
+                                  f'"{name}": the object has been modified')
             status = (body or {}).get("status") or {}
             self._send(200, self.api.update(plural, name, {"status": status}, ns))
         return None

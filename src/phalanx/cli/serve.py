@@ -70,6 +70,12 @@ def up(
         typer.Option(help="Image of pod sets that name none (for --compute kubernetes; "
                      "without it such jobs are refused)"),
     ] = None,
+    manage_namespaces: Annotated[
+        str | None,
+        typer.Option(help="Label selector of the namespaces whose Jobs created with kubectl "
+                     "Phalanx queues and admits, e.g. phalanx.dev/managed=true (for --compute "
+                     "kubernetes; docs/kubernetes.md)"),
+    ] = None,
     run_as_user: Annotated[
         str | None,
         typer.Option(help="User (name or uid) the local plane's pods run as; required "
@@ -164,7 +170,8 @@ def up(
         serve(
             home=home, host=host, port=port, db=db, compute=compute.value, nodes_file=nodes,
             kubeconfig=kubeconfig, namespace=namespace, default_image=default_image,
-            run_as_user=run_as_user, pod_uids=pod_uids, secret_env=secret_env or (),
+            manage_namespaces=manage_namespaces, run_as_user=run_as_user, pod_uids=pod_uids,
+            secret_env=secret_env or (),
             health_interval=interval, site_checks=site_checks, node_lost_grace=lost_grace,
             max_pods=max_pods, max_body_bytes=max_body_bytes,
             finished_ttl=ttl, token_ttl=token_life, interactive=interactive,
@@ -190,6 +197,8 @@ def up(
         args += ["--namespace", namespace]
     if default_image is not None:
         args += ["--default-image", default_image]
+    if manage_namespaces is not None:
+        args += ["--manage-namespaces", manage_namespaces]
     if run_as_user is not None:
         args += ["--run-as-user", run_as_user]
     if pod_uids is not None:

@@ -28,6 +28,7 @@ def make_plane(
     fence_after: float | None = None,
     pod_uids: str | None = None,
     fence_image: str | None = None,
+    manage_namespaces: str | None = None,
 ) -> ComputePlane:
     """Build the compute plane ``serve`` drives; each branch imports only what it needs.
 
@@ -42,6 +43,12 @@ def make_plane(
     each attempt as a uid of its own from this range; its directories outside the state
     directory are keyed by ``control_plane``.
     """
+    if manage_namespaces is not None and compute != "kubernetes":
+        raise SpecError(
+            f"the {compute} compute plane has no namespaces to manage",
+            field="--manage-namespaces",
+            fix="use --manage-namespaces with --compute kubernetes only",
+        )
     if default_image is not None and compute != "kubernetes":
         raise SpecError(
             f"the {compute} compute plane runs commands, not images", field="--default-image",
@@ -103,7 +110,8 @@ def make_plane(
                                        default_image=default_image,
                                        node_lost_grace=node_lost_grace, plane=plane_name,
                                        control_plane=control_plane,
-                                       fence_after=fence_after, fence_image=fence_image)
+                                       fence_after=fence_after, fence_image=fence_image,
+                                       manage_namespaces=manage_namespaces)
     raise SpecError(
         f"unknown compute plane {compute!r}", field="--compute",
         fix="use 'local', 'simulated' or 'kubernetes'",

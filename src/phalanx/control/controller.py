@@ -9,6 +9,7 @@ from phalanx.compute.base import ComputePlane
 from phalanx.control.estimates import StartForecaster, load_history
 from phalanx.control.loop import ControlLoop, CredentialSource
 from phalanx.control.metrics import Metrics
+from phalanx.control.native import ManagedSource, NativeIntake
 from phalanx.control.provisioning import ProvisioningController
 from phalanx.control.retention import DEFAULT_BATCH, FinishedJobCollector
 from phalanx.control.service import JobService
@@ -40,9 +41,11 @@ class Controller:
         finished_ttl: float | None = None,
         collect_batch: int = DEFAULT_BATCH,
         credentials: CredentialSource | None = None,
+        native: ManagedSource | None = None,
     ) -> None:
         """``finished_ttl``: seconds after which finished jobs and their ``logs`` are deleted
-        (None: kept for ever); ``credentials``: what launched pods call the API with."""
+        (None: kept for ever); ``credentials``: what launched pods call the API with;
+        ``native``: the managed objects of Kubernetes-native admission, made jobs of."""
         self.store = store
         self.plane = plane
         self.started_at = clock()
@@ -62,6 +65,7 @@ class Controller:
         self.loop.recover()
         load_history(self.state, store)
         self.forecaster = StartForecaster(self.state)
+        self.native = NativeIntake(self.service, native) if native is not None else None
 
     @property
     def metrics(self) -> Metrics:
@@ -71,8 +75,12 @@ class Controller:
         self.loop.start()
         self.collector.start()
         self.forecaster.start()
+        if self.native is not None:
+            self.native.start()
 
     def stop(self) -> None:
+        if self.native is not None:
+            self.native.stop()
         self.forecaster.stop()
         self.collector.stop()
         self.loop.stop()

@@ -139,6 +139,7 @@ def serve(
     grace_seconds: float = 10.0,
     kubeconfig: Path | None = None,
     namespace: str | None = None,
+    manage_namespaces: str | None = None,
     default_image: str | None = None,
     run_as_user: str | None = None,
     secret_env: Sequence[str] = (),
@@ -237,13 +238,14 @@ def serve(
                 # Keys the local plane's shared directories (the in-process Kubernetes
                 # plane's objects stay untagged, as they always were).
                 control_plane=control_plane_id(home) if compute == "local" else None,
-                pod_uids=pod_uids), qualify=False)
+                pod_uids=pod_uids, manage_namespaces=manage_namespaces), qualify=False)
         logs = LogStore.for_home(home)
         planes = PlaneRegistry(plane, PlaneStore(store), timers=timers, logs=logs)
         credentials = pod_credentials(auth.job_keys,
                                       pod_api_url or pods_url(host, real_port), auth.secrets)
         controller = Controller(store, plane, grace_seconds=grace_seconds, logs=logs,
-                                finished_ttl=finished_ttl, credentials=credentials)
+                                finished_ttl=finished_ttl, credentials=credentials,
+                                native=getattr(plane.member(LOCAL_PLANE), "native", None))
         auth.attempts = controller.service.running_attempt
         plane.placement_of = current_placement(controller.state, plane)
         app = create_app(controller, auth, logs, db_label=str(info["db"]),

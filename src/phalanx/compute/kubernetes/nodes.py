@@ -184,8 +184,12 @@ class NodeInventory:
         read_timeout: float = 60.0,
         lost_grace: float = DEFAULT_LOST_GRACE,
         stale_after: float = DEFAULT_STALE_AFTER,
+        admitted: Callable[[Object], bool] | None = None,
     ) -> None:
         self.namespace = namespace
+        # Whether a pod outside the namespace is one Phalanx admitted (a managed Job's):
+        # its requests are in Phalanx's own accounts, not taken from the node.
+        self.admitted = admitted
         self.lost_grace = lost_grace
         self.stale_after = stale_after
         self._stale: set[str] = set()  # nodes whose doctor the cached snapshot reports silent
@@ -314,6 +318,8 @@ class NodeInventory:
             return None
         ours = (meta.get("labels") or {}).get(MANAGED_BY) == MANAGER
         if ours and meta.get("namespace") == self.namespace:
+            return None
+        if self.admitted is not None and self.admitted(obj):
             return None
         if (obj.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
             return None

@@ -296,9 +296,9 @@ def pod(
             ]}],
         }}},
     }
-    tolerations = _tolerations(pod_set.tolerations, node_taints or [])
-    if tolerations:
-        spec["tolerations"] = tolerations
+    tolerated = tolerations(pod_set.tolerations, node_taints or [])
+    if tolerated:
+        spec["tolerations"] = tolerated
     extra_annotations, extra_selector = consume or ({}, {})
     if pod_set.node_selector or extra_selector:
         spec["nodeSelector"] = {**extra_selector, **pod_set.node_selector}
@@ -353,7 +353,8 @@ def _resources(pod_set: PodSet, where: str) -> Object:
     return {"requests": dict(amounts), "limits": dict(amounts)} if amounts else {}
 
 
-def _tolerations(own: list[Toleration], taints: list[Taint]) -> list[Object]:
+def tolerations(own: list[Toleration], taints: list[Taint]) -> list[Object]:
+    """What a pod with tolerations ``own`` placed on a node with ``taints`` tolerates."""
     out: list[Object] = []
     for t in own:
         item: Object = {"operator": t.operator}

@@ -50,12 +50,14 @@ from phalanx.compute.kubernetes.attempts import (
 from phalanx.compute.kubernetes.client import KubeClient, KubeError, Object, configure
 from phalanx.compute.kubernetes.events import pod_events
 from phalanx.compute.kubernetes.logs import LogCopier
+from phalanx.compute.kubernetes.native import NativeJobs
 from phalanx.compute.kubernetes.nodes import NodeInventory
 from phalanx.compute.kubernetes.podexec import open_pod_exec
 from phalanx.compute.kubernetes.provreq import consumes
 from phalanx.compute.kubernetes.settings import (
     NAMESPACE_ENV,
     Settings,
+    check_selector,
     settings_from_env,
 )
 from phalanx.compute.kubernetes.status import (
@@ -107,11 +109,18 @@ class KubernetesPlane(ComputePlane):
             owner=objects.control_plane_of(self.identity))
         self.logs = LogCopier(client, self.namespace, LogStore.for_home(self.home),
                               self.home / "kubernetes" / "log-offsets")
+        # Kubernetes-native admission: Jobs created with kubectl in the namespaces the
+        # selector picks (native.py); None: only what is submitted to Phalanx runs.
+        self.native = NativeJobs(client, self.settings.manage_namespaces, on_change=self._notify,
+                                 read_timeout=self.settings.read_timeout) \
+            if self.settings.manage_namespaces else None
         self.inventory_source = NodeInventory(client, namespace=self.namespace,
                                               on_change=self._notify,
                                               read_timeout=self.settings.read_timeout,
                                               lost_grace=self.settings.node_lost_grace,
-                                              stale_after=self.settings.doctor_stale_after)
+                                              stale_after=self.settings.doctor_stale_after,
+                                              admitted=self.native.admitted_pod
+                                              if self.native is not None else None)
         self.tainter = HealthTainter(client, allowed=self.settings.node_writes)
         self.fence, self.plane_lease = fencing.from_settings(client, self.settings)
         self.pod_informer = Informer(
@@ -145,6 +154,7 @@ class KubernetesPlane(ComputePlane):
         control_plane: str | None = None,
         fence_after: float | None = None,
         fence_image: str | None = None,
+        manage_namespaces: str | None = None,
     ) -> KubernetesPlane:
         """Connect (kubeconfig, in-cluster, or explicit server + token), adopt, start watching."""
         configuration, _ = configure(kubeconfig=kubeconfig, context=context, server=server,
@@ -159,6 +169,8 @@ class KubernetesPlane(ComputePlane):
         settings.control_plane = control_plane or settings.control_plane
         settings.fence_after = fence_after or settings.fence_after
         settings.fence_image = fence_image or settings.fence_image
+        if manage_namespaces is not None:
+            settings.manage_namespaces = check_selector(manage_namespaces, "--manage-namespaces")
         made = cls(KubeClient(configuration), home, settings)
         try:
             made.start()
@@ -186,6 +198,8 @@ class KubernetesPlane(ComputePlane):
             self.ray_clusters.start()  # adopted RayClusters are followed whatever the setting
         self.inventory_source.start()
         self.pod_informer.start()
+        if self.native is not None:
+            self.native.start(self.settings.sync_timeout)
         deadline = time.monotonic() + self.settings.sync_timeout
         if not self.pod_informer.synced.wait(max(0.0, deadline - time.monotonic())):
             raise SpecError(f"could not list pods in {self.namespace!r}: "
@@ -271,7 +285,15 @@ class KubernetesPlane(ComputePlane):
 
     def launch(self, job: JobSpec, attempt: int, admission: Admission, *,
                credential: PodCredential | None = None) -> None:
-        """Create the attempt's objects; a second call (or a restart) adopts what exists."""
+        """Create the attempt's objects; a second call (or a restart) adopts what exists.
+
+        A managed object's job is not made of Phalanx's pods: its object is unsuspended."""
+        if self.native is not None and self.native.owns(job.name):
+            nodes = sorted({n for ps in admission.pod_sets for n in ps.nodes})
+            taints = [t for n in nodes for t in self.inventory_source.node_taints(n)]
+            own = [t for p in job.pod_sets for t in p.tolerations]
+            self.native.launch(job, attempt, admission, objects.tolerations(own, taints))
+            return
         with self._lock:
             known = self._attempts.get((job.name, attempt))
         if known is not None:
@@ -320,7 +342,7 @@ class KubernetesPlane(ComputePlane):
             self.tainter.reconcile(self.inventory_source.node_objects())
         retry = []
         with self._lock:
-            states = []
+            states = self.native.observe() if self.native is not None else []
             for current in self._attempts.values():
                 states.extend(self._observe_attempt(current, now, nodes))
                 if current.stop_at is not None and not current.deletes_sent:
@@ -370,6 +392,9 @@ class KubernetesPlane(ComputePlane):
 
     def terminate(self, job: str, attempt: int, grace_seconds: float = 10.0) -> None:
         """Delete the attempt's pods with a grace period; observe reports them until gone."""
+        if self.native is not None and self.native.owns(job):
+            self.native.terminate(job, attempt)
+            return
         with self._lock:
             current = self._attempts.get((job, attempt))
             if current is None:
@@ -394,6 +419,9 @@ class KubernetesPlane(ComputePlane):
 
     def forget(self, job: str, attempt: int) -> None:
         """Drop the attempt: deleting its anchor deletes whatever is left of it."""
+        if self.native is not None and self.native.owns(job):
+            self.native.forget(job, attempt)
+            return
         with self._lock:
             current = self._attempts.pop((job, attempt), None)
             if current is None:
@@ -409,6 +437,8 @@ class KubernetesPlane(ComputePlane):
 
     def close(self) -> None:
         """Stop watching and copying logs; the pods keep running and a new plane adopts them."""
+        if self.native is not None:
+            self.native.stop()
         self.pod_informer.stop()
         self.ray_clusters.stop()
         self.inventory_source.stop()

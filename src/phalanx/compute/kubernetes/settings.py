@@ -28,6 +28,8 @@ USE_KUBERAY_ENV = "PHALANX_K8S_RAY_USE_KUBERAY"  # ray.useKubeRay: auto | always
 FENCE_IMAGE_ENV = "PHALANX_K8S_FENCE_IMAGE"  # the image the pods' fence is copied from
 FETCH_IMAGE_ENV = "PHALANX_K8S_WORKDIR_IMAGE"  # a Python 3.12+ image: fetches a workdir
 GIT_IMAGE_ENV = "PHALANX_K8S_GIT_IMAGE"  # an image with git and sh: clones a git source
+# A label selector: the namespaces whose Jobs Phalanx admits natively (--manage-namespaces).
+MANAGE_NAMESPACES_ENV = "PHALANX_K8S_MANAGE_NAMESPACES"
 
 
 @dataclass(slots=True)
@@ -65,6 +67,9 @@ class Settings:
     # The images of the init containers that fill a pod's working directory.
     fetch_image: str = sources.DEFAULT_FETCH_IMAGE
     git_image: str = sources.DEFAULT_GIT_IMAGE
+    # Kubernetes-native admission: a label selector of the namespaces whose Jobs created
+    # with kubectl Phalanx queues and admits (native.py); None: none.
+    manage_namespaces: str | None = None
 
 
 def settings_from_env() -> Settings:
@@ -85,6 +90,9 @@ def settings_from_env() -> Settings:
     settings.fence_image = os.environ.get(FENCE_IMAGE_ENV) or None
     settings.fetch_image = os.environ.get(FETCH_IMAGE_ENV) or settings.fetch_image
     settings.git_image = os.environ.get(GIT_IMAGE_ENV) or settings.git_image
+    if os.environ.get(MANAGE_NAMESPACES_ENV, "").strip():
+        settings.manage_namespaces = check_selector(os.environ[MANAGE_NAMESPACES_ENV],
+                                                    MANAGE_NAMESPACES_ENV)
     if os.environ.get(CHECKPOINT_CLEANUP_IMAGE_ENV):
         settings.checkpoint_cleanup_image = os.environ[CHECKPOINT_CLEANUP_IMAGE_ENV]
     writes = os.environ.get(NODE_WRITES_ENV, "").strip().lower()
@@ -105,3 +113,16 @@ def settings_from_env() -> Settings:
     settings.priority_classes = classes
     return settings
 
+
+
+def check_selector(selector: str, field: str) -> str:
+    """A label selector of equality terms (``key=value``, ``key!=value``, ``key``, ``!key``),
+    as ``managedJobsNamespaceSelector``'s matchLabels and simple expressions write them."""
+    terms = [t.strip() for t in selector.split(",")]
+    for term in terms:
+        key = term.lstrip("!").replace("!=", "=").replace("==", "=").split("=", 1)[0].strip()
+        if not key or any(c.isspace() for c in term) or term.count("=") > 2:
+            raise SpecError(f"{selector!r} is not a label selector", field=field,
+                            fix="write e.g. phalanx.dev/managed=true (terms key=value, "
+                                "key!=value, key or !key, separated by commas)")
+    return ",".join(terms)

@@ -1,0 +1,131 @@
+"""Kubernetes-native admission, the control plane's side: managed objects become jobs.
+
+The Kubernetes plane follows the objects (``compute/kubernetes/native.py``); this takes
+each managed object it has not made a job of yet, translates it as ``submit`` would
+(``spec.manifests.native``), and submits it, so the job is stored before anything about it
+is decided, let alone unsuspended. An object deleted ends its job (cancelled, as ``phalanx
+cancel`` would). After a restart the plane relists the objects and this adopts them: a job
+that exists already (by its deterministic name) is left as it is.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from phalanx.control.service import UNKNOWN_USER, JobService
+from phalanx.errors import NotFound, PhalanxError
+from phalanx.spec.manifests import translate
+from phalanx.spec.manifests.native import as_authored, owner_of
+
+log = logging.getLogger("phalanx.control")
+
+FINISHED_CONDITIONS = ("Complete", "Failed")
+
+
+class Managed(Protocol):
+    job: str
+    obj: dict[str, Any]
+    default_queue: str | None
+
+
+class ManagedSource(Protocol):
+    """What follows the managed objects (the Kubernetes plane's ``NativeJobs``)."""
+
+    @property
+    def synced(self) -> bool: ...
+
+    def managed(self) -> list[Any]: ...
+
+    def take_deleted(self) -> set[str]: ...
+
+    def refuse(self, job: str, message: str) -> None: ...
+
+
+class NativeIntake:
+    """Submits each managed object once, and cancels the jobs of deleted objects."""
+
+    def __init__(self, service: JobService, source: ManagedSource,
+                 tick_seconds: float = 0.25) -> None:
+        self.service = service
+        self.source = source
+        self.tick_seconds = tick_seconds
+        self._known: set[str] = set()  # jobs made (or found made) of an object
+        self._refused: dict[str, str] = {}  # job -> the resourceVersion refused
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="phalanx-native-intake",
+                                        daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.tick_seconds):
+            try:
+                self.step()
+            except Exception:  # the next tick tries again; nothing is half-submitted
+                log.exception("native admission: intake failed")
+
+    def step(self) -> list[str]:
+        """Submit what is new, cancel what was deleted; the jobs submitted."""
+        if not self.source.synced:
+            return []
+        for job in sorted(self.source.take_deleted()):
+            self._known.discard(job)
+            try:
+                record = self.service.cancel(job)
+            except NotFound:
+                continue
+            log.info("native admission: the object of job %s was deleted (%s)", job,
+                     record.state)
+        submitted = []
+        for item in self.source.managed():
+            if item.job in self._known or _finished(item.obj):
+                continue
+            if self._exists(item.job):
+                self._known.add(item.job)
+                continue
+            version = str(item.obj["metadata"].get("resourceVersion"))
+            if self._refused.get(item.job) == version:
+                continue
+            manifest = as_authored(item.obj, item.default_queue)
+            try:
+                spec = translate(manifest).spec
+                self.service.submit_many([spec], batch=False,
+                                         user=owner_of(item.obj) or UNKNOWN_USER,
+                                         manifests={spec.name: manifest})
+            except PhalanxError as exc:
+                self._refused[item.job] = version
+                where = f" (at {exc.field})" if exc.field else ""
+                fix = f"; {exc.fix}" if exc.fix else ""
+                self.source.refuse(item.job, f"{exc.message}{where}{fix}")
+                continue
+            self._known.add(item.job)
+            self._refused.pop(item.job, None)
+            submitted.append(item.job)
+            log.info("native admission: queued %s/%s as job %s",
+                     item.obj["metadata"].get("namespace"), item.obj["metadata"]["name"],
+                     item.job)
+        return submitted
+
+    def _exists(self, job: str) -> bool:
+        try:
+            self.service.get(job)
+        except NotFound:
+            return False
+        return True
+
+
+def _finished(obj: Mapping[str, Any]) -> bool:
+    """A Job that ran to its end (its job may have been collected since): left alone."""
+    conditions = (obj.get("status") or {}).get("conditions") or []
+    return any(c.get("type") in FINISHED_CONDITIONS and c.get("status") == "True"
+               for c in conditions)

@@ -1,0 +1,131 @@
+"""A small batch Job controller for the fake API server: a thread that makes each
+unsuspended Job's pods from its template and keeps its status, as Kubernetes' Job
+controller does.
+
+What it does, as the Job controller does it: ``parallelism`` pods, named
+``<job>-<index>-<suffix>``, labelled ``batch.kubernetes.io/job-name`` and
+``batch.kubernetes.io/controller-uid``, owned by the Job (deleting it deletes them), with the
+``batch.kubernetes.io/job-completion-index`` annotation when ``completionMode: Indexed``;
+nothing for a suspended Job, whose running pods it deletes (condition ``Suspended``); the
+counts ``active``, ``ready``, ``succeeded`` and ``failed``; ``Complete`` once
+``completions`` pods succeeded, ``Failed`` once more than ``backoffLimit`` failed (a failed
+pod is replaced meanwhile). The fake kubelet (``autopilot``) runs the pods.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import threading
+from typing import Any
+
+from tests.k8s_plane.fake_apiserver import FakeAPIServer, now_iso
+
+Object = dict[str, Any]
+_suffix = itertools.count(10000)
+JOB_NAME = "batch.kubernetes.io/job-name"
+CONTROLLER_UID = "batch.kubernetes.io/controller-uid"
+INDEX = "batch.kubernetes.io/job-completion-index"
+
+
+class FakeJobController:
+    def __init__(self, api: FakeAPIServer) -> None:
+        self.api = api
+        self.made: list[str] = []  # every pod made, in order
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="fake-job-controller",
+                                        daemon=True)
+
+    def start(self) -> FakeJobController:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.02):
+            with self.api.lock:
+                for job in self.api.list("jobs"):
+                    self._reconcile(job)
+
+    def _reconcile(self, job: Object) -> None:
+        meta, spec = job["metadata"], job.get("spec") or {}
+        status = copy.deepcopy(job.get("status") or {})
+        conditions = status.get("conditions") or []
+        if any(c["type"] in ("Complete", "Failed") and c["status"] == "True"
+               for c in conditions) or meta.get("deletionTimestamp"):
+            return
+        ns, uid = meta["namespace"], meta["uid"]
+        owned = [p for p in self.api.list("pods", ns)
+                 if any(o.get("uid") == uid for o in p["metadata"].get("ownerReferences") or [])]
+        parallelism = int(spec.get("parallelism", 1))
+        completions = int(spec.get("completions") or parallelism)
+        if spec.get("suspend"):
+            for pod in owned:
+                if pod["status"].get("phase") not in ("Succeeded", "Failed"):
+                    self.api.remove("pods", pod["metadata"]["name"], ns)
+            status.update(active=0, ready=0)
+            _condition(status, "Suspended", "True", "JobSuspended", "Job suspended")
+            return self._write(job, status)
+        _condition(status, "Suspended", "False", "JobResumed", "Job resumed")
+        status.setdefault("startTime", now_iso())
+        phases = [p["status"].get("phase") for p in owned]
+        succeeded, failed = phases.count("Succeeded"), phases.count("Failed")
+        live = [p for p in owned if p["status"].get("phase") not in ("Succeeded", "Failed")]
+        done_indexes = {p["metadata"]["annotations"].get(INDEX) for p in owned
+                        if p["status"].get("phase") == "Succeeded"}
+        live_indexes = {p["metadata"]["annotations"].get(INDEX) for p in live}
+        if succeeded < completions and failed <= int(spec.get("backoffLimit", 6)):
+            for index in range(parallelism):
+                if len(live) >= parallelism - succeeded:
+                    break
+                if str(index) in done_indexes or str(index) in live_indexes:
+                    continue
+                live.append(self._make_pod(job, index))
+                live_indexes.add(str(index))
+        status.update(active=len(live), succeeded=succeeded, failed=failed,
+                      ready=sum(1 for p in live if p["status"].get("phase") == "Running"))
+        if succeeded >= completions:
+            status.update(active=0, ready=0, completionTime=now_iso())
+            _condition(status, "Complete", "True", "CompletionsReached", "Reached expected "
+                       "number of succeeded pods")
+        elif failed > int(spec.get("backoffLimit", 6)):
+            status.update(active=0, ready=0)
+            _condition(status, "Failed", "True", "BackoffLimitExceeded",
+                       "Job has reached the specified backoff limit")
+        return self._write(job, status)
+
+    def _make_pod(self, job: Object, index: int) -> Object:
+        meta, template = job["metadata"], copy.deepcopy(job["spec"]["template"])
+        pod_meta = template.get("metadata") or {}
+        name = f"{meta['name']}-{index}-{next(_suffix)}"
+        labels = {**(pod_meta.get("labels") or {}), JOB_NAME: meta["name"],
+                  CONTROLLER_UID: meta["uid"]}
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {
+            "name": name, "namespace": meta["namespace"], "labels": labels,
+            "annotations": {**(pod_meta.get("annotations") or {}), INDEX: str(index)},
+            "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": meta["name"],
+                                 "uid": meta["uid"], "controller": True}],
+        }, "spec": template.get("spec") or {}}
+        self.made.append(name)
+        return self.api.add("pods", pod, meta["namespace"])
+
+    def _write(self, job: Object, status: Object) -> None:
+        if status != (job.get("status") or {}):
+            self.api.update("jobs", job["metadata"]["name"], {"status": status},
+                            job["metadata"]["namespace"])
+
+
+def _condition(status: Object, kind: str, value: str, reason: str, message: str) -> None:
+    conditions = status.setdefault("conditions", [])
+    for condition in conditions:
+        if condition["type"] == kind:
+            if condition["status"] != value:
+                condition.update(status=value, reason=reason, message=message,
+                                 lastTransitionTime=now_iso())
+            return
+    if value == "True":  # a condition that never held is not written
+        conditions.append({"type": kind, "status": value, "reason": reason, "message": message,
+                           "lastTransitionTime": now_iso()})

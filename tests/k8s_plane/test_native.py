@@ -1,0 +1,179 @@
+"""Kubernetes-native admission: `phalanx up --compute kubernetes --manage-namespaces SELECTOR`
+against the fake API server, with the fake Job controller making Jobs' pods and the fake
+kubelet running them. Jobs are created as kubectl creates them: straight in the API."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from phalanx.sdk import Client
+from phalanx.spec.manifests.native import ADMITTED_ANNOTATION, JOB_ANNOTATION, job_name
+from phalanx.spec.status import JobStatus
+from tests.k8s_plane.conftest import wait_until
+from tests.k8s_plane.fake_apiserver import FakeAPIServer
+from tests.k8s_plane.fake_jobs import JOB_NAME, FakeJobController
+from tests.k8s_plane.helpers import IMAGE
+from tests.k8s_plane.test_end_to_end import _control_plane
+
+pytestmark = pytest.mark.slow
+
+MANAGED = "team-a"
+UNMANAGED = "team-b"
+SELECTOR = "phalanx.dev/managed=true"
+
+
+@pytest.fixture
+def controller(api: FakeAPIServer) -> Iterator[FakeJobController]:
+    api.add("namespaces", {"metadata": {"name": MANAGED,
+                                        "labels": {"phalanx.dev/managed": "true"}}})
+    api.add("namespaces", {"metadata": {"name": UNMANAGED}})
+    for name in ("gpu-1", "gpu-2"):
+        api.add_node(name, cpu="16", memory="64Gi", gpus=4)
+    made = FakeJobController(api).start()
+    try:
+        yield made
+    finally:
+        made.stop()
+
+
+def batch_job(name: str, *, replicas: int = 2, gpus: int = 4, queue: str | None = "default",
+              seconds: str = "1") -> dict[str, Any]:
+    """A Job as `kubectl create -f` sends it: not suspended, naming its Kueue queue."""
+    labels = {"kueue.x-k8s.io/queue-name": queue} if queue else {}
+    return {
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {"parallelism": replicas, "completions": replicas,
+                 "completionMode": "Indexed", "backoffLimit": 0,
+                 "template": {"spec": {"restartPolicy": "Never", "containers": [{
+                     "name": "main", "image": IMAGE, "command": ["sleep", seconds],
+                     "resources": {"requests": {"cpu": "2", "memory": "4Gi",
+                                                "nvidia.com/gpu": str(gpus)}}}]}}},
+    }
+
+
+def job_pods(api: FakeAPIServer, namespace: str, name: str) -> list[dict[str, Any]]:
+    return [p for p in api.list("pods", namespace)
+            if p["metadata"]["labels"].get(JOB_NAME) == name]
+
+
+def conditions(api: FakeAPIServer, namespace: str, name: str) -> dict[str, dict[str, Any]]:
+    found = api.get("jobs", name, namespace) or {}
+    return {c["type"]: c for c in (found.get("status") or {}).get("conditions") or []}
+
+
+def state(client: Client, name: str) -> JobStatus | None:
+    found = [j for j in client.list() if j.name == name]
+    return found[0].status if found else None
+
+
+def test_a_job_created_while_down_is_held_admitted_and_run_to_success(
+    api: FakeAPIServer, kubeconfig: Path, tmp_path: Path, controller: FakeJobController,
+) -> None:
+    # Before Phalanx runs: the Job controller makes the pods of both (no kubelet runs them).
+    api.add("jobs", batch_job("train"), MANAGED)
+    api.add("jobs", batch_job("theirs"), UNMANAGED)
+    wait_until(lambda: len(job_pods(api, MANAGED, "train")) == 2, what="pods made while down")
+    api.autopilot = {"start_after": 0.1, "run_for": 0.3}  # runs the pods made from now on
+    with _control_plane(tmp_path, kubeconfig, "--manage-namespaces", SELECTOR) as client:
+        managed = job_name(MANAGED, "train")
+        # Adopted: suspended (its pods deleted), and queued as a Phalanx job, stored first.
+        wait_until(lambda: state(client, managed) is not None, what="the job made")
+        found = client.get(managed)
+        assert found.spec.pod_sets[0].replicas == 2
+        assert found.spec.queue == "default"
+        # Admitted: unsuspended, pinned to the placed nodes; the controller's pods succeed.
+        wait_until(lambda: state(client, managed) is JobStatus.SUCCEEDED, timeout=30,
+                   what="the managed Job's job to succeed")
+        obj = api.get("jobs", "train", MANAGED)
+        assert obj is not None
+        assert obj["metadata"]["annotations"][JOB_ANNOTATION] == managed
+        assert obj["metadata"]["annotations"][ADMITTED_ANNOTATION] == "1"
+        assert obj["spec"]["suspend"] is False
+        pinned = obj["spec"]["template"]["spec"]["affinity"]["nodeAffinity"][
+            "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0][
+            "matchFields"][0]
+        assert pinned["key"] == "metadata.name"
+        assert sorted(pinned["values"]) == ["gpu-1", "gpu-2"]
+        found_conditions = conditions(api, MANAGED, "train")
+        assert found_conditions["Complete"]["status"] == "True"
+        assert found_conditions["Admitted"]["status"] == "True"
+        assert "ClusterQueue default" in found_conditions["QuotaReserved"]["message"]
+        # Both pods made since the adoption ran on nodes Phalanx placed the gang on (which
+        # of them each takes is the kube-scheduler's choice: no scheduling gates yet).
+        ran = [p for p in job_pods(api, MANAGED, "train")
+               if p["status"].get("phase") == "Succeeded"]
+        assert len(ran) == 2
+        assert {p["spec"]["nodeName"] for p in ran} <= {"gpu-1", "gpu-2"}
+        reasons = [e["reason"] for e in api.list("events", MANAGED)
+                   if e["involvedObject"]["name"] == "train"]
+        assert "Suspended" in reasons and "Admitted" in reasons
+        # The unmanaged namespace's Job was left to its controller: never suspended, no job.
+        theirs = api.get("jobs", "theirs", UNMANAGED)
+        assert theirs is not None
+        assert not theirs["spec"].get("suspend")
+        assert JOB_ANNOTATION not in (theirs["metadata"].get("annotations") or {})
+        assert state(client, job_name(UNMANAGED, "theirs")) is None
+        assert not any(e["involvedObject"]["name"] == "theirs"
+                       for e in api.list("events", UNMANAGED))
+
+
+def test_a_job_is_held_suspended_while_the_quota_is_used(
+    api: FakeAPIServer, kubeconfig: Path, tmp_path: Path, controller: FakeJobController,
+) -> None:
+    api.autopilot = {"start_after": 0.1, "run_for": 1.5}
+    with _control_plane(tmp_path, kubeconfig, "--manage-namespaces", SELECTOR) as client:
+        api.add("jobs", batch_job("first"), MANAGED)
+        wait_until(lambda: len([p for p in job_pods(api, MANAGED, "first")
+                                if p["status"].get("phase") == "Running"]) == 2,
+                   what="the first Job's pods running")
+        api.add("jobs", batch_job("second"), MANAGED)  # kubectl: not suspended
+        second = job_name(MANAGED, "second")
+        wait_until(lambda: state(client, second) is JobStatus.QUEUED, what="second queued")
+        held = api.get("jobs", "second", MANAGED)
+        assert held is not None and held["spec"]["suspend"] is True
+        # Its pods (made before the suspension landed, if any) are gone, none running.
+        assert not [p for p in job_pods(api, MANAGED, "second")
+                    if p["status"].get("phase") == "Running"]
+        assert client.get(second).pending_message
+        wait_until(lambda: state(client, second) is JobStatus.SUCCEEDED, timeout=30,
+                   what="the second Job run once the first is done")
+        assert state(client, job_name(MANAGED, "first")) is JobStatus.SUCCEEDED
+
+
+def test_cancel_suspends_the_job_again_and_deleting_the_job_ends_its_job(
+    api: FakeAPIServer, kubeconfig: Path, tmp_path: Path, controller: FakeJobController,
+) -> None:
+    api.autopilot = {"start_after": 0.1, "run_for": 60}
+    with _control_plane(tmp_path, kubeconfig, "--manage-namespaces", SELECTOR) as client:
+        api.add("jobs", batch_job("long"), MANAGED)
+        long = job_name(MANAGED, "long")
+        wait_until(lambda: state(client, long) is JobStatus.RUNNING, timeout=30,
+                   what="the Job's job running")
+        # A Job waiting for the quota "long" holds: deleting it ends its job.
+        api.add("jobs", batch_job("waiting"), MANAGED)
+        waiting = job_name(MANAGED, "waiting")
+        wait_until(lambda: state(client, waiting) is JobStatus.QUEUED, what="waiting queued")
+        api.remove("jobs", "waiting", MANAGED)
+        wait_until(lambda: state(client, waiting) is JobStatus.CANCELLED,
+                   what="the deleted Job's job cancelled")
+        # Stopping a running job suspends its Job again, its template as it was written.
+        client.cancel(long)
+        wait_until(lambda: (api.get("jobs", "long", MANAGED) or {})["spec"].get("suspend"),
+                   what="the Job suspended again")
+        wait_until(lambda: not [p for p in job_pods(api, MANAGED, "long")
+                                if p["status"].get("phase") == "Running"],
+                   what="its pods deleted by its controller")
+        wait_until(lambda: conditions(api, MANAGED, "long").get("Evicted", {}).get("status")
+                   == "True", what="the Evicted condition")
+        evicted = conditions(api, MANAGED, "long")
+        assert "Phalanx stopped job" in evicted["Evicted"]["message"]
+        assert evicted["Admitted"]["status"] == "False"
+        obj = api.get("jobs", "long", MANAGED)
+        assert obj is not None and ADMITTED_ANNOTATION not in obj["metadata"]["annotations"]
+        assert "affinity" not in obj["spec"]["template"]["spec"]  # the template restored
+        wait_until(lambda: state(client, long) is JobStatus.CANCELLED, what="long cancelled")

@@ -16,6 +16,7 @@ from phalanx.cli.output import note, read_input, reports_errors
 from phalanx.deploy import (
     Values,
     commented_values,
+    load_values,
     load_values_yaml,
     render,
     to_yaml,
@@ -29,11 +30,16 @@ app = typer.Typer(
 )
 
 
-def _load(file: Path | None) -> Values:
+def _load(file: Path | None, manage_namespaces: str | None = None) -> Values:
     if file is None:
-        return Values()
-    text, source = read_input(file)
-    return load_values_yaml(text, source=source)
+        values = Values()
+    else:
+        text, source = read_input(file)
+        values = load_values_yaml(text, source=source)
+    if manage_namespaces is None:
+        return values
+    data = values.model_dump(by_alias=True, exclude_none=True)
+    return load_values({**data, "manageNamespaces": manage_namespaces})
 
 
 @app.command("render")
@@ -47,9 +53,15 @@ def render_command(
         Path | None,
         typer.Option("--kustomize", help="Write a kustomize base into this directory instead"),
     ] = None,
+    manage_namespaces: Annotated[
+        str | None,
+        typer.Option("--manage-namespaces", help="Kubernetes-native admission for the "
+                     "namespaces this label selector picks (values: manageNamespaces), with "
+                     "the RBAC it needs"),
+    ] = None,
 ) -> None:
     """Print the manifests for `kubectl apply -f -`, or write them as a kustomize base."""
-    values = _load(file)
+    values = _load(file, manage_namespaces)
     if kustomize is None:
         sys.stdout.write(to_yaml(render(values)))
         return

@@ -25,12 +25,6 @@ log = logging.getLogger("phalanx.control")
 FINISHED_CONDITIONS = ("Complete", "Failed")
 
 
-class Managed(Protocol):
-    job: str
-    obj: dict[str, Any]
-    default_queue: str | None
-
-
 class ManagedSource(Protocol):
     """What follows the managed objects (the Kubernetes plane's ``NativeJobs``)."""
 
@@ -85,7 +79,7 @@ class NativeIntake:
             except NotFound:
                 continue
             log.info("native admission: the object of job %s was deleted (%s)", job,
-                     record.state)
+                     record.status)
         submitted = []
         for item in self.source.managed():
             if item.job in self._known or _finished(item.obj):

@@ -100,7 +100,21 @@ def worker_cluster_rules(values: Values) -> list[Rule]:
         rules.append(_rule([""], ["pods"], READ_VERBS))
     if rbac.allow_node_writes:
         rules.append(_rule([""], ["nodes"], ["patch"]))  # cordon, health taint: merge patches
+    rules += native_rules(values)
     return rules
+
+
+def native_rules(values: Values) -> list[Rule]:
+    """Kubernetes-native admission (``manageNamespaces``): the Jobs it follows, suspends
+    and unsuspends and whose conditions it writes; the namespaces its selector picks; the
+    Events it records on the Jobs. Nothing else of theirs: the Job controller makes the pods."""
+    if values.manage_namespaces is None:
+        return []
+    return [
+        _rule(["batch"], ["jobs", "jobs/status"], ["get", "list", "watch", "update", "patch"]),
+        _rule([""], ["namespaces"], ["list", "watch"]),
+        _rule([""], ["events"], ["create"]),
+    ]
 
 
 def runs_rules(values: Values) -> list[Rule]:

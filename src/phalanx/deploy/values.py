@@ -29,6 +29,7 @@ from pydantic import BeforeValidator, Field, model_validator
 from phalanx.defaults import DEFAULT_PORT
 from phalanx.errors import SpecError
 from phalanx.spec.base import ImageReference, Model, Name, check_api_url, validate
+from phalanx.spec.labels import selector_text
 from phalanx.spec.quantity import parse_duration, parse_quantity
 from phalanx.version import __version__
 
@@ -425,6 +426,10 @@ class Values(Model):
     )
     runs: Runs = Field(default_factory=Runs, description="Where and as whom job pods run")
     ray: Ray = Field(default_factory=Ray, description="How Ray jobs run (kind: ray)")
+    manage_namespaces: str | None = Field(
+        default=None, description="Kubernetes-native admission: a label selector (key=value, "
+        "comma-separated) of the namespaces whose batch/v1 Jobs created with kubectl Phalanx "
+        "queues and admits (`phalanx up --manage-namespaces`); unset: none")
     node_doctor: NodeDoctor = Field(
         default_factory=NodeDoctor, description="The node health agent (DaemonSet)"
     )
@@ -534,6 +539,11 @@ def _snake(name: str) -> str:
 def check(values: Values) -> None:
     """The rules that span fields; each failure names the field to change."""
     _check_mode(values)
+    if values.manage_namespaces is not None:
+        selector_text(values.manage_namespaces, "manageNamespaces")
+        if values.mode == "cluster":
+            raise SpecError("native admission runs in the control plane's own cluster only",
+                            field="manageNamespaces", fix="remove it, or set mode: full")
     if values.worker.replicas not in (0, 1):
         raise SpecError(
             f"{values.worker.replicas} replicas", field="worker.replicas",

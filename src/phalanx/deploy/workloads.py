@@ -196,6 +196,8 @@ def plane_env(values: Values) -> list[dict[str, Any]]:
          "value": "true" if worker.rbac.allow_node_writes else "false"},
         {"name": "PHALANX_K8S_RAY_USE_KUBERAY", "value": values.ray.use_kube_ray},
     ]
+    if values.manage_namespaces is not None:  # Kubernetes-native admission
+        env.append({"name": "PHALANX_K8S_MANAGE_NAMESPACES", "value": values.manage_namespaces})
     checkpoint_volume = values.runs.checkpoints.volume()
     if checkpoint_volume is not None:
         env += [{"name": "PHALANX_K8S_CHECKPOINT_VOLUME",

@@ -70,6 +70,12 @@ def parse_label_selector(text: str, field: str = "label") -> dict[str, str]:
     return selector
 
 
+def selector_text(text: str, field: str) -> str:
+    """An equality selector as the API server takes it (``key=value,...``); a SpecError
+    naming ``field`` for anything else (namespaces to manage, as ``--manage-namespaces``)."""
+    return ",".join(f"{k}={v}" for k, v in parse_label_selector(text, field).items())
+
+
 def merge_selectors(texts: list[str] | None, field: str = "label") -> dict[str, str]:
     """Several selectors (a repeated option or query parameter) as one mapping."""
     selector: dict[str, str] = {}

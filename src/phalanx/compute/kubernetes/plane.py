@@ -57,7 +57,6 @@ from phalanx.compute.kubernetes.provreq import consumes
 from phalanx.compute.kubernetes.settings import (
     NAMESPACE_ENV,
     Settings,
-    check_selector,
     settings_from_env,
 )
 from phalanx.compute.kubernetes.status import (
@@ -74,6 +73,7 @@ from phalanx.errors import NotFound, SpecError
 from phalanx.kinds import framework_of
 from phalanx.scheduler.types import Admission
 from phalanx.spec.base import IMAGE_FIX, is_image_reference
+from phalanx.spec.labels import selector_text
 from phalanx.spec.resources import JobSpec, Node
 from phalanx.spec.status import JobEvent
 from phalanx.store.logs import LogStore
@@ -170,7 +170,7 @@ class KubernetesPlane(ComputePlane):
         settings.fence_after = fence_after or settings.fence_after
         settings.fence_image = fence_image or settings.fence_image
         if manage_namespaces is not None:
-            settings.manage_namespaces = check_selector(manage_namespaces, "--manage-namespaces")
+            settings.manage_namespaces = selector_text(manage_namespaces, "--manage-namespaces")
         made = cls(KubeClient(configuration), home, settings)
         try:
             made.start()

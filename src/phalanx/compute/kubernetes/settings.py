@@ -12,6 +12,7 @@ from phalanx.compute.kubernetes import checkpoints, sources
 from phalanx.compute.kubernetes.kuberay import UseKubeRay, check_mode
 from phalanx.errors import SpecError
 from phalanx.health.stale import DEFAULT_STALE_AFTER
+from phalanx.spec.labels import selector_text
 from phalanx.spec.quantity import parse_duration
 
 DEFAULT_NAMESPACE = "phalanx-runs"
@@ -91,8 +92,8 @@ def settings_from_env() -> Settings:
     settings.fetch_image = os.environ.get(FETCH_IMAGE_ENV) or settings.fetch_image
     settings.git_image = os.environ.get(GIT_IMAGE_ENV) or settings.git_image
     if os.environ.get(MANAGE_NAMESPACES_ENV, "").strip():
-        settings.manage_namespaces = check_selector(os.environ[MANAGE_NAMESPACES_ENV],
-                                                    MANAGE_NAMESPACES_ENV)
+        settings.manage_namespaces = selector_text(os.environ[MANAGE_NAMESPACES_ENV],
+                                                   MANAGE_NAMESPACES_ENV)
     if os.environ.get(CHECKPOINT_CLEANUP_IMAGE_ENV):
         settings.checkpoint_cleanup_image = os.environ[CHECKPOINT_CLEANUP_IMAGE_ENV]
     writes = os.environ.get(NODE_WRITES_ENV, "").strip().lower()
@@ -114,15 +115,3 @@ def settings_from_env() -> Settings:
     return settings
 
 
-
-def check_selector(selector: str, field: str) -> str:
-    """A label selector of equality terms (``key=value``, ``key!=value``, ``key``, ``!key``),
-    as ``managedJobsNamespaceSelector``'s matchLabels and simple expressions write them."""
-    terms = [t.strip() for t in selector.split(",")]
-    for term in terms:
-        key = term.lstrip("!").replace("!=", "=").replace("==", "=").split("=", 1)[0].strip()
-        if not key or any(c.isspace() for c in term) or term.count("=") > 2:
-            raise SpecError(f"{selector!r} is not a label selector", field=field,
-                            fix="write e.g. phalanx.dev/managed=true (terms key=value, "
-                                "key!=value, key or !key, separated by commas)")
-    return ",".join(terms)

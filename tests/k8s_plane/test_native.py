@@ -4,10 +4,13 @@ kubelet running them. Jobs are created as kubectl creates them: straight in the 
 
 from __future__ import annotations
 
+import base64
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from phalanx.sdk import Client
@@ -177,3 +180,40 @@ def test_cancel_suspends_the_job_again_and_deleting_the_job_ends_its_job(
         assert obj is not None and ADMITTED_ANNOTATION not in obj["metadata"]["annotations"]
         assert "affinity" not in obj["spec"]["template"]["spec"]  # the template restored
         wait_until(lambda: state(client, long) is JobStatus.CANCELLED, what="long cancelled")
+
+
+def review(namespace: str, obj: dict[str, Any], operation: str = "CREATE") -> dict[str, Any]:
+    """What the API server sends a mutating webhook as `kubectl create` makes ``obj``."""
+    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": "705ab4f5-6393-11e8-b7cc-42010a800002", "operation": operation,
+        "kind": {"group": "batch", "version": "v1", "kind": "Job"},
+        "resource": {"group": "batch", "version": "v1", "resource": "jobs"},
+        "namespace": namespace, "userInfo": {"username": "alice@example.com"},
+        "object": obj, "dryRun": False}}
+
+
+def test_the_webhook_creates_managed_jobs_suspended_and_leaves_others_alone(
+    api: FakeAPIServer, kubeconfig: Path, tmp_path: Path, controller: FakeJobController,
+) -> None:
+    with _control_plane(tmp_path, kubeconfig, "--manage-namespaces", SELECTOR) as client:
+        url = client.url + "/admission/batch-jobs"
+        answer = httpx.post(url, json=review(MANAGED, batch_job("hooked"))).json()
+        response = answer["response"]
+        assert answer["kind"] == "AdmissionReview"
+        assert response["uid"] == "705ab4f5-6393-11e8-b7cc-42010a800002"
+        assert response["allowed"] is True and response["patchType"] == "JSONPatch"
+        patch = json.loads(base64.b64decode(response["patch"]))
+        assert {"op": "add", "path": "/spec/suspend", "value": True} in patch
+        assert {"op": "add", "path": "/metadata/annotations", "value": {
+            JOB_ANNOTATION: job_name(MANAGED, "hooked"),
+            "phalanx.dev/owner": "alice@example.com"}} in patch
+        # Another namespace's Job, an update, a Job without a queue: allowed as they are.
+        for other in (review(UNMANAGED, batch_job("x")),
+                      review(MANAGED, batch_job("x"), operation="UPDATE"),
+                      review(MANAGED, batch_job("x", queue=None))):
+            response = httpx.post(url, json=other).json()["response"]
+            assert response == {"uid": "705ab4f5-6393-11e8-b7cc-42010a800002",
+                                "allowed": True}
+        refused = httpx.post(url, json={"kind": "Pod"})
+        assert refused.status_code == 400
+        assert refused.json()["error"]["field"] == "body"

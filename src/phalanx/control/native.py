@@ -37,6 +37,8 @@ class ManagedSource(Protocol):
 
     def refuse(self, job: str, message: str) -> None: ...
 
+    def admission_patch(self, obj: dict[str, Any], user: str | None) -> list[Any]: ...
+
 
 class NativeIntake:
     """Submits each managed object once, and cancels the jobs of deleted objects."""

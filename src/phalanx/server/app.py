@@ -36,7 +36,15 @@ from phalanx.server.document import openapi_document
 from phalanx.server.logstream import READ_THREADS, FollowerSlots, LogLimits
 from phalanx.server.podexec import deny, exec_router
 from phalanx.server.redaction import SecretEnvRule
-from phalanx.server.routes import cluster, configuration, identity, jobs, pools, status
+from phalanx.server.routes import (
+    admission,
+    cluster,
+    configuration,
+    identity,
+    jobs,
+    pools,
+    status,
+)
 from phalanx.server.routes import planes as plane_routes
 from phalanx.server.routes.context import ApiContext, error_response
 from phalanx.server.secret_routes import secret_router
@@ -278,7 +286,7 @@ def create_app(
         status.router(ctx), jobs.router(ctx), cluster.router(ctx), pools.router(ctx),
         configuration.router(ctx),
         *([plane_routes.router(ctx, planes)] if planes is not None else []),
-        identity.router(ctx), secret_router(auth),
+        identity.router(ctx), secret_router(auth), admission.router(ctx),
     ]
     # The routes themselves, as the routers hold them: FastAPI may keep an included
     # router as one entry of ``app.routes``.

@@ -43,6 +43,7 @@ from phalanx.spec.manifests.native import (
     ADMITTED_ANNOTATION,
     DEFAULT_QUEUE_ANNOTATION,
     JOB_ANNOTATION,
+    OWNER_ANNOTATION,
     job_name,
     managed_kind,
     queue_of,
@@ -135,6 +136,29 @@ class NativeJobs:
         with self._lock:
             deleted, self._deleted = self._deleted, set()
             return deleted
+
+    def admission_patch(self, obj: Object, user: str | None) -> list[Object]:
+        """The JSONPatch a mutating admission webhook answers for ``obj`` being created:
+        a managed Job is created suspended, its owner the user who created it; nothing for
+        any other object."""
+        obj = {"apiVersion": "batch/v1", "kind": "Job", **obj}
+        with self._lock:
+            if not self._is_managed(obj):
+                return []
+        meta = obj.get("metadata") or {}
+        patch: list[Object] = [{"op": "add", "path": "/spec/suspend", "value": True}]
+        namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
+        annotations = {JOB_ANNOTATION: job_name(namespace, name)} if name else {}
+        if user:
+            annotations[OWNER_ANNOTATION] = user
+        if not annotations:
+            return patch
+        if not isinstance(meta.get("annotations"), dict):
+            patch.append({"op": "add", "path": "/metadata/annotations", "value": annotations})
+        else:
+            patch += [{"op": "add", "path": "/metadata/annotations/" + _pointer(key),
+                       "value": value} for key, value in annotations.items()]
+        return patch
 
     def refuse(self, job: str, message: str) -> None:
         """Say on the object why Phalanx cannot queue it (a condition and a Warning)."""
@@ -379,6 +403,11 @@ class NativeJobs:
             })
         except KubeError as exc:  # an event is a courtesy: never fails what it reports
             log.info("cannot record an event on Job %s/%s: %s", namespace, name, exc)
+
+
+def _pointer(key: str) -> str:
+    """``key`` as one JSON Pointer token (RFC 6901)."""
+    return key.replace("~", "~0").replace("/", "~1")
 
 
 def now_rfc3339() -> str:

@@ -10,4 +10,6 @@ them in a fixed order (the order of ``/openapi.json``'s paths).
 - ``configuration``: applying, reading and deleting the queue configuration
 - ``planes``: compute planes, their workers' routes and the admins' registry
 - ``identity``: tokens, users, API keys, teams and the audit log
+- ``admission``: the mutating admission webhook of Kubernetes-native admission (open, and
+  outside ``/v1``)
 """

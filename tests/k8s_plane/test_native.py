@@ -217,3 +217,45 @@ def test_the_webhook_creates_managed_jobs_suspended_and_leaves_others_alone(
         refused = httpx.post(url, json={"kind": "Pod"})
         assert refused.status_code == 400
         assert refused.json()["error"]["field"] == "body"
+
+
+GPU_QUEUE = [
+    {"kind": "ClusterQueue", "name": "gpus",
+     "preemption": {"withinClusterQueue": "LowerPriority"},
+     "resourceGroups": [{"coveredResources": ["cpu", "memory", "nvidia.com/gpu"], "flavors": [
+         {"name": "default", "resources": [
+             {"name": "cpu", "nominalQuota": "32"}, {"name": "memory", "nominalQuota": "128Gi"},
+             {"name": "nvidia.com/gpu", "nominalQuota": "8"}]}]}]},
+    {"kind": "LocalQueue", "name": "gpus", "clusterQueue": "gpus"},
+]
+
+
+def test_a_preempted_job_is_suspended_again_and_later_finishes(
+    api: FakeAPIServer, kubeconfig: Path, tmp_path: Path, controller: FakeJobController,
+) -> None:
+    api.autopilot = {"start_after": 0.1, "run_for": 60}  # the first attempt runs until stopped
+    with _control_plane(tmp_path, kubeconfig, "--manage-namespaces", SELECTOR) as client:
+        client.apply(GPU_QUEUE)
+        low_job = batch_job("low", queue="gpus")
+        low_job["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] = "low"
+        api.add("jobs", low_job, MANAGED)
+        low = job_name(MANAGED, "low")
+        wait_until(lambda: state(client, low) is JobStatus.RUNNING, timeout=30,
+                   what="the low-priority Job running")
+        api.autopilot = {"start_after": 0.1, "run_for": 0.5}
+        high_job = batch_job("high", queue="gpus")
+        high_job["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] = "high"
+        api.add("jobs", high_job, MANAGED)
+        # Preempted, as Kueue evicts: suspended again, its pods deleted, Evicted on it.
+        wait_until(lambda: conditions(api, MANAGED, "low").get("Evicted", {}).get("status")
+                   == "True", timeout=30, what="the low Job evicted")
+        assert (api.get("jobs", "low", MANAGED) or {})["spec"]["suspend"] is True
+        wait_until(lambda: state(client, job_name(MANAGED, "high")) is JobStatus.SUCCEEDED,
+                   timeout=30, what="the high-priority Job run")
+        # Admitted again once the quota is free, and run to its end this time.
+        wait_until(lambda: state(client, low) is JobStatus.SUCCEEDED, timeout=30,
+                   what="the preempted Job finished")
+        assert client.get(low).attempt == 2
+        obj = api.get("jobs", "low", MANAGED)
+        assert obj is not None and obj["metadata"]["annotations"][ADMITTED_ANNOTATION] == "2"
+        assert conditions(api, MANAGED, "low")["Complete"]["status"] == "True"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ from tests.k8s_plane.conftest import wait_until
 from tests.k8s_plane.fake_apiserver import FakeAPIServer
 from tests.k8s_plane.fake_jobs import JOB_NAME, FakeJobController
 from tests.k8s_plane.helpers import IMAGE
-from tests.k8s_plane.test_end_to_end import _control_plane
+from tests.k8s_plane.test_end_to_end import _control_plane, _up, _wait_for_server
 
 pytestmark = pytest.mark.slow
 
@@ -259,3 +260,33 @@ def test_a_preempted_job_is_suspended_again_and_later_finishes(
         obj = api.get("jobs", "low", MANAGED)
         assert obj is not None and obj["metadata"]["annotations"][ADMITTED_ANNOTATION] == "2"
         assert conditions(api, MANAGED, "low")["Complete"]["status"] == "True"
+
+
+def test_a_job_deleted_while_the_control_plane_was_down_ends_its_job(
+    api: FakeAPIServer, kubeconfig: Path, tmp_path: Path, controller: FakeJobController,
+) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    flags = ("--manage-namespaces", SELECTOR)
+    proc = _up(home, kubeconfig, *flags)
+    try:
+        client = _wait_for_server(proc, home)
+        api.autopilot = {"start_after": 0.1, "run_for": 60}
+        api.add("jobs", batch_job("blocker"), MANAGED)  # holds every GPU
+        wait_until(lambda: state(client, job_name(MANAGED, "blocker")) is JobStatus.RUNNING,
+                   timeout=30, what="the blocker running")
+        api.add("jobs", batch_job("huge"), MANAGED)
+        huge = job_name(MANAGED, "huge")
+        wait_until(lambda: state(client, huge) is JobStatus.QUEUED, what="huge queued")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+    api.remove("jobs", "huge", MANAGED)  # while no control plane runs
+    proc = _up(home, kubeconfig, *flags)
+    try:
+        client = _wait_for_server(proc, home)
+        wait_until(lambda: state(client, huge) is JobStatus.CANCELLED, timeout=20,
+                   what="the job of the deleted Job cancelled after the restart")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 from phalanx.control.service import UNKNOWN_USER, JobService
 from phalanx.errors import NotFound, PhalanxError
 from phalanx.spec.manifests import translate
-from phalanx.spec.manifests.native import as_authored, owner_of
+from phalanx.spec.manifests.native import NATIVE_LABEL, as_authored, owner_of
 
 log = logging.getLogger("phalanx.control")
 
@@ -74,7 +74,8 @@ class NativeIntake:
         """Submit what is new, cancel what was deleted; the jobs submitted."""
         if not self.source.synced:
             return []
-        for job in sorted(self.source.take_deleted()):
+        managed = self.source.managed()
+        for job in sorted(self.source.take_deleted() | self._orphans({m.job for m in managed})):
             self._known.discard(job)
             try:
                 record = self.service.cancel(job)
@@ -83,7 +84,7 @@ class NativeIntake:
             log.info("native admission: the object of job %s was deleted (%s)", job,
                      record.status)
         submitted = []
-        for item in self.source.managed():
+        for item in managed:
             if item.job in self._known or _finished(item.obj):
                 continue
             if self._exists(item.job):
@@ -111,6 +112,15 @@ class NativeIntake:
                      item.obj["metadata"].get("namespace"), item.obj["metadata"]["name"],
                      item.job)
         return submitted
+
+    def _orphans(self, present: set[str]) -> set[str]:
+        """Live jobs of managed objects no longer there: deleted while the control plane was
+        down (or their namespace no longer managed)."""
+        state = self.service.state
+        with state.lock:
+            return {name for name, record in state.jobs.items()
+                    if record.spec.labels.get(NATIVE_LABEL) and name not in present
+                    and not record.cancel_requested and not record.status.terminal}
 
     def _exists(self, job: str) -> bool:
         try:

@@ -31,6 +31,8 @@ CLUSTER_SET: dict[tuple[str, str], tuple[str, ...]] = {
 JOB_ANNOTATION = "phalanx.dev/job"  # the Phalanx job the object runs as
 ADMITTED_ANNOTATION = "phalanx.dev/admitted"  # the attempt Phalanx unsuspended it for
 OWNER_ANNOTATION = "phalanx.dev/owner"  # who the job belongs to, when the author says
+# On the Phalanx job of a managed object: found after a restart, its object gone or not.
+NATIVE_LABEL = "phalanx.dev/native"
 # A namespace's annotation naming the LocalQueue of its objects that name none
 # (Kueue's manageJobsWithoutQueueName, per namespace).
 DEFAULT_QUEUE_ANNOTATION = "phalanx.dev/default-queue"
@@ -61,9 +63,11 @@ def as_authored(obj: Mapping[str, Any], default_queue: str | None) -> dict[str, 
     meta = manifest.setdefault("metadata", {})
     namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
     meta["name"] = job_name(namespace, name)
+    labels = {**(meta.get("labels") or {}), NATIVE_LABEL: "true"}
     queue = queue_of(obj, default_queue)
     if queue:
-        meta["labels"] = {**(meta.get("labels") or {}), QUEUE_LABEL: queue}
+        labels[QUEUE_LABEL] = queue
+    meta["labels"] = labels
     annotations = {k: v for k, v in (meta.get("annotations") or {}).items()
                    if k not in (JOB_ANNOTATION, ADMITTED_ANNOTATION, OWNER_ANNOTATION)}
     if annotations:

@@ -3,6 +3,8 @@ PHALANX_K8S_MANAGE_NAMESPACES, with the RBAC Kubernetes-native admission needs a
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import yaml
 from typer.testing import CliRunner
@@ -58,3 +60,12 @@ def test_a_bad_switch_names_the_field(data: dict[str, object], why: str) -> None
         load_values(data)
     assert refused.value.field == "manageNamespaces"
     assert why in refused.value.message
+
+
+def test_up_refuses_the_switch_without_kubernetes(tmp_path: Path) -> None:
+    from phalanx.compute.factory import make_plane
+
+    with pytest.raises(SpecError) as refused:
+        make_plane("simulated", tmp_path, manage_namespaces=SELECTOR)
+    assert refused.value.field == "--manage-namespaces"
+    assert "--compute kubernetes" in (refused.value.fix or "")

@@ -193,7 +193,7 @@ def review(namespace: str, obj: dict[str, Any], operation: str = "CREATE") -> di
         "object": obj, "dryRun": False}}
 
 
-def test_the_webhook_creates_managed_jobs_suspended_and_leaves_others_alone(
+def test_the_webhook_holds_managed_jobs_and_a_job_phalanx_refuses_says_why(
     api: FakeAPIServer, kubeconfig: Path, tmp_path: Path, controller: FakeJobController,
 ) -> None:
     with _control_plane(tmp_path, kubeconfig, "--manage-namespaces", SELECTOR) as client:
@@ -218,6 +218,17 @@ def test_the_webhook_creates_managed_jobs_suspended_and_leaves_others_alone(
         refused = httpx.post(url, json={"kind": "Pod"})
         assert refused.status_code == 400
         assert refused.json()["error"]["field"] == "body"
+        # A Job Phalanx cannot queue stays suspended, saying why where kubectl shows it.
+        api.add("jobs", batch_job("lost", queue="nosuch"), MANAGED)
+        wait_until(lambda: conditions(api, MANAGED, "lost").get("QuotaReserved"),
+                   what="the refusal on the Job")
+        said = conditions(api, MANAGED, "lost")["QuotaReserved"]
+        assert said["status"] == "False" and said["reason"] == "Inadmissible"
+        assert "nosuch" in said["message"]
+        assert (api.get("jobs", "lost", MANAGED) or {})["spec"]["suspend"] is True
+        assert state(client, job_name(MANAGED, "lost")) is None
+        wait_until(lambda: any(e["reason"] == "Inadmissible" and e["type"] == "Warning"
+                               for e in api.list("events", MANAGED)), what="a Warning event")
 
 
 GPU_QUEUE = [

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Mapping
 from typing import Any, Protocol
 
@@ -23,6 +24,9 @@ from phalanx.spec.manifests.native import NATIVE_LABEL, as_authored, owner_of
 log = logging.getLogger("phalanx.control")
 
 FINISHED_CONDITIONS = ("Complete", "Failed")
+# How often an object refused unchanged is tried again: what it names (a LocalQueue, a
+# priority) may have been created since.
+RETRY_REFUSED_SECONDS = 30.0
 
 
 class ManagedSource(Protocol):
@@ -49,7 +53,9 @@ class NativeIntake:
         self.source = source
         self.tick_seconds = tick_seconds
         self._known: set[str] = set()  # jobs made (or found made) of an object
-        self._refused: dict[str, str] = {}  # job -> the resourceVersion refused
+        # job -> (the resourceVersion refused, why, when): said once on the object, and
+        # tried again now and then
+        self._refused: dict[str, tuple[str, str, float]] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -91,7 +97,10 @@ class NativeIntake:
                 self._known.add(item.job)
                 continue
             version = str(item.obj["metadata"].get("resourceVersion"))
-            if self._refused.get(item.job) == version:
+            refused = self._refused.get(item.job)
+            now = time.monotonic()
+            if refused is not None and refused[0] == version \
+                    and now - refused[2] < RETRY_REFUSED_SECONDS:
                 continue
             manifest = as_authored(item.obj, item.default_queue)
             try:
@@ -100,10 +109,12 @@ class NativeIntake:
                                          user=owner_of(item.obj) or UNKNOWN_USER,
                                          manifests={spec.name: manifest})
             except PhalanxError as exc:
-                self._refused[item.job] = version
                 where = f" (at {exc.field})" if exc.field else ""
                 fix = f"; {exc.fix}" if exc.fix else ""
-                self.source.refuse(item.job, f"{exc.message}{where}{fix}")
+                message = f"{exc.message}{where}{fix}"
+                self._refused[item.job] = (version, message, now)
+                if refused is None or refused[1] != message:  # said once, not every retry
+                    self.source.refuse(item.job, message)
                 continue
             self._known.add(item.job)
             self._refused.pop(item.job, None)

@@ -92,21 +92,23 @@ class AttemptSecrets:
     env: dict[str, dict[str, str]] = field(default_factory=dict)  # pod set -> variables
     volumes: dict[str, dict[str, bytes]] = field(default_factory=dict)  # volume -> files
     pull: dict[str, bytes] = field(default_factory=dict)  # reference -> .dockerconfigjson
+    # The files of git.sshKeySecret (ssh-privatekey, known_hosts): what the clone uses.
+    git: dict[str, bytes] = field(default_factory=dict)
 
     def __repr__(self) -> str:  # never the values, wherever a plan is logged
         return (f"AttemptSecrets(env={ {k: sorted(v) for k, v in self.env.items()} }, "
                 f"volumes={ {k: sorted(v) for k, v in self.volumes.items()} }, "
-                f"pull={sorted(self.pull)})")
+                f"pull={sorted(self.pull)}, git={sorted(self.git)})")
 
     def __bool__(self) -> bool:
-        return bool(self.env or self.volumes or self.pull)
+        return bool(self.env or self.volumes or self.pull or self.git)
 
     def to_wire(self) -> dict[str, Any]:
         """JSON for a worker's desired state (bytes in base64)."""
         def encoded(data: dict[str, bytes]) -> dict[str, str]:
             return {k: base64.b64encode(v).decode() for k, v in data.items()}
         return {"env": self.env, "volumes": {v: encoded(f) for v, f in self.volumes.items()},
-                "pull": encoded(self.pull)}
+                "pull": encoded(self.pull), "git": encoded(self.git)}
 
     @classmethod
     def from_wire(cls, wire: dict[str, Any] | None) -> AttemptSecrets:
@@ -116,7 +118,7 @@ class AttemptSecrets:
             return {k: base64.b64decode(v) for k, v in data.items()}
         return cls(env={p: dict(e) for p, e in wire.get("env", {}).items()},
                    volumes={v: decoded(f) for v, f in wire.get("volumes", {}).items()},
-                   pull=decoded(wire.get("pull", {})))
+                   pull=decoded(wire.get("pull", {})), git=decoded(wire.get("git", {})))
 
 
 @dataclass(frozen=True, slots=True)

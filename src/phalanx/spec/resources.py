@@ -647,6 +647,8 @@ class JobSpec(Model):
         refs: list[tuple[str, str]] = [
             (v.secret.secret_name, f"volumes[{i}].secret.secretName")
             for i, v in enumerate(self.volumes) if v.secret is not None]
+        if self.git is not None and self.git.ssh_key_secret is not None:
+            refs.append((self.git.ssh_key_secret, "git.sshKeySecret"))
         for i, p in enumerate(self.pod_sets):
             refs += [(e.secret, f"podSets[{i}].envFrom[{j}].secret")
                      for j, e in enumerate(p.env_from)]

@@ -6,6 +6,9 @@ and SDK turn a path into the content hash of its packed archive, which they uplo
 control plane is ``workdir: {sha256, size}`` or ``git: {repo, ref, commit}``: every
 attempt of the job then runs the same code. The control plane refuses a path or a git
 source without a commit at submit (``check_resolved``): it cannot read its clients' disks.
+A git source that names an ssh key secret (``sshKeySecret``) is the exception: its key is
+the control plane's to use, not the client's to read, so the control plane resolves the
+ref with it at submit.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from pydantic import BeforeValidator, Field, WithJsonSchema
 
 from phalanx.errors import SpecError
 from phalanx.spec.base import Model
+from phalanx.spec.secrets import SecretRef
 
 SHA256 = re.compile(r"[0-9a-f]{64}")
 GIT_COMMIT = re.compile(r"[0-9a-f]{40}([0-9a-f]{24})?")  # SHA-1 or SHA-256 object names
@@ -60,17 +64,22 @@ class GitSource(Model):
                      description="A branch, tag or commit; resolved to a commit at submit")
     commit: str | None = Field(
         default=None, pattern=f"^{GIT_COMMIT.pattern}$",
-        description="The commit every attempt runs; the CLI and SDK resolve ref to it")
+        description="The commit every attempt runs; the CLI and SDK resolve ref to it (the "
+                    "control plane does, with the key, for a repository that needs one)")
+    ssh_key_secret: SecretRef | None = Field(
+        default=None, description="A secret of type ssh (NAME or TEAM/NAME) whose "
+        "ssh-privatekey git uses to resolve the ref and to clone, for a private repository")
 
 
 def check_resolved(workdir: object, git: GitSource | None) -> None:
-    """SpecError unless the sources are in the form the control plane takes."""
+    """SpecError unless the sources are in the form the control plane takes (a git source
+    with a key may come unresolved: the control plane resolves it with the key)."""
     if isinstance(workdir, str):
         raise SpecError(
             f"workdir {workdir!r} is a path on the submitter's machine", field="workdir",
             fix="submit with the phalanx CLI or SDK, which upload the directory and send "
                 "{sha256: ...}")
-    if git is not None and git.commit is None:
+    if git is not None and git.commit is None and git.ssh_key_secret is None:
         raise SpecError(
             f"git ref {git.ref!r} is not resolved to a commit", field="git.commit",
             fix="submit with the phalanx CLI or SDK, which resolve it, or give the commit")

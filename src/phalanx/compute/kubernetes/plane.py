@@ -433,7 +433,7 @@ class KubernetesPlane(ComputePlane):
         if api_url is not None:
             credentials.mount(body["spec"], body["spec"]["containers"][0], plan.name, api_url)
         sources.add_source(body["spec"], body["spec"]["containers"][0], job,
-                           pod_set.working_dir, api_url=api_url,
+                           pod_set.working_dir, api_url=api_url, attempt_name=plan.name,
                            fetch_image=self.settings.fetch_image,
                            git_image=self.settings.git_image)
         if self.fence is not None:

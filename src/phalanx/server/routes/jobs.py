@@ -33,6 +33,7 @@ from phalanx.server.redaction import (
 from phalanx.server.routes.context import ApiContext, errors
 from phalanx.server.workdir_routes import check_job_sources
 from phalanx.spec.api import ErrorResponse, EventList, JobBatch, JobList, JobSelector, parse_job
+from phalanx.spec.gitrepo import with_commit
 from phalanx.spec.labels import merge_selectors
 from phalanx.spec.resources import JobSpec
 from phalanx.spec.status import JobDetail, JobRecord, JobStatus, PodInfo
@@ -81,9 +82,13 @@ def router(ctx: ApiContext) -> APIRouter:
         or one of the reserved form of hidden jobs' names, is refused with one answer
         (``server/redaction.py``); a dependency on such a job answers as one on no job."""
         principal = viewer_of(request)
+        ready: list[JobSpec] = []
         for spec in specs:
             principal.check_submit(spec.queue)
-            ctx.auth.secrets.material(spec, principal.name, principal.teams)  # each resolves
+            values = ctx.auth.secrets.material(spec, principal.name, principal.teams)
+            # A git source with a key: resolved here, the key's holder, once for every attempt.
+            ready.append(with_commit(spec, values.git) if values.git else spec)
+        specs = ready
         if ctx.archives is not None:
             check_job_sources(ctx.archives, principal, specs)
         refuse_reserved_names(specs, batch=batch)

@@ -22,9 +22,9 @@ from phalanx.compute.kubernetes.sources import (
 )
 from phalanx.errors import SpecError
 from phalanx.spec.resources import JobSpec
+from tests.gitssh import FAKE_KEY, bare_repo, calls, fake_ssh
 from tests.k8s_plane.conftest import RUNS, PlaneFactory
 from tests.k8s_plane.fake_apiserver import FakeAPIServer
-from tests.gitssh import FAKE_KEY, bare_repo, calls, fake_ssh
 from tests.k8s_plane.helpers import admit, gang, pods
 
 API_URL = "http://phalanx.phalanx-system.svc:7780"

@@ -284,3 +284,20 @@ def test_an_mpijob_notes_that_the_workers_sshd_is_not_run() -> None:
     notes = translate(example("mpijob.yaml")).notes
     assert notes == ["spec.mpiReplicaSpecs.Worker.template.spec.containers[0].command: sshd "
                      "is not run: Phalanx starts the ranks in the workers itself"]
+
+
+def test_a_service_account_and_a_pull_policy_become_the_pod_sets() -> None:
+    document = example("job.yaml")
+    pod = document["spec"]["template"]["spec"]
+    pod["serviceAccountName"] = "trainer"
+    pod["containers"][0]["imagePullPolicy"] = "Always"
+    made = translate(document)
+    [pod_set] = made.spec.pod_sets
+    assert pod_set.service_account_name == "trainer"
+    assert pod_set.image_pull_policy == "Always"
+    assert made.draft.manifest_path("podSets[0].serviceAccountName") == \
+        "spec.template.spec.serviceAccountName"
+    pod["containers"][0]["imagePullPolicy"] = "Sometimes"  # refused naming its own field
+    with pytest.raises(SpecError) as caught:
+        translate(document)
+    assert "imagePullPolicy" in str(caught.value.field), caught.value

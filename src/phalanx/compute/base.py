@@ -182,6 +182,21 @@ def check_commands(job: JobSpec) -> None:
             )
 
 
+def check_process_pods(job: JobSpec) -> None:
+    """SpecError unless a plane whose pods are processes of a machine (the local plane,
+    here or behind a worker) can run the job: every command (``check_commands``), and no
+    ServiceAccount to run as, which a process has no meaning of."""
+    check_commands(job)
+    for i, pod_set in enumerate(job.pod_sets):
+        if pod_set.service_account_name is not None:
+            raise SpecError(
+                f"pod set {pod_set.name!r} names ServiceAccount "
+                f"{pod_set.service_account_name!r}, and the local plane runs pods as "
+                "processes of this machine, not as ServiceAccounts",
+                field=f"podSets[{i}].serviceAccountName",
+                fix="remove serviceAccountName, or submit to a queue of a Kubernetes plane")
+
+
 class ComputePlane(abc.ABC):
     """What every compute plane does, and the optional capabilities it may offer."""
 

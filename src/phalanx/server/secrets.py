@@ -238,10 +238,10 @@ class SecretVault:
                    for i, v in enumerate(spec.volumes) if v.secret is not None}
         git: dict[str, bytes] = {}
         if spec.git is not None and spec.git.ssh_key_secret is not None:
-            ref, field = spec.git.ssh_key_secret, "git.sshKeySecret"
-            found, data = values(ref, field)
+            key_ref, field = spec.git.ssh_key_secret, "git.sshKeySecret"
+            found, data = values(key_ref, field)
             if found.type != "ssh" or SSH_KEY not in data:
-                raise SpecError(f"secret {ref!r} is of type {found.type}, not ssh",
+                raise SpecError(f"secret {key_ref!r} is of type {found.type}, not ssh",
                                 field=field, fix="create a key secret with --type ssh "
                                 f"--from-file {SSH_KEY}=~/.ssh/id_ed25519")
             git = data

@@ -74,7 +74,7 @@ from phalanx.compute.base import (
     PodCredential,
     PodPhase,
     PodState,
-    check_commands,
+    check_process_pods,
     control_plane_tag,
 )
 from phalanx.compute.local import cpus as pinning
@@ -244,7 +244,7 @@ class LocalPlane(MachineNode, ComputePlane):
     def check_job(self, job: JobSpec) -> None:
         """Every pod set whose kind does not supply a command needs one: here a pod is a
         process, and no image supplies one."""
-        check_commands(job)
+        check_process_pods(job)
         self.volumes.check(job)
 
     def launch(self, job: JobSpec, attempt: int, admission: Admission, *,

@@ -30,9 +30,9 @@ from pydantic import BaseModel
 
 from phalanx.defaults import phalanx_home
 from phalanx.errors import SpecError
-from phalanx.spec.resources import JobSpec
 from phalanx.spec.gitrepo import resolve_commit as resolve_commit  # re-exported
-from phalanx.spec.sources import WorkdirArchive
+from phalanx.spec.resources import JobSpec
+from phalanx.spec.sources import WorkdirArchive, WorkdirPruneResult
 
 if TYPE_CHECKING:
     import pathspec
@@ -218,6 +218,15 @@ class SourceCalls:
         if signature is not None:
             cache.put(signature, archive)
         return archive
+
+    def prune_workdirs(self, older_than: str | None = None, *,
+                       dry_run: bool = False) -> WorkdirPruneResult:
+        """(Admin) Remove the uploaded workdirs no job that has not ended names and no one
+        used for ``older_than`` (e.g. "12h"; default: the control plane's retention)."""
+        params = {"dryRun": "true" if dry_run else "false"}
+        if older_than is not None:
+            params["olderThan"] = older_than
+        return self._request(WorkdirPruneResult, "POST", "/v1/workdirs:prune", params=params)
 
     def with_sources(self, spec: JobSpec, base: str | Path | None = None) -> JobSpec:
         """``spec`` as the control plane takes it: a ``workdir`` path (relative to ``base``,

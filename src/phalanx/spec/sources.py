@@ -37,6 +37,23 @@ class WorkdirArchive(Model):
     size: int = Field(default=0, ge=0, description="The archive's size in bytes")
 
 
+class PrunedWorkdir(Model):
+    sha256: str
+    size: int = Field(description="Bytes freed")
+    idle_seconds: float = Field(description="Since its last upload, HEAD or submit")
+
+
+class WorkdirPruneResult(Model):
+    """What a pruning pass of the uploaded workdirs removed, and what it kept."""
+
+    removed: list[PrunedWorkdir]
+    removed_bytes: int
+    kept_in_use: int = Field(description="Archives a job that has not ended names")
+    kept_recent: int = Field(description="Archives used within olderThan")
+    older_than: float = Field(description="Seconds of disuse after which an archive goes")
+    dry_run: bool = Field(description="Nothing was removed: what would have been")
+
+
 def _path_or_archive(value: object) -> object:
     if isinstance(value, str) and not value.strip():
         raise ValueError("workdir is empty; name a directory, e.g. workdir: .")

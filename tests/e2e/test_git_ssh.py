@@ -13,6 +13,7 @@ import base64
 import hashlib
 import os
 import secrets
+import subprocess
 from pathlib import Path
 
 import httpx
@@ -20,7 +21,7 @@ import pytest
 
 from tests.e2e.conftest import ControlPlane, running
 from tests.e2e.test_secrets import _client, _setup
-from tests.gitssh import FAKE_KEY, bare_repo, calls, fake_ssh
+from tests.gitssh import FAKE_KEY, GIT, bare_repo, calls, fake_ssh
 
 pytestmark = pytest.mark.slow
 
@@ -74,6 +75,23 @@ def test_a_private_repository_is_cloned_with_a_teams_ssh_key(
             assert done["status"] == "Succeeded", logs
             assert logs == "private v1\n"
             described = alice.get("/v1/jobs/private").text
+
+            # A retry of a keyed submit is the same request even if the branch moved since:
+            # the key covers what was sent, and the answer is the first one's job.
+            keyed = {"Idempotency-Key": "retry-1"}
+            first = alice.post("/v1/jobs", json=job("keyed", "qa", "deploy"), headers=keyed)
+            assert first.status_code == 201, first.text
+            work = tmp_path / "work"
+            (work / "version.txt").write_text("private v2\n")
+            subprocess.run([*GIT, "-C", str(work), "commit", "-qam", "v2"], check=True)
+            subprocess.run(["git", "-C", str(work), "push", "-q", str(bare), "main"],
+                           check=True)
+            retry = alice.post("/v1/jobs", json=job("keyed", "qa", "deploy"), headers=keyed)
+            assert retry.status_code == 200, retry.text
+            assert retry.json()["spec"]["git"]["commit"] == commit
+            moved = alice.post("/v1/jobs", json=job("moved", "qa", "deploy"))
+            assert moved.status_code == 201, moved.text
+            assert moved.json()["spec"]["git"]["commit"] != commit  # a new submit: new commit
         seen = calls(log)
         # One ls-remote at submit, then the clone's fetch: all with the key, private.
         assert len(seen) >= 2, seen

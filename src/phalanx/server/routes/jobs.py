@@ -82,7 +82,7 @@ def router(ctx: ApiContext) -> APIRouter:
         or one of the reserved form of hidden jobs' names, is refused with one answer
         (``server/redaction.py``); a dependency on such a job answers as one on no job."""
         principal = viewer_of(request)
-        ready: list[JobSpec] = []
+        sent, ready = specs, list[JobSpec]()
         for spec in specs:
             principal.check_submit(spec.queue)
             values = ctx.auth.secrets.material(spec, principal.name, principal.teams)
@@ -100,7 +100,7 @@ def router(ctx: ApiContext) -> APIRouter:
                     sees=principal.sees, manifests=manifests), False
             records, replayed = service.submit_keyed(
                 specs, batch=batch, key=idempotency_key, user=principal.name, audit=audit,
-                sees=principal.sees, manifests=manifests)
+                sees=principal.sees, manifests=manifests, sent=sent)
             return principal, records, replayed
         except Conflict as exc:
             raise clash_as_seen_by(exc, specs, principal, service.get) from None

@@ -4,6 +4,7 @@ image pull policy is recorded and ignored, as the image is."""
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -36,3 +37,11 @@ def test_a_pull_policy_is_recorded_and_the_pod_runs(plane: LocalPlane) -> None:
     plane.launch(job, 1, admit(job))
     [pod] = wait_pods(plane, all_done)
     assert pod.phase.value == "Succeeded", pod
+
+
+def test_allowing_service_accounts_is_refused_for_a_plane_without_them(tmp_path: Path) -> None:
+    from phalanx.compute.factory import make_plane
+
+    with pytest.raises(SpecError) as caught:
+        make_plane("local", tmp_path, allowed_service_accounts=["trainer"])
+    assert caught.value.field == "--allow-service-account"

@@ -151,3 +151,15 @@ def test_a_git_source_with_a_key_is_left_for_the_control_plane_to_resolve(
         with pytest.raises(SpecError) as caught:
             client.with_sources(keyless)
     assert caught.value.field in ("git.repo", "git.ref")
+
+
+def test_a_key_is_only_for_a_repository_reached_over_ssh() -> None:
+    from phalanx.spec.sources import GitSource
+
+    for repo in ("ssh://git.example/x.git", "git@github.com:acme/vision.git",
+                 "git+ssh://h/x"):
+        assert GitSource(repo=repo, ssh_key_secret="k").ssh_key_secret == "k"
+    for repo in ("https://github.com/acme/vision.git", "/srv/repo.git", "file:///srv/r",
+                 "./rel:path"):
+        with pytest.raises(ValueError, match="sshKeySecret"):
+            GitSource(repo=repo, ssh_key_secret="k")

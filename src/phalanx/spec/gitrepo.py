@@ -91,6 +91,9 @@ def resolve_commit(repo: str, ref: str, *, key: Mapping[str, bytes] | None = Non
     else:
         argv = ["git", "ls-remote", "--", repo, ref]
     with ssh_key_env(key) as env:
+        if not local:
+            # The control plane asks with a key only over ssh: never a path of its machine.
+            env["GIT_ALLOW_PROTOCOL"] = "ssh"
         try:
             done = subprocess.run(argv, capture_output=True, text=True, timeout=GIT_TIMEOUT,
                                   env=env, check=False, stdin=subprocess.DEVNULL)

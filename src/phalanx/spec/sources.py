@@ -17,7 +17,7 @@ import re
 import secrets
 from typing import Annotated
 
-from pydantic import BeforeValidator, Field, WithJsonSchema
+from pydantic import BeforeValidator, Field, WithJsonSchema, model_validator
 
 from phalanx.errors import SpecError
 from phalanx.spec.base import Model
@@ -85,7 +85,26 @@ class GitSource(Model):
                     "control plane does, with the key, for a repository that needs one)")
     ssh_key_secret: SecretRef | None = Field(
         default=None, description="A secret of type ssh (NAME or TEAM/NAME) whose "
-        "ssh-privatekey git uses to resolve the ref and to clone, for a private repository")
+        "ssh-privatekey git uses to resolve the ref and to clone, for a private repository "
+        "reached over ssh (ssh:// or user@host:path)")
+
+    @model_validator(mode="after")
+    def _key_needs_ssh(self) -> GitSource:
+        if self.ssh_key_secret is not None and not is_ssh_url(self.repo):
+            raise ValueError(f"sshKeySecret is given but repo {self.repo[:200]!r} is not "
+                             "reached over ssh; write ssh://host/path or user@host:path, or "
+                             "remove sshKeySecret")
+        return self
+
+
+def is_ssh_url(repo: str) -> bool:
+    """Whether git reaches ``repo`` over ssh: ``ssh://`` (or ``git+ssh://``) or the scp-like
+    ``[user@]host:path`` (a colon before any slash, no scheme)."""
+    if repo.startswith(("ssh://", "git+ssh://", "ssh+git://")):
+        return True
+    head, colon, _ = repo.partition(":")
+    return bool(colon) and bool(head) and "/" not in head and "://" not in repo \
+        and not head.startswith("-")
 
 
 def check_resolved(workdir: object, git: GitSource | None) -> None:

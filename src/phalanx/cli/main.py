@@ -115,6 +115,8 @@ VERBS: dict[str, tuple[str, str]] = {
                 "registry credentials; never shown back."),
     "plane": ("planes:app",
               "Compute planes that dial in: add, list, describe, cordon, drain, remove."),
+    "workdirs": ("workdirs:app",
+                 "Uploaded working directories (workdir): prune those no job needs."),
 }
 
 

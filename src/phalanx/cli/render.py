@@ -250,9 +250,13 @@ def manifest_section(job: JobDetail) -> Group:
     manifest = job.manifest or {}
     lines = [f"- {note}" for note in job.manifest_notes]
     images = sorted({ps.image for ps in job.spec.pod_sets if ps.image})
+    policies = sorted({ps.image_pull_policy for ps in job.spec.pod_sets if ps.image_pull_policy})
     if images and job.plane == LOCAL_PLANE:
         lines.append(f"- image {', '.join(images)}: recorded, not used; on the local plane "
                      "the commands run on this machine")
+    if policies and job.plane == LOCAL_PLANE:
+        lines.append(f"- imagePullPolicy {', '.join(policies)}: recorded, not used; on the "
+                     "local plane no image is pulled")
     text = yaml.safe_dump(manifest, sort_keys=False).rstrip()
     title = (f"Manifest ({manifest.get('apiVersion')} {manifest.get('kind')}, as submitted; "
              f"the pod sets above are what Phalanx made of it)")

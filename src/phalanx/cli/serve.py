@@ -70,6 +70,11 @@ def up(
         typer.Option(help="Image of pod sets that name none (for --compute kubernetes; "
                      "without it such jobs are refused)"),
     ] = None,
+    allow_service_account: Annotated[
+        list[str] | None,
+        typer.Option(help="A ServiceAccount a job's pod set may name as serviceAccountName "
+                     "(for --compute kubernetes; repeat for several; none by default)"),
+    ] = None,
     run_as_user: Annotated[
         str | None,
         typer.Option(help="User (name or uid) the local plane's pods run as; required "
@@ -98,6 +103,11 @@ def up(
         str, typer.Option(help="Delete finished jobs and their logs this long after they "
                           "finish, e.g. 12h, 7d (0: keep them for ever)")
     ] = DEFAULT_FINISHED_TTL,
+    workdir_retention: Annotated[
+        str, typer.Option(help="Remove an uploaded workdir no queued or running job names "
+                          "this long after it was last uploaded or submitted, e.g. 12h, 7d "
+                          "(0: only `phalanx workdirs prune` removes them)")
+    ] = "7d",
     token_ttl: Annotated[
         str, typer.Option(help="How long a token exchanged for an API key lives, e.g. 5m")
     ] = "5m",
@@ -149,6 +159,7 @@ def up(
         lost_grace = parse_duration(node_lost_grace, field="--node-lost-grace")
     ttl = _finished_ttl(finished_ttl)
     token_life = parse_duration(token_ttl, field="--token-ttl")
+    keep_workdirs = parse_duration(workdir_retention, field="--workdir-retention")
     if pod_api_url is not None:
         check_api_url(pod_api_url, "--pod-api-url")
     lease_seconds = parse_duration(lease, field="--lease")
@@ -173,6 +184,8 @@ def up(
             worker_grace=parse_duration(worker_grace, field="--worker-grace"),
             worker_lost_after=parse_duration(worker_lost_after, field="--worker-lost-after"),
             ha=ha, lease_seconds=lease_seconds, advertise_url=advertise_url,
+            allowed_service_accounts=allow_service_account or (),
+            workdir_retention=keep_workdirs or None,
         )
         return
     running = daemon.server_info(home)
@@ -190,6 +203,9 @@ def up(
         args += ["--namespace", namespace]
     if default_image is not None:
         args += ["--default-image", default_image]
+    for account in allow_service_account or ():
+        args += ["--allow-service-account", account]
+    args += ["--workdir-retention", workdir_retention]
     if run_as_user is not None:
         args += ["--run-as-user", run_as_user]
     if pod_uids is not None:

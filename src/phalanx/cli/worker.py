@@ -76,6 +76,9 @@ def worker(
                                                   "--compute kubernetes)")] = None,
     default_image: Annotated[str | None, typer.Option(help="Image of pod sets that name none "
                                                       "(for --compute kubernetes)")] = None,
+    allow_service_account: Annotated[list[str] | None, typer.Option(
+        help="A ServiceAccount a job's pod set may name as serviceAccountName (for --compute "
+        "kubernetes; repeat for several)")] = None,
     max_pods: Annotated[int | None, typer.Option(help="Pods this machine runs at once (for "
                                                  "--compute local)", min=1)] = None,
     state_dir: Annotated[Path | None, typer.Option(help="The worker's own state (default: "
@@ -120,7 +123,8 @@ def worker(
         compute.value, home, nodes, kubeconfig, namespace, default_image, max_pods=max_pods,
         lease=lease_path, plane_name=plane if kube else None,
         control_plane=control_plane_identity(client, compute.value, fence) if kube else None,
-        fence_after=fence, fence_image=fence_image)
+        fence_after=fence, fence_image=fence_image,
+        allowed_service_accounts=allow_service_account or ())
     lease: PlaneLease | None = None
     if compute is not Compute.SIMULATED:
         lease = plane_lease(compute_plane, home / LEASE_FILE, holder=plane, fence_after=fence)

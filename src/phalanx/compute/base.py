@@ -92,21 +92,23 @@ class AttemptSecrets:
     env: dict[str, dict[str, str]] = field(default_factory=dict)  # pod set -> variables
     volumes: dict[str, dict[str, bytes]] = field(default_factory=dict)  # volume -> files
     pull: dict[str, bytes] = field(default_factory=dict)  # reference -> .dockerconfigjson
+    # The files of git.sshKeySecret (ssh-privatekey, known_hosts): what the clone uses.
+    git: dict[str, bytes] = field(default_factory=dict)
 
     def __repr__(self) -> str:  # never the values, wherever a plan is logged
         return (f"AttemptSecrets(env={ {k: sorted(v) for k, v in self.env.items()} }, "
                 f"volumes={ {k: sorted(v) for k, v in self.volumes.items()} }, "
-                f"pull={sorted(self.pull)})")
+                f"pull={sorted(self.pull)}, git={sorted(self.git)})")
 
     def __bool__(self) -> bool:
-        return bool(self.env or self.volumes or self.pull)
+        return bool(self.env or self.volumes or self.pull or self.git)
 
     def to_wire(self) -> dict[str, Any]:
         """JSON for a worker's desired state (bytes in base64)."""
         def encoded(data: dict[str, bytes]) -> dict[str, str]:
             return {k: base64.b64encode(v).decode() for k, v in data.items()}
         return {"env": self.env, "volumes": {v: encoded(f) for v, f in self.volumes.items()},
-                "pull": encoded(self.pull)}
+                "pull": encoded(self.pull), "git": encoded(self.git)}
 
     @classmethod
     def from_wire(cls, wire: dict[str, Any] | None) -> AttemptSecrets:
@@ -116,7 +118,7 @@ class AttemptSecrets:
             return {k: base64.b64decode(v) for k, v in data.items()}
         return cls(env={p: dict(e) for p, e in wire.get("env", {}).items()},
                    volumes={v: decoded(f) for v, f in wire.get("volumes", {}).items()},
-                   pull=decoded(wire.get("pull", {})))
+                   pull=decoded(wire.get("pull", {})), git=decoded(wire.get("git", {})))
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,6 +180,21 @@ def check_commands(job: JobSpec) -> None:
                 field=f"podSets[{i}].command",
                 fix='give the command to run, e.g. command: ["python", "train.py"]',
             )
+
+
+def check_process_pods(job: JobSpec) -> None:
+    """SpecError unless a plane whose pods are processes of a machine (the local plane,
+    here or behind a worker) can run the job: every command (``check_commands``), and no
+    ServiceAccount to run as, which a process has no meaning of."""
+    check_commands(job)
+    for i, pod_set in enumerate(job.pod_sets):
+        if pod_set.service_account_name is not None:
+            raise SpecError(
+                f"pod set {pod_set.name!r} names ServiceAccount "
+                f"{pod_set.service_account_name!r}, and the local plane runs pods as "
+                "processes of this machine, not as ServiceAccounts",
+                field=f"podSets[{i}].serviceAccountName",
+                fix="remove serviceAccountName, or submit to a queue of a Kubernetes plane")
 
 
 class ComputePlane(abc.ABC):

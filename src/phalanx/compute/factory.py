@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from phalanx.compute.base import ComputePlane
@@ -28,6 +29,7 @@ def make_plane(
     fence_after: float | None = None,
     pod_uids: str | None = None,
     fence_image: str | None = None,
+    allowed_service_accounts: Sequence[str] = (),
 ) -> ComputePlane:
     """Build the compute plane ``serve`` drives; each branch imports only what it needs.
 
@@ -38,7 +40,9 @@ def make_plane(
     under the fence of the Lease ``plane_lease`` returns, and its objects carry the plane's
     and ``control_plane``'s identity (the plane acts on no one else's); the fence is scaled
     to the worker's ``fence_after``, and copied into each pod from ``fence_image`` (default:
-    ``$PHALANX_K8S_FENCE_IMAGE``). ``pod_uids`` (``FIRST-LAST``): the local plane runs
+    ``$PHALANX_K8S_FENCE_IMAGE``). ``allowed_service_accounts``: the ServiceAccounts a
+    pod set may name on Kubernetes (added to ``$PHALANX_K8S_ALLOWED_SERVICE_ACCOUNTS``).
+    ``pod_uids`` (``FIRST-LAST``): the local plane runs
     each attempt as a uid of its own from this range; its directories outside the state
     directory are keyed by ``control_plane``.
     """
@@ -61,6 +65,11 @@ def make_plane(
             fix="use --pod-uids with --compute local only (on Kubernetes the image and the "
             "pod's securityContext decide)",
         )
+    if allowed_service_accounts and compute != "kubernetes":
+        raise SpecError(
+            f"the {compute} compute plane runs no pods as ServiceAccounts",
+            field="--allow-service-account",
+            fix="use --allow-service-account with --compute kubernetes only")
     if max_pods is not None and compute != "local":
         raise SpecError(
             f"the {compute} compute plane's nodes say how many pods they take",
@@ -103,7 +112,8 @@ def make_plane(
                                        default_image=default_image,
                                        node_lost_grace=node_lost_grace, plane=plane_name,
                                        control_plane=control_plane,
-                                       fence_after=fence_after, fence_image=fence_image)
+                                       fence_after=fence_after, fence_image=fence_image,
+                                       allowed_service_accounts=allowed_service_accounts)
     raise SpecError(
         f"unknown compute plane {compute!r}", field="--compute",
         fix="use 'local', 'simulated' or 'kubernetes'",

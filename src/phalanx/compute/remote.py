@@ -47,7 +47,7 @@ from phalanx.compute.base import (
     PodRef,
     PodState,
     Refusal,
-    check_commands,
+    check_process_pods,
 )
 from phalanx.compute.lease import lost_after_needed
 from phalanx.errors import Conflict, NotFound, PhalanxError, Unavailable
@@ -400,7 +400,7 @@ class RemotePlane(ComputePlane):
             raise CannotTellYet(f"compute plane {self.plane} has no worker yet", field="queue",
                                 fix="wait for its worker, or give what the other planes need")
         if self.compute == "local":
-            check_commands(job)
+            check_process_pods(job)
 
     def sees(self, node: str) -> bool:
         """Whether a pod missing from the plane is gone: once the worker has reported since

@@ -275,6 +275,10 @@ class Runs(Model):
     checkpoints: Checkpoints = Field(
         default_factory=Checkpoints, description="The volume of jobs' checkpoint directories "
         "(PHALANX_CHECKPOINT_DIR); unset: jobs get none")
+    allowed_service_accounts: list[ObjectName] = Field(
+        default_factory=list, description="ServiceAccounts of the runs namespace a job's pod "
+        "set may run as (serviceAccountName); none by default: every pod runs as the runs "
+        "account")
     api_url: str | None = Field(
         default=None, description="The API's URL as job pods reach it, where their "
         "per-attempt credential acts as the job's owner (unset: this install's Service, "

@@ -196,6 +196,9 @@ def plane_env(values: Values) -> list[dict[str, Any]]:
          "value": "true" if worker.rbac.allow_node_writes else "false"},
         {"name": "PHALANX_K8S_RAY_USE_KUBERAY", "value": values.ray.use_kube_ray},
     ]
+    if values.runs.allowed_service_accounts:
+        env.append({"name": "PHALANX_K8S_ALLOWED_SERVICE_ACCOUNTS",
+                    "value": ",".join(values.runs.allowed_service_accounts)})
     checkpoint_volume = values.runs.checkpoints.volume()
     if checkpoint_volume is not None:
         env += [{"name": "PHALANX_K8S_CHECKPOINT_VOLUME",

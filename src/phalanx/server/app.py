@@ -219,7 +219,9 @@ def create_app(
         slots=FollowerSlots(log_limits if log_limits is not None else LogLimits()),
         log_reads=anyio.CapacityLimiter(READ_THREADS), planes=planes,
         control_plane_id=control_plane_id, disk=StateDisk(home) if home is not None else None,
-        archives=workdirs if workdirs is not None else WorkdirStore(logs.root.parent / WORKDIRS),
+        archives=workdirs if workdirs is not None else (
+            controller.workdirs.archives if controller.workdirs is not None
+            else WorkdirStore(logs.root.parent / WORKDIRS)),
     )
     disk, parsers = ctx.disk, ctx.parsers
     app = FastAPI(

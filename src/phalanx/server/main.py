@@ -27,6 +27,7 @@ from phalanx.compute.remote import PlaneTimers
 from phalanx.control import Controller
 from phalanx.control.loop import CredentialSource
 from phalanx.control.planes import PlaneRegistry, check_timers, current_placement
+from phalanx.control.retention import DEFAULT_WORKDIR_RETENTION
 from phalanx.defaults import (
     DEFAULT_HOST,
     DEFAULT_PORT,
@@ -158,6 +159,8 @@ def serve(
     ha: bool = False,
     lease_seconds: float = DEFAULT_LEASE_SECONDS,
     advertise_url: str | None = None,
+    allowed_service_accounts: Sequence[str] = (),
+    workdir_retention: float | None = DEFAULT_WORKDIR_RETENTION,
 ) -> None:
     """Run the control plane in the foreground until SIGINT or SIGTERM.
 
@@ -175,7 +178,10 @@ def serve(
     attempts, one each (``compute/local/uids.py``); ``ha``: run as one replica of several
     on one PostgreSQL store, leading while it holds the store's lease of ``lease_seconds``
     and advertising ``advertise_url`` (default: the address it listens on) to the others
-    (``server/replicas.py``).
+    (``server/replicas.py``); ``allowed_service_accounts``: the
+    ServiceAccounts a pod set may name on the Kubernetes plane; ``workdir_retention``:
+    seconds an uploaded workdir no live job names is kept after its last use (None or 0:
+    pruned only when an admin asks).
 
     Everything it creates in the state directory is owner-only (umask 077 while it
     runs); an existing state directory with looser modes is tightened, and said so.
@@ -237,13 +243,16 @@ def serve(
                 # Keys the local plane's shared directories (the in-process Kubernetes
                 # plane's objects stay untagged, as they always were).
                 control_plane=control_plane_id(home) if compute == "local" else None,
-                pod_uids=pod_uids), qualify=False)
+                pod_uids=pod_uids, allowed_service_accounts=allowed_service_accounts),
+                qualify=False)
         logs = LogStore.for_home(home)
         planes = PlaneRegistry(plane, PlaneStore(store), timers=timers, logs=logs)
         credentials = pod_credentials(auth.job_keys,
                                       pod_api_url or pods_url(host, real_port), auth.secrets)
+        workdirs = WorkdirStore.for_home(home)
         controller = Controller(store, plane, grace_seconds=grace_seconds, logs=logs,
-                                finished_ttl=finished_ttl, credentials=credentials)
+                                finished_ttl=finished_ttl, credentials=credentials,
+                                workdirs=workdirs, workdir_retention=workdir_retention)
         auth.attempts = controller.service.running_attempt
         plane.placement_of = current_placement(controller.state, plane)
         app = create_app(controller, auth, logs, db_label=str(info["db"]),
@@ -251,7 +260,7 @@ def serve(
                          max_body_bytes=max_body_bytes, log_limits=LogLimits.from_env(),
                          interactive=interactive, planes=planes,
                          control_plane_id=control_plane_id(home), home=home,
-                         workdirs=WorkdirStore.for_home(home))
+                         workdirs=workdirs)
         return _Leader(controller, plane, planes, app)
 
     server_file = home / SERVER_FILE

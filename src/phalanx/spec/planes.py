@@ -161,8 +161,8 @@ class DesiredAttempt(WireModel):
     secrets: dict[str, Any] | None = Field(
         default=None, description="The values of the secrets the job names (env: pod set -> "
         "variables; volumes: volume -> file -> base64; pull: reference -> base64 docker "
-        "config), for this attempt's pods only; sent only to its plane's worker while the "
-        "attempt is wanted")
+        "config; git: the files of git.sshKeySecret, base64, for the clone), for this "
+        "attempt's pods only; sent only to its plane's worker while the attempt is wanted")
 
 
 class DesiredState(WireModel):

@@ -442,6 +442,13 @@ class PodSet(Model):
         default_factory=list, description="docker secrets Kubernetes pulls the image with")
     working_dir: str | None = None
     image: str | None = None
+    image_pull_policy: Literal["Always", "IfNotPresent", "Never"] | None = Field(
+        default=None, description="When Kubernetes pulls the image (its container's "
+        "imagePullPolicy; Kubernetes' default when unset); recorded, unused on the local plane")
+    service_account_name: str | None = Field(
+        default=None, pattern=r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$",
+        description="The ServiceAccount the pods run as on Kubernetes, one the install "
+        "allows (--allow-service-account); unset: the install's runs account")
     node_selector: dict[str, str] = Field(default_factory=dict)
     tolerations: list[Toleration] = Field(default_factory=list)
     cpu_pinning: Literal["none", "exclusive"] = Field(
@@ -647,6 +654,8 @@ class JobSpec(Model):
         refs: list[tuple[str, str]] = [
             (v.secret.secret_name, f"volumes[{i}].secret.secretName")
             for i, v in enumerate(self.volumes) if v.secret is not None]
+        if self.git is not None and self.git.ssh_key_secret is not None:
+            refs.append((self.git.ssh_key_secret, "git.sshKeySecret"))
         for i, p in enumerate(self.pod_sets):
             refs += [(e.secret, f"podSets[{i}].envFrom[{j}].secret")
                      for j, e in enumerate(p.env_from)]

@@ -28,6 +28,8 @@ USE_KUBERAY_ENV = "PHALANX_K8S_RAY_USE_KUBERAY"  # ray.useKubeRay: auto | always
 FENCE_IMAGE_ENV = "PHALANX_K8S_FENCE_IMAGE"  # the image the pods' fence is copied from
 FETCH_IMAGE_ENV = "PHALANX_K8S_WORKDIR_IMAGE"  # a Python 3.12+ image: fetches a workdir
 GIT_IMAGE_ENV = "PHALANX_K8S_GIT_IMAGE"  # an image with git and sh: clones a git source
+# NAME,NAME: the ServiceAccounts a pod set may name (serviceAccountName); none by default.
+ALLOWED_SERVICE_ACCOUNTS_ENV = "PHALANX_K8S_ALLOWED_SERVICE_ACCOUNTS"
 
 
 @dataclass(slots=True)
@@ -65,6 +67,9 @@ class Settings:
     # The images of the init containers that fill a pod's working directory.
     fetch_image: str = sources.DEFAULT_FETCH_IMAGE
     git_image: str = sources.DEFAULT_GIT_IMAGE
+    # The ServiceAccounts a pod set may run as instead of service_account (the install's
+    # choice: an account may hold rights the runs account does not).
+    allowed_service_accounts: frozenset[str] = frozenset()
 
 
 def settings_from_env() -> Settings:
@@ -85,6 +90,9 @@ def settings_from_env() -> Settings:
     settings.fence_image = os.environ.get(FENCE_IMAGE_ENV) or None
     settings.fetch_image = os.environ.get(FETCH_IMAGE_ENV) or settings.fetch_image
     settings.git_image = os.environ.get(GIT_IMAGE_ENV) or settings.git_image
+    settings.allowed_service_accounts = frozenset(
+        name.strip() for name in os.environ.get(ALLOWED_SERVICE_ACCOUNTS_ENV, "").split(",")
+        if name.strip())
     if os.environ.get(CHECKPOINT_CLEANUP_IMAGE_ENV):
         settings.checkpoint_cleanup_image = os.environ[CHECKPOINT_CLEANUP_IMAGE_ENV]
     writes = os.environ.get(NODE_WRITES_ENV, "").strip().lower()

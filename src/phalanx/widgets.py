@@ -2,7 +2,8 @@
 
 ```python
 from phalanx.widgets import view_jobs, view_clusters, view_logs
-view_jobs()          # status, why pending, cancel and logs buttons; refreshes itself
+view_jobs()          # status, queue position, estimated start, why pending, cancel and
+                     # logs buttons; refreshes itself
 view_clusters()      # Ray clusters with up, down and dashboard buttons
 view_logs("ddp")     # the last lines of a job's log, kept current
 ```
@@ -32,7 +33,7 @@ from phalanx.errors import PhalanxError
 from phalanx.ray.cluster import Cluster, RayCluster, get_cluster, list_clusters
 from phalanx.sdk.client import Client
 from phalanx.spec.status import JobRecord
-from phalanx.spec.tables import amounts, total_resources, why
+from phalanx.spec.tables import amounts, position_text, starts_text, total_resources, why
 
 REFRESH_SECONDS = 2.0
 JOB_LIMIT = 50  # the newest jobs shown
@@ -160,7 +161,9 @@ class JobRow:
     def update(self, record: JobRecord) -> None:
         values = {"name": record.name, "status": record.status.value, "queue": record.queue,
                   "pods": str(record.spec.pod_count),
-                  "resources": amounts(total_resources(record.spec)), "why": why(record)}
+                  "resources": amounts(total_resources(record.spec)),
+                  "position": position_text(record) or "-", "starts": starts_text(record),
+                  "why": why(record)}
         for key, cell in self.cells.items():
             shown = html.escape(values[key])
             if cell.value != shown:
@@ -169,10 +172,12 @@ class JobRow:
 
 
 class JobsView(LiveView):
-    """The newest jobs of a user (yours by default; ``user="*"``: every job you may see)."""
+    """The newest jobs of a user (yours by default; ``user="*"``: every job you may see).
+    A queued job shows its place in its ClusterQueue (and cohort) and its estimated start
+    ("~12m"; "?" while unknown; a trailing "*" marks a guess), as ``phalanx jobs`` does."""
 
     COLUMNS = (("name", "11em"), ("status", "6em"), ("queue", "6em"), ("pods", "3em"),
-               ("resources", "9em"), ("why", "*"))
+               ("resources", "9em"), ("position", "9em"), ("starts", "4em"), ("why", "*"))
 
     def __init__(self, client: Client | None = None, *, user: str | None = None,
                  queue: str | None = None, limit: int = JOB_LIMIT,

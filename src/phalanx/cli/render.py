@@ -16,6 +16,7 @@ from phalanx.spec.api import AppliedObject, NodeView, PoolView, QueuesOverview, 
 from phalanx.spec.planes import LOCAL_PLANE, PLANE_LABEL
 from phalanx.spec.sources import WorkdirArchive
 from phalanx.spec.status import JobAdmission, JobDetail, JobEvent, JobRecord, JobStatus
+from phalanx.spec.tables import estimate_text, starts_text
 
 STATUS_STYLES = {
     JobStatus.QUEUED: "yellow",
@@ -49,35 +50,6 @@ def elapsed(start: float | None, end: float | None, now: float | None = None) ->
         return NONE
     stop = end if end is not None else (time.time() if now is None else now)
     return format_duration(max(0.0, stop - start))
-
-
-def starts_text(record: JobRecord, now: float | None = None) -> str:
-    """A queued job's estimated start, humanised: "~12m", "~3h", "?" when unknown; a
-    trailing "*" marks a guess (a run it waits for has no maxRuntime and no history)."""
-    estimate = record.estimate
-    if record.status is not JobStatus.QUEUED:
-        return NONE
-    if estimate is None or estimate.starts_at is None:
-        return "?"
-    seconds = estimate.starts_at - (time.time() if now is None else now)
-    mark = "*" if estimate.guess else ""
-    if seconds < 60:
-        return "<1m" + mark
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"~{round(seconds / size)}{unit}{mark}"
-    return "?"  # (not reached)
-
-
-def estimate_text(record: JobRecord, now: float | None = None) -> str:
-    """Position and estimated start in one line: "2nd in team-a, starts ~12m"."""
-    estimate = record.estimate
-    if record.status is not JobStatus.QUEUED or estimate is None:
-        return ""
-    where = f"#{estimate.position} in {record.cluster_queue}"
-    if estimate.cohort_position is not None:
-        where += f" (#{estimate.cohort_position} in its cohort)"
-    return f"{where}, starts {starts_text(record, now)}"
 
 
 def show_quantity(value: str | int | float, resource: str = "") -> str:

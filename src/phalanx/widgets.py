@@ -19,6 +19,7 @@ from __future__ import annotations
 import html
 import json
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -162,7 +163,8 @@ class JobRow:
         values = {"name": record.name, "status": record.status.value, "queue": record.queue,
                   "pods": str(record.spec.pod_count),
                   "resources": amounts(total_resources(record.spec)),
-                  "position": position_text(record) or "-", "starts": starts_text(record),
+                  "position": position_text(record) or "-",
+                  "starts": starts_text(record, time.time()),
                   "why": why(record)}
         for key, cell in self.cells.items():
             shown = html.escape(values[key])

@@ -11,12 +11,11 @@ from rich.table import Table
 from rich.text import Text
 
 from phalanx.errors import SpecError
-from phalanx.spec import format_amount, format_duration, parse_quantity
+from phalanx.spec import format_amount, format_duration, parse_quantity, tables
 from phalanx.spec.api import AppliedObject, NodeView, PoolView, QueuesOverview, ServerStatus
 from phalanx.spec.planes import LOCAL_PLANE, PLANE_LABEL
 from phalanx.spec.sources import WorkdirArchive
 from phalanx.spec.status import JobAdmission, JobDetail, JobEvent, JobRecord, JobStatus
-from phalanx.spec.tables import estimate_text, starts_text
 
 STATUS_STYLES = {
     JobStatus.QUEUED: "yellow",
@@ -50,6 +49,16 @@ def elapsed(start: float | None, end: float | None, now: float | None = None) ->
         return NONE
     stop = end if end is not None else (time.time() if now is None else now)
     return format_duration(max(0.0, stop - start))
+
+
+def starts_text(record: JobRecord, now: float | None = None) -> str:
+    """A queued job's estimated start, humanised ("~12m"), from now by default."""
+    return tables.starts_text(record, time.time() if now is None else now)
+
+
+def estimate_text(record: JobRecord, now: float | None = None) -> str:
+    """Position and estimated start in one line: "#2 in team-a, starts ~12m"."""
+    return tables.estimate_text(record, time.time() if now is None else now)
 
 
 def show_quantity(value: str | int | float, resource: str = "") -> str:

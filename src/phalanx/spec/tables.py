@@ -8,7 +8,6 @@ are shown as people write them (``format_amount``: "4Gi", "500m").
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
@@ -50,15 +49,16 @@ def why(record: JobRecord) -> str:
     return record.pending_message or record.message or ""
 
 
-def starts_text(record: JobRecord, now: float | None = None) -> str:
-    """A queued job's estimated start, humanised: "~12m", "~3h", "?" when unknown; a
-    trailing "*" marks a guess (a run it waits for has no maxRuntime and no history)."""
+def starts_text(record: JobRecord, now: float) -> str:
+    """A queued job's estimated start from ``now`` (epoch seconds), humanised: "~12m",
+    "~3h", "?" when unknown; a trailing "*" marks a guess (a run it waits for has no
+    maxRuntime and no history). The caller reads the clock: the scheduler's layer has none."""
     estimate = record.estimate
     if record.status is not JobStatus.QUEUED:
         return "-"
     if estimate is None or estimate.starts_at is None:
         return "?"
-    seconds = estimate.starts_at - (time.time() if now is None else now)
+    seconds = estimate.starts_at - now
     mark = "*" if estimate.guess else ""
     if seconds < 60:
         return "<1m" + mark
@@ -68,7 +68,7 @@ def starts_text(record: JobRecord, now: float | None = None) -> str:
     return "?"  # (not reached)
 
 
-def estimate_text(record: JobRecord, now: float | None = None) -> str:
+def estimate_text(record: JobRecord, now: float) -> str:
     """Position and estimated start in one line: "#2 in team-a, starts ~12m"."""
     estimate = record.estimate
     if record.status is not JobStatus.QUEUED or estimate is None:

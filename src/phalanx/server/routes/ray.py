@@ -23,6 +23,7 @@ dashboard's own path comes back under the proxied one.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from typing import Any
 
 import httpx
 from anyio import to_thread
@@ -51,8 +52,9 @@ NOT_FORWARDED = HOP_BY_HOP | {"authorization", "cookie", "host", ACT_AS_HEADER.l
 NOT_RETURNED = HOP_BY_HOP | {"set-cookie"}
 CONNECT_SECONDS = 5.0
 READ_SECONDS = 300.0  # a dashboard's slowest answers (a big log) come well within this
-_ANSWERED = {200: {"description": "The Ray dashboard's answer, as it gave it (any status "
-                                  "and type)", "content": {"*/*": {}}}}
+_ANSWERED: dict[int | str, dict[str, Any]] = {200: {
+    "description": "The Ray dashboard's answer, as it gave it (any status and type)",
+    "content": {"*/*": {}}}}
 
 
 def _not_found(name: str) -> NotFound:
@@ -60,11 +62,11 @@ def _not_found(name: str) -> NotFound:
                     fix="check the name with `phalanx jobs`")
 
 
-def _dropped(headers: list[tuple[str, str]], always: frozenset[str]) -> set[str]:
+def _dropped(headers: list[tuple[str, str]], always: frozenset[str]) -> frozenset[str]:
     """The headers not to pass on: ``always``, and those the Connection header names."""
     named = {token.strip().lower() for key, value in headers if key.lower() == "connection"
              for token in value.split(",")}
-    return always | named
+    return always | frozenset(named)
 
 
 def forwarded_headers(request: Request) -> list[tuple[str, str]]:

@@ -130,8 +130,9 @@ def test_a_teammate_reads_the_dashboard_but_may_not_submit(setup: Setup) -> None
 
 def test_the_dashboards_own_page_comes_through(setup: Setup) -> None:
     """The dashboard's own page (what the widget's dashboard button opens), as it sent it,
-    without the dashboard's cookies (they would be the control plane's origin's)."""
+    sandboxed in an origin of its own, without the dashboard's cookies."""
     with httpx.Client(base_url=setup.url, headers=setup.headers("alice"), timeout=30) as http:
         page = http.get(f"/v1/jobs/{NAME}/ray/")
         assert page.status_code == 200 and "<html" in page.text.lower()
         assert "set-cookie" not in page.headers
+        assert page.headers["content-security-policy"].startswith("sandbox ")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import httpx
 from starlette.requests import Request
 
-from phalanx.server.routes.ray import forwarded_headers, returned_headers
+from phalanx.server.routes.ray import SANDBOX, forwarded_headers, returned_headers
 from tests.sdk.live_server import LiveServer
 
 
@@ -56,6 +56,8 @@ def test_the_dashboards_answer_comes_back_under_the_proxied_path() -> None:
         ("Content-Type", "text/html"), ("Vary", "Accept"), ("Vary", "Origin")])
     assert returned_headers(answer, "my job") == [
         (b"location", b"/v1/jobs/my%20job/ray/#/jobs"), (b"content-type", b"text/html"),
-        (b"vary", b"Accept"), (b"vary", b"Origin")]
+        (b"vary", b"Accept"), (b"vary", b"Origin"), SANDBOX]
     elsewhere = httpx.Response(302, headers={"Location": "https://ray.example/x"})
-    assert returned_headers(elsewhere, "j") == [(b"location", b"https://ray.example/x")]
+    assert returned_headers(elsewhere, "j") == [(b"location", b"https://ray.example/x"),
+                                                SANDBOX]
+    assert SANDBOX[1].startswith(b"sandbox ") and b"allow-same-origin" not in SANDBOX[1]

@@ -17,7 +17,10 @@ and logs, not HTTP, so the control plane cannot reach that dashboard.
 
 Bodies stream both ways. Hop-by-hop headers, the caller's ``Authorization`` and cookies
 (the control plane's, never the dashboard's) are not forwarded; a redirect to the
-dashboard's own path comes back under the proxied one.
+dashboard's own path comes back under the proxied one. What the dashboard serves is the
+cluster's image's, not the control plane's: every answer carries
+``Content-Security-Policy: sandbox ...``, so a page of it opened in a browser runs in an
+origin of its own and never reaches the control plane's (its web dashboard's session).
 """
 
 from __future__ import annotations
@@ -50,6 +53,10 @@ HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy
 # dashboard's cookies would be set on the control plane's origin, for every job's.
 NOT_FORWARDED = HOP_BY_HOP | {"authorization", "cookie", "host", ACT_AS_HEADER.lower()}
 NOT_RETURNED = HOP_BY_HOP | {"set-cookie"}
+# Scripts may run (the dashboard is an app), but in an opaque origin: no cookie, storage
+# or same-origin request of the control plane's.
+SANDBOX = (b"content-security-policy",
+           b"sandbox allow-scripts allow-forms allow-popups allow-downloads")
 CONNECT_SECONDS = 5.0
 READ_SECONDS = 300.0  # a dashboard's slowest answers (a big log) come well within this
 _ANSWERED: dict[int | str, dict[str, Any]] = {200: {
@@ -85,7 +92,7 @@ def returned_headers(upstream: httpx.Response, name: str) -> list[tuple[bytes, b
         if key.lower() == "location" and value.startswith("/") and not value.startswith("//"):
             value = dashboard_proxy(name) + value  # the dashboard's own path, proxied
         kept.append((key.lower().encode("latin-1"), value.encode("latin-1")))
-    return kept
+    return [*kept, SANDBOX]
 
 
 def router(ctx: ApiContext) -> APIRouter:

@@ -65,8 +65,10 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
             ("alice", "team-a"), ("bob", "team-a"), ("mallory", "team-b"))}
         tokens = {user: c.bearer() or "" for user, c in clients.items()}
         cluster = Cluster(ClusterConfiguration(
-            name=NAME, local_queue="qa", num_workers=0, head_cpu="500m",
-            head_memory="1Gi"), clients["alice"])
+            name=NAME, local_queue="qa", num_workers=0, head_cpu="500m", head_memory="1Gi",
+            # A machine busy with other work may take Ray's node more than its default
+            # minute to register.
+            envs={"RAY_raylet_start_wait_time_s": "300"}), clients["alice"])
         cluster.up()
         # Through the proxy already: wait_ready asks the dashboard which Ray nodes live.
         cluster.wait_ready(timeout=READY_SECONDS, show_progress=False)

@@ -54,6 +54,9 @@ def cluster(plane: ControlPlane, client: Client) -> Iterator[Cluster]:
     config = ClusterConfiguration(
         name=CLUSTER, num_workers=2, head_cpu_requests="250m", head_memory_requests="1Gi",
         worker_cpu_requests="250m", worker_memory_requests=1,
+        # A machine busy with other work may take Ray's nodes more than their default
+        # minute to register.
+        envs={"RAY_raylet_start_wait_time_s": "300"},
     )
     up = Cluster(config, client)
     began = time.monotonic()

@@ -89,11 +89,13 @@ def test_queued_jobs_show_their_place_and_estimated_start(client: Client) -> Non
         view.refresh()
         first, second = view.rows["first"].cells, view.rows["second"].cells
         cluster_queue = client.get("first").cluster_queue
-        assert first["position"].value == f"#1 in {cluster_queue}"
-        assert second["position"].value == f"#2 in {cluster_queue}"
+        assert (first["position"].value, second["position"].value) == ("#1", "#2")
+        assert first["position"].tooltip == f"#1 in {cluster_queue}"  # in full on hover
+        assert second["position"].tooltip == f"#2 in {cluster_queue}"
         assert (first["starts"].value, second["starts"].value) == ("~10m", "~20m")
         running = view.rows["holder"].cells
         assert (running["position"].value, running["starts"].value) == ("-", "-")
+        assert running["position"].tooltip is None
     finally:
         view.close()
         for name in ("second", "first", "holder"):

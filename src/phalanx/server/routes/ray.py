@@ -38,7 +38,7 @@ from starlette.responses import Response
 from phalanx.control.planes import unreachable_plane_of
 from phalanx.errors import Forbidden, NotFound, NotSupported, Unavailable
 from phalanx.server.access import Access, caller_of, needs
-from phalanx.server.routes.context import ApiContext, errors
+from phalanx.server.routes.context import ApiContext, error_response, errors
 from phalanx.spec.api import ACT_AS_HEADER
 from phalanx.spec.ray import DASHBOARD_PROXY, dashboard_proxy
 from phalanx.spec.resources import JobKind
@@ -135,7 +135,10 @@ def router(ctx: ApiContext) -> APIRouter:
         return dashboard.rstrip("/")
 
     async def proxy(name: str, path: str, request: Request) -> Response:
-        base = await to_thread.run_sync(dashboard_of, name, request)  # may read the store
+        try:
+            base = await to_thread.run_sync(dashboard_of, name, request)  # may read the store
+        except NotSupported as exc:
+            return error_response(exc)  # an answer, not a failure of the control plane's
         url = httpx.URL(f"{base}/{path}", query=request.url.query.encode("latin-1"))
         has_body = "content-length" in request.headers or \
             "transfer-encoding" in request.headers
@@ -146,10 +149,12 @@ def router(ctx: ApiContext) -> APIRouter:
             upstream = await http.send(outgoing, stream=True)
         except httpx.HTTPError as exc:
             await http.aclose()
-            raise Unavailable(
+            # A head still starting answers so for a while (wait_ready polls it): said to the
+            # caller, not logged as the control plane's failure.
+            return error_response(Unavailable(
                 f"the Ray dashboard of job {name!r} did not answer ({type(exc).__name__})",
                 field="name", fix=f"check the cluster with `phalanx cluster status {name}`: "
-                "its head may be starting, or gone") from None
+                "its head may be starting, or gone"))
 
         async def body() -> AsyncIterator[bytes]:
             try:

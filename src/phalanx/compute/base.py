@@ -20,6 +20,8 @@ plane overrides only what it can do better:
   (a pod set with nothing to run here), so bad input is refused at submit instead
   of failing at launch and burning restarts.
 - ``endpoints``: addresses the job's kind recorded at launch (a Ray dashboard's URL).
+  ``endpoints_reachable`` says whether the control plane can reach them (and so proxy
+  them, ``server/routes/ray.py``): a plane behind a worker says no.
 - ``cordon``: mark a node (un)schedulable where the plane keeps its nodes, so an
   operator's cordon reaches the scheduler like any node change.
 - ``sees`` and ``refusals``: a plane that reaches its pods through a worker
@@ -207,6 +209,9 @@ class ComputePlane(abc.ABC):
     workdir_archives: WorkdirStore | None = None
     # The lease a worker renews for this plane, when the plane keeps one of its own.
     plane_lease: PlaneLease | None = None
+    # Whether the control plane reaches the addresses this plane's jobs record (its pods are
+    # on its network: this machine, or the cluster it runs in).
+    endpoints_reachable: ClassVar[bool] = True
 
     def __init__(self) -> None:
         self._listeners: list[Listener] = []

@@ -124,6 +124,9 @@ class RemotePlane(ComputePlane):
     """What one worker last reported, and what it must run."""
 
     name = "remote"
+    # The pods are on the worker's network, which only dials out: nothing there is reached
+    # from here (the worker's relay carries commands, not HTTP).
+    endpoints_reachable = False
 
     def __init__(self, plane: str, *, timers: PlaneTimers | None = None,
                  logs: LogStore | None = None, clock: Callable[[], float] | None = None,

@@ -36,7 +36,7 @@ from phalanx.server.document import openapi_document
 from phalanx.server.logstream import READ_THREADS, FollowerSlots, LogLimits
 from phalanx.server.podexec import deny, exec_router
 from phalanx.server.redaction import SecretEnvRule
-from phalanx.server.routes import cluster, configuration, identity, jobs, pools, status
+from phalanx.server.routes import cluster, configuration, identity, jobs, pools, ray, status
 from phalanx.server.routes import planes as plane_routes
 from phalanx.server.routes.context import ApiContext, error_response
 from phalanx.server.secret_routes import secret_router
@@ -277,8 +277,8 @@ def create_app(
     routers = [
         exec_router(ctx.service, interactive=interactive, error_response=error_response),
         workdir_router(controller, ctx.archives, planes=planes),
-        status.router(ctx), jobs.router(ctx), cluster.router(ctx), pools.router(ctx),
-        configuration.router(ctx),
+        status.router(ctx), jobs.router(ctx), ray.router(ctx), cluster.router(ctx),
+        pools.router(ctx), configuration.router(ctx),
         *([plane_routes.router(ctx, planes)] if planes is not None else []),
         identity.router(ctx), secret_router(auth),
     ]

@@ -24,12 +24,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from phalanx.scheduler.cache import QueueInfo, Tree
-from phalanx.scheduler.dominance import BlockStamp, Frontier
-from phalanx.scheduler.flavors import FIT, NOFIT, PREEMPT, Assignment, shrink
+from phalanx.scheduler.flavorassigner.flavors import FIT, NOFIT, PREEMPT, Assignment, shrink
+from phalanx.scheduler.flavorassigner.partial import shrink_to_admit
 from phalanx.scheduler.ordering import GlobalKey, global_key
-from phalanx.scheduler.partial import shrink_to_admit
 from phalanx.scheduler.placement import Placement, PodGroup
-from phalanx.scheduler.preemption import Outcome
+from phalanx.scheduler.preemption.dominance import BlockStamp, Frontier
+from phalanx.scheduler.preemption.preemptor import Outcome
+from phalanx.scheduler.preemption.waiting import PreemptedCapacity, WaitingPreemptor
 from phalanx.scheduler.provisioning_cycle import place_ready, try_hold
 from phalanx.scheduler.queue import PendingClass, QueuePending
 from phalanx.scheduler.reasons import (
@@ -51,7 +52,6 @@ from phalanx.scheduler.types import (
     Preemption,
     PreemptionReason,
 )
-from phalanx.scheduler.waiting import PreemptedCapacity, WaitingPreemptor
 from phalanx.scheduler.workload import FR, Workload
 
 # HELD: it failed because a higher-priority job keeps what it would borrow (reservation.py).

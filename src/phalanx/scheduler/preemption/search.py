@@ -19,10 +19,10 @@ from phalanx.scheduler.fairsharing import (
     less_than_initial_share,
     less_than_or_equal_to_final_share,
 )
-from phalanx.scheduler.flavors import Assignment
-from phalanx.scheduler.freed import FreedRoom
-from phalanx.scheduler.hierarchy import advantage, borrows_below, common_cohort
+from phalanx.scheduler.flavorassigner.flavors import Assignment
 from phalanx.scheduler.placement import NodePool, Placement
+from phalanx.scheduler.preemption.freed import FreedRoom
+from phalanx.scheduler.preemption.hierarchy import advantage, borrows_below, common_cohort
 from phalanx.scheduler.types import PreemptionReason
 from phalanx.scheduler.workload import FR, UsageKey, Workload
 

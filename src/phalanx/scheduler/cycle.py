@@ -432,7 +432,7 @@ class Cycle:
     def evaluate(self, wl: Workload, info: QueueInfo
                  ) -> tuple[str, PendingReason | None, Assignment]:
         """The outcome, the reason when it failed, and the assignment it was judged on. The
-        full size is admitted or preempted for before a job shrinks (partial.py)."""
+        full size is admitted or preempted for before a job shrinks (flavorassigner/partial.py)."""
         st = self.st
         a = st.assigner.assign(wl, info)
         reservations = st.reservations
@@ -505,7 +505,7 @@ class Cycle:
             note = (f"preempting the {outcome.candidates} job"
                     f"{'s' if outcome.candidates != 1 else ''} its policies allow would not "
                     "make it fit")
-            if st.pool.index.multi_plane:  # (victims come from one plane: preemption.py)
+            if st.pool.index.multi_plane:  # (victims come from one plane: preemption/preemptor.py)
                 note += " within one compute plane"
         if a.mode == PREEMPT:
             reservations.offer(wl, info, a, st.cache)

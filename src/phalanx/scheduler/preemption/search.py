@@ -1,7 +1,7 @@
 """One preemption search: a what-if in which candidates leave the quota tree until the
 preemptor fits, quota and nodes both, and are then put back while it still fits.
 
-``Preemptor.find`` (preemption.py) picks the candidates and the sources they come
+``Preemptor.find`` (preemptor.py) picks the candidates and the sources they come
 from; a ``VictimSearch`` takes them in order. Classic mode follows Kueue's rules for
 borrowing; fair-sharing mode takes from the queues of highest share first, under
 LessThanOrEqualToFinalShare, then LessThanInitialShare.

@@ -205,3 +205,21 @@ def test_choosing_a_plane_imports_no_plane_of_an_extra(tmp_path: Path) -> None:
     lines = done.stdout.splitlines()
     assert lines[0] == "['local', 'simulated', 'kubernetes'] ['n1']"
     assert lines[1] == "loaded []", done.stdout
+
+
+def test_a_cli_default_applies_to_its_own_verb_and_plane_only() -> None:
+    from phalanx.cli.planeoptions import plane_args, read_plane_options
+
+    # up's local plane checks this machine's health every minute unless told otherwise; a
+    # worker's (no --health-interval there) and another plane's do not.
+    assert read_plane_options("up", "local", {}) == {"health_interval": 60.0}
+    assert read_plane_options("up", "local", {"health_interval": "5m"}) == {
+        "health_interval": 300.0}
+    assert read_plane_options("worker", "local", {}) == {}
+    assert read_plane_options("up", "simulated", {}) == {}
+    # `up -d` hands the options on as flags that read back the same.
+    read = read_plane_options("up", "local", {"max_pods": 4, "health_interval": "90s"})
+    assert plane_args(read) == ["--max-pods", "4", "--health-interval", "90s"]
+    with pytest.raises(SpecError) as bad:
+        read_plane_options("up", "local", {"health_interval": "often"})
+    assert bad.value.field == "--health-interval"

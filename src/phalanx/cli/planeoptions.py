@@ -82,7 +82,7 @@ def with_plane_options(verb: str) -> Callable[[Verb], Verb]:
         def run(*args: Any, **kwargs: Any) -> None:
             given = {o.param: kwargs.pop(o.param, None) for o in declared}
             compute = kwargs["compute"] = str(kwargs["compute"])
-            function(*args, plane_options=read_plane_options(compute, given), **kwargs)
+            function(*args, plane_options=read_plane_options(verb, compute, given), **kwargs)
 
         made = signature.replace(parameters=[*own[:at], *added, *own[at:]])
         # typer reads the verb's parameters from these two.
@@ -93,12 +93,12 @@ def with_plane_options(verb: str) -> Callable[[Verb], Verb]:
     return decorate
 
 
-def read_plane_options(compute: str, given: dict[str, object]) -> dict[str, object]:
-    """The options given, read; an option the plane declares a CLI default for is given
-    that default when absent (the local plane's --health-interval)."""
+def read_plane_options(verb: str, compute: str, given: dict[str, object]) -> dict[str, object]:
+    """The options of ``verb`` given, read; one the plane takes with a CLI default is given
+    that default when absent (``up``'s --health-interval on the local plane)."""
     info = plane_info(compute)
     out: dict[str, object] = {}
-    for option in plane_options():
+    for option in plane_options(verb):
         value = given.get(option.param)
         if value is None and info is not None and info.takes(option.param):
             value = option.cli_default

@@ -27,7 +27,8 @@ status=0
 "$venv/bin/python" -m pytest -q "$@" || status=$?
 if [ $# -eq 0 ]; then
   compiled=.build/compiled
-  digest=$(cat setup.py pyproject.toml src/phalanx/scheduler/*.py | sha256sum | cut -d' ' -f1)
+  digest=$(find src/phalanx/scheduler -name '*.py' | LC_ALL=C sort | xargs cat setup.py pyproject.toml \
+    | sha256sum | cut -d' ' -f1)
   if [ "$(cat "$compiled/.digest" 2>/dev/null)" != "$digest" ]; then
     echo "building the compiled scheduler core (about two minutes)"
     rm -rf "$compiled"

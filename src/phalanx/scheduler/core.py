@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from phalanx.errors import SpecError
 from phalanx.scheduler.cycle import Cycle
 from phalanx.scheduler.fairsharing import dominant_share
-from phalanx.scheduler.flavors import flavor_mismatch
+from phalanx.scheduler.flavorassigner.flavors import flavor_mismatch
 from phalanx.scheduler.placement import PodGroup
 from phalanx.scheduler.provisioning import (
     ProvisioningNeed,

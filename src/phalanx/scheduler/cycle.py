@@ -24,12 +24,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from phalanx.scheduler.cache import QueueInfo, Tree
-from phalanx.scheduler.dominance import BlockStamp, Frontier
-from phalanx.scheduler.flavors import FIT, NOFIT, PREEMPT, Assignment, shrink
+from phalanx.scheduler.flavorassigner.flavors import FIT, NOFIT, PREEMPT, Assignment, shrink
+from phalanx.scheduler.flavorassigner.partial import shrink_to_admit
 from phalanx.scheduler.ordering import GlobalKey, global_key
-from phalanx.scheduler.partial import shrink_to_admit
 from phalanx.scheduler.placement import Placement, PodGroup
-from phalanx.scheduler.preemption import Outcome
+from phalanx.scheduler.preemption.dominance import BlockStamp, Frontier
+from phalanx.scheduler.preemption.preemptor import Outcome
+from phalanx.scheduler.preemption.waiting import PreemptedCapacity, WaitingPreemptor
 from phalanx.scheduler.provisioning_cycle import place_ready, try_hold
 from phalanx.scheduler.queue import PendingClass, QueuePending
 from phalanx.scheduler.reasons import (
@@ -51,7 +52,6 @@ from phalanx.scheduler.types import (
     Preemption,
     PreemptionReason,
 )
-from phalanx.scheduler.waiting import PreemptedCapacity, WaitingPreemptor
 from phalanx.scheduler.workload import FR, Workload
 
 # HELD: it failed because a higher-priority job keeps what it would borrow (reservation.py).
@@ -432,7 +432,7 @@ class Cycle:
     def evaluate(self, wl: Workload, info: QueueInfo
                  ) -> tuple[str, PendingReason | None, Assignment]:
         """The outcome, the reason when it failed, and the assignment it was judged on. The
-        full size is admitted or preempted for before a job shrinks (partial.py)."""
+        full size is admitted or preempted for before a job shrinks (flavorassigner/partial.py)."""
         st = self.st
         a = st.assigner.assign(wl, info)
         reservations = st.reservations
@@ -505,7 +505,7 @@ class Cycle:
             note = (f"preempting the {outcome.candidates} job"
                     f"{'s' if outcome.candidates != 1 else ''} its policies allow would not "
                     "make it fit")
-            if st.pool.index.multi_plane:  # (victims come from one plane: preemption.py)
+            if st.pool.index.multi_plane:  # (victims come from one plane: preemption/preemptor.py)
                 note += " within one compute plane"
         if a.mode == PREEMPT:
             reservations.offer(wl, info, a, st.cache)

@@ -13,17 +13,17 @@ from phalanx.errors import Conflict, SpecError
 from phalanx.scheduler import slack
 from phalanx.scheduler.admitted import AdmittedJobs
 from phalanx.scheduler.cache import QueueInfo, QuotaCache
-from phalanx.scheduler.dominance import Demands
-from phalanx.scheduler.flavors import Assigner
+from phalanx.scheduler.flavorassigner.flavors import Assigner
 from phalanx.scheduler.placement import NodePool, Placement, PodGroup
-from phalanx.scheduler.preemption import Preemptor
-from phalanx.scheduler.protection import Protection
+from phalanx.scheduler.preemption.dominance import Demands
+from phalanx.scheduler.preemption.preemptor import Preemptor
+from phalanx.scheduler.preemption.protection import Protection
+from phalanx.scheduler.preemption.waiting import WaitingPreemptor
 from phalanx.scheduler.provisioning import Provisioning
 from phalanx.scheduler.queue import QueueManager
 from phalanx.scheduler.reasons import QUEUED
 from phalanx.scheduler.reservation import Reservations
 from phalanx.scheduler.types import Admission, PendingReason, Preemption, PreemptionReason
-from phalanx.scheduler.waiting import WaitingPreemptor
 from phalanx.scheduler.workload import FR, POD_MILLIS, PODS, Workload, make_workload
 from phalanx.spec.config import QueueConfig
 from phalanx.spec.resources import HEALTH_LABEL, HEALTH_LABEL_VALUES, JobSpec, Node

@@ -109,7 +109,7 @@ def router(ctx: ApiContext) -> APIRouter:
 
     @r.post("/v1/jobs", status_code=201, dependencies=needs(Access.WRITE), responses={
         200: {"model": JobRecord, "description": _REPLAYED},
-        **errors(400, 401, 403, 409, 413, 429)})
+        **errors(400, 401, 403, 404, 409, 413, 429)})
     def submit(spec: JobSpec, request: Request, response: Response,
                idempotency_key: str | None = _IDEMPOTENCY_HEADER) -> JobRecord:
         """Submit a job (to one of the caller's teams' LocalQueues, unless an admin). With an
@@ -124,7 +124,7 @@ def router(ctx: ApiContext) -> APIRouter:
 
     @r.post("/v1/jobs:batch", status_code=201, dependencies=needs(Access.WRITE), responses={
         200: {"model": JobList, "description": _REPLAYED},
-        **errors(400, 401, 403, 409, 413, 429)})
+        **errors(400, 401, 403, 404, 409, 413, 429)})
     def submit_batch(batch: JobBatch, request: Request, response: Response,
                      idempotency_key: str | None = _IDEMPOTENCY_HEADER) -> JobList:
         """Submit several jobs at once, all or nothing (one store transaction)."""

@@ -53,10 +53,11 @@ BAD: list[tuple[dict[str, Any], str, str]] = [
     ({"nodeDoctor": {"nodeSelector": {"gpu": "yes please"}}}, "nodeDoctor.nodeSelector",
      "not a valid label value"),
     ({"worker": {"tolerations": [{"operator": "Exists", "key": "a", "value": "b"}]}},
-     "worker.tolerations[0]", "takes no value"),
-    ({"worker": {"tolerations": [{"value": "b"}]}}, "worker.tolerations[0]", "without a key"),
+     "worker.tolerations[0].value", "takes no value"),
+    ({"worker": {"tolerations": [{"value": "b"}]}}, "worker.tolerations[0].key",
+     "without a key"),
     ({"worker": {"tolerations": [{"key": "a", "tolerationSeconds": 5}]}},
-     "worker.tolerations[0]", "NoExecute only"),
+     "worker.tolerations[0].tolerationSeconds", "NoExecute only"),
     ({"worker": {"tolerations": [{"key": "a", "effect": "NoRun"}]}},
      "worker.tolerations[0].effect", "Input should be"),
     ({"worker": {"service": {"port": 70000}}}, "worker.service.port", "less than or equal"),
@@ -70,6 +71,11 @@ BAD: list[tuple[dict[str, Any], str, str]] = [
     ({"runs": {"defaultImage": ""}}, "runs.defaultImage", "not a container image reference"),
     ({"worker": {"enableRunLogging": "maybe"}}, "worker.enableRunLogging", "valid boolean"),
     ({"runs": {"apiUrl": "phalanx:7780"}}, "runs.apiUrl", "not an http(s) URL"),
+    # Checks across fields name the field to change, as a field's own check does.
+    ({"runs": {"checkpoints": {"claimName": "ckpt", "hostPath": "/ckpt"}}},
+     "runs.checkpoints.hostPath", "both claimName and hostPath"),
+    ({"runs": {"checkpoints": {"hostPath": "ckpt"}}}, "runs.checkpoints.hostPath",
+     "not an absolute path"),
 ]
 
 

@@ -28,7 +28,7 @@ from pydantic import BeforeValidator, Field, model_validator
 
 from phalanx.defaults import DEFAULT_PORT
 from phalanx.errors import SpecError
-from phalanx.spec.base import ImageReference, Model, Name, check_api_url, validate
+from phalanx.spec.base import ImageReference, Model, Name, check_api_url, field_error, validate
 from phalanx.spec.quantity import parse_duration, parse_quantity
 from phalanx.version import __version__
 
@@ -137,13 +137,15 @@ class Toleration(Model):
     def _consistent(self) -> Toleration:
         # The API server rejects these two shapes; say so before anything is applied.
         if self.operator == "Exists" and self.value:
-            raise ValueError("operator Exists takes no value; remove value or use Equal")
+            raise field_error("operator Exists takes no value; remove value or use Equal",
+                              "value")
         if not self.key and self.operator != "Exists":
-            raise ValueError("a toleration without a key needs operator Exists; set key or "
-                             "use operator: Exists")
+            raise field_error("a toleration without a key needs operator Exists; set key or "
+                              "use operator: Exists", "key")
         if self.toleration_seconds is not None and self.effect != "NoExecute":
-            raise ValueError("tolerationSeconds applies to effect NoExecute only; set effect: "
-                             "NoExecute or remove tolerationSeconds")
+            raise field_error("tolerationSeconds applies to effect NoExecute only; set "
+                              "effect: NoExecute or remove tolerationSeconds",
+                              "tolerationSeconds")
         return self
 
 
@@ -250,10 +252,11 @@ class Checkpoints(Model):
     @model_validator(mode="after")
     def _one_volume(self) -> Checkpoints:
         if self.claim_name and self.host_path:
-            raise ValueError("both claimName and hostPath are set; name one checkpoint volume")
+            raise field_error("both claimName and hostPath are set; name one checkpoint "
+                              "volume", "hostPath")
         if self.host_path is not None and not self.host_path.startswith("/"):
-            raise ValueError(f"hostPath {self.host_path!r} is not an absolute path; give one "
-                             "starting with /")
+            raise field_error(f"hostPath {self.host_path!r} is not an absolute path; give one "
+                              "starting with /", "hostPath")
         return self
 
     def volume(self) -> dict[str, Any] | None:

@@ -23,7 +23,7 @@ from pydantic import (
     model_validator,
 )
 
-from phalanx.spec.base import Duration, Model, Name, Quantity, StrictNumber
+from phalanx.spec.base import Duration, Model, Name, Quantity, StrictNumber, field_error
 from phalanx.spec.labels import check_labels
 from phalanx.spec.provisioning import FlavorProvisioning, ProvisioningPolicy
 from phalanx.spec.quantity import format_amount
@@ -125,9 +125,10 @@ class ResourceFlavor(Model):
     @model_validator(mode="after")
     def _provisioned_nodes_told_apart(self) -> ResourceFlavor:
         if self.provisioning is not None and not self.node_labels:
-            raise ValueError(
+            raise field_error(
                 "provisioning is set but nodeLabels is empty, so the flavor would take every "
-                "node; add nodeLabels such as {pool: burst} (the pools' nodes carry them)")
+                "node; add nodeLabels such as {pool: burst} (the pools' nodes carry them)",
+                "nodeLabels")
         return self
 
 
@@ -192,10 +193,10 @@ class ResourceQuota(Model):
     @model_validator(mode="after")
     def _lending_within_nominal(self) -> ResourceQuota:
         if self.lending_limit is not None and self.lending_limit > self.nominal_quota:
-            raise ValueError(
+            raise field_error(
                 "lendingLimit is above nominalQuota; "
-                "set lendingLimit to at most nominalQuota (a queue cannot lend what it lacks)"
-            )
+                "set lendingLimit to at most nominalQuota (a queue cannot lend what it lacks)",
+                "lendingLimit")
         return self
 
 
@@ -211,15 +212,17 @@ class ResourceGroup(Model):
     @model_validator(mode="after")
     def _flavors_cover_resources(self) -> ResourceGroup:
         covered = list(self.covered_resources)
-        if len(set(covered)) != len(covered):
-            raise ValueError("coveredResources lists a resource twice; list each resource once")
+        twice = next((i for i, res in enumerate(covered) if res in covered[:i]), None)
+        if twice is not None:
+            raise field_error("coveredResources lists a resource twice; list each resource "
+                              "once", "coveredResources", twice)
         for i, flavor in enumerate(self.flavors):
             names = [r.name for r in flavor.resources]
             if sorted(names) != sorted(covered):
-                raise ValueError(
+                raise field_error(
                     f"flavor {flavor.name!r} (flavors[{i}]) sets quotas for {names} but the group "
-                    f"covers {covered}; give every flavor exactly one quota per covered resource"
-                )
+                    f"covers {covered}; give every flavor exactly one quota per covered resource",
+                    "flavors", i, "resources")
         return self
 
 
@@ -280,13 +283,13 @@ class ClusterQueue(Model):
     @model_validator(mode="after")
     def _resources_in_one_group(self) -> ClusterQueue:
         seen: set[str] = set()
-        for group in self.resource_groups:
-            for res in group.covered_resources:
+        for i, group in enumerate(self.resource_groups):
+            for j, res in enumerate(group.covered_resources):
                 if res in seen:
-                    raise ValueError(
+                    raise field_error(
                         f"resource {res!r} is covered by two resourceGroups; "
-                        "cover each resource in exactly one group"
-                    )
+                        "cover each resource in exactly one group",
+                        "resourceGroups", i, "coveredResources", j)
                 seen.add(res)
         return self
 
@@ -358,9 +361,9 @@ class TopologyConstraint(Model):
     @model_validator(mode="after")
     def _one_level(self) -> TopologyConstraint:
         if self.required and self.preferred:
-            raise ValueError(
-                "both required and preferred are set; choose one topology constraint"
-            )
+            raise field_error(
+                "both required and preferred are set; choose one topology constraint",
+                "preferred")
         return self
 
 
@@ -480,19 +483,19 @@ class PodSet(Model):
     @model_validator(mode="after")
     def _variables_named_once(self) -> PodSet:
         names = [e.name for e in self.secret_env]
-        twice = sorted({n for n in names if names.count(n) > 1 or n in self.env})
-        if twice:
-            raise ValueError(f"variable {twice[0]!r} is set twice (env and secretEnv, or twice "
-                             "from secrets); set each variable once")
+        for j, name in enumerate(names):
+            if name in self.env or name in names[:j]:
+                raise field_error(f"variable {name!r} is set twice (env and secretEnv, or "
+                                  "twice from secrets); set each variable once",
+                                  "secretEnv", j, "name")
         return self
 
     @model_validator(mode="after")
     def _min_within_replicas(self) -> PodSet:
         if self.min_replicas is not None and self.min_replicas > self.replicas:
-            raise ValueError(
+            raise field_error(
                 f"minReplicas ({self.min_replicas}) is above replicas ({self.replicas}); "
-                "set minReplicas to at most replicas"
-            )
+                "set minReplicas to at most replicas", "minReplicas")
         return self
 
     @field_validator("replicas")
@@ -618,16 +621,20 @@ class JobSpec(Model):
     def _bounded(self, info: ValidationInfo) -> JobSpec:
         if from_store(info):
             return self
-        size = sum(len(k) + len(v) for k, v in self.labels.items())
-        for pod_set in self.pod_sets:
-            size += sum(len(arg) for arg in pod_set.command)
-            size += sum(len(k) + len(v) for k, v in pod_set.env.items())
+        parts: list[tuple[int, tuple[str | int, ...]]] = [
+            (sum(len(k) + len(v) for k, v in self.labels.items()), ("labels",))]
+        for i, pod_set in enumerate(self.pod_sets):
+            parts.append((sum(len(arg) for arg in pod_set.command), ("podSets", i, "command")))
+            parts.append((sum(len(k) + len(v) for k, v in pod_set.env.items()),
+                          ("podSets", i, "env")))
+        size = sum(part for part, _ in parts)
         if size > MAX_JOB_SPEC_BYTES:
-            raise ValueError(
+            # Named: the biggest part, the one whose shrinking helps most.
+            biggest = max(parts, key=lambda part: part[0])[1]
+            raise field_error(
                 f"the pod sets' commands, env and the labels hold {size} characters, above "
                 f"the limit of {MAX_JOB_SPEC_BYTES} per job; pass large data as a file "
-                "(a volume, the checkpoint directory), not in the job spec"
-            )
+                "(a volume, the checkpoint directory), not in the job spec", *biggest)
         return self
 
     @field_validator("pod_sets")
@@ -642,11 +649,11 @@ class JobSpec(Model):
     @model_validator(mode="after")
     def _one_kind_one_source(self) -> JobSpec:
         if self.ray is not None and self.kind is not JobKind.RAY:
-            raise ValueError(f"ray is set on a job of kind {self.kind.value!r}; set kind: ray, "
-                             "or remove ray")
+            raise field_error(f"ray is set on a job of kind {self.kind.value!r}; set kind: "
+                              "ray, or remove ray", "ray")
         if self.workdir is not None and self.git is not None:
-            raise ValueError("both workdir and git are set; a job's code comes from one "
-                             "source: remove one of them")
+            raise field_error("both workdir and git are set; a job's code comes from one "
+                              "source: remove one of them", "git")
         return self
 
     def secret_refs(self) -> list[tuple[str, str]]:

@@ -57,7 +57,15 @@ from phalanx.sim.autoscale import Autoscaler, node_price, pool_gpus
 from phalanx.sim.estimates import EstimateRecorder
 from phalanx.sim.failures import FailureModel
 from phalanx.sim.meter import NodeMeter
-from phalanx.sim.metrics import JobOutcome, Series, SimResult, TeamShare, stats
+from phalanx.sim.metrics import (
+    JobOutcome,
+    Series,
+    SimResult,
+    TeamShare,
+    by_gang_size,
+    preemptions_per_job,
+    stats,
+)
 from phalanx.sim.policy import Policy, policy_named
 from phalanx.sim.trace import TraceJob
 from phalanx.spec import GPU, JobSpec, Node, QueueConfig, validate
@@ -531,7 +539,9 @@ class Simulator:
             "goodput": counts["goodput"] / cap,
             "queueing_delay": stats(delays),
             "jct": stats(jcts),
+            "gang_sizes": by_gang_size(outcomes),
             "preemptions": int(counts["preemptions"]),
+            "preemptions_per_job": preemptions_per_job(outcomes),
             "evictions": int(counts["evictions"]),
             "node_failures": int(counts["node_failures"]),
             "wasted_gpu_hours": counts["wasted"] / 3600,

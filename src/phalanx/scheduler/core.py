@@ -252,6 +252,12 @@ class Scheduler:
             withheld = st.refresh_withheld()
             result = Cycle(st).run()
             result.preemptions[:0] = withheld
+            guard = st.preemptor.protection.guard
+            if now is not None and guard is not None:  # (thrashing.py counts preemptions)
+                for p in result.preemptions:
+                    victim = st.jobs.get(p.victim)
+                    if victim is not None:
+                        guard.preempted(victim, now)
             return result
         finally:
             if enabled:

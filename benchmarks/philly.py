@@ -21,6 +21,7 @@ a table, writes ``benchmarks/results/philly.json`` and PNG plots under
     python -m benchmarks.philly --workers 2     # the two policies in parallel
     python -m benchmarks.philly --limit 5000    # a quick look
     python -m benchmarks.philly --checkpoint-every 1800   # every job saves each 30 min
+    python -m benchmarks.philly --reserve-after 3600      # reservations and backfill
     python -m benchmarks.philly --write-config DIR   # queues.yaml + nodes.yaml for `phalanx sim`
     python -m benchmarks.philly --no-recovery   # without the recovery variants
     python -m benchmarks.philly --recovery-only # only them
@@ -160,10 +161,13 @@ def share_gap(result: SimResult) -> float:
 
 def replay(config: QueueConfig, nodes: list[Node], trace: list[TraceJob], policy: str,
            tick: float, profile: bool, estimate_every: int = 0,
-           checkpoint_every: float | None = None) -> SimResult:
+           checkpoint_every: float | None = None,
+           reserve_after: float | None = None) -> SimResult:
     """One policy's run, with progress lines (and a profile on stderr when asked)."""
     console = output()
     began = time.perf_counter()
+    if policy != "phalanx":
+        reserve_after = None  # FIFO is the reference, as it is
 
     def progress(done: int, total: int, now: float) -> None:
         if done % 10_000 == 0:
@@ -174,12 +178,14 @@ def replay(config: QueueConfig, nodes: list[Node], trace: list[TraceJob], policy
         profiler = cProfile.Profile()
         result = profiler.runcall(simulate, config, nodes, trace, policy, tick=tick,
                                   progress=progress, estimate_every=estimate_every,
-                                  checkpoint_every=checkpoint_every)
+                                  checkpoint_every=checkpoint_every,
+                                  reserve_after=reserve_after)
         pstats.Stats(profiler, stream=sys.stderr).sort_stats("cumulative").print_stats(40)
         pstats.Stats(profiler, stream=sys.stderr).sort_stats("tottime").print_stats(25)
     else:
         result = simulate(config, nodes, trace, policy, tick=tick, progress=progress,
-                          estimate_every=estimate_every, checkpoint_every=checkpoint_every)
+                          estimate_every=estimate_every, checkpoint_every=checkpoint_every,
+                          reserve_after=reserve_after)
     console.print(f"  {policy}: done in {result.summary['wall_seconds']:.1f} s "
                   f"({result.summary['jobs_per_wall_second']:,.0f} jobs/s)")
     return result
@@ -201,7 +207,7 @@ def run(args: argparse.Namespace) -> list[SimResult]:
                   f"{', '.join(args.policy)}, scheduling period {args.tick:g} s, "
                   f"scheduler core {machine()['scheduler_core']} ...")
     jobs = [(config, nodes, trace, policy, args.tick, args.profile, args.estimates,
-             args.checkpoint_every)
+             args.checkpoint_every, args.reserve_after)
             for policy in args.policy]
     if args.recovery_only:
         jobs = []
@@ -233,6 +239,7 @@ def run(args: argparse.Namespace) -> list[SimResult]:
         "jobs": len(trace),
         "tick_seconds": args.tick,
         "checkpoint_every_s": args.checkpoint_every,
+        "reserve_after_s": args.reserve_after,
         "cluster": {"gpus": args.gpus, "nodes": args.gpus // GPUS_PER_NODE,
                     "gpus_per_node": GPUS_PER_NODE, "rack_size": RACK_SIZE},
         "nominal_gpus": nominal,
@@ -306,6 +313,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--checkpoint-every", type=float, default=None, metavar="SECONDS",
                         help="every job checkpoints this often; a preempted run keeps its "
                              "last save (default: none, restarts from zero)")
+    parser.add_argument("--reserve-after", type=float, default=None, metavar="SECONDS",
+                        help="the phalanx policy's ClusterQueues get this reserveAfter: a head "
+                             "that waited this long gets a reservation, later jobs backfill "
+                             "(default: none)")
     parser.add_argument("--no-recovery", dest="recovery", action="store_false",
                         help="skip the recovery variants (minRuntime, checkpoints, failures)")
     parser.add_argument("--recovery-only", action="store_true",

@@ -287,7 +287,7 @@ def test_phalanx_additions_travel_as_annotations() -> None:
     flavor = {"kind": "ResourceFlavor", "name": "burst", "nodeLabels": {"pool": "burst"},
               "provisioning": {"provider": "local", "node": {"cpu": "2"}, "maxNodes": 4}}
     cq = {"kind": "ClusterQueue", "name": "team-a", "maxPendingJobs": 100,
-          "minRuntime": "10m", "capacityFollowsHealth": True,
+          "minRuntime": "10m", "capacityFollowsHealth": True, "reserveAfter": "1h",
           "preemption": {"reclaimWithinCohort": "Any", "protectAfterStart": "30m",
                          "maxPreemptions": 5}}
     pc = {"kind": "PriorityClass", "name": "urgent", "value": 5, "minRuntime": "1h"}
@@ -305,6 +305,7 @@ def test_phalanx_additions_travel_as_annotations() -> None:
     assert json.loads(annotations["phalanx.dev/maxPreemptions"]) == 5
     assert json.loads(annotations["phalanx.dev/protectAfterStart"]) == "30m"
     assert "phalanx.dev/maxPreemptionsWindow" not in annotations
+    assert json.loads(annotations["phalanx.dev/reserveAfter"]) == "1h"
     assert parse_config_documents(written) == objects
 
 

@@ -114,6 +114,11 @@ def sim(
         str | None, typer.Option(help="minRuntime (e.g. 30m) for every ClusterQueue that sets "
                                       "none: younger jobs are no reclaim or fair-sharing victims")
     ] = None,
+    reserve_after: Annotated[
+        str | None, typer.Option(help="reserveAfter (e.g. 1h) for every ClusterQueue that sets "
+                                      "none: a head that waited this long gets a reservation "
+                                      "at its earliest start, and later jobs backfill around it")
+    ] = None,
     tick: Annotated[
         float, typer.Option(help="Scheduling period in simulated seconds (0: a cycle at every "
                                  "event)")
@@ -148,6 +153,8 @@ def sim(
         if checkpoint_every is not None else None
     protect = parse_duration(min_runtime, field="--min-runtime") \
         if min_runtime is not None else None
+    reserve = parse_duration(reserve_after, field="--reserve-after") \
+        if reserve_after is not None else None
     config = load_queues(queues)
     node_list = load_nodes(nodes) if nodes is not None else []
     if nodes is None and not config.provisionable_flavors():
@@ -183,7 +190,8 @@ def sim(
         result = simulate(run_config, run_nodes, jobs, each, restart=restart.value,
                           failures=failures, tick=tick, checkpoint_every=every,
                           min_runtime=protect, seed=seed, node_prices=prices,
-                          estimate_every=estimate_every if estimates else 0)
+                          estimate_every=estimate_every if estimates else 0,
+                          reserve_after=reserve)
         results.append(replace(result, policy=label))
     console = out()
     console.print(summary_table(results, f"Simulation of {trace.name}"))
@@ -199,6 +207,7 @@ def sim(
                        "failureRate": failure_rate, "repairSeconds": repair_seconds,
                        "seed": seed, "limit": limit, "tick": tick,
                        "checkpointEvery": every, "minRuntime": protect,
+                       "reserveAfter": reserve,
                        "estimateEvery": estimate_every if estimates else 0,
                        "againstFixed": against_fixed},
             "runs": [r.to_dict() for r in results],

@@ -328,7 +328,7 @@ def _annotations(meta: dict[str, Any], where: str) -> dict[str, Any]:
 # Phalanx's fields that Kueue's form lacks, by kind: written as annotations.
 PHALANX_ONLY: dict[str, tuple[str, ...]] = {
     "ResourceFlavor": ("provisioning",),
-    "ClusterQueue": ("maxPendingJobs", "minRuntime", "capacityFollowsHealth",
+    "ClusterQueue": ("maxPendingJobs", "minRuntime", "reserveAfter", "capacityFollowsHealth",
                      "avoidDegradedNodes", "protectAfterStart", "maxPreemptions",
                      "maxPreemptionsWindow"),
     "PriorityClass": ("minRuntime",),

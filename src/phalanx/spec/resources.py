@@ -296,6 +296,14 @@ class ClusterQueue(Model):
                     "queue's reclaim or fair-sharing preemption (KAI's preemption protection). "
                     "A Phalanx addition; Kueue has no such field",
     )
+    reserve_after: Duration | None = Field(
+        default=None,
+        description="A job at the head of this queue that has waited this long gets a "
+                    "reservation at its earliest start (from the expected ends of running "
+                    "jobs); later jobs start only where they end before it or leave its room "
+                    "(backfill). Unset: no reservations. A Phalanx addition; Kueue has no "
+                    "such field",
+    )
     capacity_follows_health: StrictBool = Field(
         default=False,
         description="The queue's nominal quota (and lendingLimit) of a flavor shrink by the "

@@ -67,10 +67,6 @@ class Plan:
     nodes: dict[str, dict[str, int]]  # node -> resource -> kept now
     applied: bool = False
 
-    @property
-    def key(self) -> tuple[object, ...]:
-        return (self.holder.name, tuple(sorted(self.quota.items())),
-                tuple(sorted((n, tuple(sorted(r.items()))) for n, r in self.nodes.items())))
 
 
 class Backfill:
@@ -80,8 +76,11 @@ class Backfill:
         self.reserve_after: dict[str, float] = {}  # ClusterQueue -> seconds, where set
         self.estimator: RunEstimator = max_runtime_only
         self.plans: list[Plan] = []
-        self.last_keys: frozenset[tuple[object, ...]] = frozenset()
+        self.last_holders: frozenset[str] = frozenset()
         self.now = 0.0
+        # Per job: (the start of the run it was asked for, that run's expected length). A
+        # run's estimate is asked again only once the run outlives it.
+        self.runs: dict[str, tuple[float, float | None]] = {}
 
     def configure(self, config: QueueConfig) -> None:
         self.reserve_after = {name: cq.reserve_after for name, cq in
@@ -103,11 +102,13 @@ class Backfill:
             if plan is not None:
                 self.plans.append(plan)
                 self._apply(st, plan)
-        keys = frozenset(p.key for p in self.plans)
-        if keys != self.last_keys:  # what was kept changed: blocked jobs look again
-            self.last_keys = keys
+        holders = frozenset(p.holder.name for p in self.plans)
+        if holders != self.last_holders:  # room kept anew or given back: blocked jobs look
+            self.last_holders = holders   # again (ends and starts bump versions themselves)
             st.expire_protection()
             st.node_free_version += 1
+        if len(self.runs) > 2 * len(st.jobs) + 64:  # forget jobs that are gone
+            self.runs = {n: r for n, r in self.runs.items() if n in st.jobs}
 
     def end(self, st: State) -> None:
         for plan in self.plans:
@@ -133,8 +134,18 @@ class Backfill:
 
     # ------------------------------------------------------------------ the plan
     def _ends_before(self, wl: Workload, at: float) -> bool:
-        run = self.estimator(wl, 0.0)
+        run = self._run(wl, self.now, 0.0)
         return run is not None and self.now + run <= at
+
+    def _run(self, wl: Workload, start: float, elapsed: float) -> float | None:
+        """The expected length of ``wl``'s run that started at ``start`` (cached)."""
+        known = self.runs.get(wl.name)
+        if known is not None and known[0] == start and (known[1] is None
+                                                          or elapsed <= known[1]):
+            return known[1]
+        run = self.estimator(wl, elapsed)
+        self.runs[wl.name] = (start, run)
+        return run
 
     def _holders(self, st: State, now: float) -> list[tuple[Workload, QueueInfo]]:
         """Per cohort tree, the head that has waited past its queue's reserveAfter and
@@ -178,8 +189,7 @@ class Backfill:
                 if wl.terminating:
                     ends.append((now, wl.name, wl))
                     continue
-                elapsed = max(0.0, now - wl.started_at)
-                run = self.estimator(wl, elapsed)
+                run = self._run(wl, wl.started_at, max(0.0, now - wl.started_at))
                 if run is not None:
                     ends.append((max(now, wl.started_at + run), wl.name, wl))
         ends.sort(key=lambda e: (e[0], e[1]))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import gc
 import itertools
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from phalanx.errors import SpecError
 from phalanx.scheduler.cycle import Cycle
@@ -53,6 +53,12 @@ class Scheduler:
         preemption (in-cohort preemption only to reclaim nominal quota or via
         borrowWithinCohort)."""
         self._state.set_fair_sharing(enabled)
+
+    def set_run_estimator(self, estimate: Callable[[JobSpec, float], float | None]) -> None:
+        """How long a job runs in all, given its spec and the seconds it has run (None:
+        unknown), for reservations (a ClusterQueue's reserveAfter). Without one, a job's
+        maxRuntime is its run time and a job without one has none known."""
+        self._state.backfill.estimator = lambda wl, elapsed: estimate(wl.spec, elapsed)
 
     def upsert_node(self, node: Node) -> None:
         self._state.upsert_node(node)
@@ -252,6 +258,12 @@ class Scheduler:
             withheld = st.refresh_withheld()
             result = Cycle(st).run()
             result.preemptions[:0] = withheld
+            guard = st.preemptor.protection.guard
+            if now is not None and guard is not None:  # (thrashing.py counts preemptions)
+                for p in result.preemptions:
+                    victim = st.jobs.get(p.victim)
+                    if victim is not None:
+                        guard.preempted(victim, now)
             return result
         finally:
             if enabled:

@@ -121,6 +121,8 @@ class Cycle:
         if st.reservations:
             st.reservations.keep_pending(st.jobs)
         nominated = self.settle_waiting()
+        if st.backfill.active:
+            st.backfill.begin(st, st.now)  # room kept for jobs that waited long (backfill.py)
         for wl in nominated:
             hold = self.holds.get(wl.name)
             if hold is not None:
@@ -137,6 +139,8 @@ class Cycle:
                     if cls is not None:  # let the loop judge its class on its own turn
                         cls.blocked = None
         self.admit_loop()
+        if st.backfill.plans:
+            st.backfill.end(st)
         self.release_holds()
         self.report_rest()
         return self.result
@@ -431,6 +435,17 @@ class Cycle:
     # ------------------------------------------------------------------ one job
     def evaluate(self, wl: Workload, info: QueueInfo
                  ) -> tuple[str, PendingReason | None, Assignment]:
+        """``judge``, with a reservation lifted for its holder or a job that ends before it."""
+        backfill = self.st.backfill
+        lifted = backfill.lift(self.st, wl) if backfill.plans else None
+        try:
+            return self.judge(wl, info)
+        finally:
+            if lifted is not None:
+                backfill.restore(self.st, lifted, wl)
+
+    def judge(self, wl: Workload, info: QueueInfo
+              ) -> tuple[str, PendingReason | None, Assignment]:
         """The outcome, the reason when it failed, and the assignment it was judged on. The
         full size is admitted or preempted for before a job shrinks (flavorassigner/partial.py)."""
         st = self.st

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from phalanx.errors import Conflict, SpecError
 from phalanx.scheduler import slack
 from phalanx.scheduler.admitted import AdmittedJobs
+from phalanx.scheduler.backfill import Backfill
 from phalanx.scheduler.cache import QueueInfo, QuotaCache
 from phalanx.scheduler.flavorassigner.flavors import Assigner
 from phalanx.scheduler.placement import NodePool, Placement, PodGroup
@@ -23,6 +24,7 @@ from phalanx.scheduler.provisioning import Provisioning
 from phalanx.scheduler.queue import QueueManager
 from phalanx.scheduler.reasons import QUEUED
 from phalanx.scheduler.reservation import Reservations
+from phalanx.scheduler.thrashing import PreemptionHistory
 from phalanx.scheduler.types import Admission, PendingReason, Preemption, PreemptionReason
 from phalanx.scheduler.workload import FR, POD_MILLIS, PODS, Workload, make_workload
 from phalanx.spec.config import QueueConfig
@@ -60,6 +62,8 @@ class State:
         self.nodes_version = 0
         self._withheld_at = 0
         self._unshrunk: QuotaCache | None = None  # the quotas as given, when some are shrunk
+        self.preemption_history = PreemptionHistory()  # outlives configurations
+        self.backfill = Backfill()  # its run-time estimator outlives configurations too
         self._configure(slack.shrunk(config, self.withheld))
 
     # ------------------------------------------------------------------ configuration
@@ -73,12 +77,13 @@ class State:
         }
         self.assigner = Assigner(self.cache, self.pool)
         self.preemptor = Preemptor(self.cache, self.pool, self.admitted)
-        self.preemptor.protection = Protection.of(config)
+        self.preemptor.protection = Protection.of(config, self.preemption_history)
         self.assigner.oracle = self.preemptor.possible
         self.assigner.simulate = self.preemptor.simulate
         self.set_fair_sharing(self.fair_sharing)
         self.queues = QueueManager()
         self.provisioning.configure(config)
+        self.backfill.configure(config)
 
     def set_fair_sharing(self, enabled: bool) -> None:
         self.fair_sharing = enabled
@@ -326,6 +331,7 @@ class State:
         wl = self.jobs.get(name)
         if wl is None or not wl.admitted or at <= wl.checkpoint_at:
             return
+        self.preemption_history.checkpoint(wl, at)
         jobs = self.admitted.get(wl.cluster_queue)
         if jobs is not None:
             jobs.note_checkpoint(wl, at)
@@ -355,6 +361,7 @@ class State:
         self.unreported.pop(name, None)
         self.demands.forget(wl)
         self.provisioning.forget(name)
+        self.preemption_history.forget(name)
 
 
 def _group_flavor(info: QueueInfo, flavors: dict[str, str]) -> str:

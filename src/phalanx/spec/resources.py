@@ -226,10 +226,42 @@ class ResourceGroup(Model):
         return self
 
 
+# A job preempted this often within the window is no victim until it ends (see
+# scheduler/thrashing.py and the README's Philly figures for why these values).
+DEFAULT_MAX_PREEMPTIONS = 20
+DEFAULT_MAX_PREEMPTIONS_WINDOW = 7 * 86400.0
+
+
 class PreemptionPolicy(Model):
     within_cluster_queue: Literal["Never", "LowerPriority", "LowerOrNewerEqualPriority"] = "Never"
     reclaim_within_cohort: Literal["Never", "LowerPriority", "Any"] = "Never"
     borrow_within_cohort: BorrowWithinCohort | None = None
+    protect_after_start: Duration | None = Field(
+        default=None,
+        description="After each start a job of this queue is no victim of any preemption for "
+                    "this long. Unset: the job's checkpoint interval once it has reported "
+                    "checkpoints; 0: no such protection. A Phalanx addition; Kueue has no "
+                    "such field",
+    )
+    max_preemptions: Count | None = Field(
+        default=None,
+        description="A job of this queue preempted this many times within "
+                    "maxPreemptionsWindow is no victim of any preemption until it ends; 0: no "
+                    f"cap; unset: {DEFAULT_MAX_PREEMPTIONS}. A Phalanx addition; Kueue has no "
+                    "such field",
+    )
+    max_preemptions_window: Duration | None = Field(
+        default=None,
+        description="The window maxPreemptions counts in; unset: "
+                    f"{DEFAULT_MAX_PREEMPTIONS_WINDOW / 86400:g} days. A Phalanx addition",
+    )
+
+    @property
+    def preemption_cap(self) -> tuple[int, float]:
+        """(maxPreemptions, its window in seconds), defaults filled in."""
+        count = DEFAULT_MAX_PREEMPTIONS if self.max_preemptions is None else self.max_preemptions
+        window = self.max_preemptions_window
+        return count, DEFAULT_MAX_PREEMPTIONS_WINDOW if window is None else window
 
 
 class BorrowWithinCohort(Model):
@@ -266,6 +298,14 @@ class ClusterQueue(Model):
         description="A job of this queue that has run less than this is no victim of another "
                     "queue's reclaim or fair-sharing preemption (KAI's preemption protection). "
                     "A Phalanx addition; Kueue has no such field",
+    )
+    reserve_after: Duration | None = Field(
+        default=None,
+        description="A job at the head of this queue that has waited this long gets a "
+                    "reservation at its earliest start (from the expected ends of running "
+                    "jobs); later jobs start only where they end before it or leave its room "
+                    "(backfill). Unset: no reservations. A Phalanx addition; Kueue has no "
+                    "such field",
     )
     capacity_follows_health: StrictBool = Field(
         default=False,

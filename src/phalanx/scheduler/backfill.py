@@ -41,7 +41,7 @@ from phalanx.scheduler.pod_groups import Placement, PodGroup
 from phalanx.scheduler.workload import FR, POD_MILLIS, PODS, Workload
 from phalanx.spec.config import QueueConfig
 
-if TYPE_CHECKING:  # (state.py holds a Backfill)
+if TYPE_CHECKING:  # (the Scheduler holds a Backfill and hands it to each Cycle)
     from phalanx.scheduler.state import State
 
 PHANTOM = "backfill/"  # node reservations kept for a holder during a cycle
@@ -70,7 +70,7 @@ class Plan:
 
 
 class Backfill:
-    """The reservations of one scheduler (``State.backfill``)."""
+    """The reservations of one scheduler (``Scheduler._backfill``, given to each ``Cycle``)."""
 
     def __init__(self) -> None:
         self.reserve_after: dict[str, float] = {}  # ClusterQueue -> seconds, where set

@@ -12,6 +12,7 @@ import itertools
 from collections.abc import Callable, Iterable
 
 from phalanx.errors import SpecError
+from phalanx.scheduler.backfill import Backfill
 from phalanx.scheduler.cycle import Cycle
 from phalanx.scheduler.fairsharing import dominant_share
 from phalanx.scheduler.flavorassigner.flavors import flavor_mismatch
@@ -40,12 +41,16 @@ from phalanx.spec.resources import JobSpec, Node
 class Scheduler:
     def __init__(self, config: QueueConfig, nodes: Iterable[Node] = ()) -> None:
         self._state = State(config, nodes)
+        # Reservations (backfill.py): their run-time estimator outlives configurations.
+        self._backfill = Backfill()
+        self._backfill.configure(config)
 
     # ---- configuration & nodes
     def set_config(self, config: QueueConfig) -> None:
         """Queue config changed (already validated). Pending jobs of removed queues stay pending
         with reason QueueStopped/NoMatchingFlavor; admitted jobs keep running."""
         self._state.set_config(config)
+        self._backfill.configure(config)
 
     def set_fair_sharing(self, enabled: bool) -> None:
         """Fair sharing (on by default) orders admission across the queues of a cohort by
@@ -58,7 +63,7 @@ class Scheduler:
         """How long a job runs in all, given its spec and the seconds it has run (None:
         unknown), for reservations (a ClusterQueue's reserveAfter). Without one, a job's
         maxRuntime is its run time and a job without one has none known."""
-        self._state.backfill.estimator = lambda wl, elapsed: estimate(wl.spec, elapsed)
+        self._backfill.estimator = lambda wl, elapsed: estimate(wl.spec, elapsed)
 
     def upsert_node(self, node: Node) -> None:
         self._state.upsert_node(node)
@@ -256,7 +261,7 @@ class Scheduler:
         gc.disable()
         try:
             withheld = st.refresh_withheld()
-            result = Cycle(st).run()
+            result = Cycle(st, self._backfill).run()
             result.preemptions[:0] = withheld
             guard = st.preemptor.protection.guard
             if now is not None and guard is not None:  # (thrashing.py counts preemptions)

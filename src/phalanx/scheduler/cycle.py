@@ -23,6 +23,7 @@ import heapq
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from phalanx.scheduler.backfill import Backfill
 from phalanx.scheduler.cache import QueueInfo, Tree
 from phalanx.scheduler.flavorassigner.flavors import FIT, NOFIT, PREEMPT, Assignment, shrink
 from phalanx.scheduler.flavorassigner.partial import shrink_to_admit
@@ -86,8 +87,11 @@ class QueueTurn:
 
 
 class Cycle:
-    def __init__(self, state: State) -> None:
+    def __init__(self, state: State, backfill: Backfill | None = None) -> None:
         self.st = state
+        # Room kept for jobs that waited long (backfill.py); the scheduler owns it, as it
+        # outlives cycles and configurations (and backfill.py reads the state).
+        self.backfill = backfill if backfill is not None else Backfill()
         self.result = CycleResult()
         self.holds: dict[str, PreemptedCapacity] = {}  # applied for this cycle, by preemptor
         # What each hold charged, and the victims whose quota it counts on (apply_hold).
@@ -121,8 +125,8 @@ class Cycle:
         if st.reservations:
             st.reservations.keep_pending(st.jobs)
         nominated = self.settle_waiting()
-        if st.backfill.active:
-            st.backfill.begin(st, st.now)  # room kept for jobs that waited long (backfill.py)
+        if self.backfill.active:
+            self.backfill.begin(st, st.now)  # room kept for jobs that waited long (backfill.py)
         for wl in nominated:
             hold = self.holds.get(wl.name)
             if hold is not None:
@@ -139,8 +143,8 @@ class Cycle:
                     if cls is not None:  # let the loop judge its class on its own turn
                         cls.blocked = None
         self.admit_loop()
-        if st.backfill.plans:
-            st.backfill.end(st)
+        if self.backfill.plans:
+            self.backfill.end(st)
         self.release_holds()
         self.report_rest()
         return self.result
@@ -436,7 +440,7 @@ class Cycle:
     def evaluate(self, wl: Workload, info: QueueInfo
                  ) -> tuple[str, PendingReason | None, Assignment]:
         """``judge``, with a reservation lifted for its holder or a job that ends before it."""
-        backfill = self.st.backfill
+        backfill = self.backfill
         lifted = backfill.lift(self.st, wl) if backfill.plans else None
         try:
             return self.judge(wl, info)

@@ -12,7 +12,6 @@ from collections.abc import Iterable
 from phalanx.errors import Conflict, SpecError
 from phalanx.scheduler import slack
 from phalanx.scheduler.admitted import AdmittedJobs
-from phalanx.scheduler.backfill import Backfill
 from phalanx.scheduler.cache import QueueInfo, QuotaCache
 from phalanx.scheduler.flavorassigner.flavors import Assigner
 from phalanx.scheduler.placement import NodePool, Placement, PodGroup
@@ -63,7 +62,6 @@ class State:
         self._withheld_at = 0
         self._unshrunk: QuotaCache | None = None  # the quotas as given, when some are shrunk
         self.preemption_history = PreemptionHistory()  # outlives configurations
-        self.backfill = Backfill()  # its run-time estimator outlives configurations too
         self._configure(slack.shrunk(config, self.withheld))
 
     # ------------------------------------------------------------------ configuration
@@ -83,7 +81,6 @@ class State:
         self.set_fair_sharing(self.fair_sharing)
         self.queues = QueueManager()
         self.provisioning.configure(config)
-        self.backfill.configure(config)
 
     def set_fair_sharing(self, enabled: bool) -> None:
         self.fair_sharing = enabled

@@ -1,9 +1,13 @@
 """Providers by name, as ``ResourceFlavor.provisioning.provider`` names them, built from
 their declarations (``ProviderInfo``, ``spec/providers/``).
 
-Each provider's ``build`` takes the compute plane the control plane drives; one that cannot
-serve it raises ConfigurationError, which fails the jobs that ask for its pools with that
-message. A new provider declares itself in its own module; nothing here changes.
+A flavor's pools are bought for the compute plane its nodeLabels pin it to
+(``phalanx.dev/plane``), the control plane's own by default. Each provider's ``build`` takes
+the plane it serves: the control plane builds those of its in-process plane; a plane behind
+a worker offers the providers its worker built (``worker/pools.py``), driven through a
+proxy (``remote.py``). One that cannot serve the plane raises ConfigurationError, which
+fails the jobs that ask for its pools with that message. A new provider declares itself in
+its own module; nothing here changes.
 """
 
 from __future__ import annotations

@@ -60,3 +60,17 @@ def test_a_refused_pool_is_reported_with_its_class_until_no_longer_wanted(
     [report] = pools.report()
     assert (report.name, report.error) == ("train-3", "ConfigurationError")
     assert "does not offer" in report.message
+
+
+def test_a_failing_deletion_is_reported_and_tried_again(tmp_path: Path) -> None:
+    plane = LocalPlane(tmp_path / "home", gpus=[])
+    pools = WorkerPools(offered_providers(plane, "local"))
+    pools.converge([wanted("train-1", failDeletion=True)])
+    pools.converge([wanted("train-1", deleted=True, failDeletion=True)])
+    [report] = pools.report()
+    assert report.state == "Ready"
+    assert "could not be deleted" in report.deletion_error
+    # No longer listed as deleted (the control plane gave up on it): the reason goes too.
+    pools.converge([])
+    [report] = pools.report()
+    assert report.deletion_error == ""

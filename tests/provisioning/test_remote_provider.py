@@ -139,3 +139,17 @@ def test_old_workers_and_control_planes_still_talk() -> None:
     assert old.pools == [] and old.providers is None
     assert PlaneHello.model_validate({"worker": "w", "compute": "local",
                                       "fence_after": 5}).providers == []
+
+
+def test_a_deletion_failing_on_the_worker_raises_as_its_provider_would() -> None:
+    plane = connected(Clock())
+    provider = RemoteProvider("local", plane)
+    provider.create(request())
+    report(plane, 2, PoolReport(name="train-1", provider="local", state="Ready",
+                                deletion_error="pool train-1 could not be deleted"))
+    with pytest.raises(TransientError, match="could not delete pool train-1: pool train-1"):
+        provider.delete("train-1")
+    assert [(p.name, p.deleted) for p in plane.desired(-1, 0).pools] == [("train-1", True)]
+    report(plane, 3)
+    provider.delete("train-1")  # gone: nothing to say
+    assert provider.status("train-1") is None

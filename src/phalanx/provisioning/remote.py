@@ -80,7 +80,13 @@ class RemoteProvider(Provider):
         return [self._status(p) for p in self.plane.pools.all_reported(self.name)]
 
     def delete(self, name: str) -> None:
+        """Ask the worker; a deletion it reports failing raises, as its provider's would (the
+        controller counts them: a cleanup that keeps failing stops failover)."""
         self.plane.pools.unwant(name, self.name)
+        reported = self.plane.pools.reported(name)
+        if reported is not None and reported.deletion_error:
+            raise TransientError(f"the worker of compute plane {self.plane.plane} could not "
+                                 f"delete pool {name}: {reported.deletion_error}")
 
     def _status(self, report: PoolReport) -> PoolStatus:
         """The worker's report, its nodes named as the control plane names them."""

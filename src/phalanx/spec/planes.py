@@ -135,6 +135,8 @@ class PoolReport(WireModel):
     error: str | None = Field(default=None, description=(
         "When Failed: the class of the failure (Stockout, ConfigurationError, "
         "TransientError, Timeout, Error), which decides what the control plane does next"))
+    deletion_error: str = Field(default="", description=(
+        "Why its deletion failed the last time the worker tried it (it tries again)"))
 
 
 class PlaneReport(WireModel):

@@ -58,6 +58,7 @@ class WorkerPools:
         self.providers = providers
         self._lock = threading.Lock()
         self._refused: dict[str, PoolReport] = {}  # pools a provider would not make
+        self._undeleted: dict[str, str] = {}  # pools whose deletion failed: why
 
     @property
     def offered(self) -> list[str]:
@@ -66,8 +67,10 @@ class WorkerPools:
     def converge(self, desired: Sequence[DesiredPool]) -> None:
         """Create the wanted pools not made yet, delete the unwanted ones."""
         wanted = {p.name for p in desired if not p.deleted}
+        unwanted = {p.name for p in desired if p.deleted}
         with self._lock:
             self._refused = {n: r for n, r in self._refused.items() if n in wanted}
+            self._undeleted = {n: e for n, e in self._undeleted.items() if n in unwanted}
             refused = set(self._refused)
         for pool in desired:
             provider = self.providers.get(pool.provider)
@@ -79,14 +82,19 @@ class WorkerPools:
             try:
                 if pool.deleted:
                     provider.delete(pool.name)
+                    with self._lock:
+                        self._undeleted.pop(pool.name, None)
                 elif pool.name not in refused:
                     provider.create(PoolRequest.from_dict(pool.request))  # (idempotent)
-            except ProvisioningError as exc:
-                self._refuse(pool, exc.message, exc.kind)
-            except Exception as exc:  # the cloud's fault: retried as a transient error
-                log.exception("node pool %s: %s failed", pool.name,
-                              "deletion" if pool.deleted else "creation")
-                if not pool.deleted:
+            except Exception as exc:  # (a cloud's own error: retried as a transient one)
+                if pool.deleted:  # tried again at the next converge; the control plane counts
+                    log.warning("node pool %s: deletion failed: %s", pool.name, exc)
+                    with self._lock:
+                        self._undeleted[pool.name] = str(exc)
+                elif isinstance(exc, ProvisioningError):
+                    self._refuse(pool, exc.message, exc.kind)
+                else:
+                    log.exception("node pool %s: creation failed", pool.name)
                     self._refuse(pool, str(exc), "TransientError")
 
     def _refuse(self, pool: DesiredPool, message: str, kind: str) -> None:
@@ -105,6 +113,8 @@ class WorkerPools:
             except Exception:  # (reported again at the next report)
                 log.exception("could not list the pools of provider %s", name)
         with self._lock:
+            out = [p.model_copy(update={"deletion_error": self._undeleted[p.name]})
+                   if p.name in self._undeleted else p for p in out]
             listed = {p.name for p in out}
             out += [r for n, r in sorted(self._refused.items()) if n not in listed]
         return out

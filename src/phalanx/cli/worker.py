@@ -131,6 +131,7 @@ def worker(
         agent.run()
     finally:
         client.close()
+        agent.pools.close()
         built.close()
     if agent.superseded is not None:
         raise agent.superseded  # (exit 1, saying which worker drives the plane now)

@@ -3,12 +3,13 @@ kept, ids continuing after the restored ones; a store with rows refused untouche
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from phalanx.errors import Conflict, SpecError
+from phalanx.errors import Conflict, NotFound, SpecError
 from phalanx.spec import JobSpec
 from phalanx.spec.status import JobEvent, JobRecord
 from phalanx.store import Store
@@ -61,3 +62,58 @@ def test_a_snapshot_restores_across_backends(tmp_path: Path, direction: str) -> 
             assert refused.value.field == "--db"
             assert len(new.list_jobs()) == 30
 
+
+
+def test_a_snapshot_is_one_instant_while_jobs_are_written(db_url: str, tmp_path: Path) -> None:
+    """Jobs are created with their event, one transaction each, while snapshots are taken:
+    each snapshot has every event's job and every job's event (reading the tables in
+    separate transactions would catch events of jobs created after the jobs were read)."""
+    _fill(db_url)
+    stop = threading.Event()
+
+    def write() -> None:
+        with Store(db_url) as store:
+            i = 0
+            while not stop.is_set():
+                record = _record(f"more-{i}")
+                store.create_job(record, JobEvent(job=record.name, time=record.submitted_at,
+                                                  reason="Submitted"))
+                i += 1
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    try:
+        sizes = set()
+        for _ in range(8):
+            snapshot = take_snapshot(db_url, tmp_path)
+            jobs = {row["name"] for row in snapshot.tables["jobs"]}
+            assert {row["job"] for row in snapshot.tables["job_events"]} == jobs
+            sizes.add(len(jobs))
+    finally:
+        stop.set()
+        writer.join()
+    assert len(sizes) > 1  # the writer did write between snapshots
+
+
+def test_a_state_directory_with_other_keys_is_refused(db_url: str, tmp_path: Path) -> None:
+    source = f"sqlite:///{tmp_path / 'source.db'}"
+    _fill(source)
+    old, new = tmp_path / "old", tmp_path / "new"
+    old.mkdir()
+    new.mkdir()
+    (old / "key-pepper").write_text("ab" * 32)
+    (new / "key-pepper").write_text("cd" * 32)
+    snapshot = take_snapshot(source, old)
+    with pytest.raises(Conflict) as refused:
+        restore_snapshot(snapshot, db_url, new)
+    assert refused.value.field == "--home"
+    assert (new / "key-pepper").read_text() == "cd" * 32
+    with Store(db_url) as store:
+        assert store.list_jobs() == []  # nothing was written
+
+
+def test_a_missing_sqlite_store_is_not_created_by_a_backup(tmp_path: Path) -> None:
+    with pytest.raises(NotFound) as missing:
+        take_snapshot(f"sqlite:///{tmp_path / 'nowhere.db'}", tmp_path)
+    assert missing.value.field == "--db"
+    assert not (tmp_path / "nowhere.db").exists()

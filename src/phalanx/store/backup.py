@@ -38,7 +38,7 @@ from cryptography.fernet import Fernet, InvalidToken
 from cryptography.hazmat.primitives.kdf.scrypt import Scrypt
 from sqlalchemy import Connection, Engine, func, insert, inspect, select, text
 
-from phalanx.errors import Conflict, ServerError, SpecError
+from phalanx.errors import Conflict, NotFound, ServerError, SpecError
 from phalanx.store import migrate
 from phalanx.store.engine import WRITE_OPTION, create_store_engine, display_url, parse_url
 from phalanx.store.tables import leases, metadata
@@ -74,8 +74,15 @@ def _tables() -> list[Any]:
     return [t for t in metadata.sorted_tables if t.name not in SKIPPED_TABLES]
 
 
-def _engine(url: str) -> Engine:
-    return create_store_engine(parse_url(url))
+def _engine(url: str, *, existing: bool = False) -> Engine:
+    parsed = parse_url(url)
+    if existing and parsed.get_backend_name() == "sqlite" and not Path(
+            str(parsed.database)).exists():
+        # Opening it would create an empty store, and back that up.
+        raise NotFound(f"there is no store at {parsed.database}", field="--db",
+                       fix="give the control plane's store with --db, or its state "
+                       "directory with --home")
+    return create_store_engine(parsed)
 
 
 def _revision(connection: Connection) -> str | None:
@@ -84,7 +91,7 @@ def _revision(connection: Connection) -> str | None:
 
 def take_snapshot(url: str, home: Path) -> Snapshot:
     """Every table of the store at ``url``, read in one transaction, and ``home``'s keys."""
-    engine = _engine(url)
+    engine = _engine(url, existing=True)
     try:
         connection = engine.connect()
         if connection.dialect.name == "postgresql":
@@ -121,8 +128,7 @@ def restore_snapshot(snapshot: Snapshot, url: str, home: Path) -> None:
     _check_home(snapshot, home)
     engine = _engine(url)
     try:
-        known = {s.revision for s in migrate._scripts().walk_revisions()}
-        if snapshot.revision not in known:
+        if snapshot.revision not in migrate.known_revisions():
             raise SpecError(f"the backup is of schema revision {snapshot.revision!r}, which "
                             "this version of Phalanx does not know (a newer one wrote it)",
                             field="FILE", fix="restore it with that version of Phalanx or a "
@@ -132,8 +138,7 @@ def restore_snapshot(snapshot: Snapshot, url: str, home: Path) -> None:
         # An empty store can be moved to any revision: the backup's, to take its rows as
         # they are, then this version's head.
         current = migrate.current_revision(engine)
-        if current is not None and current != snapshot.revision and _is_after(
-                current, snapshot.revision):
+        if current is not None and migrate.is_after(current, snapshot.revision):
             migrate.downgrade(engine, snapshot.revision)
         migrate.upgrade(engine, snapshot.revision)
         with engine.execution_options(**{WRITE_OPTION: True}).begin() as connection:
@@ -148,11 +153,6 @@ def restore_snapshot(snapshot: Snapshot, url: str, home: Path) -> None:
     finally:
         engine.dispose()
     _write_files(snapshot.files, home)
-
-
-def _is_after(revision: str, ancestor: str) -> bool:
-    scripts = migrate._scripts()
-    return any(s.revision == ancestor for s in scripts.iterate_revisions(revision, "base"))
 
 
 def _check_empty(bind: Engine | Connection, where: str) -> None:

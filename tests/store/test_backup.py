@@ -13,7 +13,8 @@ from phalanx.errors import Conflict, NotFound, SpecError
 from phalanx.spec import JobSpec
 from phalanx.spec.status import JobEvent, JobRecord
 from phalanx.store import Store
-from phalanx.store.backup import restore_snapshot, seal, take_snapshot, unseal
+from phalanx.store.backup import Snapshot, restore_snapshot, seal, take_snapshot, unseal
+from phalanx.store.migrate import current_revision, head_revision
 from phalanx.store.store import JobFilter
 from tests.store.postgres import fresh_database, postgres_admin_url
 
@@ -117,3 +118,17 @@ def test_a_missing_sqlite_store_is_not_created_by_a_backup(tmp_path: Path) -> No
         take_snapshot(f"sqlite:///{tmp_path / 'nowhere.db'}", tmp_path)
     assert missing.value.field == "--db"
     assert not (tmp_path / "nowhere.db").exists()
+
+
+def test_a_backup_of_an_older_schema_restores_into_this_one(db_url: str, tmp_path: Path) -> None:
+    """A backup written at revision 0009 (before the leases table) restores onto a store
+    this version already migrated: moved back to 0009 (it is empty), filled, moved on."""
+    source = f"sqlite:///{tmp_path / 'source.db'}"
+    _fill(source)
+    snapshot = take_snapshot(source, tmp_path)
+    older = Snapshot("0009", snapshot.created_at, snapshot.tables, {})
+    Store(db_url).close()  # a new store, at this version's head
+    restore_snapshot(older, db_url, tmp_path / "new")
+    with Store(db_url) as store:
+        assert len(store.list_jobs()) == 30
+        assert current_revision(store.engine) == head_revision()

@@ -116,14 +116,14 @@ def take_snapshot(url: str, home: Path) -> Snapshot:
             continue
     if "secret-keys.json" not in files and tables.get("secrets"):
         raise ServerError(f"the store has secrets but {home / 'secret-keys.json'} is missing",
-                          field="home", fix="run the backup with the control plane's own "
+                          field="--home", fix="run the backup with the control plane's own "
                           "state directory (--home)")
     return Snapshot(revision, time.time(), tables, files)
 
 
 def restore_snapshot(snapshot: Snapshot, url: str, home: Path) -> None:
-    """Write ``snapshot`` into the empty store at ``url`` (all rows or none) and its keys
-    into ``home``. Conflict naming ``--db`` if the store has any row, ``--home`` if a key
+    """Write ``snapshot``'s keys into ``home`` and its rows into the empty store at ``url``
+    (all or none). Conflict naming ``--db`` if the store has any row, ``--home`` if a key
     file there differs from the backup's (nothing is written then)."""
     _check_home(snapshot, home)
     engine = _engine(url)
@@ -135,6 +135,9 @@ def restore_snapshot(snapshot: Snapshot, url: str, home: Path) -> None:
                             "newer one")
         where = display_url(engine.url)
         _check_empty(engine, where)
+        # The keys first: a restore cut short leaves keys without rows (a retry writes the
+        # same files again), never rows without the keys they were written with.
+        _write_files(snapshot.files, home)
         # An empty store can be moved to any revision: the backup's, to take its rows as
         # they are, then this version's head.
         current = migrate.current_revision(engine)
@@ -152,7 +155,6 @@ def restore_snapshot(snapshot: Snapshot, url: str, home: Path) -> None:
         migrate.upgrade(engine)
     finally:
         engine.dispose()
-    _write_files(snapshot.files, home)
 
 
 def _check_empty(bind: Engine | Connection, where: str) -> None:

@@ -16,6 +16,7 @@ from phalanx.cli.output import note, read_input, reports_errors
 from phalanx.deploy import (
     Values,
     commented_values,
+    load_values,
     load_values_yaml,
     render,
     to_yaml,
@@ -47,9 +48,18 @@ def render_command(
         Path | None,
         typer.Option("--kustomize", help="Write a kustomize base into this directory instead"),
     ] = None,
+    replicas: Annotated[
+        int | None,
+        typer.Option("--replicas", help="Control plane replicas (worker.replicas): 2 or more "
+                     "run with a leader and need store.kind: postgresql"),
+    ] = None,
 ) -> None:
     """Print the manifests for `kubectl apply -f -`, or write them as a kustomize base."""
     values = _load(file)
+    if replicas is not None:
+        document = values.to_dict()
+        document.setdefault("worker", {})["replicas"] = replicas
+        values = load_values(document)
     if kustomize is None:
         sys.stdout.write(to_yaml(render(values)))
         return

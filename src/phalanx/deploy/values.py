@@ -201,7 +201,8 @@ class Worker(Model):
         "its namespaces, ServiceAccount and roles, for one that runs outside the cluster",
     )
     replicas: int = Field(
-        default=1, description="1, or 0 to stop the control plane (it is a single writer)"
+        default=1, description="Control plane replicas: 1; 2 or more run with a leader "
+        "(`phalanx up --ha`; needs store.kind: postgresql); 0 stops it"
     )
     resources: Resources = Field(
         default_factory=lambda: Resources(
@@ -538,15 +539,27 @@ def _snake(name: str) -> str:
     return re.sub(r"([A-Z])", lambda m: "_" + m.group(1).lower(), name)
 
 
+def _check_replicas(values: Values) -> None:
+    """Several replicas lead by a lease in a shared PostgreSQL store and share the state
+    directory's keys (a ReadWriteMany claim); a compute plane has one worker."""
+    n = values.worker.replicas
+    if n < 0 or (n > 1 and values.mode == "cluster"):
+        raise SpecError(f"{n} replicas", field="worker.replicas",
+                        fix="use 1 (or 0 to stop it): a compute plane has one worker")
+    if n > 1 and values.store.kind != "postgresql":
+        raise SpecError(f"{n} replicas need the PostgreSQL store: a SQLite file belongs to "
+                        "one process", field="store.kind",
+                        fix="set store.kind: postgresql, or use 1 replica")
+    if n > 1 and not values.persistence.enabled:
+        raise SpecError(f"{n} replicas share the state directory's keys on one volume",
+                        field="persistence.enabled", fix="set persistence.enabled: true (with "
+                        "a ReadWriteMany storage class), or use 1 replica")
+
+
 def check(values: Values) -> None:
     """The rules that span fields; each failure names the field to change."""
     _check_mode(values)
-    if values.worker.replicas not in (0, 1):
-        raise SpecError(
-            f"{values.worker.replicas} replicas", field="worker.replicas",
-            fix="use 1 (or 0 to stop it): the control plane is a single writer that locks "
-            "its state directory, and a compute plane has one worker",
-        )
+    _check_replicas(values)
     _require_account(values.worker.rbac, "worker")
     _require_account(values.runs.rbac, "runs")
     if values.node_doctor.enabled:

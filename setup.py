@@ -23,7 +23,7 @@ from setuptools import setup
 HERE = Path(__file__).resolve().parent
 CORE = sorted(
     str(path.relative_to(HERE))
-    for path in (HERE / "src" / "phalanx" / "scheduler").glob("*.py")
+    for path in (HERE / "src" / "phalanx" / "scheduler").rglob("*.py")
     if path.name != "__init__.py"
 )
 # Commands that build what is installed; metadata-only runs (egg_info, dist_info) and

@@ -20,6 +20,8 @@ a table, writes ``benchmarks/results/philly.json`` and PNG plots under
     python -m benchmarks.philly                 # the whole trace, both policies
     python -m benchmarks.philly --workers 2     # the two policies in parallel
     python -m benchmarks.philly --limit 5000    # a quick look
+    python -m benchmarks.philly --checkpoint-every 1800   # every job saves each 30 min
+    python -m benchmarks.philly --reserve-after 3600      # reservations and backfill
     python -m benchmarks.philly --write-config DIR   # queues.yaml + nodes.yaml for `phalanx sim`
     python -m benchmarks.philly --no-recovery   # without the recovery variants
     python -m benchmarks.philly --recovery-only # only them
@@ -49,7 +51,7 @@ from rich.console import Console
 from benchmarks import philly_recovery as recovery
 from benchmarks.harness import RESULTS, machine, write_json
 from phalanx.sim import SimResult, TraceJob, racked_nodes, read_trace, simulate
-from phalanx.sim.report import summary_table, teams_table
+from phalanx.sim.report import gang_table, summary_table, teams_table
 from phalanx.spec import GPU, Node, QueueConfig, parse_config_documents
 
 TRACE = Path(__file__).resolve().parents[2] / "shared" / "traces" / "philly.csv"
@@ -131,7 +133,11 @@ def figures(result: SimResult) -> dict[str, Any]:
         "jct_mean_s": s["jct"]["mean"],
         "makespan_s": s["makespan"],
         "preemptions": s["preemptions"],
+        "preemptions_per_job": s["preemptions_per_job"],
         "wasted_gpu_hours": s["wasted_gpu_hours"],
+        "lost_to_preemption_gpu_hours": s["lost_to_preemption_gpu_hours"],
+        "gang_sizes": s["gang_sizes"],
+        "queueing_delay_max_s": s["queueing_delay"]["max"],
         "share_gap": share_gap(result),
         "wall_seconds": s["wall_seconds"],
         "jobs_per_wall_second": s["jobs_per_wall_second"],
@@ -154,10 +160,14 @@ def share_gap(result: SimResult) -> float:
 
 
 def replay(config: QueueConfig, nodes: list[Node], trace: list[TraceJob], policy: str,
-           tick: float, profile: bool, estimate_every: int = 0) -> SimResult:
+           tick: float, profile: bool, estimate_every: int = 0,
+           checkpoint_every: float | None = None,
+           reserve_after: float | None = None) -> SimResult:
     """One policy's run, with progress lines (and a profile on stderr when asked)."""
     console = output()
     began = time.perf_counter()
+    if policy != "phalanx":
+        reserve_after = None  # FIFO is the reference, as it is
 
     def progress(done: int, total: int, now: float) -> None:
         if done % 10_000 == 0:
@@ -167,12 +177,15 @@ def replay(config: QueueConfig, nodes: list[Node], trace: list[TraceJob], policy
     if profile:
         profiler = cProfile.Profile()
         result = profiler.runcall(simulate, config, nodes, trace, policy, tick=tick,
-                                  progress=progress, estimate_every=estimate_every)
+                                  progress=progress, estimate_every=estimate_every,
+                                  checkpoint_every=checkpoint_every,
+                                  reserve_after=reserve_after)
         pstats.Stats(profiler, stream=sys.stderr).sort_stats("cumulative").print_stats(40)
         pstats.Stats(profiler, stream=sys.stderr).sort_stats("tottime").print_stats(25)
     else:
         result = simulate(config, nodes, trace, policy, tick=tick, progress=progress,
-                          estimate_every=estimate_every)
+                          estimate_every=estimate_every, checkpoint_every=checkpoint_every,
+                          reserve_after=reserve_after)
     console.print(f"  {policy}: done in {result.summary['wall_seconds']:.1f} s "
                   f"({result.summary['jobs_per_wall_second']:,.0f} jobs/s)")
     return result
@@ -193,7 +206,8 @@ def run(args: argparse.Namespace) -> list[SimResult]:
     console.print(f"replaying {len(trace):,} jobs on {args.gpus} GPUs, policies "
                   f"{', '.join(args.policy)}, scheduling period {args.tick:g} s, "
                   f"scheduler core {machine()['scheduler_core']} ...")
-    jobs = [(config, nodes, trace, policy, args.tick, args.profile, args.estimates)
+    jobs = [(config, nodes, trace, policy, args.tick, args.profile, args.estimates,
+             args.checkpoint_every, args.reserve_after)
             for policy in args.policy]
     if args.recovery_only:
         jobs = []
@@ -207,6 +221,7 @@ def run(args: argparse.Namespace) -> list[SimResult]:
         console.print(summary_table(runs, f"Philly trace, {len(trace):,} jobs, {args.gpus} "
                                           f"GPUs ({args.gpus // GPUS_PER_NODE} nodes x "
                                           f"{GPUS_PER_NODE})"))
+        console.print(gang_table(runs))
         console.print(teams_table(runs))
         for r in runs:
             scored = r.summary.get("estimates")
@@ -223,6 +238,8 @@ def run(args: argparse.Namespace) -> list[SimResult]:
         "trace": str(args.trace),
         "jobs": len(trace),
         "tick_seconds": args.tick,
+        "checkpoint_every_s": args.checkpoint_every,
+        "reserve_after_s": args.reserve_after,
         "cluster": {"gpus": args.gpus, "nodes": args.gpus // GPUS_PER_NODE,
                     "gpus_per_node": GPUS_PER_NODE, "rack_size": RACK_SIZE},
         "nominal_gpus": nominal,
@@ -293,6 +310,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--estimates", type=int, default=0, metavar="N",
                         help="estimate the start of every Nth arriving job with the control "
                              "plane's forecast and score it against its actual start (0: off)")
+    parser.add_argument("--checkpoint-every", type=float, default=None, metavar="SECONDS",
+                        help="every job checkpoints this often; a preempted run keeps its "
+                             "last save (default: none, restarts from zero)")
+    parser.add_argument("--reserve-after", type=float, default=None, metavar="SECONDS",
+                        help="the phalanx policy's ClusterQueues get this reserveAfter: a head "
+                             "that waited this long gets a reservation, later jobs backfill "
+                             "(default: none)")
     parser.add_argument("--no-recovery", dest="recovery", action="store_false",
                         help="skip the recovery variants (minRuntime, checkpoints, failures)")
     parser.add_argument("--recovery-only", action="store_true",

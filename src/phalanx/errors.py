@@ -116,6 +116,13 @@ class ConnectionFailed(PhalanxError):
     status_code = 503
 
 
+class NotSupported(PhalanxError):
+    """The control plane cannot do this for this object, ever (not a passing condition):
+    the message says why, the fix what to do instead."""
+
+    status_code = 501
+
+
 
 
 class InsufficientStorage(PhalanxError):

@@ -2,7 +2,8 @@
 
 ```python
 from phalanx.widgets import view_jobs, view_clusters, view_logs
-view_jobs()          # status, why pending, cancel and logs buttons; refreshes itself
+view_jobs()          # status, queue position, estimated start, why pending, cancel and
+                     # logs buttons; refreshes itself
 view_clusters()      # Ray clusters with up, down and dashboard buttons
 view_logs("ddp")     # the last lines of a job's log, kept current
 ```
@@ -18,6 +19,7 @@ from __future__ import annotations
 import html
 import json
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -32,7 +34,7 @@ from phalanx.errors import PhalanxError
 from phalanx.ray.cluster import Cluster, RayCluster, get_cluster, list_clusters
 from phalanx.sdk.client import Client
 from phalanx.spec.status import JobRecord
-from phalanx.spec.tables import amounts, total_resources, why
+from phalanx.spec.tables import amounts, position_text, starts_text, total_resources, why
 
 REFRESH_SECONDS = 2.0
 JOB_LIMIT = 50  # the newest jobs shown
@@ -110,9 +112,10 @@ class LiveView:
         display(self.widget)
 
 
-def _button(description: str, on_click: Callable[[], None], style: str = "") -> w.Button:
+def _button(description: str, on_click: Callable[[], None], style: str = "",
+            width: str = "6.5em") -> w.Button:
     button = w.Button(description=description, button_style=style,
-                      layout=w.Layout(width="6.5em", flex="0 0 auto"))
+                      layout=w.Layout(width=width, flex="0 0 auto"))
     button.on_click(lambda _: on_click())
     return button
 
@@ -124,8 +127,8 @@ def _cell(text: str, width: str) -> w.HTML:
 def _column(width: str) -> w.Layout:
     """A fixed column, or (width "*") the one that takes the room left."""
     if width == "*":
-        return w.Layout(flex="1 1 0", min_width="8em", margin="0 0.8em 0 0")
-    return w.Layout(width=width, flex="0 0 auto", margin="0 0.8em 0 0", overflow="hidden")
+        return w.Layout(flex="1 1 0", min_width="8em", margin="0 0.6em 0 0")
+    return w.Layout(width=width, flex="0 0 auto", margin="0 0.6em 0 0", overflow="hidden")
 
 
 class LogTail(LiveView):
@@ -152,27 +155,39 @@ class JobRow:
     def __init__(self, view: JobsView, record: JobRecord) -> None:
         self.name = record.name
         self.cells = {key: _cell("", width) for key, width in JobsView.COLUMNS}
-        self.cancel = _button("cancel", lambda: view.cancel(self.name), "danger")
-        self.logs = _button("logs", lambda: view.show_logs(self.name))
+        self.cancel = _button("cancel", lambda: view.cancel(self.name), "danger", "5em")
+        self.logs = _button("logs", lambda: view.show_logs(self.name), width="5em")
         self.widget = w.HBox([*self.cells.values(), self.cancel, self.logs])
         self.update(record)
 
     def update(self, record: JobRecord) -> None:
+        position = position_text(record)  # "" unless queued with an estimate
+        estimate = record.estimate
         values = {"name": record.name, "status": record.status.value, "queue": record.queue,
                   "pods": str(record.spec.pod_count),
-                  "resources": amounts(total_resources(record.spec)), "why": why(record)}
+                  "resources": amounts(total_resources(record.spec)),
+                  "position": f"#{estimate.position}" if position and estimate else "-",
+                  "starts": starts_text(record, time.time()),
+                  "why": why(record)}
         for key, cell in self.cells.items():
             shown = html.escape(values[key])
             if cell.value != shown:
                 cell.value = shown
+        # The place in few characters; in full (ClusterQueue, cohort) on hovering.
+        if self.cells["position"].tooltip != (position or None):
+            self.cells["position"].tooltip = position or None
         self.cancel.disabled = record.status.terminal or record.cancel_requested
 
 
 class JobsView(LiveView):
-    """The newest jobs of a user (yours by default; ``user="*"``: every job you may see)."""
+    """The newest jobs of a user (yours by default; ``user="*"``: every job you may see).
+    A queued job shows its place in its ClusterQueue ("#2"; hovering says where, and its
+    place in the cohort) and its estimated start ("~12m"; "?" while unknown; a trailing
+    "*" marks a guess), as ``phalanx jobs`` does."""
 
-    COLUMNS = (("name", "11em"), ("status", "6em"), ("queue", "6em"), ("pods", "3em"),
-               ("resources", "9em"), ("why", "*"))
+    COLUMNS = (("name", "9em"), ("status", "5.5em"), ("queue", "5.5em"), ("pods", "3em"),
+               ("resources", "6.5em"), ("position", "4.8em"), ("starts", "3.5em"),
+               ("why", "*"))
 
     def __init__(self, client: Client | None = None, *, user: str | None = None,
                  queue: str | None = None, limit: int = JOB_LIMIT,

@@ -69,7 +69,7 @@ def test_run_as_user_is_for_the_local_plane_only(tmp_path: Path) -> None:
     nodes = tmp_path / "nodes.yaml"
     nodes.write_text("- name: n1\n  allocatable: {cpu: '1'}\n")
     with pytest.raises(SpecError) as caught:
-        make_plane("simulated", tmp_path, nodes, run_as_user="nobody")
+        make_plane("simulated", tmp_path, nodes_file=nodes, run_as_user="nobody")
     assert caught.value.field == "--run-as-user"
 
 

@@ -120,3 +120,17 @@ def test_a_secret_volume_without_its_values_or_with_an_unknown_key_is_refused(
          "create": False},
         {"source": str(tmp_path / "s" / "creds" / "user"), "target": str(single),
          "readOnly": True, "create": False}]
+
+
+def test_a_git_key_travels_to_a_worker_and_is_never_printed() -> None:
+    """What the desired state carries for a worker's plane: the git key among the values,
+    which no repr shows (a plan or attempt may be logged)."""
+    from phalanx.compute.base import AttemptSecrets
+
+    key = b"-----BEGIN OPENSSH PRIVATE KEY-----\nsecret-bytes\n"
+    values = AttemptSecrets(env={"w": {"T": "tv"}}, git={"ssh-privatekey": key})
+    wire = values.to_wire()
+    assert AttemptSecrets.from_wire(wire) == values
+    assert AttemptSecrets.from_wire(wire).git == {"ssh-privatekey": key}
+    assert "secret-bytes" not in repr(values) and "ssh-privatekey" in repr(values)
+    assert AttemptSecrets(git={"ssh-privatekey": key})  # a key alone is something to send

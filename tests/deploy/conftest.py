@@ -51,6 +51,12 @@ COMBINATIONS: dict[str, dict[str, Any]] = {
         "worker": {"enableRunInteractivity": False, "enableRunLogging": False,
                    "rbac": {"allowNodeReads": False}},
     },
+    "replicas-with-a-leader": {
+        "store": {"kind": "postgresql",
+                  "postgresql": {"url": "postgresql://phalanx:pw@db.example:5432/phalanx"}},
+        "persistence": {"storageClassName": "nfs-client"},
+        "worker": {"replicas": 3},
+    },
     "existing-claim-stopped": {
         "persistence": {"existingClaim": "old-phalanx-state"},
         "worker": {"replicas": 0, "enableRunInteractivity": False},

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from phalanx.compute.kubernetes.settings import NODE_WRITES_ENV, settings_from_env
+from phalanx.compute.kubernetes.settings import (
+    ALLOWED_SERVICE_ACCOUNTS_ENV,
+    NODE_WRITES_ENV,
+    settings_from_env,
+)
 from phalanx.deploy import load_values
 from phalanx.deploy.workloads import deployment
 from phalanx.errors import SpecError
@@ -26,3 +30,13 @@ def test_an_unreadable_value_names_the_variable(monkeypatch: pytest.MonkeyPatch)
     with pytest.raises(SpecError) as raised:
         settings_from_env()
     assert raised.value.field == NODE_WRITES_ENV
+
+
+def test_the_allowed_service_accounts_reach_the_plane(monkeypatch: pytest.MonkeyPatch) -> None:
+    values = load_values({"runs": {"allowedServiceAccounts": ["trainer", "reader"]}})
+    container = deployment(values)["spec"]["template"]["spec"]["containers"][0]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    monkeypatch.setenv(ALLOWED_SERVICE_ACCOUNTS_ENV, env[ALLOWED_SERVICE_ACCOUNTS_ENV])
+    assert settings_from_env().allowed_service_accounts == {"trainer", "reader"}
+    plain = deployment(load_values({}))["spec"]["template"]["spec"]["containers"][0]
+    assert ALLOWED_SERVICE_ACCOUNTS_ENV not in {e["name"] for e in plain["env"]}

@@ -24,7 +24,9 @@ BAD: list[tuple[dict[str, Any], str, str]] = [
      "runs.rbac.serviceAccountName", "same ServiceAccount as worker.rbac"),
     ({"nodeDoctor": {"enabled": True, "rbac": {"serviceAccountName": "phalanx"}}},
      "nodeDoctor.rbac.serviceAccountName", "same ServiceAccount as worker.rbac"),
-    ({"worker": {"replicas": 3}}, "worker.replicas", "3 replicas"),
+    ({"worker": {"replicas": 3}}, "store.kind", "3 replicas need the PostgreSQL store"),
+    ({"worker": {"replicas": 2}, "store": {"kind": "postgresql"},
+      "persistence": {"enabled": False}}, "persistence.enabled", "2 replicas share"),
     ({"worker": {"replicas": -1}}, "worker.replicas", "-1 replicas"),
     ({"runs": {"namespace": "ML_Runs"}}, "runs.namespace", "not a valid name"),
     ({"namespace": "x" * 64}, "namespace", "not a valid name"),
@@ -53,10 +55,11 @@ BAD: list[tuple[dict[str, Any], str, str]] = [
     ({"nodeDoctor": {"nodeSelector": {"gpu": "yes please"}}}, "nodeDoctor.nodeSelector",
      "not a valid label value"),
     ({"worker": {"tolerations": [{"operator": "Exists", "key": "a", "value": "b"}]}},
-     "worker.tolerations[0]", "takes no value"),
-    ({"worker": {"tolerations": [{"value": "b"}]}}, "worker.tolerations[0]", "without a key"),
+     "worker.tolerations[0].value", "takes no value"),
+    ({"worker": {"tolerations": [{"value": "b"}]}}, "worker.tolerations[0].key",
+     "without a key"),
     ({"worker": {"tolerations": [{"key": "a", "tolerationSeconds": 5}]}},
-     "worker.tolerations[0]", "NoExecute only"),
+     "worker.tolerations[0].tolerationSeconds", "NoExecute only"),
     ({"worker": {"tolerations": [{"key": "a", "effect": "NoRun"}]}},
      "worker.tolerations[0].effect", "Input should be"),
     ({"worker": {"service": {"port": 70000}}}, "worker.service.port", "less than or equal"),
@@ -70,6 +73,11 @@ BAD: list[tuple[dict[str, Any], str, str]] = [
     ({"runs": {"defaultImage": ""}}, "runs.defaultImage", "not a container image reference"),
     ({"worker": {"enableRunLogging": "maybe"}}, "worker.enableRunLogging", "valid boolean"),
     ({"runs": {"apiUrl": "phalanx:7780"}}, "runs.apiUrl", "not an http(s) URL"),
+    # Checks across fields name the field to change, as a field's own check does.
+    ({"runs": {"checkpoints": {"claimName": "ckpt", "hostPath": "/ckpt"}}},
+     "runs.checkpoints.hostPath", "both claimName and hostPath"),
+    ({"runs": {"checkpoints": {"hostPath": "ckpt"}}}, "runs.checkpoints.hostPath",
+     "not an absolute path"),
 ]
 
 

@@ -42,8 +42,11 @@ def until(check: Callable[[], bool], refresh: Callable[[], None], seconds: float
 
 
 def test_a_cluster_through_its_widget_and_down_that_waits(client: Client) -> None:
-    cluster = Cluster(ClusterConfiguration(name=NAME, num_workers=0, head_cpu="250m",
-                                           head_memory="1Gi"), client)
+    cluster = Cluster(ClusterConfiguration(
+        name=NAME, num_workers=0, head_cpu="250m", head_memory="1Gi",
+        # A machine busy with other work may take Ray's node more than its default minute
+        # to register.
+        envs={"RAY_raylet_start_wait_time_s": "300"}), client)
     assert "(not up)" in cluster._repr_html_()  # its configuration until it is up
     cluster.up(wait=True, timeout=READY_SECONDS)
     assert cluster.status() == (ClusterStatus.READY, True)

@@ -69,6 +69,23 @@ def test_gang_larger_than_any_cluster_names_the_clusters(sims: Federation) -> No
     sims.api().post("/v1/jobs/huge/cancel")
 
 
+def test_a_ray_dashboard_behind_a_worker_is_refused_saying_why(sims: Federation) -> None:
+    """The worker only dials out: the control plane cannot reach a Ray head there, and
+    says so (501) rather than answering as if the cluster had no dashboard."""
+    sims.submit({"name": "far-ray", "queue": "default", "kind": "ray", "podSets": [
+        {"name": "head", "replicas": 1, "resources": {"cpu": "1"}}]})
+    sims.wait_status("far-ray", "Running")
+    with sims.api() as api:
+        for method in ("GET", "POST"):
+            refused = api.request(method, "/v1/jobs/far-ray/ray/api/version")
+            assert refused.status_code == 501, refused.text
+            error = refused.json()["error"]
+            assert error["type"] == "NotSupported" and error["field"] == "name"
+            assert "behind a worker" in error["message"] and "phalanx exec" in error["fix"]
+        api.post("/v1/jobs/far-ray/cancel")
+    sims.wait_status("far-ray", "Cancelled")
+
+
 def test_plane_commands(sims: Federation) -> None:
     env = sims.server.env
 

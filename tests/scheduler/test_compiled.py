@@ -9,11 +9,13 @@ import sys
 from pathlib import Path
 
 import phalanx.scheduler as scheduler
-from phalanx.scheduler import cycle, placement, preemption, workload
+from phalanx.scheduler import cycle, placement, workload
+from phalanx.scheduler.flavorassigner import flavors
+from phalanx.scheduler.preemption import preemptor
 
 
 def test_core_modules_agree_with_the_flag() -> None:
-    modules = (cycle, placement, preemption, workload)
+    modules = (cycle, placement, preemptor, flavors, workload)
     compiled = [not (m.__file__ or "").endswith(".py") for m in modules]
     assert compiled == [scheduler.COMPILED] * len(modules)
     expected = os.environ.get("PHALANX_EXPECT_COMPILED")

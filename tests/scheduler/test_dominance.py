@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from phalanx.scheduler import PendingCode
-from phalanx.scheduler.dominance import Demands, Frontier, _Numbers, covers, demand_of
+from phalanx.scheduler.preemption.dominance import Demands, Frontier, _Numbers, covers, demand_of
 from phalanx.scheduler.types import PendingReason
 from phalanx.scheduler.workload import Workload, make_workload
 from phalanx.spec import JobSpec, TopologyConstraint

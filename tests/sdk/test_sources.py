@@ -131,3 +131,35 @@ def test_a_store_prunes_the_archives_nothing_needs(tmp_path: Path) -> None:
     with pytest.raises(SpecError):  # bytes that are not the digest's are not kept
         store.upload(dropped.sha256, 10**6).put([kept.data])
     assert not store.has(dropped.sha256)
+
+
+def test_a_git_source_with_a_key_is_left_for_the_control_plane_to_resolve(
+        tmp_path: Path) -> None:
+    """The client cannot read the key, so it does not resolve the ref; without a key it
+    does (and a repository that does not exist is refused, naming the field)."""
+    from phalanx import Client
+    from phalanx.spec.resources import JobSpec
+
+    missing = f"ssh://git.invalid{tmp_path}/none.git"
+    spec = JobSpec.model_validate({"name": "k", "git": {
+        "repo": missing, "ref": "main", "sshKeySecret": "deploy"},
+        "podSets": [{"name": "w", "command": ["true"]}]})
+    with Client("http://127.0.0.1:9", token="t") as client:
+        assert client.with_sources(spec) is spec  # no git was run for it
+        keyless = spec.model_copy(update={"git": spec.git.model_copy(  # type: ignore[union-attr]
+            update={"ssh_key_secret": None, "repo": str(tmp_path / "none")})})
+        with pytest.raises(SpecError) as caught:
+            client.with_sources(keyless)
+    assert caught.value.field in ("git.repo", "git.ref")
+
+
+def test_a_key_is_only_for_a_repository_reached_over_ssh() -> None:
+    from phalanx.spec.sources import GitSource
+
+    for repo in ("ssh://git.example/x.git", "git@github.com:acme/vision.git",
+                 "git+ssh://h/x"):
+        assert GitSource(repo=repo, ssh_key_secret="k").ssh_key_secret == "k"
+    for repo in ("https://github.com/acme/vision.git", "/srv/repo.git", "file:///srv/r",
+                 "./rel:path"):
+        with pytest.raises(ValueError, match="sshKeySecret"):
+            GitSource(repo=repo, ssh_key_secret="k")

@@ -75,6 +75,33 @@ def test_a_refresh_adds_and_updates_rows_and_says_why_pending(client: Client) ->
     client.cancel("fresh")
 
 
+def test_queued_jobs_show_their_place_and_estimated_start(client: Client) -> None:
+    """Behind a run of the whole quota with a maxRuntime, two queued jobs with one each:
+    the forecast puts them first and second, one and two runs from now."""
+    client.submit(sleeper("holder", cpu="2").max_runtime("10m"))
+    until(lambda: client.get("holder").status.value == "Running")
+    client.submit(sleeper("first", cpu="2").max_runtime("10m"))
+    client.submit(sleeper("second", cpu="2").max_runtime("10m"))
+    until(lambda: client.get("second").estimate is not None
+          and client.get("first").estimate is not None)
+    view = JobsView(client, start=False)
+    try:
+        view.refresh()
+        first, second = view.rows["first"].cells, view.rows["second"].cells
+        cluster_queue = client.get("first").cluster_queue
+        assert (first["position"].value, second["position"].value) == ("#1", "#2")
+        assert first["position"].tooltip == f"#1 in {cluster_queue}"  # in full on hover
+        assert second["position"].tooltip == f"#2 in {cluster_queue}"
+        assert (first["starts"].value, second["starts"].value) == ("~10m", "~20m")
+        running = view.rows["holder"].cells
+        assert (running["position"].value, running["starts"].value) == ("-", "-")
+        assert running["position"].tooltip is None
+    finally:
+        view.close()
+        for name in ("second", "first", "holder"):
+            client.cancel(name)
+
+
 def test_the_logs_button_tails_the_job_log(client: Client) -> None:
     client.submit(sleeper("talker"))
     until(lambda: client.get("talker").status.value == "Running")

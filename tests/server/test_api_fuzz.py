@@ -17,13 +17,15 @@ import os
 import time
 from collections import Counter
 from collections.abc import Iterator
+from http.cookiejar import DefaultCookiePolicy
 from pathlib import Path
 from urllib.parse import quote
 
 import httpx
 import pytest
+import requests
 import schemathesis
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from schemathesis import Case, GenerationMode
 from schemathesis.checks import not_a_server_error
@@ -43,15 +45,24 @@ CHECKS = [
     content_type_conformance,
 ]
 # A bounded number per operation in the suite; a longer hunt sets PHALANX_FUZZ_EXAMPLES.
+LONG_HUNT = "PHALANX_FUZZ_EXAMPLES" in os.environ
 EXAMPLES = int(os.environ.get("PHALANX_FUZZ_EXAMPLES", "25"))
 # Where to write what was sent, by operation and role (benchmarks/api_fuzz.py reads it).
 REPORT = os.environ.get("PHALANX_FUZZ_REPORT")
 SNAPSHOT = Path(__file__).with_name("openapi_v1.json")
-ROLES = ("admin", "member")
+# The roles fuzzed; a long hunt runs one process per role (each with a control plane of
+# its own, so the admin's rotations and disables leave the member's run alone).
+ROLES = tuple(os.environ.get("PHALANX_FUZZ_ROLES", "admin,member").split(","))
+# Generating a request body from the document is most of a long hunt's time; shrinking a
+# failure to its smallest form would add many minutes per failure there, where the failing
+# request as generated is reported all the same.
+PHASES = (Phase.explicit, Phase.generate) if LONG_HUNT else tuple(Phase)
 # The member's team, and the address its key is exchanged from: another than the fuzzer's,
 # whose wrong keys at /v1/auth/token may have the exchange refused from 127.0.0.1 a while.
 TEAM, MEMBER, MEMBER_ADDRESS = "fuzz-team", "fuzz-member", "127.0.0.9"
 SENT: Counter[tuple[str, str, int]] = Counter()
+# Seconds each (operation, role) took: where a long hunt spends its time.
+SECONDS: dict[tuple[str, str], float] = {}
 
 
 class Bearer:
@@ -84,10 +95,32 @@ def bearers(sim_server: LiveServer) -> Iterator[dict[str, Bearer]]:
         assert key.status_code == 201, key.text
     roles = {"admin": Bearer(sim_server.url, sim_server.token, exchange=False),
              "member": Bearer(sim_server.url, key.json()["key"], exchange=True)}
-    for role, bearer in roles.items():  # each role is who it should be, or nothing is tested
-        me = httpx.get(f"{sim_server.url}/v1/auth/whoami", headers=bearer.header(), timeout=30)
-        assert me.status_code == 200 and me.json()["role"] == role, (role, me.text)
     yield roles
+
+
+@pytest.fixture(scope="module")
+def session() -> Iterator[requests.Session]:
+    """One connection kept alive for every fuzzed request (a new one per request costs more
+    than many an answer); it keeps no cookie, so each request carries only its own."""
+    with requests.Session() as kept:
+        kept.cookies.set_policy(DefaultCookiePolicy(allowed_domains=[]))
+        yield kept
+
+
+@pytest.fixture(scope="module")
+def admin_api(sim_server: LiveServer) -> Iterator[httpx.Client]:
+    with sim_server.client() as client:
+        yield client
+
+
+def _is_role(bearer: Bearer, role: str, url: str, session: requests.Session) -> None:
+    """Each role is who it should be before its operation, or nothing is tested (a token
+    that the admin's fuzzed signing-key rotation voided is exchanged again)."""
+    me = session.get(f"{url}/v1/auth/whoami", headers=bearer.header(), timeout=30)
+    if me.status_code == 401 and bearer.exchange:
+        bearer.expires_at = float("-inf")
+        me = session.get(f"{url}/v1/auth/whoami", headers=bearer.header(), timeout=30)
+    assert me.status_code == 200 and me.json()["role"] == role, (role, me.text)
 
 
 def _report() -> None:
@@ -95,7 +128,10 @@ def _report() -> None:
     if REPORT:
         rows = [{"operation": op, "role": role, "status": status, "requests": n}
                 for (op, role, status), n in sorted(SENT.items())]
-        Path(REPORT).write_text(json.dumps({"examples": EXAMPLES, "sent": rows}, indent=2))
+        took = [{"operation": op, "role": role, "seconds": round(seconds, 1)}
+                for (op, role), seconds in sorted(SECONDS.items())]
+        Path(REPORT).write_text(json.dumps({"examples": EXAMPLES, "sent": rows,
+                                            "seconds": took}, indent=2))
 
 
 @pytest.fixture(scope="module")
@@ -125,20 +161,21 @@ def _strategy(operation: APIOperation) -> st.SearchStrategy[tuple[Case, bool]]:
 @pytest.mark.parametrize("label", _operations())
 def test_every_operation_answers_as_declared(
     label: str, role: str, api_schema: BaseSchema, sim_server: LiveServer,
-    bearers: dict[str, Bearer],
+    bearers: dict[str, Bearer], session: requests.Session, admin_api: httpx.Client,
 ) -> None:
     operation = api_schema.find_operation_by_label(label)
     assert operation is not None, f"{label} is in the snapshot but not in the live document"
     bearer = bearers[role]
+    _is_role(bearer, role, sim_server.url, session)
 
     @given(drawn=_strategy(operation))
-    @settings(max_examples=EXAMPLES, deadline=None, database=None,
+    @settings(max_examples=EXAMPLES, deadline=None, database=None, phases=PHASES,
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
     def answers_as_declared(drawn: tuple[Case, bool]) -> None:
         case, valid = drawn
-        new_job = _new_job_name(label, case, sim_server)
-        response = case.call_and_validate(base_url=sim_server.url, headers=bearer.header(),
-                                          checks=CHECKS, timeout=30)
+        new_job = _new_job_name(label, case, admin_api)
+        response = case.call_and_validate(base_url=sim_server.url, session=session,
+                                          headers=bearer.header(), checks=CHECKS, timeout=30)
         SENT[(label, role, response.status_code)] += 1
         if valid and response.status_code == 400:
             refusal = response.json()["error"]
@@ -146,28 +183,29 @@ def test_every_operation_answers_as_declared(
                 f"a request valid by the document was refused without naming the field: "
                 f"{refusal}")
         if new_job is not None and response.status_code >= 400:
-            assert not _stored(new_job, sim_server), (
+            assert not _stored(new_job, admin_api), (
                 f"a refused submit ({response.status_code}) stored job {new_job!r}")
 
+    started = time.monotonic()
     try:
         answers_as_declared()
     finally:
+        SECONDS[(label, role)] = time.monotonic() - started
         _report()
 
 
-def _new_job_name(label: str, case: Case, server: LiveServer) -> str | None:
+def _new_job_name(label: str, case: Case, admin_api: httpx.Client) -> str | None:
     """The name a fuzzed submit asks for, if no job has it yet: a refused submit must leave
     it free (nothing half-applied)."""
     name = case.body.get("name") if isinstance(case.body, dict) else None
     if label != "POST /v1/jobs" or not isinstance(name, str) or not name:
         return None
-    return None if _stored(name, server) else name
+    return None if _stored(name, admin_api) else name
 
 
-def _stored(name: str, server: LiveServer) -> bool:
-    answer = httpx.get(f"{server.url}/v1/jobs/{quote(name, safe='')}",
-                       headers={"Authorization": f"Bearer {server.token}"}, timeout=30)
-    return answer.status_code == 200
+def _stored(name: str, admin_api: httpx.Client) -> bool:
+    """Whether a job of this name is stored (asked as the admin, who sees every job)."""
+    return admin_api.get(f"/v1/jobs/{quote(name, safe='')}").status_code == 200
 
 
 def test_the_server_logged_no_traceback(sim_server: LiveServer) -> None:

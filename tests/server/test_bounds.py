@@ -126,7 +126,7 @@ def test_the_local_plane_takes_its_pod_cap_from_up(tmp_path: Path) -> None:
     finally:
         plane.close()
     with pytest.raises(SpecError) as caught:
-        make_plane("simulated", tmp_path, tmp_path / "nodes.yaml", max_pods=16)
+        make_plane("simulated", tmp_path, nodes_file=tmp_path / "nodes.yaml", max_pods=16)
     assert caught.value.field == "--max-pods" and caught.value.fix
 
 

@@ -35,6 +35,7 @@ def test_sim_writes_report_json_and_plots(files: dict[str, Path], tmp_path: Path
     assert "GPU utilisation" in done.stdout
     assert f"{100 * 2040 / (16 * 190):.1f} %" in done.stdout
     assert "team-a" in done.stdout
+    assert "Queueing delay by gang size" in done.stdout
     assert "replaying 4 jobs on 2 nodes, policy fifo" in done.stderr
     assert "replaying 4 jobs on 2 nodes, policy phalanx" in done.stderr
 
@@ -48,6 +49,12 @@ def test_sim_writes_report_json_and_plots(files: dict[str, Path], tmp_path: Path
     assert s["gpu_utilisation"] == pytest.approx(2040 / 3040)
     assert s["queueing_delay"]["mean"] == pytest.approx(85)
     assert data["runs"][0]["teams"][0]["cluster_queue"] == "team-a"
+    # The trace's gangs: j3 of 4 GPUs, j1 and j4 of 8, j2 of 16 (FIFO: j2 waits 90 s).
+    gangs = s["gang_sizes"]
+    assert [gangs[c]["jobs"] for c in ("1", "2-7", "8", "9-31", "32+")] == [0, 1, 2, 1, 0]
+    assert gangs["9-31"]["max"] == 90
+    assert s["preemptions_per_job"]["max"] == 0  # FIFO preempts nothing
+    assert s["estimates"] is None  # off unless asked for
     series = data["runs"][0]["series"]
     assert len(series["t"]) == len(series["busy"]) == len(series["pending"]) > 0
     # The binned series keeps the busy GPU-seconds: mean busy x slice width sums to 2040.
@@ -111,3 +118,18 @@ def test_sim_bad_failure_schedule(files: dict[str, Path], tmp_path: Path) -> Non
             env={"COLUMNS": "200"})
         assert result.exit_code == 2, (text, result.output)
         assert words in result.stderr, (text, result.stderr)
+
+
+def test_sim_estimates_scores_each_jobs_estimate_at_submit(files: dict[str, Path],
+                                                          tmp_path: Path) -> None:
+    out_json = tmp_path / "r.json"
+    result = CliRunner().invoke(app, [
+        "sim", "--trace", str(files["trace"]), "--queues", str(files["queues"]),
+        "--nodes", str(files["nodes"]), "--policy", "fifo", "--estimates",
+        "--json", str(out_json)])
+    assert result.exit_code == 0, result.output
+    data = json.loads(out_json.read_text())
+    assert data["inputs"]["estimateEvery"] == 1
+    scored = data["runs"][0]["summary"]["estimates"]
+    assert scored["estimated_jobs"] == 4  # every job, at its submit
+    assert scored["sampled_every"] == 1

@@ -11,7 +11,7 @@ import random
 import pytest
 
 from phalanx.errors import SpecError
-from phalanx.sim import FailureModel, NodeFailure, TraceJob, simulate
+from phalanx.sim import FailureModel, NodeFailure, SimResult, TraceJob, simulate
 from phalanx.spec import Node
 from tests.sim.conftest import FOUR_JOBS, RECLAIM, cohort_yaml, config, one_queue_yaml, trace
 
@@ -307,3 +307,34 @@ def test_a_preemptor_held_back_by_min_runtime_runs_once_the_protection_ends(
     result = simulate(config(cohort_yaml()), two_nodes, trace(RECLAIM), "phalanx",
                       min_runtime=15)
     assert times(result) == {"a1": (0, 145), "a2": (1, 101), "b1": (15, 45)}
+
+
+# Two 8-GPU nodes; a stream of 8-GPU jobs, one every 500 s for 1000 s each, keeps one node
+# busy at every instant; "big" (16 GPUs) arrives at 1.
+STREAM = "submit,duration,gpus,team,name\n0,1000,8,team-a,s-0\n1,100,16,team-a,big\n" + "".join(
+    f"{500 * k},1000,8,team-a,s-{k}\n" for k in range(1, 6))
+
+
+def test_reserve_after_keeps_the_room_a_big_gang_waits_for(two_nodes: list[Node]) -> None:
+    jobs = trace(STREAM)
+    plain = simulate(config(one_queue_yaml()), two_nodes, jobs)
+    reserved = simulate(config(one_queue_yaml()), two_nodes, jobs, reserve_after=60.0)
+
+    def start(result: SimResult, name: str) -> float | None:
+        return next(o.first_admit for o in result.jobs if o.name == name)
+
+    # Without: each arrival takes the node just freed, and big waits for the stream's end.
+    assert start(plain, "big") == 3500
+    # With: at 500 big holds a reservation (s-0 is expected to end at 3600, the default run
+    # time, nothing having finished yet); s-1 would run past that, so it waits, and big
+    # starts when s-0 ends at 1000.
+    assert start(reserved, "big") == 1000
+    assert start(reserved, "s-1") == 1100
+    assert reserved.summary["reserve_after"] == 60.0
+
+
+def test_reserve_after_that_no_job_reaches_changes_no_decision(two_nodes: list[Node]) -> None:
+    jobs = trace(STREAM)
+    plain = simulate(config(one_queue_yaml()), two_nodes, jobs)
+    late = simulate(config(one_queue_yaml()), two_nodes, jobs, reserve_after=86400.0)
+    assert late.fingerprint() == plain.fingerprint()

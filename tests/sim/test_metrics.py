@@ -45,3 +45,22 @@ def test_percentiles_nearest_rank() -> None:
     assert stats([3.0, 1.0, 2.0]) == {"mean": 2.0, "p50": 2.0, "p95": 3.0, "p99": 3.0,
                                      "max": 3.0}
     assert stats([]) == {"mean": 0.0, "p50": 0.0, "p95": 0.0, "p99": 0.0, "max": 0.0}
+
+
+def test_delays_by_gang_size_and_preemptions_per_job() -> None:
+    from phalanx.sim.metrics import JobOutcome, by_gang_size, gang_class, preemptions_per_job
+
+    assert [gang_class(g) for g in (0, 1, 2, 7, 8, 9, 31, 32, 512)] == [
+        "1", "1", "2-7", "2-7", "8", "9-31", "9-31", "32+", "32+"]
+    jobs = [JobOutcome("a", "t", "t", 1, 0.0, 10.0, first_admit=5.0),
+            JobOutcome("b", "t", "t", 1, 0.0, 10.0, first_admit=15.0, preemptions=3),
+            JobOutcome("c", "t", "t", 64, 0.0, 10.0, first_admit=100.0, preemptions=1),
+            JobOutcome("d", "t", "t", 8, 0.0, 10.0),  # never admitted: no delay
+            JobOutcome("e", "t", "t", 8, 0.0, 10.0, rejected="too big")]
+    figures = by_gang_size(jobs)
+    assert figures["1"] == {"jobs": 2, "mean": 10.0, "p99": 15.0, "max": 15.0}
+    assert figures["32+"] == {"jobs": 1, "mean": 100.0, "p99": 100.0, "max": 100.0}
+    assert figures["8"]["jobs"] == 0 and figures["2-7"]["jobs"] == 0
+    # The rejected job was never submitted, so it is no job of the count.
+    assert preemptions_per_job(jobs) == {"mean": 1.0, "p99": 3.0, "max": 3.0,
+                                         "jobs_preempted": 2}

@@ -48,7 +48,7 @@ def test_invalid_config_names_field_and_changes_nothing(text: str, field_part: s
 def test_job_yaml_errors() -> None:
     with pytest.raises(SpecError) as info:
         load_job_yaml("name: x\npodSets: [{replicas: 2, minReplicas: 3}]")
-    assert info.value.field == "podSets[0]"
+    assert info.value.field == "podSets[0].minReplicas"
     with pytest.raises(SpecError) as info:
         load_job_yaml("name: x\npodSets: [\n")
     assert "line" in info.value.message

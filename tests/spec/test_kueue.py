@@ -287,14 +287,25 @@ def test_phalanx_additions_travel_as_annotations() -> None:
     flavor = {"kind": "ResourceFlavor", "name": "burst", "nodeLabels": {"pool": "burst"},
               "provisioning": {"provider": "local", "node": {"cpu": "2"}, "maxNodes": 4}}
     cq = {"kind": "ClusterQueue", "name": "team-a", "maxPendingJobs": 100,
-          "minRuntime": "10m", "capacityFollowsHealth": True}
+          "minRuntime": "10m", "capacityFollowsHealth": True, "reserveAfter": "1h",
+          "preemption": {"reclaimWithinCohort": "Any", "protectAfterStart": "30m",
+                         "maxPreemptions": 5}}
     pc = {"kind": "PriorityClass", "name": "urgent", "value": 5, "minRuntime": "1h"}
     objects = parse_config_documents([flavor, cq, pc])
 
     written = [to_kueue(o) for o in objects]
 
-    assert json.loads(written[1]["metadata"]["annotations"]["phalanx.dev/maxPendingJobs"]) == 100
-    assert "phalanx.dev/avoidDegradedNodes" not in written[1]["metadata"]["annotations"]
+    annotations = written[1]["metadata"]["annotations"]
+    assert json.loads(annotations["phalanx.dev/maxPendingJobs"]) == 100
+    assert "phalanx.dev/avoidDegradedNodes" not in annotations
+    # Kueue's preemption has no anti-thrashing fields: they travel as annotations too (an
+    # unset one, as the window here, is left unsaid).
+    assert written[1]["spec"]["preemption"] == {"withinClusterQueue": "Never",
+                                                "reclaimWithinCohort": "Any"}
+    assert json.loads(annotations["phalanx.dev/maxPreemptions"]) == 5
+    assert json.loads(annotations["phalanx.dev/protectAfterStart"]) == "30m"
+    assert "phalanx.dev/maxPreemptionsWindow" not in annotations
+    assert json.loads(annotations["phalanx.dev/reserveAfter"]) == "1h"
     assert parse_config_documents(written) == objects
 
 
@@ -312,6 +323,20 @@ def test_written_back_it_validates_against_kueues_schema_and_reads_the_same(
         schema = json.loads((SCHEMAS / version / f"{doc['kind']}.json").read_text())
         jsonschema.validate(doc, schema)
     assert parse_config_documents(written) == config.objects()
+
+
+def test_kueue_preemption_with_anti_thrashing_fields_is_refused_naming_the_annotation() -> None:
+    doc = to_kueue(parse_config_documents([{"kind": "ClusterQueue", "name": "q"}])[0])
+    doc["spec"]["preemption"]["maxPreemptions"] = 3  # not a field of Kueue's preemption
+    with pytest.raises(SpecError) as caught:
+        parse_config_documents([doc])
+    assert "maxPreemptions" in str(caught.value)
+    del doc["spec"]["preemption"]["maxPreemptions"]
+    doc["metadata"]["annotations"] = {"phalanx.dev/maxPreemptions": "-1"}
+    with pytest.raises(SpecError) as caught:
+        parse_config_documents([doc])
+    assert caught.value.field is not None
+    assert caught.value.field.endswith("metadata.annotations.phalanx.dev/maxPreemptions")
 
 
 @pytest.mark.parametrize("version", VERSIONS)

@@ -542,3 +542,18 @@ def test_an_appwrappers_workdir_annotation_wins_over_its_components() -> None:
     assert translate(wrapper).spec.workdir == "/outer"
     del wrapper["metadata"]["annotations"]
     assert translate(wrapper).spec.workdir == "/inner"
+def test_a_service_account_and_a_pull_policy_become_the_pod_sets() -> None:
+    document = example("job.yaml")
+    pod = document["spec"]["template"]["spec"]
+    pod["serviceAccountName"] = "trainer"
+    pod["containers"][0]["imagePullPolicy"] = "Always"
+    made = translate(document)
+    [pod_set] = made.spec.pod_sets
+    assert pod_set.service_account_name == "trainer"
+    assert pod_set.image_pull_policy == "Always"
+    assert made.draft.manifest_path("podSets[0].serviceAccountName") == \
+        "spec.template.spec.serviceAccountName"
+    pod["containers"][0]["imagePullPolicy"] = "Sometimes"  # refused naming its own field
+    with pytest.raises(SpecError) as caught:
+        translate(document)
+    assert "imagePullPolicy" in str(caught.value.field), caught.value

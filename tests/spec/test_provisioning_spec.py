@@ -49,19 +49,20 @@ def bad(text: str) -> SpecError:
 
 @pytest.mark.parametrize(("text", "field", "words"), [
     ("  provider: aws\n  node: {cpu: 1}\n", "provisioning.provider", "local"),
-    ("  provider: local\n  node: {cpu: 1}\n  options: {dely: 1s}\n", "provisioning",
+    ("  provider: local\n  node: {cpu: 1}\n  options: {dely: 1s}\n", "provisioning.options.dely",
      "options.dely is no option of provider local"),
-    ("  provider: local\n  node: {cpu: 1}\n  options: {stockout: maybe}\n", "provisioning",
+    ("  provider: local\n  node: {cpu: 1}\n  options: {stockout: maybe}\n",
+     "provisioning.options.stockout",
      "options.stockout"),
     ("  provider: local\n  node: {cpu: 1}\n  nodesPerPool: 0\n", "provisioning.nodesPerPool",
      "slice size"),
     ("  provider: local\n  node: {cpu: 0}\n", "provisioning.node", "holds nothing"),
-    ("  provider: local\n  node: {cpu: 1}\n  nodesPerPool: 4\n  maxNodes: 2\n", "provisioning",
+    ("  provider: local\n  node: {cpu: 1}\n  nodesPerPool: 4\n  maxNodes: 2\n", "provisioning.maxNodes",
      "maxNodes (2) is below nodesPerPool (4)"),
     ("  provider: local\n  node: {cpu: 1}\n  timeout: 0s\n", "provisioning.timeout",
      "timeout is zero"),
     ("  provider: kubernetes-provisioningrequest\n  node: {cpu: 1}\n  options: {delay: 1s}\n",
-     "provisioning", "no option of provider kubernetes-provisioningrequest"),
+     "provisioning.options.delay", "no option of provider kubernetes-provisioningrequest"),
 ])
 def test_bad_provisioning_names_the_field_and_the_fix(text: str, field: str, words: str
                                                       ) -> None:

@@ -122,10 +122,19 @@ def status(
 @reports_errors
 def dashboard(
     ctx: typer.Context, name: Annotated[str, typer.Argument(help="Cluster name")],
+    headers: Annotated[bool, typer.Option(
+        "--headers", help="Print the headers Ray's clients send with it instead (JSON, for "
+        "`ray job submit --headers`): your bearer token, short-lived")] = False,
 ) -> None:
-    """Print the URL of a cluster's Ray dashboard."""
+    """Print the address of a cluster's Ray dashboard, proxied by the control plane
+    behind your sign-in (Ray's job API is there too)."""
     with _client(ctx) as client:
-        out().print(get_cluster(name, client).dashboard_uri(), markup=False)
+        uri = get_cluster(name, client).dashboard_uri()
+        if not headers:
+            out().print(uri, markup=False)
+            return
+        token = client.bearer()
+        print_json({"Authorization": f"Bearer {token}"} if token else {})
 
 
 @app.command()

@@ -30,16 +30,23 @@ app = typer.Typer(
 )
 
 
-def _load(file: Path | None, manage_namespaces: str | None = None) -> Values:
+def _load(file: Path | None) -> Values:
     if file is None:
-        values = Values()
-    else:
-        text, source = read_input(file)
-        values = load_values_yaml(text, source=source)
-    if manage_namespaces is None:
+        return Values()
+    text, source = read_input(file)
+    return load_values_yaml(text, source=source)
+
+
+def _with_flags(values: Values, manage_namespaces: str | None, replicas: int | None) -> Values:
+    """``values`` with what the flags of ``render`` set, checked again as a whole."""
+    if manage_namespaces is None and replicas is None:
         return values
-    data = values.model_dump(by_alias=True, exclude_none=True)
-    return load_values({**data, "manageNamespaces": manage_namespaces})
+    document = values.to_dict()
+    if manage_namespaces is not None:
+        document["manageNamespaces"] = manage_namespaces
+    if replicas is not None:
+        document.setdefault("worker", {})["replicas"] = replicas
+    return load_values(document)
 
 
 @app.command("render")
@@ -59,9 +66,14 @@ def render_command(
                      "namespaces this label selector picks (values: manageNamespaces), with "
                      "the RBAC it needs"),
     ] = None,
+    replicas: Annotated[
+        int | None,
+        typer.Option("--replicas", help="Control plane replicas (worker.replicas): 2 or more "
+                     "run with a leader and need store.kind: postgresql"),
+    ] = None,
 ) -> None:
     """Print the manifests for `kubectl apply -f -`, or write them as a kustomize base."""
-    values = _load(file, manage_namespaces)
+    values = _with_flags(_load(file), manage_namespaces, replicas)
     if kustomize is None:
         sys.stdout.write(to_yaml(render(values)))
         return

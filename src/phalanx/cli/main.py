@@ -108,6 +108,12 @@ VERBS: dict[str, tuple[str, str]] = {
     "users": ("identity:users", "Users: their role and teams (admins only)."),
     "keys": ("identity:keys", "API keys: create (shown once), list, revoke."),
     "teams": ("identity:teams", "Teams and the LocalQueues their members may submit to."),
+    "backup": ("backup:backup",
+               "Back up the store (one consistent snapshot) and the state directory's keys, "
+               "encrypted."),
+    "restore": ("backup:restore",
+                "Restore a backup onto a new, empty store and state directory (refused "
+                "otherwise)."),
     "k8s": ("k8s:app", "Render the Kubernetes manifests of a Phalanx deployment."),
     "cluster": ("cluster:app", "Ray clusters: up, list, status, dashboard, down."),
     "secrets": ("secrets:app",
@@ -115,6 +121,8 @@ VERBS: dict[str, tuple[str, str]] = {
                 "registry credentials; never shown back."),
     "plane": ("planes:app",
               "Compute planes that dial in: add, list, describe, cordon, drain, remove."),
+    "workdirs": ("workdirs:app",
+                 "Uploaded working directories (workdir): prune those no job needs."),
 }
 
 

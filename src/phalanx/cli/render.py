@@ -11,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from phalanx.errors import SpecError
-from phalanx.spec import format_amount, format_duration, parse_quantity
+from phalanx.spec import format_amount, format_duration, parse_quantity, tables
 from phalanx.spec.api import AppliedObject, NodeView, PoolView, QueuesOverview, ServerStatus
 from phalanx.spec.planes import LOCAL_PLANE, PLANE_LABEL
 from phalanx.spec.sources import WorkdirArchive
@@ -52,32 +52,13 @@ def elapsed(start: float | None, end: float | None, now: float | None = None) ->
 
 
 def starts_text(record: JobRecord, now: float | None = None) -> str:
-    """A queued job's estimated start, humanised: "~12m", "~3h", "?" when unknown; a
-    trailing "*" marks a guess (a run it waits for has no maxRuntime and no history)."""
-    estimate = record.estimate
-    if record.status is not JobStatus.QUEUED:
-        return NONE
-    if estimate is None or estimate.starts_at is None:
-        return "?"
-    seconds = estimate.starts_at - (time.time() if now is None else now)
-    mark = "*" if estimate.guess else ""
-    if seconds < 60:
-        return "<1m" + mark
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"~{round(seconds / size)}{unit}{mark}"
-    return "?"  # (not reached)
+    """A queued job's estimated start, humanised ("~12m"), from now by default."""
+    return tables.starts_text(record, time.time() if now is None else now)
 
 
 def estimate_text(record: JobRecord, now: float | None = None) -> str:
-    """Position and estimated start in one line: "2nd in team-a, starts ~12m"."""
-    estimate = record.estimate
-    if record.status is not JobStatus.QUEUED or estimate is None:
-        return ""
-    where = f"#{estimate.position} in {record.cluster_queue}"
-    if estimate.cohort_position is not None:
-        where += f" (#{estimate.cohort_position} in its cohort)"
-    return f"{where}, starts {starts_text(record, now)}"
+    """Position and estimated start in one line: "#2 in team-a, starts ~12m"."""
+    return tables.estimate_text(record, time.time() if now is None else now)
 
 
 def show_quantity(value: str | int | float, resource: str = "") -> str:
@@ -250,9 +231,13 @@ def manifest_section(job: JobDetail) -> Group:
     manifest = job.manifest or {}
     lines = [f"- {note}" for note in job.manifest_notes]
     images = sorted({ps.image for ps in job.spec.pod_sets if ps.image})
+    policies = sorted({ps.image_pull_policy for ps in job.spec.pod_sets if ps.image_pull_policy})
     if images and job.plane == LOCAL_PLANE:
         lines.append(f"- image {', '.join(images)}: recorded, not used; on the local plane "
                      "the commands run on this machine")
+    if policies and job.plane == LOCAL_PLANE:
+        lines.append(f"- imagePullPolicy {', '.join(policies)}: recorded, not used; on the "
+                     "local plane no image is pulled")
     text = yaml.safe_dump(manifest, sort_keys=False).rstrip()
     title = (f"Manifest ({manifest.get('apiVersion')} {manifest.get('kind')}, as submitted; "
              f"the pod sets above are what Phalanx made of it)")

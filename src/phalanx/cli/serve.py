@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from phalanx.cli import daemon
 from phalanx.cli.output import err, note, reports_errors
-from phalanx.cli.settings import Compute, Settings, settings_of
+from phalanx.cli.planeoptions import plane_args, with_plane_options
+from phalanx.cli.settings import Settings, settings_of
 from phalanx.defaults import DEFAULT_HOST, DEFAULT_PORT
 from phalanx.errors import AuthError, ConnectionFailed, ServerError, SpecError
 from phalanx.spec import parse_duration
 from phalanx.spec.base import check_api_url
+from phalanx.spec.computeplanes import PlaneOptions
 from phalanx.spec.status import JobRecord, JobStatus
 
 # How long `down --stop-jobs` waits for each cancelled job's pods to be gone.
@@ -36,6 +37,7 @@ def _finished_ttl(text: str) -> float | None:
 
 
 @reports_errors
+@with_plane_options("up")
 def up(
     ctx: typer.Context,
     detach: Annotated[
@@ -46,56 +48,11 @@ def up(
     db: Annotated[
         str | None, typer.Option(help="Store URL, e.g. postgresql://... (default: a SQLite file)")
     ] = None,
-    compute: Annotated[Compute, typer.Option(help="Compute plane")] = Compute.LOCAL,
-    nodes: Annotated[
-        Path | None,
-        typer.Option(
-            help="YAML file of nodes (for --compute simulated)",
-            exists=True, dir_okay=False, resolve_path=True,
-        ),
-    ] = None,
-    kubeconfig: Annotated[
-        Path | None,
-        typer.Option(
-            help="Kubeconfig (--compute kubernetes; default: in-cluster, then ~/.kube/config)",
-            exists=True, dir_okay=False, resolve_path=True,
-        ),
-    ] = None,
-    namespace: Annotated[
-        str | None,
-        typer.Option(help="Namespace the job pods run in (for --compute kubernetes)"),
-    ] = None,
-    default_image: Annotated[
-        str | None,
-        typer.Option(help="Image of pod sets that name none (for --compute kubernetes; "
-                     "without it such jobs are refused)"),
-    ] = None,
-    manage_namespaces: Annotated[
-        str | None,
-        typer.Option(help="Label selector of the namespaces whose Jobs created with kubectl "
-                     "Phalanx queues and admits, e.g. phalanx.dev/managed=true (for --compute "
-                     "kubernetes; docs/kubernetes.md)"),
-    ] = None,
-    run_as_user: Annotated[
-        str | None,
-        typer.Option(help="User (name or uid) the local plane's pods run as; required "
-                     "when the control plane runs as root (--run-as-user root to mean it)"),
-    ] = None,
-    pod_uids: Annotated[
-        str | None,
-        typer.Option(help="Range of uids, FIRST-LAST, the local plane gives its running "
-                     "attempts, one each, so tenants cannot read each other's pods (needs "
-                     "root; uids no user has, see docs/security.md)"),
-    ] = None,
+    compute: Annotated[str, typer.Option(help="Compute plane")] = "local",
     secret_env: Annotated[
         list[str] | None,
         typer.Option(help="Env name or glob pattern whose values API answers redact, besides "
                      "*TOKEN*, *SECRET*, *PASSWORD*, *KEY*... words (repeatable)"),
-    ] = None,
-    max_pods: Annotated[
-        int | None,
-        typer.Option(help="Pods this machine runs at once (for --compute local; default 110)",
-                     min=1),
     ] = None,
     max_body_bytes: Annotated[
         int, typer.Option(help="Largest request body the API takes, in bytes (16 MiB)", min=1)
@@ -104,24 +61,17 @@ def up(
         str, typer.Option(help="Delete finished jobs and their logs this long after they "
                           "finish, e.g. 12h, 7d (0: keep them for ever)")
     ] = DEFAULT_FINISHED_TTL,
+    workdir_retention: Annotated[
+        str, typer.Option(help="Remove an uploaded workdir no queued or running job names "
+                          "this long after it was last uploaded or submitted, e.g. 12h, 7d "
+                          "(0: only `phalanx workdirs prune` removes them)")
+    ] = "7d",
     token_ttl: Annotated[
         str, typer.Option(help="How long a token exchanged for an API key lives, e.g. 5m")
     ] = "5m",
     timeout: Annotated[
         float, typer.Option(help="With -d: seconds to wait for the server to answer")
     ] = 30.0,
-    health_interval: Annotated[
-        str, typer.Option(help="How often the local plane checks this machine's health "
-                          "(phalanx doctor's checks), e.g. 60s; 0 never")
-    ] = "60s",
-    site_checks: Annotated[
-        Path | None, typer.Option(help="Directory of site health checks for the local plane "
-                                  "(executables: exit 0/1/2 = PASS/WARN/ERR)")
-    ] = None,
-    node_lost_grace: Annotated[
-        str | None, typer.Option(help="How long a Kubernetes node may stop reporting before "
-                                 "its gangs are requeued elsewhere (default 60s)")
-    ] = None,
     interactive: Annotated[
         bool, typer.Option(help="Let phalanx exec run commands in running pods")
     ] = True,
@@ -146,15 +96,14 @@ def up(
                                                       "clients and the other replicas reach it "
                                                       "(default: the address listened on)")]
     = None,
+    plane_options: PlaneOptions | None = None,
 ) -> None:
     """Start the embedded control plane (foreground, or in the background with -d)."""
     home = _settings(ctx).state_dir
-    interval = parse_duration(health_interval, field="--health-interval")
-    lost_grace = None
-    if node_lost_grace is not None:
-        lost_grace = parse_duration(node_lost_grace, field="--node-lost-grace")
+    options = dict(plane_options or {})
     ttl = _finished_ttl(finished_ttl)
     token_life = parse_duration(token_ttl, field="--token-ttl")
+    keep_workdirs = parse_duration(workdir_retention, field="--workdir-retention")
     if pod_api_url is not None:
         check_api_url(pod_api_url, "--pod-api-url")
     lease_seconds = parse_duration(lease, field="--lease")
@@ -168,50 +117,28 @@ def up(
         from phalanx.server import serve  # the server's dependencies load only when serving
 
         serve(
-            home=home, host=host, port=port, db=db, compute=compute.value, nodes_file=nodes,
-            kubeconfig=kubeconfig, namespace=namespace, default_image=default_image,
-            manage_namespaces=manage_namespaces, run_as_user=run_as_user, pod_uids=pod_uids,
-            secret_env=secret_env or (),
-            health_interval=interval, site_checks=site_checks, node_lost_grace=lost_grace,
-            max_pods=max_pods, max_body_bytes=max_body_bytes,
+            home=home, host=host, port=port, db=db, compute=compute,
+            secret_env=secret_env or (), max_body_bytes=max_body_bytes,
             finished_ttl=ttl, token_ttl=token_life, interactive=interactive,
             pod_api_url=pod_api_url,
             local_plane=local_plane,
             worker_grace=parse_duration(worker_grace, field="--worker-grace"),
             worker_lost_after=parse_duration(worker_lost_after, field="--worker-lost-after"),
             ha=ha, lease_seconds=lease_seconds, advertise_url=advertise_url,
+            workdir_retention=keep_workdirs or None,
+            plane_options=options,
         )
         return
     running = daemon.server_info(home)
     if running is not None and daemon.healthz(running.url):
         note(f"A Phalanx control plane is already running at {running.url} (pid {running.pid}).")
         return
-    args = ["--host", host, "--port", str(port), "--compute", compute.value]
+    args = ["--host", host, "--port", str(port), "--compute", compute, *plane_args(options)]
     if db:
         args += ["--db", db]
-    if nodes:
-        args += ["--nodes", str(nodes)]
-    if kubeconfig:
-        args += ["--kubeconfig", str(kubeconfig)]
-    if namespace:
-        args += ["--namespace", namespace]
-    if default_image is not None:
-        args += ["--default-image", default_image]
-    if manage_namespaces is not None:
-        args += ["--manage-namespaces", manage_namespaces]
-    if run_as_user is not None:
-        args += ["--run-as-user", run_as_user]
-    if pod_uids is not None:
-        args += ["--pod-uids", pod_uids]
+    args += ["--workdir-retention", workdir_retention]
     for pattern in secret_env or ():
         args += ["--secret-env", pattern]
-    args += ["--health-interval", health_interval]
-    if site_checks is not None:
-        args += ["--site-checks", str(site_checks)]
-    if node_lost_grace is not None:
-        args += ["--node-lost-grace", node_lost_grace]
-    if max_pods is not None:
-        args += ["--max-pods", str(max_pods)]
     args += ["--max-body-bytes", str(max_body_bytes)]
     args += ["--finished-ttl", finished_ttl, "--token-ttl", token_ttl]
     if not interactive:

@@ -4,7 +4,6 @@ the client they make."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -15,14 +14,6 @@ from phalanx.sdk.credentials import TokenFile
 
 if TYPE_CHECKING:
     from phalanx.sdk.client import Client
-
-
-class Compute(StrEnum):
-    """The compute planes `phalanx up` and `phalanx worker` can drive."""
-
-    LOCAL = "local"
-    SIMULATED = "simulated"
-    KUBERNETES = "kubernetes"
 
 
 @dataclass(frozen=True, slots=True)

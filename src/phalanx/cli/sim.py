@@ -30,7 +30,7 @@ from phalanx.sim import (
 )
 from phalanx.sim.autoscale import fixed_equivalent
 from phalanx.sim.policy import Policy
-from phalanx.sim.report import summary_table, teams_table
+from phalanx.sim.report import gang_table, summary_table, teams_table
 from phalanx.spec import Node, QueueConfig, load_config_yaml
 from phalanx.spec.quantity import parse_duration
 
@@ -114,6 +114,11 @@ def sim(
         str | None, typer.Option(help="minRuntime (e.g. 30m) for every ClusterQueue that sets "
                                       "none: younger jobs are no reclaim or fair-sharing victims")
     ] = None,
+    reserve_after: Annotated[
+        str | None, typer.Option(help="reserveAfter (e.g. 1h) for every ClusterQueue that sets "
+                                      "none: a head that waited this long gets a reservation "
+                                      "at its earliest start, and later jobs backfill around it")
+    ] = None,
     tick: Annotated[
         float, typer.Option(help="Scheduling period in simulated seconds (0: a cycle at every "
                                  "event)")
@@ -128,6 +133,17 @@ def sim(
                                 "(every such flavor's maxNodes bought up front), to compare "
                                 "node-hours, idle node-hours, spend and delays")
     ] = False,
+    estimates: Annotated[
+        bool, typer.Option(help="Estimate each job's start at its submit with the control "
+                                "plane's forecast (run times from the replay's finished jobs) "
+                                "and report how close the estimates came to the actual starts "
+                                "of jobs that waited over 10 minutes (a forecast per arrival: "
+                                "slow on long traces; see --estimate-every)")
+    ] = False,
+    estimate_every: Annotated[
+        int, typer.Option(help="With --estimates: estimate every Nth arriving job only",
+                          min=1)
+    ] = 1,
     json_out: Annotated[Path | None, typer.Option("--json", help="Write results as JSON")] = None,
     plots: Annotated[Path | None, typer.Option(help="Directory for PNG plots")] = None,
 ) -> None:
@@ -137,6 +153,8 @@ def sim(
         if checkpoint_every is not None else None
     protect = parse_duration(min_runtime, field="--min-runtime") \
         if min_runtime is not None else None
+    reserve = parse_duration(reserve_after, field="--reserve-after") \
+        if reserve_after is not None else None
     config = load_queues(queues)
     node_list = load_nodes(nodes) if nodes is not None else []
     if nodes is None and not config.provisionable_flavors():
@@ -171,10 +189,13 @@ def sim(
              f"({each.description}){'' if label == each.name else f', {label}'}")
         result = simulate(run_config, run_nodes, jobs, each, restart=restart.value,
                           failures=failures, tick=tick, checkpoint_every=every,
-                          min_runtime=protect, seed=seed, node_prices=prices)
+                          min_runtime=protect, seed=seed, node_prices=prices,
+                          estimate_every=estimate_every if estimates else 0,
+                          reserve_after=reserve)
         results.append(replace(result, policy=label))
     console = out()
     console.print(summary_table(results, f"Simulation of {trace.name}"))
+    console.print(gang_table(results))
     console.print(teams_table(results))
     for example in results[0].summary["rejected_examples"]:
         note(f"rejected {example}", style="yellow")
@@ -186,6 +207,8 @@ def sim(
                        "failureRate": failure_rate, "repairSeconds": repair_seconds,
                        "seed": seed, "limit": limit, "tick": tick,
                        "checkpointEvery": every, "minRuntime": protect,
+                       "reserveAfter": reserve,
+                       "estimateEvery": estimate_every if estimates else 0,
                        "againstFixed": against_fixed},
             "runs": [r.to_dict() for r in results],
         }

@@ -20,10 +20,12 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from phalanx.cli.output import reports_errors
-from phalanx.cli.settings import Compute, settings_of
+from phalanx.cli.planeoptions import with_plane_options
+from phalanx.cli.settings import settings_of
 from phalanx.defaults import make_private_dir
 from phalanx.errors import ConnectionFailed, ServerError, SpecError
 from phalanx.spec import parse_duration
+from phalanx.spec.computeplanes import PlaneOptions
 from phalanx.spec.planes import PlaneHello, check_plane_name
 from phalanx.version import __version__
 
@@ -61,38 +63,29 @@ def check_fence(fence_after: float, report_interval: float) -> None:
 
 
 @reports_errors
+@with_plane_options("worker")
 def worker(
     ctx: typer.Context,
     control_plane: Annotated[str, typer.Option(help="The control plane's URL")],
     plane: Annotated[str, typer.Option(help="This compute plane's name (phalanx plane add)")],
     api_key_file: Annotated[Path, typer.Option(help="File holding the plane's API key; "
                                                "read again at every token refresh")],
-    compute: Annotated[Compute, typer.Option(help="Compute plane")] = Compute.LOCAL,
-    nodes: Annotated[Path | None, typer.Option(help="Nodes YAML (for --compute simulated)")]
-    = None,
-    kubeconfig: Annotated[Path | None, typer.Option(help="Kubeconfig (for --compute "
-                                                    "kubernetes)")] = None,
-    namespace: Annotated[str | None, typer.Option(help="Namespace of the job pods (for "
-                                                  "--compute kubernetes)")] = None,
-    default_image: Annotated[str | None, typer.Option(help="Image of pod sets that name none "
-                                                      "(for --compute kubernetes)")] = None,
-    max_pods: Annotated[int | None, typer.Option(help="Pods this machine runs at once (for "
-                                                 "--compute local)", min=1)] = None,
+    compute: Annotated[str, typer.Option(help="Compute plane")] = "local",
     state_dir: Annotated[Path | None, typer.Option(help="The worker's own state (default: "
                                                    "$PHALANX_HOME/worker-PLANE)")] = None,
     fence_after: Annotated[str, typer.Option(help="Stop this plane's pods after this long "
                                              "without the control plane")] = "10m",
     report_interval: Annotated[str, typer.Option(help="How often to report the plane")] = "1s",
-    # The env var is the Kubernetes plane's own (compute/kubernetes/settings.py), named
-    # here as text: importing that package would load the kubernetes client.
-    fence_image: Annotated[str | None, typer.Option(
-        envvar="PHALANX_K8S_FENCE_IMAGE", show_envvar=True,
-        help="Image holding Phalanx, from which each pod's fence is copied (for --compute "
-        "kubernetes; the worker's own image)")] = None,
+    plane_options: PlaneOptions | None = None,
 ) -> None:
     """Run a compute plane for a remote control plane: it dials out, nothing dials in."""
     # Loaded here, not with the module: every other verb of the CLI would pay for them.
-    from phalanx.compute.factory import make_plane, plane_lease
+    from phalanx.compute.factory import (
+        check_plane_options,
+        compute_plane,
+        make_plane,
+        plane_lease,
+    )
     from phalanx.compute.lease import LEASE_FILE
     from phalanx.store.logs import LogStore
     from phalanx.worker.agent import Worker, WorkerOptions
@@ -102,31 +95,29 @@ def worker(
     fence = parse_duration(fence_after, field="--fence-after")
     interval = parse_duration(report_interval, field="--report-interval")
     check_fence(fence, interval)
-    if fence_image is not None and compute is not Compute.KUBERNETES:
-        raise SpecError(f"the {compute.value} compute plane has no fence to copy into pods",
-                        field="--fence-image", fix="use --fence-image with --compute "
-                        "kubernetes only")
+    info = compute_plane(compute)
+    options = dict(plane_options or {})
+    check_plane_options(info, options)  # before anything starts
     read_key(api_key_file)  # a missing or empty key file is refused before anything starts
     home = make_private_dir(state_dir or settings_of(ctx).state_dir / f"worker-{plane}")
     logging.basicConfig(level=logging.INFO,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # not a line per report
     client = PlaneClient(control_plane, plane, api_key_file)
-    lease_path = home / LEASE_FILE if compute is Compute.LOCAL else None
-    # On Kubernetes the plane fences its pods with a Lease named after the plane, and labels
-    # its objects with the plane's and the control plane's identity.
-    kube = compute is Compute.KUBERNETES
-    compute_plane = make_plane(
-        compute.value, home, nodes, kubeconfig, namespace, default_image, max_pods=max_pods,
-        lease=lease_path, plane_name=plane if kube else None,
-        control_plane=control_plane_identity(client, compute.value, fence) if kube else None,
-        fence_after=fence, fence_image=fence_image)
+    # A plane fenced by a file gets its path (each pod's supervisor reads it); a labelled
+    # plane (Kubernetes: a Lease named after the plane) labels its objects with the plane's
+    # and the control plane's identity, asked for first.
+    lease_path = home / LEASE_FILE if info.worker_fence == "file" else None
+    built = make_plane(
+        compute, home, options, lease=lease_path, plane_name=plane if info.labelled else None,
+        control_plane=control_plane_identity(client, compute, fence) if info.labelled
+        else None, fence_after=fence)
     lease: PlaneLease | None = None
-    if compute is not Compute.SIMULATED:
-        lease = plane_lease(compute_plane, home / LEASE_FILE, holder=plane, fence_after=fence)
-    agent = Worker(compute_plane, client, home,
+    if info.worker_fence is not None:
+        lease = plane_lease(built, home / LEASE_FILE, holder=plane, fence_after=fence)
+    agent = Worker(built, client, home,
                    WorkerOptions(fence_after=fence, report_interval=interval,
-                                 compute=compute.value),
+                                 compute=compute),
                    lease=lease, logs=LogStore.for_home(home))
     stop = threading.Event()
 
@@ -140,6 +131,7 @@ def worker(
         agent.run()
     finally:
         client.close()
-        compute_plane.close()
+        agent.pools.close()
+        built.close()
     if agent.superseded is not None:
         raise agent.superseded  # (exit 1, saying which worker drives the plane now)

@@ -20,6 +20,8 @@ plane overrides only what it can do better:
   (a pod set with nothing to run here), so bad input is refused at submit instead
   of failing at launch and burning restarts.
 - ``endpoints``: addresses the job's kind recorded at launch (a Ray dashboard's URL).
+  ``endpoints_reachable`` says whether the control plane can reach them (and so proxy
+  them, ``server/routes/ray.py``): a plane behind a worker says no.
 - ``cordon``: mark a node (un)schedulable where the plane keeps its nodes, so an
   operator's cordon reaches the scheduler like any node change.
 - ``sees`` and ``refusals``: a plane that reaches its pods through a worker
@@ -92,21 +94,23 @@ class AttemptSecrets:
     env: dict[str, dict[str, str]] = field(default_factory=dict)  # pod set -> variables
     volumes: dict[str, dict[str, bytes]] = field(default_factory=dict)  # volume -> files
     pull: dict[str, bytes] = field(default_factory=dict)  # reference -> .dockerconfigjson
+    # The files of git.sshKeySecret (ssh-privatekey, known_hosts): what the clone uses.
+    git: dict[str, bytes] = field(default_factory=dict)
 
     def __repr__(self) -> str:  # never the values, wherever a plan is logged
         return (f"AttemptSecrets(env={ {k: sorted(v) for k, v in self.env.items()} }, "
                 f"volumes={ {k: sorted(v) for k, v in self.volumes.items()} }, "
-                f"pull={sorted(self.pull)})")
+                f"pull={sorted(self.pull)}, git={sorted(self.git)})")
 
     def __bool__(self) -> bool:
-        return bool(self.env or self.volumes or self.pull)
+        return bool(self.env or self.volumes or self.pull or self.git)
 
     def to_wire(self) -> dict[str, Any]:
         """JSON for a worker's desired state (bytes in base64)."""
         def encoded(data: dict[str, bytes]) -> dict[str, str]:
             return {k: base64.b64encode(v).decode() for k, v in data.items()}
         return {"env": self.env, "volumes": {v: encoded(f) for v, f in self.volumes.items()},
-                "pull": encoded(self.pull)}
+                "pull": encoded(self.pull), "git": encoded(self.git)}
 
     @classmethod
     def from_wire(cls, wire: dict[str, Any] | None) -> AttemptSecrets:
@@ -116,7 +120,7 @@ class AttemptSecrets:
             return {k: base64.b64decode(v) for k, v in data.items()}
         return cls(env={p: dict(e) for p, e in wire.get("env", {}).items()},
                    volumes={v: decoded(f) for v, f in wire.get("volumes", {}).items()},
-                   pull=decoded(wire.get("pull", {})))
+                   pull=decoded(wire.get("pull", {})), git=decoded(wire.get("git", {})))
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,6 +184,21 @@ def check_commands(job: JobSpec) -> None:
             )
 
 
+def check_process_pods(job: JobSpec) -> None:
+    """SpecError unless a plane whose pods are processes of a machine (the local plane,
+    here or behind a worker) can run the job: every command (``check_commands``), and no
+    ServiceAccount to run as, which a process has no meaning of."""
+    check_commands(job)
+    for i, pod_set in enumerate(job.pod_sets):
+        if pod_set.service_account_name is not None:
+            raise SpecError(
+                f"pod set {pod_set.name!r} names ServiceAccount "
+                f"{pod_set.service_account_name!r}, and the local plane runs pods as "
+                "processes of this machine, not as ServiceAccounts",
+                field=f"podSets[{i}].serviceAccountName",
+                fix="remove serviceAccountName, or submit to a queue of a Kubernetes plane")
+
+
 class ComputePlane(abc.ABC):
     """What every compute plane does, and the optional capabilities it may offer."""
 
@@ -190,6 +209,9 @@ class ComputePlane(abc.ABC):
     workdir_archives: WorkdirStore | None = None
     # The lease a worker renews for this plane, when the plane keeps one of its own.
     plane_lease: PlaneLease | None = None
+    # Whether the control plane reaches the addresses this plane's jobs record (its pods are
+    # on its network: this machine, or the cluster it runs in).
+    endpoints_reachable: ClassVar[bool] = True
 
     def __init__(self) -> None:
         self._listeners: list[Listener] = []

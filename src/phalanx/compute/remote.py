@@ -47,9 +47,10 @@ from phalanx.compute.base import (
     PodRef,
     PodState,
     Refusal,
-    check_commands,
+    check_process_pods,
 )
 from phalanx.compute.lease import lost_after_needed
+from phalanx.compute.remotepools import RemotePools
 from phalanx.errors import Conflict, NotFound, PhalanxError, Unavailable
 from phalanx.scheduler.types import Admission
 from phalanx.spec.planes import (
@@ -124,6 +125,9 @@ class RemotePlane(ComputePlane):
     """What one worker last reported, and what it must run."""
 
     name = "remote"
+    # The pods are on the worker's network, which only dials out: nothing there is reached
+    # from here (the worker's relay carries commands, not HTTP).
+    endpoints_reachable = False
 
     def __init__(self, plane: str, *, timers: PlaneTimers | None = None,
                  logs: LogStore | None = None, clock: Callable[[], float] | None = None,
@@ -175,6 +179,13 @@ class RemotePlane(ComputePlane):
         self._execs_changed = threading.Condition()
         self.exec_pickup = EXEC_PICKUP
         self.exec_start = EXEC_START
+        # Node pools bought for this plane (``remotepools.py``): edits wake the worker's poll.
+        self.pools = RemotePools(self._desire_changed)
+
+    def _desire_changed(self) -> None:
+        with self._changed:
+            self._version += 1
+            self._changed.notify_all()
 
     # ------------------------------------------------------------------ the worker's side
     def _check_worker(self, worker: str | None) -> None:
@@ -194,6 +205,7 @@ class RemotePlane(ComputePlane):
             self.worker = hello.worker
             self._fenced_by(hello.fence_after, hello.fence_stops_within)
             self.compute = hello.compute
+            self.pools.offered = list(hello.providers)
             self.last_seen = self.clock()
             self._heard = self._tick()
         if self._update_state():
@@ -220,6 +232,7 @@ class RemotePlane(ComputePlane):
             self.last_seen = self.clock()
             self._heard = self._tick()
             self.reported = True
+            self.pools.take(report.pools, report.providers)
             if report.nodes is not None:
                 fresh = {n.name: n for n in report.nodes}
                 nodes_changed = fresh != self._nodes
@@ -298,6 +311,7 @@ class RemotePlane(ComputePlane):
                 stops=[AttemptKey(job=j, attempt=a, grace=g) for (j, a), g in
                        self._stops.items()],
                 forget=[AttemptKey(job=j, attempt=a) for j, a in sorted(self._forget)],
+                pools=self.pools.desired(),
             )
 
     # ------------------------------------------------------------------ state and timers
@@ -400,7 +414,7 @@ class RemotePlane(ComputePlane):
             raise CannotTellYet(f"compute plane {self.plane} has no worker yet", field="queue",
                                 fix="wait for its worker, or give what the other planes need")
         if self.compute == "local":
-            check_commands(job)
+            check_process_pods(job)
 
     def sees(self, node: str) -> bool:
         """Whether a pod missing from the plane is gone: once the worker has reported since

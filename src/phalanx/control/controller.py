@@ -11,7 +11,12 @@ from phalanx.control.loop import ControlLoop, CredentialSource
 from phalanx.control.metrics import Metrics
 from phalanx.control.native import ManagedSource, NativeIntake
 from phalanx.control.provisioning import ProvisioningController
-from phalanx.control.retention import DEFAULT_BATCH, FinishedJobCollector
+from phalanx.control.retention import (
+    DEFAULT_BATCH,
+    DEFAULT_WORKDIR_RETENTION,
+    FinishedJobCollector,
+    WorkdirPruner,
+)
 from phalanx.control.service import JobService
 from phalanx.control.state import ControlState
 from phalanx.scheduler import CycleResult, Scheduler
@@ -19,6 +24,7 @@ from phalanx.spec.config import QueueConfig
 from phalanx.spec.resources import JobSpec
 from phalanx.spec.status import JobRecord
 from phalanx.store import LogStore, Store
+from phalanx.store.workdirs import PruneReport, WorkdirStore
 
 
 class Controller:
@@ -41,11 +47,15 @@ class Controller:
         finished_ttl: float | None = None,
         collect_batch: int = DEFAULT_BATCH,
         credentials: CredentialSource | None = None,
+        workdirs: WorkdirStore | None = None,
+        workdir_retention: float | None = DEFAULT_WORKDIR_RETENTION,
         native: ManagedSource | None = None,
     ) -> None:
         """``finished_ttl``: seconds after which finished jobs and their ``logs`` are deleted
         (None: kept for ever); ``credentials``: what launched pods call the API with;
-        ``native``: the managed objects of Kubernetes-native admission, made jobs of."""
+        ``workdirs``: the uploaded archives, pruned when no live job needs them and unused
+        for ``workdir_retention`` seconds (None or 0: only when asked); ``native``: the
+        managed objects of Kubernetes-native admission, made jobs of."""
         self.store = store
         self.plane = plane
         self.started_at = clock()
@@ -56,8 +66,11 @@ class Controller:
             store.save_config(config)
         self.state = ControlState(store, Scheduler(config, nodes), config, nodes, clock=clock)
         self.service = JobService(self.state, plane, logs)
+        self.workdirs = None if workdirs is None else WorkdirPruner(
+            workdirs, self.state, workdir_retention, clock)
         self.collector = FinishedJobCollector(store, self.service.delete_finished, finished_ttl,
-                                              clock, batch=collect_batch)
+                                              clock, batch=collect_batch,
+                                              workdirs=self.workdirs)
         self.provisioning = ProvisioningController(self.state, plane)
         self.loop = ControlLoop(self.state, plane, grace_seconds=grace_seconds,
                                 tick_seconds=tick_seconds, batch_seconds=batch_seconds,
@@ -89,6 +102,13 @@ class Controller:
     def collect_finished(self) -> list[str]:
         """Delete finished jobs older than the TTL now (the background does it every while)."""
         return self.collector.collect()
+
+    def prune_workdirs(self, older_than: float | None = None, *,
+                       dry_run: bool = False) -> PruneReport | None:
+        """Prune the unused workdir archives now (None: this control plane keeps none)."""
+        if self.workdirs is None:
+            return None
+        return self.workdirs.prune(older_than, dry_run=dry_run)
 
     def step(self) -> CycleResult:
         return self.loop.step()

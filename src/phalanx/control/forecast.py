@@ -131,6 +131,10 @@ def forecast(snapshot: SchedulerSnapshot, now: float, expected: Expected,
     scheduler = Scheduler(snapshot.config, snapshot.nodes)
     scheduler.set_fair_sharing(snapshot.fair_sharing)
     views: dict[str, JobView] = {}
+    # Reservations (reserveAfter) in the run forward rest on the same run times as the live.
+    scheduler.set_run_estimator(
+        lambda spec, elapsed: expected(views[spec.name], elapsed).seconds
+        if spec.name in views else None)
     ends: list[tuple[float, int, str, EstimateBasis]] = []
     seq = 0
     run_of: dict[str, int] = {}  # the seq of each job's current run in the forecast

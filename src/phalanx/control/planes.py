@@ -177,6 +177,16 @@ def plane_of_job(record: JobRecord, planes: PlaneSet) -> str | None:
     return None
 
 
+def unreachable_plane_of(record: JobRecord, planes: ComputePlane) -> str | None:
+    """The plane a job is placed on when the control plane cannot reach the addresses its
+    pods record (a plane behind a worker); None when it can."""
+    if not isinstance(planes, PlaneSet):
+        return None if planes.endpoints_reachable else planes.name
+    name = plane_of_job(record, planes)
+    member = planes.member(name) if name is not None else None
+    return name if member is not None and not member.endpoints_reachable else None
+
+
 def current_placement(state: ControlState, planes: PlaneSet
                       ) -> Callable[[str], tuple[int, str] | None]:
     """``PlaneSet.placement_of`` for this control plane: a job's current attempt and the

@@ -39,7 +39,7 @@ from phalanx.provisioning.base import (
     ProvisioningTimeout,
     TransientError,
 )
-from phalanx.provisioning.registry import make_provider
+from phalanx.provisioning.registry import make_provider, pool_plane
 from phalanx.provisioning.rules import (
     IdlePool,
     OwnerGone,
@@ -57,6 +57,7 @@ from phalanx.provisioning.rules import (
 )
 from phalanx.scheduler.provisioning import ProvisioningNeed
 from phalanx.spec.config import QueueConfig
+from phalanx.spec.planes import LOCAL_PLANE, PLANE_LABEL
 from phalanx.spec.provisioning import FlavorProvisioning
 from phalanx.spec.status import JobStatus
 from phalanx.store.pools import OWNED_PHASES, PoolPhase, PoolRecord, PoolStore
@@ -75,7 +76,9 @@ class ProvisioningController:
         self.plane = plane
         self.settings = ProvisioningSettings.of(state.config.provisioning_policy)
         self.pools = PoolStore(state.store)
-        self._providers: dict[str, Provider] = dict(providers or {})
+        # By (provider, plane): a plane behind a worker has proxies of its worker's providers.
+        self._providers: dict[tuple[str, str], Provider] = {
+            (name, LOCAL_PLANE): p for name, p in (providers or {}).items()}
         self._rng = rng or random.Random()
         # Scheduler calls decided outside the lock, made under it at the end of a reconcile.
         self._actions: list[Callable[[], None]] = []
@@ -88,11 +91,16 @@ class ProvisioningController:
         for provider in self._providers.values():
             provider.close()
 
-    def provider(self, name: str) -> Provider:
-        found = self._providers.get(name)
+    def provider(self, name: str, where: str = LOCAL_PLANE) -> Provider:
+        """Provider ``name`` of compute plane ``where`` (``pool_plane``)."""
+        found = self._providers.get((name, where))
         if found is None:
-            found = self._providers[name] = make_provider(name, self.plane)
+            found = self._providers[(name, where)] = make_provider(name, self.plane, where)
         return found
+
+    def _provider_of(self, row: PoolRecord) -> Provider:
+        """The provider that buys ``row``'s pool, on the plane its request's labels name."""
+        return self.provider(row.provider, pool_plane(row.request.get("nodeLabels", {})))
 
     # ------------------------------------------------------------------ the reconcile
     def reconcile(self) -> None:
@@ -150,6 +158,9 @@ class ProvisioningController:
             return
         if row.state is PoolPhase.IDLE:
             if idle_expired(row.released_at, now, _idle_ttl(config, row.flavor)):
+                found = self._provider_of(row).status(row.name)
+                if found is not None and found.state is PoolState.UNKNOWN:
+                    return  # its plane's worker is silent: deleted once it is back
                 self._start_deleting(row, now, "its idle TTL passed")
             return
         if row.state is PoolPhase.INTENT:
@@ -158,7 +169,7 @@ class ProvisioningController:
             # Its job runs without a hold: a restarted control plane found the pool's nodes
             # Ready before it adopted the pool, and placed the gang on them. Adopt the pool
             # the provider made (deleting it would take the nodes from under the gang).
-            found = self.provider(row.provider).status(row.name)
+            found = self._provider_of(row).status(row.name)
             if found is None:
                 return
             row.state = PoolPhase.READY if found.ready else PoolPhase.CREATING
@@ -185,11 +196,13 @@ class ProvisioningController:
             row.released_at, row.checks = None, 0
             self._save(row, now)
         need = holds.get(row.job)
-        status = self.provider(row.provider).status(row.name)
+        status = self._provider_of(row).status(row.name)
         if status is None:
             if now - row.created_at > s.list_grace:
                 self._failed(row, TransientError("the provider no longer has the pool"), now)
             return
+        if status.state is PoolState.UNKNOWN:
+            return  # its plane's worker is silent: neither Ready, failed nor timed out yet
         if status.state is PoolState.FAILED:
             if need is None and row.state is PoolPhase.READY:
                 # The gang was placed on the pool, whose capacity is going (a
@@ -230,7 +243,7 @@ class ProvisioningController:
         spec = flavor.provisioning
         if row is not None:  # an intent stored before a restart: adopt, replace or ask again
             request = self._request(need, row.attempt, config)
-            status = self.provider(row.provider).status(row.name)
+            status = self._provider_of(row).status(row.name)
             if status is not None and status.config_hash != request.config_hash:
                 self._start_deleting(row, now, "it was made for another configuration")
             else:
@@ -277,7 +290,7 @@ class ProvisioningController:
                                 (IdlePool(r.name, r.provider, r.config_hash)
                                  for r in idle.values())):
             row = idle[name]
-            if not self.provider(row.provider).reassign(row.name, need.job):
+            if not self._provider_of(row).reassign(row.name, need.job):
                 continue
             previous = row.job
             row.job, row.state, row.released_at, row.checks = need.job, PoolPhase.READY, None, 0
@@ -290,7 +303,7 @@ class ProvisioningController:
 
     def _create(self, row: PoolRecord, request: PoolRequest, now: float) -> None:
         try:
-            status = self.provider(row.provider).create(request)
+            status = self._provider_of(row).create(request)
         except ProvisioningError as exc:
             self._failed(row, exc, now)
             return
@@ -371,7 +384,7 @@ class ProvisioningController:
     def _delete(self, row: PoolRecord, now: float) -> None:
         """Ask again, and drop the record only once the provider confirms it is gone."""
         try:
-            provider = self.provider(row.provider)
+            provider = self._provider_of(row)
         except ConfigurationError:  # no such provider here: it cannot have made the pool
             row.state = PoolPhase.DELETED
             self._save(row, now)
@@ -399,14 +412,16 @@ class ProvisioningController:
         for row in rows:
             if row.state is PoolPhase.INTENT and row.job not in holding:
                 self._start_deleting(row, now, "its job no longer waits for it")
-        names = {f.provisioning.provider for f in config.flavors.values()
-                 if f.provisioning is not None} | {r.provider for r in rows}
+        names = {(f.provisioning.provider, pool_plane(f.node_labels))
+                 for f in config.flavors.values() if f.provisioning is not None} | {
+            (r.provider, pool_plane(r.request.get("nodeLabels", {}))) for r in rows}
         known = {r.name for r in rows if r.state is not PoolPhase.DELETED}
-        for provider_name in sorted(names):
+        for provider_name, where in sorted(names):
             try:
-                listed = self.provider(provider_name).list()
+                listed = self.provider(provider_name, where).list()
             except Exception:
-                log.exception("could not list the pools of provider %s", provider_name)
+                log.exception("could not list the pools of provider %s of compute plane %s",
+                              provider_name, where)
                 continue
             for status in listed:
                 if status.name in known:
@@ -419,7 +434,8 @@ class ProvisioningController:
                     name=status.name, job="", attempt=0, flavor="", provider=provider_name,
                     config_hash=status.config_hash, state=PoolPhase.DELETING,
                     node_count=status.node_count, price_per_node_hour=0.0, created_at=now,
-                    updated_at=now, message="deleting: no record accounted for it")
+                    updated_at=now, message="deleting: no record accounted for it",
+                    request={"nodeLabels": {PLANE_LABEL: where}})
                 if stored is None:
                     self.pools.insert(leaked)  # followed until the provider confirms
                 else:

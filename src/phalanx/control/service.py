@@ -94,14 +94,18 @@ class JobService:
         self, specs: list[JobSpec], *, batch: bool, key: str, user: str = UNKNOWN_USER,
         audit: Sequence[object] = (), sees: Sees | None = None,
         manifests: Mapping[str, Mapping[str, Any]] | None = None,
+        sent: list[JobSpec] | None = None,
     ) -> tuple[list[JobRecord], bool]:
         """Submit under an Idempotency-Key: (the jobs, whether this is a retry's answer).
+        ``sent``: the specs as the client sent them, which the key covers, when the control
+        plane completed them (a git ref it resolved may move between a request and its
+        retry).
 
         The first request with ``key`` submits and stores the key with its jobs in one
         transaction; a later one with the same request gets those jobs back and submits
         nothing; one with another request under the same key is a Conflict.
         """
-        digest = _request_hash(specs, batch)
+        digest = _request_hash(sent if sent is not None else specs, batch)
         try:
             prior = self.store.get_request(key)
             if prior is None:

@@ -28,7 +28,7 @@ from phalanx.control.metrics import Metrics
 from phalanx.errors import NotFound
 from phalanx.scheduler import Admission, Scheduler
 from phalanx.spec.config import QueueConfig
-from phalanx.spec.resources import Node
+from phalanx.spec.resources import JobSpec, Node
 from phalanx.spec.status import JobEvent, JobRecord, JobStatus, StartEstimate, StopRequest
 from phalanx.store import Store
 
@@ -91,6 +91,15 @@ class ControlState:
         self.history = RunHistory()
         self.estimates: dict[str, StartEstimate] = {}
         self.generation = 0
+        # Reservations (a ClusterQueue's reserveAfter) rest on the same expected run times.
+        scheduler.set_run_estimator(self.expected_run)
+
+    def expected_run(self, spec: JobSpec, elapsed: float) -> float:
+        """A job's whole run in seconds, as estimated starts expect it (forecast.py)."""
+        record = self.jobs.get(spec.name)
+        user = record.user if record is not None else ""
+        return self.history.expected(user, spec.name, spec.queue, spec.max_runtime,
+                                     elapsed).seconds
 
     # ------------------------------------------------------------------ transitions (lock held)
     def event(self, record: JobRecord, reason: str, message: str, *, warning: bool = False) -> None:

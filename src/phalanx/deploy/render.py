@@ -50,6 +50,7 @@ def render_files(values: Values) -> dict[str, list[Manifest]]:
             *workloads.secrets(values),
             *(workloads.state_claim(values) if running else []),
             *([workloads.api_service(values), workloads.deployment(values)] if running else []),
+            *workloads.disruption_budget(values),
         ]
     files |= {
         "runs.yaml": rbac.runs_rbac(values),

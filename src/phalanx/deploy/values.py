@@ -28,7 +28,7 @@ from pydantic import BeforeValidator, Field, model_validator
 
 from phalanx.defaults import DEFAULT_PORT
 from phalanx.errors import SpecError
-from phalanx.spec.base import ImageReference, Model, Name, check_api_url, validate
+from phalanx.spec.base import ImageReference, Model, Name, check_api_url, field_error, validate
 from phalanx.spec.labels import selector_text
 from phalanx.spec.quantity import parse_duration, parse_quantity
 from phalanx.version import __version__
@@ -138,13 +138,15 @@ class Toleration(Model):
     def _consistent(self) -> Toleration:
         # The API server rejects these two shapes; say so before anything is applied.
         if self.operator == "Exists" and self.value:
-            raise ValueError("operator Exists takes no value; remove value or use Equal")
+            raise field_error("operator Exists takes no value; remove value or use Equal",
+                              "value")
         if not self.key and self.operator != "Exists":
-            raise ValueError("a toleration without a key needs operator Exists; set key or "
-                             "use operator: Exists")
+            raise field_error("a toleration without a key needs operator Exists; set key or "
+                              "use operator: Exists", "key")
         if self.toleration_seconds is not None and self.effect != "NoExecute":
-            raise ValueError("tolerationSeconds applies to effect NoExecute only; set effect: "
-                             "NoExecute or remove tolerationSeconds")
+            raise field_error("tolerationSeconds applies to effect NoExecute only; set "
+                              "effect: NoExecute or remove tolerationSeconds",
+                              "tolerationSeconds")
         return self
 
 
@@ -200,7 +202,8 @@ class Worker(Model):
         "its namespaces, ServiceAccount and roles, for one that runs outside the cluster",
     )
     replicas: int = Field(
-        default=1, description="1, or 0 to stop the control plane (it is a single writer)"
+        default=1, description="Control plane replicas: 1; 2 or more run with a leader "
+        "(`phalanx up --ha`; needs store.kind: postgresql); 0 stops it"
     )
     resources: Resources = Field(
         default_factory=lambda: Resources(
@@ -251,10 +254,11 @@ class Checkpoints(Model):
     @model_validator(mode="after")
     def _one_volume(self) -> Checkpoints:
         if self.claim_name and self.host_path:
-            raise ValueError("both claimName and hostPath are set; name one checkpoint volume")
+            raise field_error("both claimName and hostPath are set; name one checkpoint "
+                              "volume", "hostPath")
         if self.host_path is not None and not self.host_path.startswith("/"):
-            raise ValueError(f"hostPath {self.host_path!r} is not an absolute path; give one "
-                             "starting with /")
+            raise field_error(f"hostPath {self.host_path!r} is not an absolute path; give one "
+                              "starting with /", "hostPath")
         return self
 
     def volume(self) -> dict[str, Any] | None:
@@ -276,6 +280,10 @@ class Runs(Model):
     checkpoints: Checkpoints = Field(
         default_factory=Checkpoints, description="The volume of jobs' checkpoint directories "
         "(PHALANX_CHECKPOINT_DIR); unset: jobs get none")
+    allowed_service_accounts: list[ObjectName] = Field(
+        default_factory=list, description="ServiceAccounts of the runs namespace a job's pod "
+        "set may run as (serviceAccountName); none by default: every pod runs as the runs "
+        "account")
     api_url: str | None = Field(
         default=None, description="The API's URL as job pods reach it, where their "
         "per-attempt credential acts as the job's owner (unset: this install's Service, "
@@ -536,6 +544,23 @@ def _snake(name: str) -> str:
     return re.sub(r"([A-Z])", lambda m: "_" + m.group(1).lower(), name)
 
 
+def _check_replicas(values: Values) -> None:
+    """Several replicas lead by a lease in a shared PostgreSQL store and share the state
+    directory's keys (a ReadWriteMany claim); a compute plane has one worker."""
+    n = values.worker.replicas
+    if n < 0 or (n > 1 and values.mode == "cluster"):
+        raise SpecError(f"{n} replicas", field="worker.replicas",
+                        fix="use 1 (or 0 to stop it): a compute plane has one worker")
+    if n > 1 and values.store.kind != "postgresql":
+        raise SpecError(f"{n} replicas need the PostgreSQL store: a SQLite file belongs to "
+                        "one process", field="store.kind",
+                        fix="set store.kind: postgresql, or use 1 replica")
+    if n > 1 and not values.persistence.enabled:
+        raise SpecError(f"{n} replicas share the state directory's keys on one volume",
+                        field="persistence.enabled", fix="set persistence.enabled: true (with "
+                        "a ReadWriteMany storage class), or use 1 replica")
+
+
 def check(values: Values) -> None:
     """The rules that span fields; each failure names the field to change."""
     _check_mode(values)
@@ -544,12 +569,7 @@ def check(values: Values) -> None:
         if values.mode == "cluster":
             raise SpecError("native admission runs in the control plane's own cluster only",
                             field="manageNamespaces", fix="remove it, or set mode: full")
-    if values.worker.replicas not in (0, 1):
-        raise SpecError(
-            f"{values.worker.replicas} replicas", field="worker.replicas",
-            fix="use 1 (or 0 to stop it): the control plane is a single writer that locks "
-            "its state directory, and a compute plane has one worker",
-        )
+    _check_replicas(values)
     _require_account(values.worker.rbac, "worker")
     _require_account(values.runs.rbac, "runs")
     if values.node_doctor.enabled:

@@ -78,7 +78,8 @@ def state_claim(values: Values) -> list[Manifest]:
     if not p.enabled or p.existing_claim:
         return []
     spec: dict[str, Any] = {
-        "accessModes": ["ReadWriteOnce"],
+        # Replicas share the state directory's keys, from whichever nodes they run on.
+        "accessModes": ["ReadWriteMany" if replicated(values) else "ReadWriteOnce"],
         "resources": {"requests": {"storage": p.size}},
     }
     if p.storage_class_name:
@@ -173,7 +174,16 @@ def control_plane_args(values: Values) -> list[str]:
     if values.store.kind == "postgresql":
         # The kubelet expands $(VAR) from the container's env, so the URL stays in the Secret.
         args += ["--db", "$(PHALANX_DB_URL)"]
+    if replicated(values):
+        # Followers send clients to the leader's own pod address (Services route to it too,
+        # as only the leader is ready).
+        args += ["--ha", "--advertise-url", f"http://$(POD_IP):{API_PORT}"]
     return args
+
+
+def replicated(values: Values) -> bool:
+    """Several control-plane replicas, one leading (values.check saw PostgreSQL)."""
+    return values.mode == "full" and values.worker.replicas > 1
 
 
 def _state_volume(values: Values) -> dict[str, Any]:
@@ -198,6 +208,9 @@ def plane_env(values: Values) -> list[dict[str, Any]]:
     ]
     if values.manage_namespaces is not None:  # Kubernetes-native admission
         env.append({"name": "PHALANX_K8S_MANAGE_NAMESPACES", "value": values.manage_namespaces})
+    if values.runs.allowed_service_accounts:
+        env.append({"name": "PHALANX_K8S_ALLOWED_SERVICE_ACCOUNTS",
+                    "value": ",".join(values.runs.allowed_service_accounts)})
     checkpoint_volume = values.runs.checkpoints.volume()
     if checkpoint_volume is not None:
         env += [{"name": "PHALANX_K8S_CHECKPOINT_VOLUME",
@@ -214,6 +227,10 @@ def _control_plane_container(values: Values) -> dict[str, Any]:
         pg = values.store.postgresql
         env.append(_secret_env("PHALANX_DB_URL", pg.secret_name, pg.key))
     probe = {"httpGet": {"path": "/healthz", "port": "http"}}
+    # Replicas: ready only on the leader, so the Service sends every request to it.
+    ready = {"httpGet": {"path": "/readyz", "port": "http"}} if replicated(values) else probe
+    if replicated(values):
+        env.append({"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}})
     return {
         "name": "phalanx",
         "image": values.image.reference,
@@ -224,7 +241,7 @@ def _control_plane_container(values: Values) -> dict[str, Any]:
         "ports": [{"name": "http", "containerPort": API_PORT, "protocol": "TCP"}],
         # Migrations run before the server listens: give startup its own, longer budget.
         "startupProbe": {**probe, "periodSeconds": 2, "failureThreshold": 90},
-        "readinessProbe": {**probe, "periodSeconds": 5},
+        "readinessProbe": {**ready, "periodSeconds": 2 if replicated(values) else 5},
         "livenessProbe": {**probe, "periodSeconds": 10, "failureThreshold": 6},
         "resources": _resources(values.worker.resources),
         "securityContext": _container_security(),
@@ -300,13 +317,32 @@ def deployment(values: Values) -> Manifest:
                              values.namespace),
         "spec": {
             "replicas": worker.replicas,
-            # One writer: the old pod lets go of the state volume (or, for a worker, of
-            # its plane) before the new one starts.
-            "strategy": {"type": "Recreate"},
+            "strategy": _strategy(values),
             "selector": {"matchLabels": _selector(component)},
             "template": {"metadata": {"labels": labels(component)}, "spec": pod},
         },
     }
+
+
+def _strategy(values: Values) -> dict[str, Any]:
+    if not replicated(values):
+        # One writer: the old pod lets go of the state volume (or, for a worker, of its
+        # plane) before the new one starts.
+        return {"type": "Recreate"}
+    # Only the leader is ever ready, so a rollout cannot wait for new replicas to be: one
+    # new replica starts while every old one stops (the leader hands over on SIGTERM), and
+    # the rest follow. Waiting for readiness would never replace the leader.
+    return {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": "100%"}}
+
+
+def disruption_budget(values: Values) -> list[Manifest]:
+    """Replicas: voluntary evictions (drains) keep one ready replica, the leader; followers
+    (never ready) may be evicted at any time."""
+    if not replicated(values) or not values.worker.enabled:
+        return []
+    return [{"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+             "metadata": metadata("phalanx", "control-plane", values.namespace),
+             "spec": {"minAvailable": 1, "selector": {"matchLabels": _selector("control-plane")}}}]
 
 
 def _doctor_api_env(values: Values) -> list[dict[str, Any]]:

@@ -73,6 +73,8 @@ class PoolState(StrEnum):
     READY = "Ready"  # every node Ready: the gang can be placed
     FAILED = "Failed"  # will not become Ready (see PoolStatus.error); delete it
     DELETING = "Deleting"  # deletion started, not confirmed yet
+    # Its plane's worker is not connected: neither Ready nor gone, until it reports again.
+    UNKNOWN = "Unknown"
 
 
 @dataclass(frozen=True, slots=True)

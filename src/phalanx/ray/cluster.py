@@ -2,10 +2,13 @@
 
 A cluster is a ``kind: ray`` job with no entrypoint, queued and admitted like any
 job. ``up()`` submits it, ``wait_ready()`` waits until every pod runs and (where the
-dashboard can be reached from here) every Ray node is alive, ``down()`` cancels it:
+control plane reaches the dashboard) every Ray node is alive, ``down()`` cancels it:
 its pods get SIGTERM, then SIGKILL after the grace, and the job ends Cancelled.
-``job_client`` is Ray's own ``JobSubmissionClient`` at the cluster's dashboard; it is
-the one place that imports Ray, so the rest works without ``phalanx[ray]``.
+The dashboard's address is the control plane's proxy of it (``/v1/jobs/{name}/ray``,
+``server/routes/ray.py``), behind the user's own token: it works from anywhere the control
+plane does, on every plane whose pods the control plane reaches. ``job_client`` is Ray's
+own ``JobSubmissionClient`` there, with the token as a header; it is the one place that
+imports Ray, so the rest works without ``phalanx[ray]``.
 
 ``down()`` waits until the cluster is gone (its job ended, its pods stopped);
 ``wait_ready()``, ``up(wait=True)`` and ``down()`` show progress (a bar in a notebook or
@@ -20,10 +23,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
-import httpx
-
 from phalanx.display import Listing, Table, fields_table, progress
-from phalanx.errors import NotFound, PhalanxError, SpecError
+from phalanx.errors import NotFound, NotSupported, PhalanxError, SpecError
 from phalanx.ray.config import WORKER, ClusterConfiguration
 from phalanx.sdk.client import Client
 from phalanx.spec.quantity import MILLI, format_amount, format_quantity
@@ -121,12 +122,17 @@ def _shown(resources: dict[str, int], name: str) -> str | None:
     return None if millis is None else format_amount(millis, name)
 
 
-def describe(record: JobRecord) -> RayCluster:
+def describe(record: JobRecord, client: Client | None = None) -> RayCluster:
+    """What ``record`` tells of its cluster; with ``client``, the dashboard is the control
+    plane's proxied address (else the address the head recorded)."""
     spec = record.spec
     head = next((p for p in spec.pod_sets if p.name == HEAD), spec.pod_sets[0])
     workers = [p for p in spec.pod_sets if p.name != HEAD]
     worker = workers[0] if workers else None
     live = record.status in (JobStatus.STARTING, JobStatus.RUNNING)
+    dashboard = record.endpoints.get("dashboard") if live else None
+    if dashboard is not None and client is not None:
+        dashboard = client.ray_dashboard(record.name)
     return RayCluster(
         name=record.name, status=_BY_JOB_STATUS[record.status], queue=record.queue,
         num_workers=sum(p.replicas for p in workers),
@@ -135,7 +141,7 @@ def describe(record: JobRecord) -> RayCluster:
         worker_cpu=_shown(worker.resources, "cpu") if worker else None,
         worker_memory=_shown(worker.resources, "memory") if worker else None,
         worker_gpu=worker.resources.get(GPU, 0) // MILLI if worker else 0,
-        dashboard=record.endpoints.get("dashboard") if live else None,
+        dashboard=dashboard,
         client_uri=record.endpoints.get("client") if live else None,
         message=record.message,
     )
@@ -148,7 +154,7 @@ class Cluster:
     def __init__(self, config: ClusterConfiguration, client: Client | None = None) -> None:
         self.config = config
         self._client = client
-        self._job_client: tuple[str, JobSubmissionClient] | None = None
+        self._job_client: tuple[tuple[str, str | None], JobSubmissionClient] | None = None
 
     @property
     def client(self) -> Client:
@@ -221,7 +227,7 @@ class Cluster:
         return self.table().__rich__()
 
     def details(self, print_to_console: bool = False) -> RayCluster:
-        cluster = describe(self._record())
+        cluster = describe(self._record(), self.client)
         if print_to_console:
             for key, value in cluster.__dict__.items():
                 print(f"{key}: {value}")
@@ -243,8 +249,9 @@ class Cluster:
                                        fix="bring it up again with up()")
                 total = record.spec.pod_count
                 running = sum(p.phase == "Running" for p in record.pods)
-                if record.status is JobStatus.RUNNING and dashboard_check:
-                    alive = _alive_nodes(record)
+                alive = _alive_nodes(self.client, self.name) if (
+                    record.status is JobStatus.RUNNING and dashboard_check) else None
+                if alive is not None:
                     report("Ray nodes alive", alive, total)
                     if alive >= total:
                         return
@@ -260,12 +267,16 @@ class Cluster:
 
     # ------------------------------------------------------------------ addresses
     def dashboard_uri(self) -> str:
-        """The Ray dashboard's URL (NotFound until the cluster's pods are launched)."""
+        """The Ray dashboard's address, as the control plane proxies it behind your token
+        (NotFound until the cluster's pods are launched). Ray's own clients take it with
+        the header ``Authorization: Bearer <token>`` (``job_client`` does so)."""
         uri = self.details().dashboard
         if uri is None:
             raise NotFound(f"cluster {self.name} has no dashboard yet", field="name",
                            fix="bring it up and wait_ready() first")
         return uri
+
+    cluster_dashboard_uri = dashboard_uri  # CodeFlare's name
 
     def cluster_uri(self) -> str:
         """The Ray client's address (``ray://...``), for ``ray.init(address=...)``."""
@@ -277,15 +288,18 @@ class Cluster:
 
     @property
     def job_client(self) -> JobSubmissionClient:
-        """Ray's ``JobSubmissionClient`` at this cluster's dashboard."""
+        """Ray's ``JobSubmissionClient`` at this cluster's proxied dashboard, sending your
+        token (a new one once the token is refreshed)."""
         uri = self.dashboard_uri()
-        if self._job_client is None or self._job_client[0] != uri:
+        token = self.client.bearer()
+        if self._job_client is None or self._job_client[0] != (uri, token):
             try:
                 from ray.job_submission import JobSubmissionClient
             except ImportError:
                 raise PhalanxError("Ray is not installed", field="job_client",
                                    fix="pip install 'phalanx[ray]'") from None
-            self._job_client = (uri, JobSubmissionClient(uri))
+            headers = {"Authorization": f"Bearer {token}"} if token else None
+            self._job_client = ((uri, token), JobSubmissionClient(uri, headers=headers))
         return self._job_client[1]
 
     def list_jobs(self) -> list[Any]:
@@ -298,17 +312,18 @@ class Cluster:
         return str(self.job_client.get_job_logs(job_id))
 
 
-def _alive_nodes(record: JobRecord) -> int:
-    """Ray nodes the cluster's dashboard reports alive (0 when it cannot be reached)."""
-    dashboard = record.endpoints.get("dashboard")
-    if not dashboard:
-        return 0
+def _alive_nodes(client: Client, name: str) -> int | None:
+    """Ray nodes the cluster's dashboard reports alive, asked through the control plane's
+    proxy (0 when it does not answer yet); None when the control plane cannot reach it at
+    all (a plane behind a worker): running pods are all there is to wait for then."""
     try:
-        answer = httpx.get(f"{dashboard}/api/v0/nodes", timeout=DASHBOARD_TIMEOUT, params={
-            "limit": "10000", "filter_keys": "state", "filter_predicates": "=",
-            "filter_values": "ALIVE"})
+        answer = client.ray_request(name, "GET", "api/v0/nodes", timeout=DASHBOARD_TIMEOUT,
+                                    params={"limit": "10000", "filter_keys": "state",
+                                            "filter_predicates": "=", "filter_values": "ALIVE"})
         return len(answer.json()["data"]["result"]["result"]) if answer.is_success else 0
-    except (httpx.HTTPError, ValueError, KeyError, TypeError):
+    except NotSupported:
+        return None
+    except (PhalanxError, ValueError, KeyError, TypeError):
         return 0
 
 
@@ -348,7 +363,7 @@ def list_clusters(
     """Ray clusters, newest first: the live ones, or with ``all`` finished ones too."""
     client = client or Client()
     records = client.list(status=None if all else LIVE, queue=queue)
-    return Listing((describe(r) for r in records if r.spec.kind is JobKind.RAY),
+    return Listing((describe(r, client) for r in records if r.spec.kind is JobKind.RAY),
                    clusters_table)
 
 

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import gc
 import itertools
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from phalanx.errors import SpecError
+from phalanx.scheduler.backfill import Backfill
 from phalanx.scheduler.cycle import Cycle
 from phalanx.scheduler.fairsharing import dominant_share
-from phalanx.scheduler.flavors import flavor_mismatch
+from phalanx.scheduler.flavorassigner.flavors import flavor_mismatch
 from phalanx.scheduler.placement import PodGroup
 from phalanx.scheduler.provisioning import (
     ProvisioningNeed,
@@ -40,12 +41,16 @@ from phalanx.spec.resources import JobSpec, Node
 class Scheduler:
     def __init__(self, config: QueueConfig, nodes: Iterable[Node] = ()) -> None:
         self._state = State(config, nodes)
+        # Reservations (backfill.py): their run-time estimator outlives configurations.
+        self._backfill = Backfill()
+        self._backfill.configure(config)
 
     # ---- configuration & nodes
     def set_config(self, config: QueueConfig) -> None:
         """Queue config changed (already validated). Pending jobs of removed queues stay pending
         with reason QueueStopped/NoMatchingFlavor; admitted jobs keep running."""
         self._state.set_config(config)
+        self._backfill.configure(config)
 
     def set_fair_sharing(self, enabled: bool) -> None:
         """Fair sharing (on by default) orders admission across the queues of a cohort by
@@ -53,6 +58,12 @@ class Scheduler:
         preemption (in-cohort preemption only to reclaim nominal quota or via
         borrowWithinCohort)."""
         self._state.set_fair_sharing(enabled)
+
+    def set_run_estimator(self, estimate: Callable[[JobSpec, float], float | None]) -> None:
+        """How long a job runs in all, given its spec and the seconds it has run (None:
+        unknown), for reservations (a ClusterQueue's reserveAfter). Without one, a job's
+        maxRuntime is its run time and a job without one has none known."""
+        self._backfill.estimator = lambda wl, elapsed: estimate(wl.spec, elapsed)
 
     def upsert_node(self, node: Node) -> None:
         self._state.upsert_node(node)
@@ -250,8 +261,14 @@ class Scheduler:
         gc.disable()
         try:
             withheld = st.refresh_withheld()
-            result = Cycle(st).run()
+            result = Cycle(st, self._backfill).run()
             result.preemptions[:0] = withheld
+            guard = st.preemptor.protection.guard
+            if now is not None and guard is not None:  # (thrashing.py counts preemptions)
+                for p in result.preemptions:
+                    victim = st.jobs.get(p.victim)
+                    if victim is not None:
+                        guard.preempted(victim, now)
             return result
         finally:
             if enabled:

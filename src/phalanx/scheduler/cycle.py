@@ -23,13 +23,15 @@ import heapq
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from phalanx.scheduler.backfill import Backfill
 from phalanx.scheduler.cache import QueueInfo, Tree
-from phalanx.scheduler.dominance import BlockStamp, Frontier
-from phalanx.scheduler.flavors import FIT, NOFIT, PREEMPT, Assignment, shrink
+from phalanx.scheduler.flavorassigner.flavors import FIT, NOFIT, PREEMPT, Assignment, shrink
+from phalanx.scheduler.flavorassigner.partial import shrink_to_admit
 from phalanx.scheduler.ordering import GlobalKey, global_key
-from phalanx.scheduler.partial import shrink_to_admit
 from phalanx.scheduler.placement import Placement, PodGroup
-from phalanx.scheduler.preemption import Outcome
+from phalanx.scheduler.preemption.dominance import BlockStamp, Frontier
+from phalanx.scheduler.preemption.preemptor import Outcome
+from phalanx.scheduler.preemption.waiting import PreemptedCapacity, WaitingPreemptor
 from phalanx.scheduler.provisioning_cycle import place_ready, try_hold
 from phalanx.scheduler.queue import PendingClass, QueuePending
 from phalanx.scheduler.reasons import (
@@ -51,7 +53,6 @@ from phalanx.scheduler.types import (
     Preemption,
     PreemptionReason,
 )
-from phalanx.scheduler.waiting import PreemptedCapacity, WaitingPreemptor
 from phalanx.scheduler.workload import FR, Workload
 
 # HELD: it failed because a higher-priority job keeps what it would borrow (reservation.py).
@@ -86,8 +87,11 @@ class QueueTurn:
 
 
 class Cycle:
-    def __init__(self, state: State) -> None:
+    def __init__(self, state: State, backfill: Backfill | None = None) -> None:
         self.st = state
+        # Room kept for jobs that waited long (backfill.py); the scheduler owns it, as it
+        # outlives cycles and configurations (and backfill.py reads the state).
+        self.backfill = backfill if backfill is not None else Backfill()
         self.result = CycleResult()
         self.holds: dict[str, PreemptedCapacity] = {}  # applied for this cycle, by preemptor
         # What each hold charged, and the victims whose quota it counts on (apply_hold).
@@ -121,6 +125,8 @@ class Cycle:
         if st.reservations:
             st.reservations.keep_pending(st.jobs)
         nominated = self.settle_waiting()
+        if self.backfill.active:
+            self.backfill.begin(st, st.now)  # room kept for jobs that waited long (backfill.py)
         for wl in nominated:
             hold = self.holds.get(wl.name)
             if hold is not None:
@@ -137,6 +143,8 @@ class Cycle:
                     if cls is not None:  # let the loop judge its class on its own turn
                         cls.blocked = None
         self.admit_loop()
+        if self.backfill.plans:
+            self.backfill.end(st)
         self.release_holds()
         self.report_rest()
         return self.result
@@ -431,8 +439,19 @@ class Cycle:
     # ------------------------------------------------------------------ one job
     def evaluate(self, wl: Workload, info: QueueInfo
                  ) -> tuple[str, PendingReason | None, Assignment]:
+        """``judge``, with a reservation lifted for its holder or a job that ends before it."""
+        backfill = self.backfill
+        lifted = backfill.lift(self.st, wl) if backfill.plans else None
+        try:
+            return self.judge(wl, info)
+        finally:
+            if lifted is not None:
+                backfill.restore(self.st, lifted, wl)
+
+    def judge(self, wl: Workload, info: QueueInfo
+              ) -> tuple[str, PendingReason | None, Assignment]:
         """The outcome, the reason when it failed, and the assignment it was judged on. The
-        full size is admitted or preempted for before a job shrinks (partial.py)."""
+        full size is admitted or preempted for before a job shrinks (flavorassigner/partial.py)."""
         st = self.st
         a = st.assigner.assign(wl, info)
         reservations = st.reservations
@@ -505,7 +524,7 @@ class Cycle:
             note = (f"preempting the {outcome.candidates} job"
                     f"{'s' if outcome.candidates != 1 else ''} its policies allow would not "
                     "make it fit")
-            if st.pool.index.multi_plane:  # (victims come from one plane: preemption.py)
+            if st.pool.index.multi_plane:  # (victims come from one plane: preemption/preemptor.py)
                 note += " within one compute plane"
         if a.mode == PREEMPT:
             reservations.offer(wl, info, a, st.cache)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from phalanx.scheduler.flavors import Assignment
+from phalanx.scheduler.flavorassigner.flavors import Assignment
 from phalanx.scheduler.types import PendingCode, PendingReason
 from phalanx.scheduler.workload import FR, Workload
 from phalanx.spec.config import QueueConfig

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from phalanx.scheduler.cache import QueueInfo
-from phalanx.scheduler.flavors import FIT
+from phalanx.scheduler.flavorassigner.flavors import FIT
 from phalanx.scheduler.placement import Placement, PodGroup
 from phalanx.scheduler.provisioning import (
     Hold,

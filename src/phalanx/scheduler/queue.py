@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 
-from phalanx.scheduler.dominance import BlockStamp, Failure, settled_reason
+from phalanx.scheduler.preemption.dominance import BlockStamp, Failure, settled_reason
 from phalanx.scheduler.types import PendingReason
 from phalanx.scheduler.workload import OrderKey, Workload
 

@@ -6,7 +6,7 @@ e.g. "needs 16 nvidia.com/gpu of h100; team-a has 8 free, cohort research lends 
 from __future__ import annotations
 
 from phalanx.scheduler.cache import QueueInfo, QuotaCache
-from phalanx.scheduler.flavors import Assignment, Shortfall
+from phalanx.scheduler.flavorassigner.flavors import Assignment, Shortfall
 from phalanx.scheduler.types import PendingCode, PendingReason
 from phalanx.scheduler.workload import FR
 from phalanx.spec.quantity import format_amount

@@ -22,7 +22,7 @@ at the job again (nothing it waits for changed) keeps the hold it had.
 from __future__ import annotations
 
 from phalanx.scheduler.cache import QueueInfo, QuotaCache
-from phalanx.scheduler.flavors import Assignment
+from phalanx.scheduler.flavorassigner.flavors import Assignment
 from phalanx.scheduler.reasons import reserved_reason
 from phalanx.scheduler.types import PendingReason
 from phalanx.scheduler.workload import FR, Workload

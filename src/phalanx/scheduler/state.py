@@ -13,17 +13,18 @@ from phalanx.errors import Conflict, SpecError
 from phalanx.scheduler import slack
 from phalanx.scheduler.admitted import AdmittedJobs
 from phalanx.scheduler.cache import QueueInfo, QuotaCache
-from phalanx.scheduler.dominance import Demands
-from phalanx.scheduler.flavors import Assigner
+from phalanx.scheduler.flavorassigner.flavors import Assigner
 from phalanx.scheduler.placement import NodePool, Placement, PodGroup
-from phalanx.scheduler.preemption import Preemptor
-from phalanx.scheduler.protection import Protection
+from phalanx.scheduler.preemption.dominance import Demands
+from phalanx.scheduler.preemption.preemptor import Preemptor
+from phalanx.scheduler.preemption.protection import Protection
+from phalanx.scheduler.preemption.waiting import WaitingPreemptor
 from phalanx.scheduler.provisioning import Provisioning
 from phalanx.scheduler.queue import QueueManager
 from phalanx.scheduler.reasons import QUEUED
 from phalanx.scheduler.reservation import Reservations
+from phalanx.scheduler.thrashing import PreemptionHistory
 from phalanx.scheduler.types import Admission, PendingReason, Preemption, PreemptionReason
-from phalanx.scheduler.waiting import WaitingPreemptor
 from phalanx.scheduler.workload import FR, POD_MILLIS, PODS, Workload, make_workload
 from phalanx.spec.config import QueueConfig
 from phalanx.spec.resources import HEALTH_LABEL, HEALTH_LABEL_VALUES, JobSpec, Node
@@ -60,6 +61,7 @@ class State:
         self.nodes_version = 0
         self._withheld_at = 0
         self._unshrunk: QuotaCache | None = None  # the quotas as given, when some are shrunk
+        self.preemption_history = PreemptionHistory()  # outlives configurations
         self._configure(slack.shrunk(config, self.withheld))
 
     # ------------------------------------------------------------------ configuration
@@ -73,7 +75,7 @@ class State:
         }
         self.assigner = Assigner(self.cache, self.pool)
         self.preemptor = Preemptor(self.cache, self.pool, self.admitted)
-        self.preemptor.protection = Protection.of(config)
+        self.preemptor.protection = Protection.of(config, self.preemption_history)
         self.assigner.oracle = self.preemptor.possible
         self.assigner.simulate = self.preemptor.simulate
         self.set_fair_sharing(self.fair_sharing)
@@ -326,6 +328,7 @@ class State:
         wl = self.jobs.get(name)
         if wl is None or not wl.admitted or at <= wl.checkpoint_at:
             return
+        self.preemption_history.checkpoint(wl, at)
         jobs = self.admitted.get(wl.cluster_queue)
         if jobs is not None:
             jobs.note_checkpoint(wl, at)
@@ -355,6 +358,7 @@ class State:
         self.unreported.pop(name, None)
         self.demands.forget(wl)
         self.provisioning.forget(name)
+        self.preemption_history.forget(name)
 
 
 def _group_flavor(info: QueueInfo, flavors: dict[str, str]) -> str:

@@ -58,6 +58,7 @@ from phalanx.spec.api import (
     VersionInfo,
 )
 from phalanx.spec.manifests import Translation, is_manifest, wire
+from phalanx.spec.ray import dashboard_proxy
 from phalanx.spec.resources import ConfigObject
 from phalanx.spec.status import JobDetail, JobEvent, JobRecord, JobStatus
 from phalanx.spec.tables import jobs_table
@@ -438,6 +439,35 @@ class Client(IdentityCalls, PlaneCalls, SecretCalls, SourceCalls):
         except httpx.TransportError as exc:
             raise self._unreachable(exc) from None
 
+    # ------------------------------------------------------------------ Ray dashboards
+    def bearer(self) -> str | None:
+        """The bearer token requests carry now (exchanged from the key, refreshed before it
+        expires), for another client speaking to a proxied route (Ray's
+        ``JobSubmissionClient``); None when this client sends none."""
+        try:
+            if self.auth is not None:
+                return self.auth.token()
+        except httpx.TransportError as exc:
+            raise self._unreachable(exc) from None
+        header = self._http.headers.get("Authorization")
+        return header[len("Bearer "):] if header and header.startswith("Bearer ") else None
+
+    def ray_dashboard(self, name: str) -> str:
+        """The address of job ``name``'s Ray dashboard and job-submission API as the control
+        plane proxies it, behind this client's token (``server/routes/ray.py``)."""
+        return self.url.rstrip("/") + dashboard_proxy(name)
+
+    def ray_request(self, name: str, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        """``method`` on ``path`` of job ``name``'s proxied Ray dashboard (``api/...``), as
+        the dashboard answered it (a refusal of the control plane's is raised)."""
+        try:
+            response = self._http.request(method, f"{dashboard_proxy(name)}/{path}", **kwargs)
+        except httpx.TransportError as exc:
+            raise self._unreachable(exc) from None
+        if response.is_error and _is_envelope(response):
+            raise error_from_response(response)
+        return response
+
     def cancel(self, name: str) -> JobRecord:
         """Cancel a job (a no-op for a finished one); its pods are stopped."""
         return self._request(JobRecord, "POST", _job_path(name, "cancel"))
@@ -527,6 +557,16 @@ class Client(IdentityCalls, PlaneCalls, SecretCalls, SourceCalls):
     def config(self) -> builtins.list[ConfigObject]:
         """The current queue configuration: flavors, cohorts, queues and priority classes."""
         return list(self._request(ConfigDocuments, "GET", "/v1/config").documents)
+
+
+def _is_envelope(response: httpx.Response) -> bool:
+    """Whether an error answer is the control plane's envelope (not the dashboard's own)."""
+    try:
+        body = response.json()
+    except ValueError:
+        return False
+    return isinstance(body, dict) and isinstance(body.get("error"), dict) \
+        and "type" in body["error"]
 
 
 def _base_of(job: object, base: str | Path | None) -> Path | None:

@@ -8,8 +8,9 @@ SHA-256 and is not uploaded again (``Client`` asks ``HEAD /v1/workdirs/{sha256}`
 A directory whose files add up to more than ``max_bytes`` is refused, naming its largest
 files: data belongs in a volume, not in the code.
 
-``resolve_commit(repo, ref)`` asks git for the commit ``ref`` names (``git rev-parse`` in a
-local repository, ``git ls-remote`` otherwise), so every attempt of the job runs that commit.
+``resolve_commit(repo, ref)`` (``spec/gitrepo.py``) asks git for the commit ``ref`` names
+(``git rev-parse`` in a local repository, ``git ls-remote`` otherwise), so every attempt of
+the job runs that commit; a source with an ssh key secret is left to the control plane.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ import io
 import json
 import os
 import stat
-import subprocess
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,9 +30,10 @@ from pydantic import BaseModel
 
 from phalanx.defaults import phalanx_home
 from phalanx.errors import SpecError
+from phalanx.spec.gitrepo import resolve_commit as resolve_commit  # re-exported
 from phalanx.spec.manifests import Translation
 from phalanx.spec.resources import JobSpec
-from phalanx.spec.sources import GIT_COMMIT, WorkdirArchive
+from phalanx.spec.sources import WorkdirArchive, WorkdirPruneResult
 
 if TYPE_CHECKING:
     import pathspec
@@ -44,7 +45,6 @@ MAX_WORKDIR_BYTES = 256 * 2**20  # the files of a workdir, before packing
 CACHE_FILE = "workdir-hashes.json"
 IGNORE_FILES = (".gitignore", ".phalanxignore")
 _BIGGEST_SHOWN = 5
-_GIT_TIMEOUT = 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,46 +135,6 @@ def pack(directory: str | Path, max_bytes: int = MAX_WORKDIR_BYTES) -> Packed:
     return Packed(data=data, sha256=hashlib.sha256(data).hexdigest(), files=len(files))
 
 
-def resolve_commit(repo: str, ref: str) -> str:
-    """The commit ``ref`` names in ``repo`` (SpecError naming ``git.ref`` if none)."""
-    if GIT_COMMIT.fullmatch(ref):
-        return ref
-    local = Path(repo.removeprefix("file://")).expanduser()
-    if local.is_dir():
-        argv = ["git", "-C", str(local), "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"]
-    else:
-        argv = ["git", "ls-remote", "--", repo, ref]
-    try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=_GIT_TIMEOUT,
-                              env={**os.environ, "GIT_TERMINAL_PROMPT": "0"}, check=False)
-    except FileNotFoundError:
-        raise SpecError("git is not installed here", field="git",
-                        fix="install git, or give git.commit yourself") from None
-    except subprocess.TimeoutExpired:
-        raise SpecError(f"git did not answer about {repo} within {_GIT_TIMEOUT:g}s",
-                        field="git.repo", fix="check the URL and the network") from None
-    lines = done.stdout.split("\n")
-    if local.is_dir():
-        commit = lines[0].strip() if done.returncode == 0 else ""
-    else:
-        # ls-remote lists the ref and, for an annotated tag, the commit it points at (^{}).
-        found: dict[str, str] = {}
-        for line in lines:
-            sha, tab, name = line.partition("\t")
-            if tab:
-                found[name.strip()] = sha.strip()
-        commit = next((found[name] for name in (f"refs/tags/{ref}^{{}}", f"refs/heads/{ref}",
-                                                  f"refs/tags/{ref}", ref) if name in found),
-                      next(iter(found.values()), ""))
-    if done.returncode != 0 and not local.is_dir():
-        raise SpecError(f"git cannot read {repo}: {done.stderr.strip()[:300]}",
-                        field="git.repo", fix="check the URL and that you may read it")
-    if not GIT_COMMIT.fullmatch(commit):
-        raise SpecError(f"{repo} has no branch, tag or commit {ref!r}", field="git.ref",
-                        fix="name a branch, tag or commit the repository has")
-    return commit
-
-
 def stat_signature(directory: Path) -> str:
     """A digest of what ``pack`` would read, by name and stat (size, mtime, ctime, inode):
     any write to a file changes its ctime, which no tool sets back."""
@@ -260,6 +220,15 @@ class SourceCalls:
             cache.put(signature, archive)
         return archive
 
+    def prune_workdirs(self, older_than: str | None = None, *,
+                       dry_run: bool = False) -> WorkdirPruneResult:
+        """(Admin) Remove the uploaded workdirs no job that has not ended names and no one
+        used for ``older_than`` (e.g. "12h"; default: the control plane's retention)."""
+        params = {"dryRun": "true" if dry_run else "false"}
+        if older_than is not None:
+            params["olderThan"] = older_than
+        return self._request(WorkdirPruneResult, "POST", "/v1/workdirs:prune", params=params)
+
     def with_sources(self, spec: JobSpec, base: str | Path | None = None) -> JobSpec:
         """``spec`` as the control plane takes it: a ``workdir`` path (relative to ``base``,
         default the current directory) packed and uploaded, a git ref resolved to its
@@ -270,7 +239,8 @@ class SourceCalls:
             if not directory.is_absolute():
                 directory = Path(base if base is not None else Path.cwd()) / directory
             update["workdir"] = self.upload_workdir(directory)
-        if spec.git is not None and spec.git.commit is None:
+        # A git source with a key is resolved by the control plane, which holds the key.
+        if spec.git is not None and spec.git.commit is None and spec.git.ssh_key_secret is None:
             update["git"] = spec.git.model_copy(
                 update={"commit": resolve_commit(spec.git.repo, spec.git.ref)})
         return spec.model_copy(update=update) if update else spec

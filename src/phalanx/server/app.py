@@ -43,6 +43,7 @@ from phalanx.server.routes import (
     identity,
     jobs,
     pools,
+    ray,
     status,
 )
 from phalanx.server.routes import planes as plane_routes
@@ -227,7 +228,9 @@ def create_app(
         slots=FollowerSlots(log_limits if log_limits is not None else LogLimits()),
         log_reads=anyio.CapacityLimiter(READ_THREADS), planes=planes,
         control_plane_id=control_plane_id, disk=StateDisk(home) if home is not None else None,
-        archives=workdirs if workdirs is not None else WorkdirStore(logs.root.parent / WORKDIRS),
+        archives=workdirs if workdirs is not None else (
+            controller.workdirs.archives if controller.workdirs is not None
+            else WorkdirStore(logs.root.parent / WORKDIRS)),
     )
     disk, parsers = ctx.disk, ctx.parsers
     app = FastAPI(
@@ -283,8 +286,8 @@ def create_app(
     routers = [
         exec_router(ctx.service, interactive=interactive, error_response=error_response),
         workdir_router(controller, ctx.archives, planes=planes),
-        status.router(ctx), jobs.router(ctx), cluster.router(ctx), pools.router(ctx),
-        configuration.router(ctx),
+        status.router(ctx), jobs.router(ctx), ray.router(ctx), cluster.router(ctx),
+        pools.router(ctx), configuration.router(ctx),
         *([plane_routes.router(ctx, planes)] if planes is not None else []),
         identity.router(ctx), secret_router(auth), admission.router(ctx),
     ]

@@ -21,12 +21,13 @@ import uvicorn
 from starlette.types import ASGIApp
 
 from phalanx.compute.base import AttemptSecrets, PodCredential
-from phalanx.compute.factory import make_plane
+from phalanx.compute.factory import compute_plane, make_plane
 from phalanx.compute.federation import PlaneSet
 from phalanx.compute.remote import PlaneTimers
 from phalanx.control import Controller
 from phalanx.control.loop import CredentialSource
 from phalanx.control.planes import PlaneRegistry, check_timers, current_placement
+from phalanx.control.retention import DEFAULT_WORKDIR_RETENTION
 from phalanx.defaults import (
     DEFAULT_HOST,
     DEFAULT_PORT,
@@ -49,6 +50,7 @@ from phalanx.server.redaction import SecretEnvRule
 from phalanx.server.replicas import Elector, ReplicaApp, check_ha_store, exit_lost
 from phalanx.server.secrets import SecretVault
 from phalanx.spec.base import check_api_url
+from phalanx.spec.computeplanes import PlaneOptions
 from phalanx.spec.planes import LOCAL_PLANE
 from phalanx.spec.status import JobRecord
 from phalanx.store import IdentityStore, LogStore, Store
@@ -135,18 +137,8 @@ def serve(
     port: int = DEFAULT_PORT,
     db: str | None = None,
     compute: str = "local",
-    nodes_file: Path | None = None,
     grace_seconds: float = 10.0,
-    kubeconfig: Path | None = None,
-    namespace: str | None = None,
-    manage_namespaces: str | None = None,
-    default_image: str | None = None,
-    run_as_user: str | None = None,
     secret_env: Sequence[str] = (),
-    health_interval: float = 0.0,
-    site_checks: Path | None = None,
-    node_lost_grace: float | None = None,
-    max_pods: int | None = None,
     max_body_bytes: int = MAX_BODY_BYTES,
     finished_ttl: float | None = None,
     token_ttl: float = TOKEN_TTL,
@@ -155,15 +147,19 @@ def serve(
     local_plane: bool = True,
     worker_grace: float = 60.0,
     worker_lost_after: float = 900.0,
-    pod_uids: str | None = None,
     ha: bool = False,
     lease_seconds: float = DEFAULT_LEASE_SECONDS,
     advertise_url: str | None = None,
+    workdir_retention: float | None = DEFAULT_WORKDIR_RETENTION,
+    plane_options: PlaneOptions | None = None,
+    **more_plane_options: object,
 ) -> None:
     """Run the control plane in the foreground until SIGINT or SIGTERM.
 
-    ``run_as_user`` is whom the local plane's pods run as (see
-    ``compute/local/users.py``); ``secret_env`` adds names or glob patterns of env
+    ``compute`` names the in-process plane (``spec/computeplanes/``); ``plane_options`` and
+    ``more_plane_options`` are its options, by ``PlaneOption.param`` (``nodes_file=``,
+    ``run_as_user=``, ``max_pods=``, ...: ``compute/factory.py``'s ``make_plane`` refuses one
+    the plane does not take); ``secret_env`` adds names or glob patterns of env
     variables whose values API answers redact (see ``server/redaction.py``);
     ``finished_ttl``: seconds after which finished jobs and their logs are deleted (None or
     0: kept for ever); ``token_ttl``: seconds a token exchanged for an API key lives;
@@ -172,11 +168,14 @@ def serve(
     loopback one when it listens on every address); ``local_plane``: whether it runs the
     in-process compute plane ``local`` (False: it only waits for workers, ``phalanx
     worker``); ``worker_grace``/``worker_lost_after``: the timers of planes that dial in
-    (``compute/remote.py``); ``pod_uids``: the range of uids the local plane gives its
-    attempts, one each (``compute/local/uids.py``); ``ha``: run as one replica of several
+    (``compute/remote.py``); ``ha``: run as one replica of several
     on one PostgreSQL store, leading while it holds the store's lease of ``lease_seconds``
     and advertising ``advertise_url`` (default: the address it listens on) to the others
-    (``server/replicas.py``).
+    (``server/replicas.py``); ``workdir_retention``:
+    seconds an uploaded workdir no live job names is kept after its last use (None or 0:
+    pruned only when an admin asks).
+    ``plane_options`` (and any more keywords): the plane's own options, as declared in
+    ``spec/computeplanes/``.
 
     Everything it creates in the state directory is owner-only (umask 077 while it
     runs); an existing state directory with looser modes is tightened, and said so.
@@ -220,7 +219,7 @@ def serve(
         "compute": compute if local_plane else "workers only",
         "db": redact_url(db) if db else "sqlite",
     }
-    if compute == "kubernetes" and pod_api_url is None:
+    if compute_plane(compute).pods_elsewhere and pod_api_url is None:
         logging.getLogger("phalanx").warning(
             "no --pod-api-url: job pods are told the API is at %s, which they may not reach "
             "(the deploy values pass the Service's URL)", pods_url(host, real_port))
@@ -232,19 +231,20 @@ def serve(
         check_timers(timers)
         plane = PlaneSet()
         if local_plane:
-            plane.add(LOCAL_PLANE, make_plane(
-                compute, home, nodes_file, kubeconfig, namespace, default_image, run_as_user,
-                health_interval, site_checks, node_lost_grace, max_pods,
-                # Keys the local plane's shared directories (the in-process Kubernetes
-                # plane's objects stay untagged, as they always were).
-                control_plane=control_plane_id(home) if compute == "local" else None,
-                pod_uids=pod_uids, manage_namespaces=manage_namespaces), qualify=False)
+            # The control plane's identity keys the local plane's shared directories (the
+            # in-process Kubernetes plane's objects stay untagged, as they always were).
+            plane.add(LOCAL_PLANE, make_plane(compute, home, {**(plane_options or {}),
+                                                              **more_plane_options},
+                                              control_plane=control_plane_id(home)),
+                      qualify=False)
         logs = LogStore.for_home(home)
         planes = PlaneRegistry(plane, PlaneStore(store), timers=timers, logs=logs)
         credentials = pod_credentials(auth.job_keys,
                                       pod_api_url or pods_url(host, real_port), auth.secrets)
+        workdirs = WorkdirStore.for_home(home)
         controller = Controller(store, plane, grace_seconds=grace_seconds, logs=logs,
                                 finished_ttl=finished_ttl, credentials=credentials,
+                                workdirs=workdirs, workdir_retention=workdir_retention,
                                 native=getattr(plane.member(LOCAL_PLANE), "native", None))
         auth.attempts = controller.service.running_attempt
         plane.placement_of = current_placement(controller.state, plane)
@@ -253,7 +253,7 @@ def serve(
                          max_body_bytes=max_body_bytes, log_limits=LogLimits.from_env(),
                          interactive=interactive, planes=planes,
                          control_plane_id=control_plane_id(home), home=home,
-                         workdirs=WorkdirStore.for_home(home))
+                         workdirs=workdirs)
         return _Leader(controller, plane, planes, app)
 
     server_file = home / SERVER_FILE

@@ -88,7 +88,7 @@ def add_manifest_routes(
 ) -> None:
     @app.post("/v1/manifests", status_code=201, dependencies=needs(Access.WRITE), responses={
         200: {"model": JobList, "description": replayed_description},
-        **errors(400, 401, 403, 409, 413, 429)})
+        **errors(400, 401, 403, 404, 409, 413, 429)})
     def submit_manifests(body: ManifestBatch, request: Request, response: Response,
                          idempotency_key: str | None = idempotency_header) -> JobList:
         """Submit Kubernetes workload manifests and Phalanx jobs, all or nothing; each

@@ -36,7 +36,7 @@ from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from phalanx.compute.base import AttemptSecrets
 from phalanx.errors import Forbidden, InternalError, NotFound, SpecError
 from phalanx.spec.resources import JobSpec
-from phalanx.spec.secrets import DOCKER_KEY, ENV_NAME, SECRET_REF
+from phalanx.spec.secrets import DOCKER_KEY, ENV_NAME, SECRET_REF, SSH_KEY
 from phalanx.store.identity import AuditEntry
 from phalanx.store.secrets import TEAM_OWNER, USER_OWNER, SecretStore, StoredSecret
 
@@ -236,7 +236,16 @@ class SecretVault:
                 pull[pulled.name] = data[DOCKER_KEY]
         volumes = {v.name: values(v.secret.secret_name, f"volumes[{i}].secret.secretName")[1]
                    for i, v in enumerate(spec.volumes) if v.secret is not None}
-        return AttemptSecrets(env=env, volumes=volumes, pull=pull)
+        git: dict[str, bytes] = {}
+        if spec.git is not None and spec.git.ssh_key_secret is not None:
+            key_ref, field = spec.git.ssh_key_secret, "git.sshKeySecret"
+            found, data = values(key_ref, field)
+            if found.type != "ssh" or SSH_KEY not in data:
+                raise SpecError(f"secret {key_ref!r} is of type {found.type}, not ssh",
+                                field=field, fix="create a key secret with --type ssh "
+                                f"--from-file {SSH_KEY}=~/.ssh/id_ed25519")
+            git = data
+        return AttemptSecrets(env=env, volumes=volumes, pull=pull, git=git)
 
     def for_attempt(self, spec: JobSpec, user: str) -> AttemptSecrets:
         """What a launch hands the plane: resolved with the owner's teams as they are now,

@@ -8,7 +8,11 @@
   members of the uploader's teams, and a job's credential acting for one of them (the
   init container of a Kubernetes pod fetches it so);
 - ``GET /v1/planes/{name}/workdirs/{sha256}``: the archive, to the worker of plane
-  ``name`` while the control plane wants an attempt that names it started there.
+  ``name`` while the control plane wants an attempt that names it started there;
+- ``POST /v1/workdirs:prune``: an admin's pruning pass now (``control/retention.py``).
+
+A HEAD that answers 200, an upload and a submit that names an archive mark it used, so
+its retention counts from then.
 
 Whether another team holds an archive is never told: to a caller that may not read it,
 the answer is the same 404 whether the bytes are here or not (``store/workdirs.py``).
@@ -19,18 +23,25 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, Request
+from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import Response, StreamingResponse
 from starlette.types import Scope
 
 from phalanx.control import Controller
 from phalanx.control.planes import PlaneRegistry
-from phalanx.errors import NotFound
+from phalanx.control.retention import DEFAULT_WORKDIR_RETENTION, WorkdirPruner
+from phalanx.errors import NotFound, SpecError
 from phalanx.server.access import Access, caller_of, needs, principal_of
 from phalanx.server.principal import Principal
 from phalanx.server.routes.context import errors
+from phalanx.spec.quantity import parse_duration
 from phalanx.spec.resources import JobSpec
-from phalanx.spec.sources import WorkdirArchive, check_resolved
+from phalanx.spec.sources import (
+    PrunedWorkdir,
+    WorkdirArchive,
+    WorkdirPruneResult,
+    check_resolved,
+)
 from phalanx.store.workdirs import MAX_ARCHIVE_BYTES, WorkdirStore, check_digest
 
 # An archive's name: its SHA-256, declared so the document says what the route takes.
@@ -58,9 +69,10 @@ def check_job_sources(store: WorkdirStore, principal: Principal, specs: list[Job
     submitter. The refusal is the same whether another team holds the archive or not."""
     for spec in specs:
         check_resolved(spec.workdir, spec.git)
-        if isinstance(spec.workdir, WorkdirArchive) and not store.readable_by(
-                spec.workdir.sha256, principal.name, principal.teams):
-            raise _absent(spec.workdir.sha256)
+        if isinstance(spec.workdir, WorkdirArchive):
+            if not store.readable_by(spec.workdir.sha256, principal.name, principal.teams):
+                raise _absent(spec.workdir.sha256)
+            store.touch(spec.workdir.sha256)  # not pruned between here and the job's store
 
 
 def add_workdir_routes(app: APIRouter, controller: Controller, store: WorkdirStore, *,
@@ -70,6 +82,13 @@ def add_workdir_routes(app: APIRouter, controller: Controller, store: WorkdirSto
     """Mount the routes on ``app``; uploads are counted in the controller's metrics
     (``phalanx_workdir_uploads_total``)."""
     router = APIRouter()
+
+    def pruner() -> WorkdirPruner:
+        """The loop's pruner when it prunes this store; else one for this pass alone."""
+        found = controller.workdirs
+        if found is not None and found.archives is store:
+            return found
+        return WorkdirPruner(store, controller.state, None, controller.state.clock)
 
     def readable(request: Request, sha256: str) -> Principal:
         principal = caller_of(request)
@@ -82,7 +101,31 @@ def add_workdir_routes(app: APIRouter, controller: Controller, store: WorkdirSto
     def held(sha256: Digest, request: Request) -> Response:
         """200 when the caller may read the archive, 404 otherwise."""
         readable(request, sha256)
+        store.touch(sha256)  # the client submits a job naming it next
         return Response(status_code=200)
+
+    @router.post("/v1/workdirs:prune", dependencies=needs(Access.ADMIN),
+                 responses=errors(400, 401, 403))
+    def prune(older_than: Annotated[str | None, Query(
+                  alias="olderThan", description="Remove archives unused this long (e.g. "
+                  "12h, 7d; default: the control plane's --workdir-retention, else 7d)")] = None,
+              dry_run: Annotated[bool, Query(alias="dryRun",
+                                             description="Only say what would go")] = False,
+              ) -> WorkdirPruneResult:
+        """Remove the uploaded workdirs no job that has not ended names and no one used
+        (uploaded, asked about, submitted) for ``olderThan``."""
+        keep_for = None if older_than is None else parse_duration(older_than, "olderThan")
+        if keep_for is not None and keep_for < 0:
+            raise SpecError("is negative", field="olderThan", fix="write e.g. 12h, 7d or 0")
+        passing = pruner()
+        keep_for = keep_for if keep_for is not None else (
+            passing.retention or DEFAULT_WORKDIR_RETENTION)
+        report = passing.prune(keep_for, dry_run=dry_run)
+        return WorkdirPruneResult(
+            removed=[PrunedWorkdir(sha256=a.sha256, size=a.size, idle_seconds=a.idle_seconds)
+                     for a in report.removed],
+            removed_bytes=report.removed_bytes, kept_in_use=report.kept_in_use,
+            kept_recent=report.kept_recent, older_than=keep_for, dry_run=dry_run)
 
     @router.put(PREFIX + "{sha256}", status_code=201, dependencies=needs(Access.WRITE),
                 responses={200: {"model": WorkdirArchive,
@@ -93,6 +136,7 @@ def add_workdir_routes(app: APIRouter, controller: Controller, store: WorkdirSto
         principal = caller_of(request)
         check_digest(sha256)
         if store.readable_by(sha256, principal.name, principal.teams):
+            store.touch(sha256)
             response.status_code = 200
             return WorkdirArchive(sha256=sha256, size=store.path(sha256).stat().st_size)
         # Even when the bytes are here already (another team's), receiving them again

@@ -18,7 +18,10 @@ the rest, and the scheduler hears of each save (``Scheduler.report_checkpoint``)
 preemption takes the equal candidate that loses least. Either way a job keeps its
 submission time, so it keeps its place in its queue. ``min_runtime`` gives every
 ClusterQueue that sets none that minRuntime (preemption protection); cycles run with
-the simulated clock, so protection counts in simulated time.
+the simulated clock, so protection counts in simulated time. ``reserve_after`` likewise
+sets reserveAfter (reservations and backfill, ``scheduler/backfill.py``); the expected
+run times they rest on come from the replay's own finished jobs, as the control plane's
+estimates do (``control/forecast.py``), never from the trace's durations.
 
 A node that fails is taken out of the scheduler's inventory; when some ClusterQueue
 has ``capacityFollowsHealth`` it stays in, unhealthy, so that queue's quota shrinks
@@ -50,6 +53,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from phalanx.control.forecast import RunHistory
 from phalanx.control.lifecycle import deadline_at, restart_decision
 from phalanx.errors import SpecError
 from phalanx.scheduler import Scheduler
@@ -57,7 +61,15 @@ from phalanx.sim.autoscale import Autoscaler, node_price, pool_gpus
 from phalanx.sim.estimates import EstimateRecorder
 from phalanx.sim.failures import FailureModel
 from phalanx.sim.meter import NodeMeter
-from phalanx.sim.metrics import JobOutcome, Series, SimResult, TeamShare, stats
+from phalanx.sim.metrics import (
+    JobOutcome,
+    Series,
+    SimResult,
+    TeamShare,
+    by_gang_size,
+    preemptions_per_job,
+    stats,
+)
 from phalanx.sim.policy import Policy, policy_named
 from phalanx.sim.trace import TraceJob
 from phalanx.spec import GPU, JobSpec, Node, QueueConfig, validate
@@ -91,7 +103,8 @@ class Simulator:
                  progress: Callable[[int, int, float], None] | None = None,
                  checkpoint_every: float | None = None,
                  min_runtime: float | None = None, seed: int = 0,
-                 node_prices: dict[str, float] | None = None, estimate_every: int = 0) -> None:
+                 node_prices: dict[str, float] | None = None, estimate_every: int = 0,
+                 reserve_after: float | None = None) -> None:
         # Forecast start times at every Nth arrival and score them (sim/estimates.py).
         self.estimate_every = max(0, estimate_every)
         self.seed = seed  # for stockouts drawn at a rate (options.stockoutRate)
@@ -117,7 +130,14 @@ class Simulator:
             raise SpecError(f"unknown restart mode {restart!r}", field="restart",
                             fix="use 'restart' (from zero) or 'resume'")
         self.policy = policy if isinstance(policy, Policy) else policy_named(policy)
-        self.config = with_min_runtime(self.policy.apply(config), min_runtime)
+        for value, what in ((reserve_after, "reserveAfter"),):
+            if value is not None and not (math.isfinite(value) and value >= 0):
+                raise SpecError(f"{what} {value:g} s is out of range", field=what,
+                                fix="use 0 or more seconds, or leave it out")
+        self.reserve_after = reserve_after
+        self.config = with_queue_default(
+            with_queue_default(self.policy.apply(config), "min_runtime", min_runtime),
+            "reserve_after", reserve_after)
         self.slack = any(cq.capacity_follows_health for cq in self.config.cluster_queues.values())
         self.nodes = {n.name: n for n in nodes}
         if len(self.nodes) != len(nodes):
@@ -202,6 +222,20 @@ class Simulator:
         templates, cq_of = self._templates(scheduler)
         recorder = (EstimateRecorder(self.estimate_every, self.max_runtime)
                     if self.estimate_every else None)
+        # Run times of finished jobs: for estimates, and for reservations' expected ends.
+        reserving = any(cq.reserve_after is not None
+                        for cq in self.config.cluster_queues.values())
+        history = recorder.history if recorder is not None else (
+            RunHistory() if reserving else None)
+        if reserving:
+            assert history is not None
+            max_runtime = self.max_runtime
+
+            def expected(spec: JobSpec, elapsed: float) -> float:
+                team = spec.queue
+                return history.expected(team, spec.name, team, max_runtime, elapsed).seconds
+
+            scheduler.set_run_estimator(expected)
         gpus_of = {name: n.allocatable.get(GPU, 0) // 1000 for name, n in self.nodes.items()}
         outcomes = [
             JobOutcome(j.name, j.team, cq_of[j.team], j.gpus, j.submit, j.duration)
@@ -332,8 +366,8 @@ class Simulator:
                 # The last run and what earlier runs saved: the work the job kept.
                 goodput += (now - run.start + kept_seconds.pop(name, 0.0)) * o.gpus
                 o.finish = now
-                if recorder is not None:
-                    recorder.finished(o, now - run.start)
+                if history is not None:
+                    history.add(o.team, o.team, o.name, now - run.start)
                 scheduler.remove(name)
                 meter.free(run.nodes, now)
                 if autoscaler is not None:
@@ -531,7 +565,9 @@ class Simulator:
             "goodput": counts["goodput"] / cap,
             "queueing_delay": stats(delays),
             "jct": stats(jcts),
+            "gang_sizes": by_gang_size(outcomes),
             "preemptions": int(counts["preemptions"]),
+            "preemptions_per_job": preemptions_per_job(outcomes),
             "evictions": int(counts["evictions"]),
             "node_failures": int(counts["node_failures"]),
             "wasted_gpu_hours": counts["wasted"] / 3600,
@@ -539,6 +575,7 @@ class Simulator:
             "lost_to_failures_gpu_hours": counts["lost_to_failures"] / 3600,
             "checkpoint_every": self.checkpoint_every,
             "min_runtime": self.min_runtime,
+            "reserve_after": self.reserve_after,
             "cycles": int(counts["cycles"]),
             "instants": int(counts["instants"]),
             "wall_seconds": wall,
@@ -579,12 +616,13 @@ def kept_progress(ran: float, every: float | None) -> float:
     return math.floor(ran / every) * every
 
 
-def with_min_runtime(config: QueueConfig, min_runtime: float | None) -> QueueConfig:
-    """``config`` with ``min_runtime`` on every ClusterQueue that sets none."""
-    if not min_runtime:
+def with_queue_default(config: QueueConfig, field: str, value: float | None) -> QueueConfig:
+    """``config`` with ``value`` as ``field`` (minRuntime, reserveAfter) of every ClusterQueue
+    that sets none; None (and a minRuntime of 0) leaves it as it is."""
+    if value is None or (field == "min_runtime" and not value):
         return config
-    changed = [cq.model_copy(update={"min_runtime": min_runtime})
-               for cq in config.cluster_queues.values() if cq.min_runtime is None]
+    changed = [cq.model_copy(update={field: value})
+               for cq in config.cluster_queues.values() if getattr(cq, field) is None]
     return config.merged(changed) if changed else config
 
 
@@ -596,11 +634,11 @@ def simulate(config: QueueConfig, nodes: Sequence[Node], trace: Sequence[TraceJo
              checkpoint_every: float | None = None,
              min_runtime: float | None = None, seed: int = 0,
              node_prices: dict[str, float] | None = None,
-             estimate_every: int = 0) -> SimResult:
+             estimate_every: int = 0, reserve_after: float | None = None) -> SimResult:
     """Run one simulation (see ``Simulator``)."""
     return Simulator(config, nodes, trace, policy, restart=restart, failures=failures,
                      tick=tick, max_runtime=max_runtime, restart_policy=restart_policy,
                      progress=progress, checkpoint_every=checkpoint_every,
                      min_runtime=min_runtime, seed=seed, node_prices=node_prices,
-                     estimate_every=estimate_every).run()
+                     estimate_every=estimate_every, reserve_after=reserve_after).run()
 

@@ -33,9 +33,6 @@ class EstimateRecorder:
         self.forecasts = 0
         self._arrived = 0
 
-    def finished(self, outcome: JobOutcome, ran: float) -> None:
-        self.history.add(outcome.team, outcome.team, outcome.name, ran)
-
     def arrived(self, outcome: JobOutcome) -> bool:
         """Count an arrival; True when this instant's arrivals are to be estimated."""
         self.team[outcome.name] = outcome.team

@@ -13,6 +13,9 @@ Everything else is derived here:
   a preemption or node failure threw away counts as busy but not as goodput, and
   so does the work of a job that never completed).
 * Queueing delay: first admission - submission; JCT: completion - submission.
+* Per gang size (1, 2-7, 8, 9-31, 32+ GPUs): jobs, mean, p99 and max queueing delay, so
+  a policy's gain on small jobs cannot hide what big gangs pay; and preemptions per job
+  (mean, p99, max: a job stopped again and again thrashes even when the total is low).
 * Per ClusterQueue (team): GPU-seconds used, its share of all used GPU-seconds
   and of capacity, against its entitlement (nominal GPU quota / all nominal
   GPU quota) and its demand (GPU-seconds submitted / all submitted).
@@ -136,6 +139,42 @@ def stats(values: list[float]) -> dict[str, float]:
         "p99": percentile(ordered, 99),
         "max": ordered[-1],
     }
+
+
+# Gang-size classes (GPUs of a job, inclusive bounds) and their labels.
+GANG_CLASSES: tuple[tuple[str, int, float], ...] = (
+    ("1", 1, 1), ("2-7", 2, 7), ("8", 8, 8), ("9-31", 9, 31), ("32+", 32, math.inf),
+)
+
+
+def gang_class(gpus: int) -> str:
+    """The label of the gang-size class of a job of ``gpus`` GPUs (0 counts as 1)."""
+    for label, low, high in GANG_CLASSES:
+        if low <= max(gpus, 1) <= high:
+            return label
+    raise AssertionError(gpus)  # the classes cover every count
+
+
+def by_gang_size(outcomes: list[JobOutcome]) -> dict[str, dict[str, float]]:
+    """Per gang-size class: jobs admitted, and the mean, p99 and max of their delays."""
+    delays: dict[str, list[float]] = {label: [] for label, _, _ in GANG_CLASSES}
+    for o in outcomes:
+        if (d := o.delay) is not None:
+            delays[gang_class(o.gpus)].append(d)
+    out = {}
+    for label, values in delays.items():
+        figures = stats(values)
+        out[label] = {"jobs": float(len(values)), "mean": figures["mean"],
+                      "p99": figures["p99"], "max": figures["max"]}
+    return out
+
+
+def preemptions_per_job(outcomes: list[JobOutcome]) -> dict[str, float]:
+    """Preemptions per submitted job: mean, p99 and max, and how many jobs had any."""
+    counts = [float(o.preemptions) for o in outcomes if not o.rejected]
+    figures = stats(counts)
+    return {"mean": figures["mean"], "p99": figures["p99"], "max": figures["max"],
+            "jobs_preempted": float(sum(1 for c in counts if c))}
 
 
 @dataclass(slots=True)

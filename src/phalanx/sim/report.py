@@ -7,7 +7,7 @@ from typing import Any
 
 from rich.table import Table
 
-from phalanx.sim.metrics import SimResult
+from phalanx.sim.metrics import GANG_CLASSES, SimResult
 
 
 def span(seconds: float) -> str:
@@ -40,7 +40,12 @@ ROWS: list[Row] = [
     ("JCT mean", lambda s: span(s["jct"]["mean"])),
     ("makespan", lambda s: span(s["makespan"])),
     ("preemptions", lambda s: f"{s['preemptions']:,}"),
+    ("preemptions per job (p99 / max)",
+     lambda s: "{p99:,.0f} / {max:,.0f}".format(**s.get("preemptions_per_job",
+                                                       {"p99": 0, "max": 0}))),
     ("GPU-hours lost to restarts", lambda s: f"{s['wasted_gpu_hours']:,.0f}"),
+    ("... of which to preemption",
+     lambda s: f"{s.get('lost_to_preemption_gpu_hours', 0.0):,.0f}"),
     ("node failures / evictions", lambda s: f"{s['node_failures']:,} / {s['evictions']:,}"),
     ("node-hours paid (idle)", lambda s: f"{s.get('node_hours', 0.0):,.0f} "
                                          f"({s.get('idle_node_hours', 0.0):,.0f})"),
@@ -114,4 +119,27 @@ def teams_table(runs: Sequence[SimResult]) -> Table:
             t = by_name[team.cluster_queue]
             cells += [pct(t.share), span(t.mean_delay)]
         table.add_row(*cells)
+    return table
+
+
+def gang_table(runs: Sequence[SimResult]) -> Table:
+    """Per gang-size class: each run's mean, p99 and max queueing delay, side by side
+    (the first run is the reference when it is FIFO's)."""
+    table = Table(title="Queueing delay by gang size (mean / p99 / max)", title_justify="left")
+    table.add_column("GPUs")
+    table.add_column("jobs", justify="right")
+    for r in runs:
+        table.add_column(r.policy, justify="right")
+    for label, _, _ in GANG_CLASSES:
+        cells = []
+        jobs = 0.0
+        for r in runs:
+            figures = r.summary.get("gang_sizes", {}).get(label)
+            if not figures or not figures["jobs"]:
+                cells.append("-")
+                continue
+            jobs = max(jobs, figures["jobs"])
+            cells.append(f"{span(figures['mean'])} / {span(figures['p99'])} / "
+                         f"{span(figures['max'])}")
+        table.add_row(label, f"{jobs:,.0f}", *cells)
     return table

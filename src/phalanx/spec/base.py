@@ -16,6 +16,7 @@ from pydantic import (
     WithJsonSchema,
 )
 from pydantic.alias_generators import to_camel
+from pydantic_core import PydanticCustomError
 
 from phalanx.errors import SpecError
 from phalanx.spec.quantity import (
@@ -166,6 +167,22 @@ def _loc_to_field(loc: tuple[int | str, ...]) -> str:
     return out
 
 
+# The ctx key of a whole-model check's error that holds the field it is about.
+_AT = "at"
+
+
+def field_error(message: str, *at: str | int) -> PydanticCustomError:
+    """A whole-model check's refusal that names the field it is about, ``at`` below the
+    model (wire names, such as ``"podSets", 0, "env"``).
+
+    Pydantic gives an error a ``model_validator`` raises the model's own location (the
+    document itself at top level), so a refusal by a check across fields would name no field;
+    raise this instead of ValueError and the field is named as a field's own check names it.
+    ``message`` is "what is wrong; the fix", as a ValueError's.
+    """
+    return PydanticCustomError("invalid", message, {_AT: at})
+
+
 def spec_error_from(exc: ValidationError, prefix: str = "") -> SpecError:
     """Turn pydantic's report into one SpecError naming the first bad field."""
     return spec_error_from_errors(exc.errors(include_url=False), prefix)
@@ -176,7 +193,9 @@ def spec_error_from_errors(errors: Sequence[Mapping[str, Any]], prefix: str = ""
     if not errors:
         return SpecError("is invalid", field=prefix or None, fix="correct the document")
     err = errors[0]
-    loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+    at = tuple((err.get("ctx") or {}).get(_AT, ()))
+    loc = tuple(p for p in (*err["loc"], *at)
+                if not (isinstance(p, str) and p.startswith("function-")))
     field = _loc_to_field(loc)
     if prefix:
         field = f"{prefix}.{field}" if field else prefix

@@ -284,6 +284,12 @@ def from_kueue(doc: dict[str, Any], where: str) -> Translated:
                                                  f"{where}.spec.fairSharing.weight")}
     out.update(body)
     out.update(_annotations(meta, where))
+    if kind == "ClusterQueue":
+        for key in PREEMPTION_ONLY:
+            if key in out:
+                preemption = out.get("preemption")
+                out["preemption"] = {**(preemption if isinstance(preemption, dict) else {}),
+                                     key: out.pop(key)}
     return Translated(out, notes)
 
 
@@ -322,10 +328,13 @@ def _annotations(meta: dict[str, Any], where: str) -> dict[str, Any]:
 # Phalanx's fields that Kueue's form lacks, by kind: written as annotations.
 PHALANX_ONLY: dict[str, tuple[str, ...]] = {
     "ResourceFlavor": ("provisioning",),
-    "ClusterQueue": ("maxPendingJobs", "minRuntime", "capacityFollowsHealth",
-                     "avoidDegradedNodes"),
+    "ClusterQueue": ("maxPendingJobs", "minRuntime", "reserveAfter", "capacityFollowsHealth",
+                     "avoidDegradedNodes", "protectAfterStart", "maxPreemptions",
+                     "maxPreemptionsWindow"),
     "PriorityClass": ("minRuntime",),
 }
+# Of those, the ones that live in Phalanx's ``preemption`` (Kueue's has no such fields).
+PREEMPTION_ONLY = ("protectAfterStart", "maxPreemptions", "maxPreemptionsWindow")
 
 
 def validate_kueue(doc: dict[str, Any], source: str, index: int,
@@ -373,9 +382,11 @@ def validate_kueue(doc: dict[str, Any], source: str, index: int,
     except SpecError as exc:
         path = exc.field or ""
         for name in own:
-            if path.startswith(f"{body_prefix}.{name}"):
+            inside = f"{body_prefix}.preemption.{name}" if name in PREEMPTION_ONLY \
+                else f"{body_prefix}.{name}"
+            if path.startswith(inside):
                 exc.field = path.replace(
-                    f"{body_prefix}.{name}",
+                    inside,
                     f"{where}.metadata.annotations.{ANNOTATION_PREFIX}{name}", 1)
         raise
     return obj, translated.notes
@@ -400,6 +411,11 @@ def to_kueue(obj: Any, version: str = DEFAULT_KUEUE_VERSION) -> dict[str, Any]:
     if kind not in KUEUE_KINDS.values():
         return {"kind": kind, "name": name, **doc}
     meta: dict[str, Any] = {"name": name}
+    preemption = doc.get("preemption") if kind == "ClusterQueue" else None
+    if isinstance(preemption, dict):
+        for key in PREEMPTION_ONLY:
+            if key in preemption:
+                doc[key] = preemption.pop(key)
     annotations = {f"{ANNOTATION_PREFIX}{key}": json.dumps(doc.pop(key), sort_keys=True)
                    for key in PHALANX_ONLY.get(kind, ()) if key in doc}
     # Defaults Phalanx writes out in full that Kueue's form leaves unsaid.

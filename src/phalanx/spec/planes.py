@@ -64,6 +64,9 @@ class PlaneHello(WireModel):
         "Seconds from the lease lapsing until the fence inside the cluster has stopped "
         "every pod: the control plane waits for that too before it calls the plane lost"))
     version: str = ""
+    providers: list[str] = Field(default_factory=list, description=(
+        "The node-pool providers the worker can buy pools through on its plane (those "
+        "declared for its compute kind that it could build)"))
 
 
 class PlaneWelcome(WireModel):
@@ -114,6 +117,28 @@ class LogChunk(WireModel):
     data: str = Field(description="New output of the pod's log, UTF-8 (invalid bytes replaced)")
 
 
+PoolStateName = Literal["Creating", "Ready", "Failed", "Deleting"]
+
+
+class PoolReport(WireModel):
+    """A node pool the worker's plane has (or could not make), as its provider sees it."""
+
+    name: str
+    provider: str
+    state: PoolStateName
+    nodes: list[str] = Field(default_factory=list, description="Its nodes' names within "
+                             "the plane")
+    ready_nodes: int = 0
+    node_count: int = 0
+    config_hash: str = ""
+    message: str = ""
+    error: str | None = Field(default=None, description=(
+        "When Failed: the class of the failure (Stockout, ConfigurationError, "
+        "TransientError, Timeout, Error), which decides what the control plane does next"))
+    deletion_error: str = Field(default="", description=(
+        "Why its deletion failed the last time the worker tried it (it tries again)"))
+
+
 class PlaneReport(WireModel):
     """What the worker's plane has now. ``nodes`` None: unchanged since the last report."""
 
@@ -131,6 +156,11 @@ class PlaneReport(WireModel):
         "from here"))
     fence_stops_within: float | None = Field(default=None, ge=0, description=(
         "As in its hello: seconds its fence takes to stop every pod once the lease lapsed"))
+    providers: list[str] | None = Field(default=None, description=(
+        "As in its hello: the providers it offers (a control plane restarted since knows "
+        "them from here)"))
+    pools: list[PoolReport] = Field(default_factory=list, description=(
+        "Every node pool it made for this control plane, and those it could not make"))
 
     @field_validator("nodes")
     @classmethod
@@ -161,8 +191,19 @@ class DesiredAttempt(WireModel):
     secrets: dict[str, Any] | None = Field(
         default=None, description="The values of the secrets the job names (env: pod set -> "
         "variables; volumes: volume -> file -> base64; pull: reference -> base64 docker "
-        "config), for this attempt's pods only; sent only to its plane's worker while the "
-        "attempt is wanted")
+        "config; git: the files of git.sshKeySecret, base64, for the clone), for this "
+        "attempt's pods only; sent only to its plane's worker while the attempt is wanted")
+
+
+class DesiredPool(WireModel):
+    """A node pool the control plane's provisioning controller wants on the worker's plane
+    (``deleted``: wants it gone). A pool the desired state does not list is left alone."""
+
+    name: str
+    provider: str
+    request: dict[str, Any] = Field(description="The pool's request, as the provider takes "
+                                    "it (flavor, node count, one node's allocatable, labels)")
+    deleted: bool = False
 
 
 class DesiredState(WireModel):
@@ -170,6 +211,7 @@ class DesiredState(WireModel):
     attempts: list[DesiredAttempt] = Field(default_factory=list)
     stops: list[AttemptKey] = Field(default_factory=list)
     forget: list[AttemptKey] = Field(default_factory=list)
+    pools: list[DesiredPool] = Field(default_factory=list)
 
 
 

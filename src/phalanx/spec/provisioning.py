@@ -32,7 +32,7 @@ from pydantic import (
 )
 
 from phalanx.errors import SpecError
-from phalanx.spec.base import Duration, Model, Name, Quantity, StrictNumber
+from phalanx.spec.base import Duration, Model, Name, Quantity, StrictNumber, field_error
 from phalanx.spec.providers import BUILTIN, ProviderInfo, provider_info, providers
 from phalanx.spec.quantity import parse_duration
 
@@ -150,20 +150,23 @@ class FlavorProvisioning(Model):
             check = known.get(key)
             if check is None:
                 names = ", ".join(sorted(known)) or "none"
-                raise ValueError(f"options.{key} is no option of provider {self.provider}; "
-                                 f"use {names}")
-            check(value)
+                raise field_error(f"options.{key} is no option of provider "
+                                  f"{self.provider}; use {names}", "options", key)
+            try:
+                check(value)
+            except ValueError as exc:
+                raise field_error(str(exc), "options", key) from None
         slice_size = self.nodes_per_pool
         if (self.max_nodes is not None and isinstance(slice_size, int)
                 and self.max_nodes < slice_size):
-            raise ValueError(f"maxNodes ({self.max_nodes}) is below nodesPerPool "
-                             f"({slice_size}), so no pool could ever be made; raise maxNodes "
-                             "or lower nodesPerPool")
+            raise field_error(f"maxNodes ({self.max_nodes}) is below nodesPerPool "
+                              f"({slice_size}), so no pool could ever be made; raise maxNodes "
+                              "or lower nodesPerPool", "maxNodes")
         if (self.max_spend_per_hour is not None and self.price_per_node_hour
                 and self.max_spend_per_hour < self.price_per_node_hour):
-            raise ValueError(f"maxSpendPerHour ({self.max_spend_per_hour:g}) is below "
-                             f"pricePerNodeHour ({self.price_per_node_hour:g}), so no node "
-                             "could ever be bought; raise maxSpendPerHour")
+            raise field_error(f"maxSpendPerHour ({self.max_spend_per_hour:g}) is below "
+                              f"pricePerNodeHour ({self.price_per_node_hour:g}), so no node "
+                              "could ever be bought; raise maxSpendPerHour", "maxSpendPerHour")
         return self
 
     def option_delay(self, default: float = 0.0) -> float:

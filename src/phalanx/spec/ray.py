@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from typing import Any
+from urllib.parse import quote
 
 from pydantic import Field, field_validator
 
@@ -59,3 +60,13 @@ class RaySpec(Model):
                 "holds values JSON cannot carry; give strings, numbers, lists and maps only"
             ) from None
         return value
+
+
+DASHBOARD_PROXY = "/v1/jobs/{name}/ray"
+"""Where the control plane proxies a Ray job's dashboard and job-submission API (its
+``/api/...`` routes follow), behind the caller's own sign-in."""
+
+
+def dashboard_proxy(name: str) -> str:
+    """The path of job ``name``'s proxied Ray dashboard (no trailing slash)."""
+    return DASHBOARD_PROXY.format(name=quote(name, safe=""))

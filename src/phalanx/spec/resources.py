@@ -23,7 +23,7 @@ from pydantic import (
     model_validator,
 )
 
-from phalanx.spec.base import Duration, Model, Name, Quantity, StrictNumber
+from phalanx.spec.base import Duration, Model, Name, Quantity, StrictNumber, field_error
 from phalanx.spec.labels import check_labels
 from phalanx.spec.provisioning import FlavorProvisioning, ProvisioningPolicy
 from phalanx.spec.quantity import format_amount
@@ -125,9 +125,10 @@ class ResourceFlavor(Model):
     @model_validator(mode="after")
     def _provisioned_nodes_told_apart(self) -> ResourceFlavor:
         if self.provisioning is not None and not self.node_labels:
-            raise ValueError(
+            raise field_error(
                 "provisioning is set but nodeLabels is empty, so the flavor would take every "
-                "node; add nodeLabels such as {pool: burst} (the pools' nodes carry them)")
+                "node; add nodeLabels such as {pool: burst} (the pools' nodes carry them)",
+                "nodeLabels")
         return self
 
 
@@ -192,10 +193,10 @@ class ResourceQuota(Model):
     @model_validator(mode="after")
     def _lending_within_nominal(self) -> ResourceQuota:
         if self.lending_limit is not None and self.lending_limit > self.nominal_quota:
-            raise ValueError(
+            raise field_error(
                 "lendingLimit is above nominalQuota; "
-                "set lendingLimit to at most nominalQuota (a queue cannot lend what it lacks)"
-            )
+                "set lendingLimit to at most nominalQuota (a queue cannot lend what it lacks)",
+                "lendingLimit")
         return self
 
 
@@ -211,22 +212,56 @@ class ResourceGroup(Model):
     @model_validator(mode="after")
     def _flavors_cover_resources(self) -> ResourceGroup:
         covered = list(self.covered_resources)
-        if len(set(covered)) != len(covered):
-            raise ValueError("coveredResources lists a resource twice; list each resource once")
+        twice = next((i for i, res in enumerate(covered) if res in covered[:i]), None)
+        if twice is not None:
+            raise field_error("coveredResources lists a resource twice; list each resource "
+                              "once", "coveredResources", twice)
         for i, flavor in enumerate(self.flavors):
             names = [r.name for r in flavor.resources]
             if sorted(names) != sorted(covered):
-                raise ValueError(
+                raise field_error(
                     f"flavor {flavor.name!r} (flavors[{i}]) sets quotas for {names} but the group "
-                    f"covers {covered}; give every flavor exactly one quota per covered resource"
-                )
+                    f"covers {covered}; give every flavor exactly one quota per covered resource",
+                    "flavors", i, "resources")
         return self
+
+
+# A job preempted this often within the window is no victim until it ends (see
+# scheduler/thrashing.py and the README's Philly figures for why these values).
+DEFAULT_MAX_PREEMPTIONS = 20
+DEFAULT_MAX_PREEMPTIONS_WINDOW = 7 * 86400.0
 
 
 class PreemptionPolicy(Model):
     within_cluster_queue: Literal["Never", "LowerPriority", "LowerOrNewerEqualPriority"] = "Never"
     reclaim_within_cohort: Literal["Never", "LowerPriority", "Any"] = "Never"
     borrow_within_cohort: BorrowWithinCohort | None = None
+    protect_after_start: Duration | None = Field(
+        default=None,
+        description="After each start a job of this queue is no victim of any preemption for "
+                    "this long. Unset: the job's checkpoint interval once it has reported "
+                    "checkpoints; 0: no such protection. A Phalanx addition; Kueue has no "
+                    "such field",
+    )
+    max_preemptions: Count | None = Field(
+        default=None,
+        description="A job of this queue preempted this many times within "
+                    "maxPreemptionsWindow is no victim of any preemption until it ends; 0: no "
+                    f"cap; unset: {DEFAULT_MAX_PREEMPTIONS}. A Phalanx addition; Kueue has no "
+                    "such field",
+    )
+    max_preemptions_window: Duration | None = Field(
+        default=None,
+        description="The window maxPreemptions counts in; unset: "
+                    f"{DEFAULT_MAX_PREEMPTIONS_WINDOW / 86400:g} days. A Phalanx addition",
+    )
+
+    @property
+    def preemption_cap(self) -> tuple[int, float]:
+        """(maxPreemptions, its window in seconds), defaults filled in."""
+        count = DEFAULT_MAX_PREEMPTIONS if self.max_preemptions is None else self.max_preemptions
+        window = self.max_preemptions_window
+        return count, DEFAULT_MAX_PREEMPTIONS_WINDOW if window is None else window
 
 
 class BorrowWithinCohort(Model):
@@ -264,6 +299,14 @@ class ClusterQueue(Model):
                     "queue's reclaim or fair-sharing preemption (KAI's preemption protection). "
                     "A Phalanx addition; Kueue has no such field",
     )
+    reserve_after: Duration | None = Field(
+        default=None,
+        description="A job at the head of this queue that has waited this long gets a "
+                    "reservation at its earliest start (from the expected ends of running "
+                    "jobs); later jobs start only where they end before it or leave its room "
+                    "(backfill). Unset: no reservations. A Phalanx addition; Kueue has no "
+                    "such field",
+    )
     capacity_follows_health: StrictBool = Field(
         default=False,
         description="The queue's nominal quota (and lendingLimit) of a flavor shrink by the "
@@ -280,13 +323,13 @@ class ClusterQueue(Model):
     @model_validator(mode="after")
     def _resources_in_one_group(self) -> ClusterQueue:
         seen: set[str] = set()
-        for group in self.resource_groups:
-            for res in group.covered_resources:
+        for i, group in enumerate(self.resource_groups):
+            for j, res in enumerate(group.covered_resources):
                 if res in seen:
-                    raise ValueError(
+                    raise field_error(
                         f"resource {res!r} is covered by two resourceGroups; "
-                        "cover each resource in exactly one group"
-                    )
+                        "cover each resource in exactly one group",
+                        "resourceGroups", i, "coveredResources", j)
                 seen.add(res)
         return self
 
@@ -358,9 +401,9 @@ class TopologyConstraint(Model):
     @model_validator(mode="after")
     def _one_level(self) -> TopologyConstraint:
         if self.required and self.preferred:
-            raise ValueError(
-                "both required and preferred are set; choose one topology constraint"
-            )
+            raise field_error(
+                "both required and preferred are set; choose one topology constraint",
+                "preferred")
         return self
 
 
@@ -442,6 +485,13 @@ class PodSet(Model):
         default_factory=list, description="docker secrets Kubernetes pulls the image with")
     working_dir: str | None = None
     image: str | None = None
+    image_pull_policy: Literal["Always", "IfNotPresent", "Never"] | None = Field(
+        default=None, description="When Kubernetes pulls the image (its container's "
+        "imagePullPolicy; Kubernetes' default when unset); recorded, unused on the local plane")
+    service_account_name: str | None = Field(
+        default=None, pattern=r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$",
+        description="The ServiceAccount the pods run as on Kubernetes, one the install "
+        "allows (--allow-service-account); unset: the install's runs account")
     node_selector: dict[str, str] = Field(default_factory=dict)
     tolerations: list[Toleration] = Field(default_factory=list)
     cpu_pinning: Literal["none", "exclusive"] = Field(
@@ -473,19 +523,19 @@ class PodSet(Model):
     @model_validator(mode="after")
     def _variables_named_once(self) -> PodSet:
         names = [e.name for e in self.secret_env]
-        twice = sorted({n for n in names if names.count(n) > 1 or n in self.env})
-        if twice:
-            raise ValueError(f"variable {twice[0]!r} is set twice (env and secretEnv, or twice "
-                             "from secrets); set each variable once")
+        for j, name in enumerate(names):
+            if name in self.env or name in names[:j]:
+                raise field_error(f"variable {name!r} is set twice (env and secretEnv, or "
+                                  "twice from secrets); set each variable once",
+                                  "secretEnv", j, "name")
         return self
 
     @model_validator(mode="after")
     def _min_within_replicas(self) -> PodSet:
         if self.min_replicas is not None and self.min_replicas > self.replicas:
-            raise ValueError(
+            raise field_error(
                 f"minReplicas ({self.min_replicas}) is above replicas ({self.replicas}); "
-                "set minReplicas to at most replicas"
-            )
+                "set minReplicas to at most replicas", "minReplicas")
         return self
 
     @field_validator("replicas")
@@ -611,16 +661,20 @@ class JobSpec(Model):
     def _bounded(self, info: ValidationInfo) -> JobSpec:
         if from_store(info):
             return self
-        size = sum(len(k) + len(v) for k, v in self.labels.items())
-        for pod_set in self.pod_sets:
-            size += sum(len(arg) for arg in pod_set.command)
-            size += sum(len(k) + len(v) for k, v in pod_set.env.items())
+        parts: list[tuple[int, tuple[str | int, ...]]] = [
+            (sum(len(k) + len(v) for k, v in self.labels.items()), ("labels",))]
+        for i, pod_set in enumerate(self.pod_sets):
+            parts.append((sum(len(arg) for arg in pod_set.command), ("podSets", i, "command")))
+            parts.append((sum(len(k) + len(v) for k, v in pod_set.env.items()),
+                          ("podSets", i, "env")))
+        size = sum(part for part, _ in parts)
         if size > MAX_JOB_SPEC_BYTES:
-            raise ValueError(
+            # Named: the biggest part, the one whose shrinking helps most.
+            biggest = max(parts, key=lambda part: part[0])[1]
+            raise field_error(
                 f"the pod sets' commands, env and the labels hold {size} characters, above "
                 f"the limit of {MAX_JOB_SPEC_BYTES} per job; pass large data as a file "
-                "(a volume, the checkpoint directory), not in the job spec"
-            )
+                "(a volume, the checkpoint directory), not in the job spec", *biggest)
         return self
 
     @field_validator("pod_sets")
@@ -635,11 +689,11 @@ class JobSpec(Model):
     @model_validator(mode="after")
     def _one_kind_one_source(self) -> JobSpec:
         if self.ray is not None and self.kind is not JobKind.RAY:
-            raise ValueError(f"ray is set on a job of kind {self.kind.value!r}; set kind: ray, "
-                             "or remove ray")
+            raise field_error(f"ray is set on a job of kind {self.kind.value!r}; set kind: "
+                              "ray, or remove ray", "ray")
         if self.workdir is not None and self.git is not None:
-            raise ValueError("both workdir and git are set; a job's code comes from one "
-                             "source: remove one of them")
+            raise field_error("both workdir and git are set; a job's code comes from one "
+                              "source: remove one of them", "git")
         return self
 
     def secret_refs(self) -> list[tuple[str, str]]:
@@ -647,6 +701,8 @@ class JobSpec(Model):
         refs: list[tuple[str, str]] = [
             (v.secret.secret_name, f"volumes[{i}].secret.secretName")
             for i, v in enumerate(self.volumes) if v.secret is not None]
+        if self.git is not None and self.git.ssh_key_secret is not None:
+            refs.append((self.git.ssh_key_secret, "git.sshKeySecret"))
         for i, p in enumerate(self.pod_sets):
             refs += [(e.secret, f"podSets[{i}].envFrom[{j}].secret")
                      for j, e in enumerate(p.env_from)]

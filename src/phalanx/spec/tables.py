@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from phalanx.display import Table, fields_table, when
 from phalanx.spec.quantity import format_amount
+from phalanx.spec.status import JobStatus
 
 if TYPE_CHECKING:
     from phalanx.spec.api import QueuesOverview
@@ -46,6 +47,44 @@ def total_resources(spec: JobSpec) -> dict[str, int]:
 def why(record: JobRecord) -> str:
     """What a job waits for (when pending) or what it last said."""
     return record.pending_message or record.message or ""
+
+
+def starts_text(record: JobRecord, now: float) -> str:
+    """A queued job's estimated start from ``now`` (epoch seconds), humanised: "~12m",
+    "~3h", "?" when unknown; a trailing "*" marks a guess (a run it waits for has no
+    maxRuntime and no history). The caller reads the clock: the scheduler's layer has none."""
+    estimate = record.estimate
+    if record.status is not JobStatus.QUEUED:
+        return "-"
+    if estimate is None or estimate.starts_at is None:
+        return "?"
+    seconds = estimate.starts_at - now
+    mark = "*" if estimate.guess else ""
+    if seconds < 60:
+        return "<1m" + mark
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"~{round(seconds / size)}{unit}{mark}"
+    return "?"  # (not reached)
+
+
+def estimate_text(record: JobRecord, now: float) -> str:
+    """Position and estimated start in one line: "#2 in team-a, starts ~12m"."""
+    estimate = record.estimate
+    if record.status is not JobStatus.QUEUED or estimate is None:
+        return ""
+    return f"{position_text(record)}, starts {starts_text(record, now)}"
+
+
+def position_text(record: JobRecord) -> str:
+    """A queued job's place: "#2 in team-a (#3 in its cohort)"; "" when it has none."""
+    estimate = record.estimate
+    if record.status is not JobStatus.QUEUED or estimate is None:
+        return ""
+    where = f"#{estimate.position} in {record.cluster_queue}"
+    if estimate.cohort_position is not None:
+        where += f" (#{estimate.cohort_position} in its cohort)"
+    return where
 
 
 def spec_fields(spec: JobSpec) -> list[tuple[str, str]]:

@@ -46,9 +46,20 @@ def head_revision() -> str:
     return head
 
 
+def known_revisions() -> set[str]:
+    """Every schema revision this version of Phalanx has a migration for."""
+    return {s.revision for s in _scripts().walk_revisions()}
+
+
+def is_after(revision: str, ancestor: str) -> bool:
+    """Whether ``revision`` comes after ``ancestor`` (both known)."""
+    return revision != ancestor and any(
+        s.revision == ancestor for s in _scripts().iterate_revisions(revision, "base"))
+
+
 def _check_known(current: str | None) -> None:
     """Refuse a database whose schema came from a newer Phalanx rather than guess at it."""
-    if current is not None and current not in {s.revision for s in _scripts().walk_revisions()}:
+    if current is not None and current not in known_revisions():
         raise ServerError(
             f"the database's schema is at revision {current!r}, which this version of "
             "Phalanx does not know (a newer version migrated it)",

@@ -8,14 +8,24 @@ archive cannot learn that it exists: to the routes it is absent until that team 
 the same bytes itself, which proves it holds them. The control plane keeps the store in
 ``<home>/workdirs``; a worker whose pods run on its own machine keeps a copy of the
 archives its pods need in its own home, without owners (it runs what it is told to).
+
+Archives are pruned (``prune_unused``) once no job that has not ended names them and they
+have not been used for a retention period: an archive's modification time is the last time
+it was uploaded, asked about (``HEAD``) or named by a submitted job (``touch``), so a
+directory a user keeps submitting stays, and one between its upload and its job's submit
+is young. Its owners' markers go with it; a later submit of the same directory uploads it
+again.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import tempfile
-from collections.abc import Iterable, Iterator
+import time
+from collections.abc import Collection, Iterable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from phalanx.errors import SpecError
@@ -33,6 +43,26 @@ def check_digest(sha256: str) -> str:
         raise SpecError(f"{sha256[:80]!r} is not a SHA-256 digest", field="sha256",
                         fix="give the 64 lower-case hex digits of the archive's SHA-256")
     return sha256
+
+
+@dataclass(frozen=True, slots=True)
+class PrunedArchive:
+    sha256: str
+    size: int
+    idle_seconds: float  # since its last upload, HEAD or submit
+
+
+@dataclass(slots=True)
+class PruneReport:
+    """What a pruning pass removed and why it kept the rest."""
+
+    removed: list[PrunedArchive] = field(default_factory=list)
+    kept_in_use: int = 0  # named by a job that has not ended
+    kept_recent: int = 0  # used within the retention
+
+    @property
+    def removed_bytes(self) -> int:
+        return sum(a.size for a in self.removed)
 
 
 class WorkdirStore:
@@ -80,6 +110,49 @@ class WorkdirStore:
                 blob.unlink(missing_ok=True)
                 removed.append(sha256)
         return removed
+
+    def touch(self, sha256: str) -> None:
+        """Mark the archive used now (its retention counts from here)."""
+        with contextlib.suppress(FileNotFoundError):
+            os.utime(self.path(sha256))
+
+    def prune_unused(self, needed: Collection[str], older_than: float,
+                     now: float | None = None, *, dry_run: bool = False) -> PruneReport:
+        """Remove the archives no job in ``needed`` names and unused for ``older_than``
+        seconds, with their owners' markers (``dry_run``: only say which), and uploads left
+        half-done as long ago."""
+        cutoff = (time.time() if now is None else now) - older_than
+        report = PruneReport()
+        blobs = self.root / "blobs"
+        for blob in sorted(blobs.glob("*.tar.gz")):
+            sha256 = blob.name.removesuffix(".tar.gz")
+            if sha256 in needed:
+                report.kept_in_use += 1
+                continue
+            try:
+                info = blob.stat()
+            except FileNotFoundError:
+                continue
+            if info.st_mtime >= cutoff:
+                report.kept_recent += 1
+                continue
+            if not dry_run:
+                blob.unlink(missing_ok=True)
+            report.removed.append(PrunedArchive(sha256, info.st_size,
+                                                max(0.0, cutoff + older_than - info.st_mtime)))
+        if dry_run:
+            return report
+        gone = {a.sha256 for a in report.removed}
+        for marker in self.root.glob("owners/*/*/*"):
+            if marker.name in gone:
+                marker.unlink(missing_ok=True)
+        for partial in blobs.glob(".upload-*"):
+            try:
+                if partial.stat().st_mtime < cutoff:
+                    partial.unlink(missing_ok=True)
+            except FileNotFoundError:
+                pass
+        return report
 
     def read(self, sha256: str) -> Iterator[bytes]:
         with open(self.path(sha256), "rb") as archive:

@@ -50,6 +50,7 @@ from phalanx.store.workdirs import MAX_ARCHIVE_BYTES
 from phalanx.version import __version__
 from phalanx.worker.client import PlaneClient
 from phalanx.worker.execs import ExecRelay
+from phalanx.worker.pools import WorkerPools, offered_providers
 
 log = logging.getLogger("phalanx.worker")
 
@@ -109,8 +110,11 @@ def pod_report(pod: PodState) -> PodReport:
 class Worker:
     def __init__(self, plane: ComputePlane, client: PlaneClient, state_dir: Path,
                  options: WorkerOptions, *, lease: PlaneLease | None = None,
-                 logs: LogStore | None = None) -> None:
+                 logs: LogStore | None = None, pools: WorkerPools | None = None) -> None:
         self.plane = plane
+        # The node pools it buys on its plane for the control plane (``pools.py``).
+        self.pools = pools if pools is not None else WorkerPools(
+            offered_providers(plane, options.compute))
         self.client = client
         self.state_dir = Path(state_dir)
         self.options = options
@@ -176,7 +180,8 @@ class Worker:
                 welcome = self.client.hello(PlaneHello(
                     worker=self.id, compute=self.options.compute,
                     fence_after=self.options.fence_after,
-                    fence_stops_within=self.stops_within, version=__version__))
+                    fence_stops_within=self.stops_within, version=__version__,
+                    providers=self.pools.offered))
             except SpecError:
                 raise  # refused for good (a fence the control plane does not accept)
             except PhalanxError as exc:
@@ -290,6 +295,7 @@ class Worker:
                 self.stop.wait(0.02)  # let a burst of pod changes land in one report
 
     def _report(self) -> None:
+        pools = self.pools.report()  # (first: a pool that came up adds its nodes now)
         generation = self.plane.inventory_generation
         send_nodes = self._nodes_wanted or generation != self._sent_generation
         nodes = self.plane.inventory() if send_nodes else None
@@ -304,7 +310,8 @@ class Worker:
         report = PlaneReport(worker=self.id, seq=outbox.seq, nodes=nodes,
                              pods=[pod_report(p) for p in pods], refusals=outbox.refusals,
                              logs=outbox.logs, fence_after=self.options.fence_after,
-                             fence_stops_within=self.stops_within)
+                             fence_stops_within=self.stops_within,
+                             providers=self.pools.offered, pools=pools)
         sent = (time.monotonic(), time.time())
         ack = self.client.report(report)  # (on an error the outbox goes again, as it is)
         self._outbox = None
@@ -446,6 +453,7 @@ class Worker:
         for gone in desired.forget:
             self.plane.forget(gone.job, gone.attempt)
             self._handled.discard((gone.job, gone.attempt))
+        self.pools.converge(desired.pools)
         store = self.plane.workdir_archives
         if store is not None:  # no copy of a team's code outlives the attempts that need it
             store.prune(a.spec["workdir"].get("sha256") for a in desired.attempts

@@ -302,8 +302,11 @@ def pod(
     extra_annotations, extra_selector = consume or ({}, {})
     if pod_set.node_selector or extra_selector:
         spec["nodeSelector"] = {**extra_selector, **pod_set.node_selector}
-    if service_account:
-        spec["serviceAccountName"] = service_account
+    if pod_set.image_pull_policy is not None:
+        container["imagePullPolicy"] = pod_set.image_pull_policy
+    # The pod set's own account was checked against the install's list (check_job).
+    if pod_set.service_account_name or service_account:
+        spec["serviceAccountName"] = pod_set.service_account_name or service_account
     if priority_class:
         spec["priorityClassName"] = priority_class
     if job.termination_grace is not None:  # the kubelet's SIGTERM-to-SIGKILL wait
@@ -324,6 +327,21 @@ def pod(
         },
         "spec": spec,
     }
+
+
+def check_service_accounts(job: JobSpec, allowed: frozenset[str]) -> None:
+    """A pod set runs as another ServiceAccount than the runs account only if the install
+    allows that account: an account may hold rights in the cluster its users do not."""
+    for i, pod_set in enumerate(job.pod_sets):
+        name = pod_set.service_account_name
+        if name is not None and name not in allowed:
+            shown = ", ".join(sorted(allowed)) or "none"
+            raise SpecError(
+                f"ServiceAccount {name!r} is not one this install lets jobs run as (allowed: "
+                f"{shown})", field=f"podSets[{i}].serviceAccountName",
+                fix="remove serviceAccountName (pods run as the install's runs account), or "
+                    "ask the platform team to allow it (phalanx up --allow-service-account, "
+                    "or runs.allowedServiceAccounts in the values)")
 
 
 def check_cpu_pinning(job: JobSpec) -> None:

@@ -23,6 +23,7 @@ import os
 import secrets
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from urllib.parse import quote
 
@@ -155,6 +156,7 @@ class KubernetesPlane(ComputePlane):
         fence_after: float | None = None,
         fence_image: str | None = None,
         manage_namespaces: str | None = None,
+        allowed_service_accounts: Sequence[str] = (),
     ) -> KubernetesPlane:
         """Connect (kubeconfig, in-cluster, or explicit server + token), adopt, start watching."""
         configuration, _ = configure(kubeconfig=kubeconfig, context=context, server=server,
@@ -171,6 +173,7 @@ class KubernetesPlane(ComputePlane):
         settings.fence_image = fence_image or settings.fence_image
         if manage_namespaces is not None:
             settings.manage_namespaces = selector_text(manage_namespaces, "--manage-namespaces")
+        settings.allowed_service_accounts |= frozenset(allowed_service_accounts)
         made = cls(KubeClient(configuration), home, settings)
         try:
             made.start()
@@ -267,6 +270,7 @@ class KubernetesPlane(ComputePlane):
         objects.check_cpu_pinning(job)
         sources.check_working_dirs(job)
         volumes.check(job)
+        objects.check_service_accounts(job, self.settings.allowed_service_accounts)
 
     def cordon(self, name: str, unschedulable: bool) -> None:
         """Patch the Node's ``spec.unschedulable``, as ``kubectl cordon`` does.
@@ -308,6 +312,8 @@ class KubernetesPlane(ComputePlane):
         plan = objects.plan_attempt(job, attempt, admission, self.namespace, key,
                                     self.identity)
         placeholder = {"metadata": {"name": plan.name, "uid": "-"}}
+        # (a worker's plane is asked here first: the control plane cannot know its list)
+        objects.check_service_accounts(job, self.settings.allowed_service_accounts)
         for planned in plan.pods:  # everything is checked before anything is created
             self._pod_object(plan, planned, job, objects.owner_reference(placeholder),
                              credential.api_url if credential is not None else None)
@@ -463,7 +469,7 @@ class KubernetesPlane(ComputePlane):
         if api_url is not None:
             credentials.mount(body["spec"], body["spec"]["containers"][0], plan.name, api_url)
         sources.add_source(body["spec"], body["spec"]["containers"][0], job,
-                           pod_set.working_dir, api_url=api_url,
+                           pod_set.working_dir, api_url=api_url, attempt_name=plan.name,
                            fetch_image=self.settings.fetch_image,
                            git_image=self.settings.git_image)
         if self.fence is not None:

@@ -9,7 +9,9 @@ one finds these too) and deleted with the anchor by the garbage collector:
 - ``<attempt>-vol-<volume>``: a secret volume's files, which the pod's volume names
   (``volumes.py``, where every volume of the pod is rendered);
 - ``<attempt>-pull-<hash>``: a ``kubernetes.io/dockerconfigjson`` Secret per registry
-  secret the job names, in the pods' ``imagePullSecrets``.
+  secret the job names, in the pods' ``imagePullSecrets``;
+- ``<attempt>-git``: a ``kubernetes.io/ssh-auth`` Secret, the key of ``git.sshKeySecret``,
+  which only the init container that clones mounts (``sources.py``).
 
 The pods' references follow from the spec alone, so a pod is rendered without any value.
 """
@@ -22,6 +24,7 @@ from typing import Any
 
 from phalanx.compute.base import AttemptSecrets
 from phalanx.compute.kubernetes.objects import attempt_labels
+from phalanx.compute.kubernetes.sources import git_key_secret
 from phalanx.compute.kubernetes.volumes import volume_secret
 from phalanx.spec.resources import PodSet
 from phalanx.spec.secrets import DOCKER_KEY
@@ -58,6 +61,8 @@ def secrets(attempt_name: str, namespace: str, job: str, attempt: int, owner: Ob
     made += [secret(pull_secret(attempt_name, ref), {DOCKER_KEY: config},
                     "kubernetes.io/dockerconfigjson")
              for ref, config in sorted(values.pull.items())]
+    if values.git:
+        made.append(secret(git_key_secret(attempt_name), values.git, "kubernetes.io/ssh-auth"))
     return made
 
 

@@ -31,6 +31,8 @@ FETCH_IMAGE_ENV = "PHALANX_K8S_WORKDIR_IMAGE"  # a Python 3.12+ image: fetches a
 GIT_IMAGE_ENV = "PHALANX_K8S_GIT_IMAGE"  # an image with git and sh: clones a git source
 # A label selector: the namespaces whose Jobs Phalanx admits natively (--manage-namespaces).
 MANAGE_NAMESPACES_ENV = "PHALANX_K8S_MANAGE_NAMESPACES"
+# NAME,NAME: the ServiceAccounts a pod set may name (serviceAccountName); none by default.
+ALLOWED_SERVICE_ACCOUNTS_ENV = "PHALANX_K8S_ALLOWED_SERVICE_ACCOUNTS"
 
 
 @dataclass(slots=True)
@@ -71,6 +73,9 @@ class Settings:
     # Kubernetes-native admission: a label selector of the namespaces whose Jobs created
     # with kubectl Phalanx queues and admits (native.py); None: none.
     manage_namespaces: str | None = None
+    # The ServiceAccounts a pod set may run as instead of service_account (the install's
+    # choice: an account may hold rights the runs account does not).
+    allowed_service_accounts: frozenset[str] = frozenset()
 
 
 def settings_from_env() -> Settings:
@@ -94,6 +99,9 @@ def settings_from_env() -> Settings:
     if os.environ.get(MANAGE_NAMESPACES_ENV, "").strip():
         settings.manage_namespaces = selector_text(os.environ[MANAGE_NAMESPACES_ENV],
                                                    MANAGE_NAMESPACES_ENV)
+    settings.allowed_service_accounts = frozenset(
+        name.strip() for name in os.environ.get(ALLOWED_SERVICE_ACCOUNTS_ENV, "").split(",")
+        if name.strip())
     if os.environ.get(CHECKPOINT_CLEANUP_IMAGE_ENV):
         settings.checkpoint_cleanup_image = os.environ[CHECKPOINT_CLEANUP_IMAGE_ENV]
     writes = os.environ.get(NODE_WRITES_ENV, "").strip().lower()

@@ -3,7 +3,9 @@
 With ``workdir``, the init container (a Python image) exchanges the attempt's credential
 (``credentials.py``, the same Secret the job's container mounts) for a token, fetches the
 archive from the control plane (``GET /v1/workdirs/{sha256}``), checks its SHA-256 and
-unpacks it; with ``git``, one (a git image) clones the recorded commit. Either way the
+unpacks it; with ``git``, one (a git image) clones the recorded commit (with the key of
+``git.sshKeySecret``, if named, from a Secret of the attempt that only the init container
+mounts). Either way the
 main container's working directory is the emptyDir at ``/workdir`` (a relative
 ``workingDir`` inside it), so every pod of every attempt starts in its own copy.
 """
@@ -19,6 +21,8 @@ from phalanx.spec.sources import WORKDIR_MOUNT, WorkdirArchive
 
 Object = dict[str, Any]
 SOURCE_VOLUME = "phalanx-workdir"
+GIT_KEY_VOLUME = "phalanx-git-ssh"
+GIT_KEY_MOUNT = "/var/run/secrets/phalanx-git"
 INIT_CONTAINER = "phalanx-workdir"
 DEFAULT_FETCH_IMAGE = "python:3.12-slim"
 DEFAULT_GIT_IMAGE = "alpine/git:2.47.2"
@@ -42,8 +46,17 @@ print("unpacked workdir", sha[:12])
 """
 
 # Fetch the commit alone where the server allows it (most do), else every branch and tag.
+# With a key (git.sshKeySecret), ssh uses it alone, and the secret's known_hosts if it has one.
 _CLONE = """\
 set -e
+if [ -n "$GIT_SSH_KEY_DIR" ]; then
+  hosts="-o StrictHostKeyChecking=accept-new"
+  if [ -f "$GIT_SSH_KEY_DIR/known_hosts" ]; then
+    hosts="-o UserKnownHostsFile=$GIT_SSH_KEY_DIR/known_hosts -o StrictHostKeyChecking=yes"
+  fi
+  export GIT_SSH_COMMAND="ssh -i $GIT_SSH_KEY_DIR/ssh-privatekey -o IdentitiesOnly=yes \\
+-o BatchMode=yes $hosts"
+fi
 git init -q "$WORKDIR"
 cd "$WORKDIR"
 if git fetch -q --depth 1 "$GIT_REPO" "$GIT_COMMIT"; then
@@ -76,8 +89,13 @@ def working_dir(working: str | None) -> str:
     return working if working.startswith("/") else f"{WORKDIR_MOUNT}/{working}"
 
 
+def git_key_secret(attempt_name: str) -> str:
+    """The attempt's Secret holding the key of its git source (``secretdata.py``)."""
+    return f"{attempt_name}-git"
+
+
 def add_source(spec: Object, container: Object, job: JobSpec, working: str | None, *,
-               api_url: str | None,
+               api_url: str | None, attempt_name: str,
                fetch_image: str = DEFAULT_FETCH_IMAGE,
                git_image: str = DEFAULT_GIT_IMAGE) -> None:
     """Give the pod (``spec``, its main ``container``) the job's code, if it has a source;
@@ -102,6 +120,18 @@ def add_source(spec: Object, container: Object, job: JobSpec, working: str | Non
         env += [{"name": "GIT_REPO", "value": job.git.repo},
                 {"name": "GIT_COMMIT", "value": job.git.commit},
                 {"name": "GIT_TERMINAL_PROMPT", "value": "0"}]
+        if job.git.ssh_key_secret is not None:
+            # The key reaches the init container alone, never the job's own containers.
+            if api_url is None:
+                raise SpecError("the key of git.sshKeySecret travels in the attempt's "
+                                "Secrets, and this launch has none", field="git.sshKeySecret",
+                                fix="run the control plane with an API URL its pods reach "
+                                    "(phalanx up --pod-api-url)")
+            env.append({"name": "GIT_SSH_KEY_DIR", "value": GIT_KEY_MOUNT})
+            mounts.append({"name": GIT_KEY_VOLUME, "mountPath": GIT_KEY_MOUNT,
+                           "readOnly": True})
+            spec.setdefault("volumes", []).append({"name": GIT_KEY_VOLUME, "secret": {
+                "secretName": git_key_secret(attempt_name), "defaultMode": 0o400}})
     else:
         raise SpecError("the job's git source has no commit", field="git.commit",
                         fix="submit with the CLI or SDK, which resolve the ref")

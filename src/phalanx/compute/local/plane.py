@@ -74,7 +74,7 @@ from phalanx.compute.base import (
     PodCredential,
     PodPhase,
     PodState,
-    check_commands,
+    check_process_pods,
     control_plane_tag,
 )
 from phalanx.compute.local import cpus as pinning
@@ -104,6 +104,7 @@ from phalanx.health import Doctor
 from phalanx.health.stale import DoctorWatch
 from phalanx.kinds import framework_of
 from phalanx.scheduler.types import Admission
+from phalanx.spec.gitrepo import ssh_key_env
 from phalanx.spec.quantity import MILLI
 from phalanx.spec.resources import GPU, JobSpec, Node
 from phalanx.spec.status import JobEvent
@@ -118,6 +119,7 @@ SHIM_COMMAND = (sys.executable, "-I", "-S", str(SHIM))
 # Names of the control plane's own settings, kept from pods (the distributed environment
 # adds back the PHALANX_* names that describe the pod itself).
 CONTROL_PLANE_PREFIX = "PHALANX_"
+GIT_KEYS_DIR = "git-keys"  # under the state directory: a git source's key, during a clone
 # The reason of pods waiting for a uid of their own (--pod-uids exhausted).
 WAITING_FOR_UID = "WaitingForPodUid"
 
@@ -242,7 +244,7 @@ class LocalPlane(MachineNode, ComputePlane):
     def check_job(self, job: JobSpec) -> None:
         """Every pod set whose kind does not supply a command needs one: here a pod is a
         process, and no image supplies one."""
-        check_commands(job)
+        check_process_pods(job)
         self.volumes.check(job)
 
     def launch(self, job: JobSpec, attempt: int, admission: Admission, *,
@@ -459,16 +461,20 @@ class LocalPlane(MachineNode, ComputePlane):
             api = credential.environment(str(key_file))
         if secrets.volumes:  # each pod's namespace binds them at their mountPaths
             self.credentials.write_secrets(job.name, attempt, secrets.volumes, owner)
-        planned, launches = [], []
-        for plan, gpus_of_pod, cpus_of_pod, namespace in zip(plans, assigned, pinned,
-                                                             namespaces, strict=True):
-            pod_set = pod_sets[plan.ref.pod_set][1]
-            # Each pod starts in a directory of its own, never the control plane's.
+        # Each pod starts in a directory of its own, never the control plane's. The key of
+        # a git source (git.sshKeySecret) is on disk while the attempt's clones run only.
+        with ssh_key_env(secrets.git, self.home / GIT_KEYS_DIR) as git_env:
             try:
-                cwd = self.pod_dirs.prepare(job, attempt, plan.ref.name, pod_set, owner)
+                cwds = [self.pod_dirs.prepare(job, attempt, plan.ref.name,
+                                              pod_sets[plan.ref.pod_set][1], owner, git_env)
+                        for plan in plans]
             except BaseException:
                 self.pod_dirs.remove(job.name, attempt)
                 raise
+        planned, launches = [], []
+        for plan, gpus_of_pod, cpus_of_pod, namespace, cwd in zip(
+                plans, assigned, pinned, namespaces, cwds, strict=True):
+            pod_set = pod_sets[plan.ref.pod_set][1]
             # Under --pod-uids a pod's HOME is its own directory, which its uid owns.
             user_env = {"HOME": str(self.pod_dirs.pod_dir(job.name, attempt, plan.ref.name))} \
                 if self.uids is not None else (

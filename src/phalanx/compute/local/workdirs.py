@@ -21,6 +21,7 @@ import os
 import shutil
 import subprocess
 import tarfile
+from collections.abc import Mapping
 from pathlib import Path
 
 from phalanx.compute.local.poddirs import attempt_workdir, own_tree, owned_dir
@@ -52,10 +53,11 @@ class PodWorkdirs:
                             fix="submit the job again with the CLI or SDK, which upload it")
 
     def prepare(self, job: JobSpec, attempt: int, pod: str, pod_set: PodSet,
-                owner: PodUser | None) -> str:
+                owner: PodUser | None, git_env: Mapping[str, str] | None = None) -> str:
         """The pod's fresh directory, filled from the job's source and owned by ``owner``
         (None: this process's user, or under --pod-uids a uid handed it later); the
-        directory the pod starts in (an absolute workingDir was checked by the plan)."""
+        directory the pod starts in (an absolute workingDir was checked by the plan).
+        ``git_env``: the environment git clones in (``spec/gitrepo.py``'s ssh_key_env)."""
         attempt_dir = attempt_workdir(self.root, job.name, attempt)
         owned_dir(attempt_dir.parent, attempt_dir.name, owner, shared=self.shared)
         directory = attempt_dir / pod
@@ -66,7 +68,7 @@ class PodWorkdirs:
             with tarfile.open(self.archives.path(job.workdir.sha256), "r:gz") as tar:
                 tar.extractall(directory, filter="data")  # no path leaves the directory
         elif job.git is not None and job.git.commit is not None:
-            _clone(job.git.repo, job.git.commit, directory)
+            _clone(job.git.repo, job.git.commit, directory, git_env)
         working = pod_set.working_dir
         cwd = directory if working is None else directory / working
         if working is not None and os.path.isabs(working):
@@ -81,24 +83,27 @@ class PodWorkdirs:
         shutil.rmtree(attempt_workdir(self.root, job, attempt), ignore_errors=True)
 
 
-def _clone(repo: str, commit: str, directory: Path) -> None:
+def _clone(repo: str, commit: str, directory: Path, env: Mapping[str, str] | None) -> None:
     """``commit`` of ``repo`` checked out in ``directory``: fetched alone where the server
     allows fetching a commit by name (most do), else with every branch and tag."""
-    _git(["init", "--quiet", str(directory)], repo, commit)
+    env = env or {**os.environ, "GIT_TERMINAL_PROMPT": "0"}
+    _git(["init", "--quiet", str(directory)], repo, commit, env)
     if not _git(["-C", str(directory), "fetch", "--quiet", "--depth", "1", repo, commit],
-                repo, commit, check=False):
+                repo, commit, env, check=False):
         _git(["-C", str(directory), "fetch", "--quiet", repo,
-              "+refs/heads/*:refs/remotes/origin/*", "+refs/tags/*:refs/tags/*"], repo, commit)
-        _git(["-C", str(directory), "checkout", "--quiet", commit], repo, commit)
+              "+refs/heads/*:refs/remotes/origin/*", "+refs/tags/*:refs/tags/*"], repo, commit,
+             env)
+        _git(["-C", str(directory), "checkout", "--quiet", commit], repo, commit, env)
         return
-    _git(["-C", str(directory), "checkout", "--quiet", "FETCH_HEAD"], repo, commit)
+    _git(["-C", str(directory), "checkout", "--quiet", "FETCH_HEAD"], repo, commit, env)
 
 
-def _git(args: list[str], repo: str, commit: str, *, check: bool = True) -> bool:
-    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0"}
+def _git(args: list[str], repo: str, commit: str, env: Mapping[str, str], *,
+         check: bool = True) -> bool:
     try:
         done = subprocess.run(["git", *args], capture_output=True, text=True,
-                              timeout=GIT_TIMEOUT, env=env, check=False)
+                              timeout=GIT_TIMEOUT, env=env, check=False,
+                              stdin=subprocess.DEVNULL)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise SpecError(f"cannot clone {repo}: {exc}", field="git.repo",
                         fix="check that git is installed and the repository answers") from None

@@ -77,6 +77,7 @@ def errors(*codes: int) -> dict[int | str, dict[str, Any]]:
         429: "The queue holds as many pending jobs as its maxPendingJobs allows, or (exchanging "
              "a key) the client failed too often",
         500: "The control plane failed; it logged why",
+        501: "The control plane cannot do this for this object; the error says why",
         503: "The control loop is stuck or stopped",
         507: "No space left in the control plane's state directory (PHALANX_HOME); "
              "nothing was written",

@@ -33,6 +33,7 @@ from phalanx.server.redaction import (
 from phalanx.server.routes.context import ApiContext, errors
 from phalanx.server.workdir_routes import check_job_sources
 from phalanx.spec.api import ErrorResponse, EventList, JobBatch, JobList, JobSelector, parse_job
+from phalanx.spec.gitrepo import with_commit
 from phalanx.spec.labels import merge_selectors
 from phalanx.spec.resources import JobSpec
 from phalanx.spec.status import JobDetail, JobRecord, JobStatus, PodInfo
@@ -81,9 +82,13 @@ def router(ctx: ApiContext) -> APIRouter:
         or one of the reserved form of hidden jobs' names, is refused with one answer
         (``server/redaction.py``); a dependency on such a job answers as one on no job."""
         principal = viewer_of(request)
+        sent, ready = specs, list[JobSpec]()
         for spec in specs:
             principal.check_submit(spec.queue)
-            ctx.auth.secrets.material(spec, principal.name, principal.teams)  # each resolves
+            values = ctx.auth.secrets.material(spec, principal.name, principal.teams)
+            # A git source with a key: resolved here, the key's holder, once for every attempt.
+            ready.append(with_commit(spec, values.git) if values.git else spec)
+        specs = ready
         if ctx.archives is not None:
             check_job_sources(ctx.archives, principal, specs)
         refuse_reserved_names(specs, batch=batch)
@@ -95,7 +100,7 @@ def router(ctx: ApiContext) -> APIRouter:
                     sees=principal.sees, manifests=manifests), False
             records, replayed = service.submit_keyed(
                 specs, batch=batch, key=idempotency_key, user=principal.name, audit=audit,
-                sees=principal.sees, manifests=manifests)
+                sees=principal.sees, manifests=manifests, sent=sent)
             return principal, records, replayed
         except Conflict as exc:
             raise clash_as_seen_by(exc, specs, principal, service.get) from None
@@ -109,7 +114,7 @@ def router(ctx: ApiContext) -> APIRouter:
 
     @r.post("/v1/jobs", status_code=201, dependencies=needs(Access.WRITE), responses={
         200: {"model": JobRecord, "description": _REPLAYED},
-        **errors(400, 401, 403, 409, 413, 429)})
+        **errors(400, 401, 403, 404, 409, 413, 429)})
     def submit(spec: JobSpec, request: Request, response: Response,
                idempotency_key: str | None = _IDEMPOTENCY_HEADER) -> JobRecord:
         """Submit a job (to one of the caller's teams' LocalQueues, unless an admin). With an
@@ -124,7 +129,7 @@ def router(ctx: ApiContext) -> APIRouter:
 
     @r.post("/v1/jobs:batch", status_code=201, dependencies=needs(Access.WRITE), responses={
         200: {"model": JobList, "description": _REPLAYED},
-        **errors(400, 401, 403, 409, 413, 429)})
+        **errors(400, 401, 403, 404, 409, 413, 429)})
     def submit_batch(batch: JobBatch, request: Request, response: Response,
                      idempotency_key: str | None = _IDEMPOTENCY_HEADER) -> JobList:
         """Submit several jobs at once, all or nothing (one store transaction)."""

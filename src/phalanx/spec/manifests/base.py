@@ -48,8 +48,6 @@ REFUSED: dict[str, str] = {
                      "health",
     "readinessProbe": "remove the probe: a Phalanx job is ready when all its pods run",
     "startupProbe": "remove the probe: a Phalanx job is ready when all its pods run",
-    "serviceAccountName": "remove it: pods reach the control plane with the attempt's key "
-                          "(PHALANX_API_KEY_FILE), not a service account",
     "hostNetwork": "remove it: pods reach each other at PHALANX_NODE_IPS",
     "network": "remove network: pods reach each other at PHALANX_NODE_IPS and the leader "
                "at MASTER_ADDR, not by DNS names",
@@ -335,6 +333,10 @@ def pod_template(template: Fields, *, command: Callable[[Fields, list[str], list
         extra["tolerations"] = tolerations
         made.paths["tolerations"] = pod.at("tolerations")
     made.extra.update(extra)  # beside the container's own (workingDir)
+    account = pod.take("serviceAccountName", str)
+    if account:  # allowed or refused by the Kubernetes plane (its list of accounts)
+        made.extra["serviceAccountName"] = account
+        made.paths["serviceAccountName"] = pod.at("serviceAccountName")
     priority_class = pod.take("priorityClassName", str)
     if priority_class:
         made.priority_class = (priority_class, pod.at("priorityClassName"))
@@ -356,7 +358,7 @@ def _container(container: Fields, command: Callable[[Fields, list[str], list[str
              "envFrom": container.at("envFrom"), "mounts": container.at("volumeMounts")}
     container.take("name", str)
     image = container.take("image", str)
-    container.take("imagePullPolicy", str)
+    pull_policy = container.take("imagePullPolicy", str)
     given = [str(a) for a in container.take("command", list, [])]
     args = [str(a) for a in container.take("args", list, [])]
     if command is not None:
@@ -409,6 +411,9 @@ def _container(container: Fields, command: Callable[[Fields, list[str], list[str
     if working_dir:
         made.extra["workingDir"] = working_dir
         paths["workingDir"] = container.at("workingDir")
+    if pull_policy:
+        made.extra["imagePullPolicy"] = pull_policy
+        paths["imagePullPolicy"] = container.at("imagePullPolicy")
     return made
 
 

@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from phalanx.scheduler.cache import FlavorRef, QueueInfo, QuotaCache, QuotaNode
-from phalanx.scheduler.hierarchy import fits_below_root
 from phalanx.scheduler.placement import NodePool, Placement, PlacementFailure, PodGroup
+from phalanx.scheduler.preemption.hierarchy import fits_below_root
 from phalanx.scheduler.workload import FR, POD_MILLIS, PODS, PodSetDemand, Workload
 from phalanx.spec.resources import (
     HEALTH_LABEL,

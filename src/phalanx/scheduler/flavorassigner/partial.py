@@ -9,8 +9,8 @@ that preemption can make room for. The flavor assigner searches the sizes
 from __future__ import annotations
 
 from phalanx.scheduler.cache import QueueInfo
-from phalanx.scheduler.flavors import FIT, NOFIT, Assigner, Assignment
-from phalanx.scheduler.preemption import Outcome, Preemptor
+from phalanx.scheduler.flavorassigner.flavors import FIT, NOFIT, Assigner, Assignment
+from phalanx.scheduler.preemption.preemptor import Outcome, Preemptor
 from phalanx.scheduler.workload import Workload
 
 

@@ -15,7 +15,7 @@ own demand, and the failed job's numbers.
 
 from __future__ import annotations
 
-from phalanx.scheduler.flavors import Assignment
+from phalanx.scheduler.flavorassigner.flavors import Assignment
 from phalanx.scheduler.types import PendingReason
 from phalanx.scheduler.workload import Workload
 from phalanx.spec.quantity import format_amount

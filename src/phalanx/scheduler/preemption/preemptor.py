@@ -34,12 +34,18 @@ from phalanx.scheduler.fairsharing import (
     max_removal,
     removal_limits,
 )
-from phalanx.scheduler.flavors import NO_CANDIDATES, PREEMPT, PREEMPT_IN_QUEUE, RECLAIM, Assignment
-from phalanx.scheduler.freed import FreedRoom
+from phalanx.scheduler.flavorassigner.flavors import (
+    NO_CANDIDATES,
+    PREEMPT,
+    PREEMPT_IN_QUEUE,
+    RECLAIM,
+    Assignment,
+)
 from phalanx.scheduler.placement import NodePool, Placement, PodGroup
-from phalanx.scheduler.protection import Protection
-from phalanx.scheduler.search import Source, Target, VictimSearch
-from phalanx.scheduler.search_tree import TreeFairSearch, in_tree
+from phalanx.scheduler.preemption.freed import FreedRoom
+from phalanx.scheduler.preemption.protection import Protection
+from phalanx.scheduler.preemption.search import Source, Target, VictimSearch
+from phalanx.scheduler.preemption.search_tree import TreeFairSearch, in_tree
 from phalanx.scheduler.workload import FR, UsageKey, Workload
 from phalanx.spec.planes import PLANE_LABEL
 

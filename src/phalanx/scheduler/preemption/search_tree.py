@@ -19,8 +19,8 @@ from collections.abc import Iterator
 from phalanx.scheduler.admitted import least_work_lost
 from phalanx.scheduler.cache import QuotaNode
 from phalanx.scheduler.fairsharing import dominant_share
-from phalanx.scheduler.hierarchy import common_cohort
-from phalanx.scheduler.search import Source, Target, VictimSearch
+from phalanx.scheduler.preemption.hierarchy import common_cohort
+from phalanx.scheduler.preemption.search import Source, Target, VictimSearch
 from phalanx.scheduler.types import PreemptionReason
 from phalanx.scheduler.workload import Workload
 

@@ -1,7 +1,7 @@
 """One preemption search: a what-if in which candidates leave the quota tree until the
 preemptor fits, quota and nodes both, and are then put back while it still fits.
 
-``Preemptor.find`` (preemption.py) picks the candidates and the sources they come
+``Preemptor.find`` (preemptor.py) picks the candidates and the sources they come
 from; a ``VictimSearch`` takes them in order. Classic mode follows Kueue's rules for
 borrowing; fair-sharing mode takes from the queues of highest share first, under
 LessThanOrEqualToFinalShare, then LessThanInitialShare.
@@ -19,10 +19,10 @@ from phalanx.scheduler.fairsharing import (
     less_than_initial_share,
     less_than_or_equal_to_final_share,
 )
-from phalanx.scheduler.flavors import Assignment
-from phalanx.scheduler.freed import FreedRoom
-from phalanx.scheduler.hierarchy import advantage, borrows_below, common_cohort
+from phalanx.scheduler.flavorassigner.flavors import Assignment
 from phalanx.scheduler.placement import NodePool, Placement
+from phalanx.scheduler.preemption.freed import FreedRoom
+from phalanx.scheduler.preemption.hierarchy import advantage, borrows_below, common_cohort
 from phalanx.scheduler.types import PreemptionReason
 from phalanx.scheduler.workload import FR, UsageKey, Workload
 

@@ -5,21 +5,26 @@ A ClusterQueue's ``minRuntime`` protects its jobs, a PriorityClass's the jobs of
 class; the longer of the two counts. Time comes from the driver: each cycle is given the
 driver's clock (``Scheduler.cycle(now=...)``), and an admission starts its run at the
 clock of the cycle that made it. A cycle given no clock protects nobody, so replays that
-pass none decide as before.
+pass none decide as before. The guards against thrashing (``thrashing.py``) are judged
+here too, against every preemptor.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 
+from phalanx.scheduler.thrashing import PreemptionHistory, ThrashGuard
 from phalanx.scheduler.workload import Workload
 from phalanx.spec.config import QueueConfig
 
 
 class Protection:
-    __slots__ = ("by_class", "by_queue", "next_expiry", "now")
+    __slots__ = ("by_class", "by_queue", "guard", "next_expiry", "now")
 
-    def __init__(self, by_queue: dict[str, float], by_class: dict[str, float]) -> None:
+    def __init__(self, by_queue: dict[str, float], by_class: dict[str, float],
+                 guard: ThrashGuard | None = None) -> None:
+        self.guard = guard
         self.by_queue = by_queue  # ClusterQueue -> minRuntime (seconds), where set
         self.by_class = by_class  # PriorityClass -> minRuntime (seconds), where set
         self.now: float | None = None
@@ -29,12 +34,13 @@ class Protection:
         self.next_expiry: float | None = None
 
     @classmethod
-    def of(cls, config: QueueConfig) -> Protection:
+    def of(cls, config: QueueConfig, history: PreemptionHistory | None = None) -> Protection:
         return cls(
             {name: cq.min_runtime for name, cq in config.cluster_queues.items()
              if cq.min_runtime},
             {name: pc.min_runtime for name, pc in config.priority_classes.items()
              if pc.min_runtime},
+            ThrashGuard.of(config, history) if history is not None else None,
         )
 
     @property
@@ -54,9 +60,23 @@ class Protection:
         least = self.min_runtime(wl)
         if least <= 0 or now - wl.started_at >= least:
             return False
-        ends = wl.started_at + least
-        if self.next_expiry is None or ends < self.next_expiry:
-            self.next_expiry = ends
+        self._ends(wl.started_at + least)
+        return True
+
+    def _ends(self, at: float) -> None:
+        if self.next_expiry is None or at < self.next_expiry:
+            self.next_expiry = at
+
+    def guarded(self, wl: Workload) -> bool:
+        """Whether a guard against thrashing keeps ``wl`` from being a victim now."""
+        guard, now = self.guard, self.now
+        if guard is None or now is None:
+            return False
+        until = guard.protected_until(wl, now)
+        if until is None:
+            return False
+        if until != math.inf:
+            self._ends(until)
         return True
 
     def expired(self, now: float | None) -> bool:
@@ -69,6 +89,8 @@ class Protection:
     def unprotected(self, jobs: Iterator[Workload], preemptor_queue: str) -> Iterator[Workload]:
         """``jobs`` without the protected ones of queues other than ``preemptor_queue``
         (within its own queue a job yields to higher priorities as before)."""
+        if self.guard is not None and self.now is not None:
+            jobs = (c for c in jobs if c.terminating or not self.guarded(c))
         if not self.active:
             return jobs
         return (c for c in jobs

@@ -84,7 +84,7 @@ def test_builders_accept_prebuilt_pod_sets_and_do_not_share_state() -> None:
         (Job("t").pod_set(resources={"cpu": "lots"}), "podSets[0].resources.cpu",
          "not a quantity"),
         (Job("t").pod_set(replicas=0), "podSets[0].replicas", "greater than or equal to 1"),
-        (Job("t").pod_set(replicas=2, min_replicas=3), "podSets[0]", "minReplicas"),
+        (Job("t").pod_set(replicas=2, min_replicas=3), "podSets[0].minReplicas", "minReplicas"),
         (Job("T_bad").pod_set(), "name", "not a valid name"),
         (Job("t", kind="slurm").pod_set(), "kind", "torch"),
         (Job("t").pod_set().max_runtime("forever"), "maxRuntime", "not a duration"),

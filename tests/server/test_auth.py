@@ -235,6 +235,15 @@ TABLE: dict[tuple[str, str], tuple[str, Any, dict[str, int]]] = {
     ("put", "/v1/workdirs/{sha256}"): (f"/v1/workdirs/{NO_ARCHIVE}", {}, {
         "anonymous": 401, "admin": 400, "alice": 400, "bob": 400, "vera": 403,
         "alice-read": 403}),
+    ("post", "/v1/workdirs:prune"): ("/v1/workdirs:prune?dryRun=true", None, ADMIN),
+    # job-a is no Ray job: whoever may reach it this way is told it has no dashboard (404),
+    # as another team is told it does not exist; changes need a write key first.
+    **{(method, "/v1/jobs/{name}/ray/{path}"): ("/v1/jobs/job-a/ray/api/version", None,
+                                                NOT_HELD)
+       for method in ("get", "head", "options")},
+    **{(method, "/v1/jobs/{name}/ray/{path}"): ("/v1/jobs/job-a/ray/api/jobs/", None,
+                                                _with(NOT_HELD, vera=403, alice_read=403))
+       for method in ("post", "put", "patch", "delete")},
 }
 # A job's credential is its owner, alice, minus what admins may do, keys and changes to
 # secrets (403).

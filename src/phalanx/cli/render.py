@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
 import yaml
 from rich.console import Group, RenderableType
@@ -12,10 +13,12 @@ from rich.text import Text
 
 from phalanx.errors import SpecError
 from phalanx.spec import format_amount, format_duration, parse_quantity, tables
-from phalanx.spec.api import AppliedObject, NodeView, PoolView, QueuesOverview, ServerStatus
 from phalanx.spec.planes import LOCAL_PLANE, PLANE_LABEL
 from phalanx.spec.sources import WorkdirArchive
 from phalanx.spec.status import JobAdmission, JobDetail, JobEvent, JobRecord, JobStatus
+
+if TYPE_CHECKING:
+    from phalanx.spec.api import AppliedObject, NodeView, PoolView, QueuesOverview, ServerStatus
 
 STATUS_STYLES = {
     JobStatus.QUEUED: "yellow",

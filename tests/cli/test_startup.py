@@ -88,10 +88,10 @@ def test_client_verbs_load_nothing_of_the_server(server: LiveServer, verb: list[
 def test_version_names_the_server_without_loading_the_core(server: LiveServer) -> None:
     done = run_cli(server.env, "version")
     assert done.returncode == 0, done.stderr[-2000:]
-    # The version is read without the spec's models: none of them is loaded (the API's
-    # header names are plain strings).
+    # The version is read without the spec's models: none of them is loaded (spec.names
+    # holds plain strings).
     spec = set(under(imported_modules(done.stderr), ("phalanx.spec",)))
-    assert spec <= {"phalanx.spec", "phalanx.spec.headers"}, sorted(spec)
+    assert spec <= {"phalanx.spec", "phalanx.spec.names"}, sorted(spec)
     assert f"at {server.url}" in done.stdout
     assert "scheduler core: " in done.stdout
 

@@ -31,7 +31,7 @@ from phalanx.sdk.planes import PlaneCalls
 from phalanx.sdk.responses import error_from_response
 from phalanx.sdk.secrets import SecretCalls
 from phalanx.sdk.sources import SourceCalls
-from phalanx.spec.headers import ACT_AS_HEADER
+from phalanx.spec.names import ACT_AS_HEADER
 
 if TYPE_CHECKING:
     from pydantic import BaseModel

@@ -14,8 +14,8 @@ from pydantic import AfterValidator, ConfigDict, Field, PlainSerializer, WithJso
 from phalanx.errors import SpecError
 from phalanx.spec.base import Model, Quantity, StrictNumber, validate
 from phalanx.spec.config import CONFIG_KINDS, parse_config_documents
-from phalanx.spec.headers import ACT_AS_HEADER as ACT_AS_HEADER
 from phalanx.spec.labels import check_labels
+from phalanx.spec.names import ACT_AS_HEADER as ACT_AS_HEADER
 from phalanx.spec.planes import PlaneView
 from phalanx.spec.provisioning import ProvisioningPolicy
 from phalanx.spec.resources import (
@@ -74,7 +74,7 @@ class ServerStatus(Model):
 
 
 # --------------------------------------------------------------------------- jobs
-# JobList (a page of jobs) lives in spec/status.py and the act-as header in headers.py,
+# JobList (a page of jobs) lives in spec/status.py and the act-as header in names.py,
 # imported above and served from here as well: `phalanx jobs` and every client load them
 # without the rest of the API's models.
 

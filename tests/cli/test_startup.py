@@ -1,6 +1,7 @@
 """A CLI call imports only what its verb needs: `phalanx version`, `jobs` and `describe`
 against a real control plane load no store, server, compute plane, job kinds, scheduler
-or SQLAlchemy, and `phalanx --help` lists every verb without importing any verb's module."""
+or SQLAlchemy, nor the spec's models their answers do not need (`version` none at all), and
+`phalanx --help` lists every verb without importing any verb's module."""
 
 from __future__ import annotations
 
@@ -24,6 +25,10 @@ nodes:
 # What a client verb must never load: the control plane's own machinery.
 SERVER_SIDE = ("sqlalchemy", "phalanx.store", "phalanx.server", "phalanx.compute",
                "phalanx.kinds", "phalanx.scheduler", "fastapi", "uvicorn")
+# Models of the spec a job's answer does not need: the queue configuration, Kueue's objects,
+# the manifests' translations and the API's other answers (each tens of milliseconds).
+UNUSED_MODELS = ("phalanx.spec.config", "phalanx.spec.kueue", "phalanx.spec.manifests",
+                 "phalanx.spec.api", "phalanx.sdk.documents")
 
 
 def imported_modules(stderr: str) -> set[str]:
@@ -37,9 +42,13 @@ def imported_modules(stderr: str) -> set[str]:
     return names
 
 
+def under(modules: set[str], packages: tuple[str, ...]) -> list[str]:
+    """The modules that are one of ``packages`` or inside one."""
+    return sorted(m for m in modules if any(m == p or m.startswith(p + ".") for p in packages))
+
+
 def server_side(modules: set[str]) -> list[str]:
-    return sorted(m for m in modules
-                  if any(m == s or m.startswith(s + ".") for s in SERVER_SIDE))
+    return under(modules, SERVER_SIDE)
 
 
 def run_cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
@@ -72,11 +81,17 @@ def test_client_verbs_load_nothing_of_the_server(server: LiveServer, verb: list[
     # httpx's own command line (click, pygments) and trio stay out of the `phalanx` process.
     assert sorted(m for m in modules if m.split(".")[0] in ("click", "pygments", "attr")) == []
     assert "quick" in done.stdout or verb == ["version"]
+    # Nor the spec's models a job's answer does not need (a job's record needs JobSpec's).
+    assert under(modules, UNUSED_MODELS) == [], f"`phalanx {' '.join(verb)}` imported these"
 
 
 def test_version_names_the_server_without_loading_the_core(server: LiveServer) -> None:
     done = run_cli(server.env, "version")
     assert done.returncode == 0, done.stderr[-2000:]
+    # The version is read without the spec's models: none of them is loaded (spec.names
+    # holds plain strings).
+    spec = set(under(imported_modules(done.stderr), ("phalanx.spec",)))
+    assert spec <= {"phalanx.spec", "phalanx.spec.names"}, sorted(spec)
     assert f"at {server.url}" in done.stdout
     assert "scheduler core: " in done.stdout
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Group, RenderableType
@@ -27,13 +27,12 @@ from phalanx.cli.output import (
 from phalanx.cli.settings import settings_of
 from phalanx.errors import ServerError, SpecError
 from phalanx.sdk.client import Client
-from phalanx.spec import JobSpec, load_config_yaml, validate
-from phalanx.spec.api import JobList
-from phalanx.spec.config import config_kind
 from phalanx.spec.labels import merge_selectors
-from phalanx.spec.manifests import Translation, load_submissions
-from phalanx.spec.overrides import apply_overrides
-from phalanx.spec.status import JobDetail, JobRecord, JobStatus
+from phalanx.spec.status import JobDetail, JobList, JobRecord, JobStatus
+
+if TYPE_CHECKING:
+    from phalanx.spec import JobSpec
+
 
 WATCH_SECONDS = 1.0
 # `phalanx jobs` shows this many unless told otherwise, like `gh run list`: drawing every row
@@ -47,6 +46,8 @@ def _with_overrides(
     spec: JobSpec, name: str | None, queue: str | None, priority: str | None,
     workdir: str | None = None,
 ) -> JobSpec:
+    from phalanx.spec import JobSpec, validate
+
     overrides: dict[str, Any] = {}
     if workdir is not None:
         overrides["workdir"] = workdir
@@ -125,6 +126,10 @@ def submit(
     ``-f -`` reads the jobs from standard input. A relative ``workdir`` is relative to the
     file's directory (standard input: the current directory); ``--workdir`` is relative
     to the current directory."""
+    from phalanx.spec import JobSpec
+    from phalanx.spec.manifests import Translation, load_submissions
+    from phalanx.spec.overrides import apply_overrides
+
     if workdir is not None:
         if not workdir.strip():
             raise SpecError("is empty", field="--workdir",
@@ -378,6 +383,9 @@ def delete(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON")] = False,
 ) -> None:
     """Delete a finished job, or queue configuration (all or nothing; refused while in use)."""
+    from phalanx.spec import load_config_yaml
+    from phalanx.spec.config import config_kind
+
     if (file is None) == (kind is None) or (kind is not None and name is None):
         raise SpecError(
             "needs KIND NAME or -f FILE", field="KIND NAME" if file is None else "--file",

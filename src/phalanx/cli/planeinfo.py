@@ -6,13 +6,14 @@ for its planes. The words themselves (a plane's state, what a silent plane holds
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from rich.table import Table
 from rich.text import Text
 
 from phalanx.errors import Forbidden, NotFound
 from phalanx.sdk.client import Client
-from phalanx.spec.planes import LOCAL_PLANE, PlaneView
+from phalanx.spec.names import LOCAL_PLANE
 from phalanx.spec.planetext import (
     NONE,
     UNHEARD,
@@ -25,6 +26,9 @@ from phalanx.spec.planetext import (
 from phalanx.spec.planetext import several_planes as _several_planes
 from phalanx.spec.resources import GPU
 from phalanx.spec.status import JobRecord
+
+if TYPE_CHECKING:
+    from phalanx.spec.planes import PlaneView
 
 __all__ = ["NONE", "amounts_text", "holds_text", "job_plane_line", "plane_line", "planes_of",
            "planes_table", "several_planes", "state_text"]

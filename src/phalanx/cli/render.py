@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
-import yaml
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
 from phalanx.errors import SpecError
 from phalanx.spec import format_amount, format_duration, parse_quantity, tables
-from phalanx.spec.api import AppliedObject, NodeView, PoolView, QueuesOverview, ServerStatus
-from phalanx.spec.planes import LOCAL_PLANE, PLANE_LABEL
+from phalanx.spec.names import LOCAL_PLANE, PLANE_LABEL
 from phalanx.spec.sources import WorkdirArchive
 from phalanx.spec.status import JobAdmission, JobDetail, JobEvent, JobRecord, JobStatus
+
+if TYPE_CHECKING:
+    from phalanx.spec.api import AppliedObject, NodeView, PoolView, QueuesOverview, ServerStatus
 
 STATUS_STYLES = {
     JobStatus.QUEUED: "yellow",
@@ -238,6 +240,8 @@ def manifest_section(job: JobDetail) -> Group:
     if policies and job.plane == LOCAL_PLANE:
         lines.append(f"- imagePullPolicy {', '.join(policies)}: recorded, not used; on the "
                      "local plane no image is pulled")
+    import yaml  # only a job submitted as a manifest shows one
+
     text = yaml.safe_dump(manifest, sort_keys=False).rstrip()
     title = (f"Manifest ({manifest.get('apiVersion')} {manifest.get('kind')}, as submitted; "
              f"the pod sets above are what Phalanx made of it)")

@@ -11,11 +11,10 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote
 
 import httpx
-from pydantic import BaseModel, ValidationError
 
 from phalanx.display import Listing
 from phalanx.errors import (
@@ -26,44 +25,30 @@ from phalanx.errors import (
 )
 from phalanx.sdk.auth import KeyAuth, looks_like_jwt
 from phalanx.sdk.config import Endpoint, resolve_endpoint
-from phalanx.sdk.documents import (
-    to_config_documents,
-    to_job_spec,
-    to_submission,
-    to_submissions,
-)
 from phalanx.sdk.failover import Failover
 from phalanx.sdk.identity import IdentityCalls
 from phalanx.sdk.planes import PlaneCalls
 from phalanx.sdk.responses import error_from_response
 from phalanx.sdk.secrets import SecretCalls
 from phalanx.sdk.sources import SourceCalls
-from phalanx.spec.api import (
-    ACT_AS_HEADER,
-    AppliedObject,
-    ConfigApplied,
-    ConfigDeleted,
-    ConfigDocuments,
-    DeletedObject,
-    DrainRequest,
-    EventList,
-    JobList,
-    NodeDrained,
-    NodeList,
-    NodeView,
-    PoolList,
-    PoolView,
-    QueuesOverview,
-    ServerStatus,
-    VersionInfo,
-)
-from phalanx.spec.manifests import Translation, is_manifest, wire
-from phalanx.spec.ray import dashboard_proxy
-from phalanx.spec.resources import ConfigObject
-from phalanx.spec.status import JobDetail, JobEvent, JobRecord, JobStatus
-from phalanx.spec.tables import jobs_table
+from phalanx.spec.names import ACT_AS_HEADER
 
-M = TypeVar("M", bound=BaseModel)
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    from phalanx.spec.api import (
+        AppliedObject,
+        DeletedObject,
+        NodeDrained,
+        NodeView,
+        PoolView,
+        QueuesOverview,
+        ServerStatus,
+    )
+    from phalanx.spec.resources import ConfigObject
+    from phalanx.spec.status import JobDetail, JobEvent, JobList, JobRecord, JobStatus
+
+M = TypeVar("M", bound="BaseModel")
 
 # A submit whose answer was lost (the connection dropped, the answer timed out) is sent
 # again with the same Idempotency-Key, so the control plane answers it without a second job.
@@ -100,6 +85,8 @@ def _node_path(name: str, verb: str | None = None) -> str:
 
 
 def _status_params(status: JobStatus | str | Iterable[JobStatus | str] | None) -> list[str]:
+    from phalanx.spec.status import JobStatus
+
     if status is None:
         return []
     items = [status] if isinstance(status, str) else list(status)
@@ -212,8 +199,8 @@ class Client(IdentityCalls, PlaneCalls, SecretCalls, SourceCalls):
             fix="start one with `phalanx up -d`, or set PHALANX_URL to where it runs",
         )
 
-    def _request(self, model: type[M], method: str, path: str, **kwargs: Any) -> M:
-        """The answer of the route, parsed into the model the API declares for it."""
+    def _answer(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        """The route's answer, a refusal raised as the error it names."""
         try:
             response = self._http.request(method, path, **kwargs)
         except httpx.TransportError as exc:
@@ -222,14 +209,18 @@ class Client(IdentityCalls, PlaneCalls, SecretCalls, SourceCalls):
             raise AuthError(exc.message, field="key", fix=_KEY_FIX) from None
         if response.is_error:
             raise error_from_response(response)
+        return response
+
+    def _request(self, model: type[M], method: str, path: str, **kwargs: Any) -> M:
+        """The answer of the route, parsed into the model the API declares for it."""
+        from pydantic import ValidationError
+
+        response = self._answer(method, path, **kwargs)
         try:
             return model.model_validate_json(response.content)
         except ValidationError as exc:
-            raise ServerError(
-                f"the answer of {method} {path} is not a {model.__name__}: "
-                f"{exc.errors(include_url=False)[0]['msg']}",
-                fix="check that the client and the control plane have the same version",
-            ) from None
+            raise _not_a(model.__name__, method, path,
+                         exc.errors(include_url=False)[0]["msg"]) from None
 
     def _held(self, path: str) -> bool:
         """Whether ``HEAD path`` answers 200 (False on 404)."""
@@ -253,10 +244,20 @@ class Client(IdentityCalls, PlaneCalls, SecretCalls, SourceCalls):
 
     def version(self) -> str:
         """The server's version."""
-        return self._request(VersionInfo, "GET", "/v1/version").version
+        # Read without the API's models: `phalanx version` answers without loading them.
+        response = self._answer("GET", "/v1/version")
+        try:
+            version = response.json()["version"]
+        except (ValueError, TypeError, KeyError):
+            version = None
+        if not isinstance(version, str):
+            raise _not_a("VersionInfo", "GET", "/v1/version", "no version string")
+        return version
 
     def status(self) -> ServerStatus:
         """The server's version, start time, compute plane, store, job counts and nodes."""
+        from phalanx.spec.api import ServerStatus
+
         return self._request(ServerStatus, "GET", "/v1/status")
 
     # ------------------------------------------------------------------ jobs
@@ -269,6 +270,10 @@ class Client(IdentityCalls, PlaneCalls, SecretCalls, SourceCalls):
         else the current one), is packed and uploaded, and a ``git`` ref resolved
         (``with_sources``).
         """
+        from phalanx.sdk.documents import to_submission
+        from phalanx.spec.manifests import Translation
+        from phalanx.spec.status import JobRecord
+
         item = to_submission(job)
         if isinstance(item, Translation):
             return self.submit_manifests([item], base=_base_of(job, base))[0]
@@ -285,6 +290,10 @@ class Client(IdentityCalls, PlaneCalls, SecretCalls, SourceCalls):
         becomes. The jobs among them have their sources packed as ``submit`` does, and so
         has a manifest's workdir (its ``phalanx.dev/workdir`` annotation, a directory
         relative to ``base``, default the YAML file's)."""
+        from phalanx.sdk.documents import to_submissions
+        from phalanx.spec.manifests import Translation, wire
+        from phalanx.spec.status import JobList
+
         if isinstance(jobs, str | Path):
             items, bases = to_submissions(jobs), None
         else:
@@ -305,6 +314,10 @@ class Client(IdentityCalls, PlaneCalls, SecretCalls, SourceCalls):
         Every job is validated locally first; the server stores all of them or, naming
         the first bad one as ``items[i]``, none.
         """
+        from phalanx.sdk.documents import to_job_spec
+        from phalanx.spec.manifests import Translation, is_manifest
+        from phalanx.spec.status import JobList
+
         jobs = builtins.list(jobs)
         if any(isinstance(job, Translation) or is_manifest(job) for job in jobs):
             return self.submit_manifests(jobs, base=base)  # kept with their jobs, as written
@@ -333,6 +346,8 @@ class Client(IdentityCalls, PlaneCalls, SecretCalls, SourceCalls):
 
     def get(self, name: str) -> JobDetail:
         """A job with its status, pods and events."""
+        from phalanx.spec.status import JobDetail
+
         return self._request(JobDetail, "GET", _job_path(name))
 
     def list(
@@ -347,6 +362,8 @@ class Client(IdentityCalls, PlaneCalls, SecretCalls, SourceCalls):
         """Jobs, newest submission first, filtered by status, LocalQueue, user and labels
         (all that are given); the first ``limit`` of them, or all, fetched page by page.
         A notebook shows the list as a table."""
+        from phalanx.spec.tables import jobs_table
+
         if limit is not None:
             first = self.list_page(status, queue, limit, user=user, labels=labels).items
             return Listing(first, jobs_table)
@@ -372,6 +389,8 @@ class Client(IdentityCalls, PlaneCalls, SecretCalls, SourceCalls):
     ) -> JobList:
         """One page of jobs, newest first: ``items``, ``remaining_item_count`` (how many
         follow) and ``continue_token`` (pass it back for the next page; None on the last)."""
+        from phalanx.spec.status import JobList
+
         params: builtins.list[tuple[str, str]] = [("status", s) for s in _status_params(status)]
         if queue is not None:
             params.append(("queue", queue))
@@ -455,11 +474,15 @@ class Client(IdentityCalls, PlaneCalls, SecretCalls, SourceCalls):
     def ray_dashboard(self, name: str) -> str:
         """The address of job ``name``'s Ray dashboard and job-submission API as the control
         plane proxies it, behind this client's token (``server/routes/ray.py``)."""
+        from phalanx.spec.ray import dashboard_proxy
+
         return self.url.rstrip("/") + dashboard_proxy(name)
 
     def ray_request(self, name: str, method: str, path: str, **kwargs: Any) -> httpx.Response:
         """``method`` on ``path`` of job ``name``'s proxied Ray dashboard (``api/...``), as
         the dashboard answered it (a refusal of the control plane's is raised)."""
+        from phalanx.spec.ray import dashboard_proxy
+
         try:
             response = self._http.request(method, f"{dashboard_proxy(name)}/{path}", **kwargs)
         except httpx.TransportError as exc:
@@ -470,6 +493,8 @@ class Client(IdentityCalls, PlaneCalls, SecretCalls, SourceCalls):
 
     def cancel(self, name: str) -> JobRecord:
         """Cancel a job (a no-op for a finished one); its pods are stopped."""
+        from phalanx.spec.status import JobRecord
+
         return self._request(JobRecord, "POST", _job_path(name, "cancel"))
 
     def cancel_matching(
@@ -478,6 +503,8 @@ class Client(IdentityCalls, PlaneCalls, SecretCalls, SourceCalls):
     ) -> builtins.list[JobRecord]:
         """Cancel every live job in ``queue`` with ``labels`` submitted by ``user`` (all that
         are given; at least one); returns the jobs cancelled."""
+        from phalanx.spec.status import JobList
+
         body: dict[str, Any] = {"labels": dict(labels or {})}
         if queue is not None:
             body["queue"] = queue
@@ -487,38 +514,56 @@ class Client(IdentityCalls, PlaneCalls, SecretCalls, SourceCalls):
 
     def delete_job(self, name: str) -> JobRecord:
         """Delete a finished job with its events and logs (Conflict for a live one)."""
+        from phalanx.spec.status import JobRecord
+
         return self._request(JobRecord, "DELETE", _job_path(name))
 
     def events(self, name: str) -> builtins.list[JobEvent]:
+        from phalanx.spec.api import EventList
+
         return self._request(EventList, "GET", _job_path(name, "events")).items
 
     # ------------------------------------------------------------------ queues, nodes, config
     def queues(self) -> QueuesOverview:
         """ClusterQueues with their usage per flavor and resource, LocalQueues and cohorts."""
+        from phalanx.spec.api import QueuesOverview
+
         return self._request(QueuesOverview, "GET", "/v1/queues")
 
     def nodes(self) -> builtins.list[NodeView]:
         """Nodes with allocatable and used resources, labels, taints and health."""
+        from phalanx.spec.api import NodeList
+
         return self._request(NodeList, "GET", "/v1/nodes").items
 
     def pools(self, job: str | None = None) -> builtins.list[PoolView]:
         """Node pools not yet deleted, or every attempt of ``job`` (why each failed)."""
+        from phalanx.spec.api import PoolList
+
         params = {"job": job} if job is not None else {}
         return self._request(PoolList, "GET", "/v1/pools", params=params).items
 
     def node(self, name: str) -> NodeView:
         """One node, with the last answer of each of its health checks."""
+        from phalanx.spec.api import NodeView
+
         return self._request(NodeView, "GET", _node_path(name))
 
     def cordon(self, name: str) -> NodeView:
         """Place no new pods on the node."""
+        from phalanx.spec.api import NodeView
+
         return self._request(NodeView, "POST", _node_path(name, "cordon"))
 
     def uncordon(self, name: str) -> NodeView:
+        from phalanx.spec.api import NodeView
+
         return self._request(NodeView, "POST", _node_path(name, "uncordon"))
 
     def drain(self, name: str, grace_seconds: float | None = None) -> NodeDrained:
         """Cordon the node and stop its gangs with ``grace_seconds`` to end; they requeue."""
+        from phalanx.spec.api import DrainRequest, NodeDrained
+
         return self._request(NodeDrained, "POST", _node_path(name, "drain"),
                              json=DrainRequest(grace_seconds=grace_seconds).to_dict())
 
@@ -530,6 +575,9 @@ class Client(IdentityCalls, PlaneCalls, SecretCalls, SourceCalls):
         Returns what was done to each document (created, configured or unchanged). Kueue's
         own objects are read too; what they say that Phalanx keeps nowhere is warned of.
         """
+        from phalanx.sdk.documents import to_config_documents
+        from phalanx.spec.api import ConfigApplied
+
         notes: builtins.list[str] = []
         docs = to_config_documents(documents, notes)
         for note in notes:
@@ -543,6 +591,9 @@ class Client(IdentityCalls, PlaneCalls, SecretCalls, SourceCalls):
     ) -> builtins.list[DeletedObject]:
         """Delete the flavors, cohorts, queues and priority classes the documents name (a
         YAML file, as applied), all or nothing; refused while any is in use."""
+        from phalanx.sdk.documents import to_config_documents
+        from phalanx.spec.api import ConfigDeleted
+
         docs = to_config_documents(documents)
         refs = [{"kind": d["kind"], "name": d["name"]} for d in docs]
         return self._request(
@@ -551,12 +602,22 @@ class Client(IdentityCalls, PlaneCalls, SecretCalls, SourceCalls):
 
     def delete_object(self, kind: str, name: str) -> builtins.list[DeletedObject]:
         """Delete one config object (kind as kubectl takes it: clusterqueue, cq, ...)."""
+        from phalanx.spec.api import ConfigDeleted
+
         path = f"/v1/config/{quote(kind, safe='')}/{quote(name, safe='')}"
         return self._request(ConfigDeleted, "DELETE", path).deleted
 
     def config(self) -> builtins.list[ConfigObject]:
         """The current queue configuration: flavors, cohorts, queues and priority classes."""
+        from phalanx.spec.api import ConfigDocuments
+
         return list(self._request(ConfigDocuments, "GET", "/v1/config").documents)
+
+
+def _not_a(model: str, method: str, path: str, why: str) -> ServerError:
+    """An answer that is not what the API declares: client and server differ in version."""
+    return ServerError(f"the answer of {method} {path} is not a {model}: {why}",
+                       fix="check that the client and the control plane have the same version")
 
 
 def _is_envelope(response: httpx.Response) -> bool:

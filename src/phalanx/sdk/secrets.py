@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import base64
 import builtins
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote
 
-from pydantic import BaseModel
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
-from phalanx.spec.secrets import SecretList, SecretView
+    from phalanx.spec.secrets import SecretView
 
-M = TypeVar("M", bound=BaseModel)
+
+M = TypeVar("M", bound="BaseModel")
 
 
 class SecretCalls:
@@ -25,6 +27,8 @@ class SecretCalls:
         """Store a secret, encrypted, for yourself or one of your teams (``team``). Its
         values are never shown back; jobs name it (``envFrom``, ``secretEnv``, volumes,
         ``imagePullSecrets``)."""
+        from phalanx.spec.secrets import SecretView
+
         body: dict[str, Any] = {
             "name": name, "type": type,
             "data": {k: base64.b64encode(v.encode() if isinstance(v, str) else v).decode()
@@ -35,9 +39,13 @@ class SecretCalls:
 
     def secrets(self) -> builtins.list[SecretView]:
         """Your own and your teams' secrets: names, types and keys' names."""
+        from phalanx.spec.secrets import SecretList
+
         return self._request(SecretList, "GET", "/v1/secrets").items
 
     def delete_secret(self, name: str, *, team: str | None = None) -> SecretView:
+        from phalanx.spec.secrets import SecretView
+
         params = {"team": team} if team is not None else {}
         return self._request(SecretView, "DELETE", f"/v1/secrets/{quote(name, safe='')}",
                              params=params)

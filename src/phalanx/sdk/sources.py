@@ -22,23 +22,23 @@ import json
 import os
 import stat
 import tarfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from pydantic import BaseModel
-
 from phalanx.defaults import phalanx_home
 from phalanx.errors import SpecError
-from phalanx.spec.gitrepo import resolve_commit as resolve_commit  # re-exported
-from phalanx.spec.manifests import Translation
-from phalanx.spec.resources import JobSpec
-from phalanx.spec.sources import WorkdirArchive, WorkdirPruneResult
 
 if TYPE_CHECKING:
     import pathspec
+    from pydantic import BaseModel
 
-M = TypeVar("M", bound=BaseModel)
+    from phalanx.spec.manifests import Translation
+    from phalanx.spec.resources import JobSpec
+    from phalanx.spec.sources import WorkdirArchive, WorkdirPruneResult
+
+M = TypeVar("M", bound="BaseModel")
 WORKDIR_PATH = "/v1/workdirs/"
 
 MAX_WORKDIR_BYTES = 256 * 2**20  # the files of a workdir, before packing
@@ -146,6 +146,15 @@ def stat_signature(directory: Path) -> str:
     return digest.hexdigest()
 
 
+def resolve_commit(repo: str, ref: str, *, key: Mapping[str, bytes] | None = None,
+                   local: bool = True) -> str:
+    """``spec.gitrepo.resolve_commit``, loaded when first used: the client's other calls
+    do without the spec's models it imports."""
+    from phalanx.spec.gitrepo import resolve_commit as resolve
+
+    return resolve(repo, ref, key=key, local=local)
+
+
 class HashCache:
     """Which archive a directory packed to, by ``stat_signature``: a small owner-only file
     in the client's state directory (``$PHALANX_HOME``), so an unchanged directory is
@@ -167,6 +176,8 @@ class HashCache:
         return loaded if isinstance(loaded, dict) else {}
 
     def get(self, signature: str) -> WorkdirArchive | None:
+        from phalanx.spec.sources import WorkdirArchive
+
         found = self._load().get(signature)
         try:
             return WorkdirArchive.model_validate(found) if found else None
@@ -203,6 +214,8 @@ class SourceCalls:
         """Pack ``directory`` and upload it unless the control plane holds it for the
         caller already; what a job's ``workdir`` sends. A directory whose files have not
         changed since it was last packed here (``HashCache``) is not packed again."""
+        from phalanx.spec.sources import WorkdirArchive
+
         root = Path(directory).expanduser()
         cache = HashCache.default()
         signature = stat_signature(root) if root.is_dir() else None
@@ -224,6 +237,8 @@ class SourceCalls:
                        dry_run: bool = False) -> WorkdirPruneResult:
         """(Admin) Remove the uploaded workdirs no job that has not ended names and no one
         used for ``older_than`` (e.g. "12h"; default: the control plane's retention)."""
+        from phalanx.spec.sources import WorkdirPruneResult
+
         params = {"dryRun": "true" if dry_run else "false"}
         if older_than is not None:
             params["olderThan"] = older_than
@@ -250,6 +265,8 @@ class SourceCalls:
         """A manifest as the control plane takes it: the directory its workdir annotation
         names packed and uploaded as ``with_sources`` does, and the annotation naming the
         archive instead."""
+        from phalanx.spec.sources import WorkdirArchive
+
         if not isinstance(item.spec.workdir, str):
             return item
         try:

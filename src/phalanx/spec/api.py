@@ -15,6 +15,7 @@ from phalanx.errors import SpecError
 from phalanx.spec.base import Model, Quantity, StrictNumber, validate
 from phalanx.spec.config import CONFIG_KINDS, parse_config_documents
 from phalanx.spec.labels import check_labels
+from phalanx.spec.names import ACT_AS_HEADER as ACT_AS_HEADER
 from phalanx.spec.planes import PlaneView
 from phalanx.spec.provisioning import ProvisioningPolicy
 from phalanx.spec.resources import (
@@ -27,7 +28,8 @@ from phalanx.spec.resources import (
     PriorityClass,
     ResourceFlavor,
 )
-from phalanx.spec.status import JobEvent, JobRecord
+from phalanx.spec.status import JobEvent
+from phalanx.spec.status import JobList as JobList
 
 API_VERSION = "v1"
 
@@ -72,20 +74,9 @@ class ServerStatus(Model):
 
 
 # --------------------------------------------------------------------------- jobs
-class JobList(Model):
-    items: list[JobRecord]
-    continue_token: str | None = Field(
-        default=None, alias="continue",
-        description="Pass as ``continue`` to get the next page; absent on the last page",
-    )
-    remaining_item_count: int | None = Field(
-        default=None, description="How many jobs match after this page (with ``limit``)",
-    )
-
-
-# An admin acting as another user (``server/auth.py``): every request made so is audited
-# with both names; anyone else sending it is refused.
-ACT_AS_HEADER = "X-Phalanx-Act-As"
+# JobList (a page of jobs) lives in spec/status.py and the act-as header in names.py,
+# imported above and served from here as well: `phalanx jobs` and every client load them
+# without the rest of the API's models.
 
 
 class JobSelector(Model):

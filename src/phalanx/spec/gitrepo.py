@@ -20,11 +20,14 @@ import tempfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from phalanx.errors import SpecError
-from phalanx.spec.resources import JobSpec
 from phalanx.spec.secrets import SSH_KEY
 from phalanx.spec.sources import GIT_COMMIT
+
+if TYPE_CHECKING:
+    from phalanx.spec.resources import JobSpec
 
 KNOWN_HOSTS = "known_hosts"  # an ssh secret's optional key: the hosts ssh may trust
 GIT_TIMEOUT = 60.0

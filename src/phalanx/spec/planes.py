@@ -16,13 +16,11 @@ from typing import Any, Literal
 from pydantic import ConfigDict, Field, StrictBool, field_validator
 
 from phalanx.spec.base import Model, Quantity
+from phalanx.spec.names import LOCAL_PLANE as LOCAL_PLANE  # served here too
+from phalanx.spec.names import PLANE_LABEL as PLANE_LABEL
 from phalanx.spec.resources import Node
 from phalanx.spec.status import JobAdmission
 
-# Every node carries its compute plane as the topmost topology level.
-PLANE_LABEL = "phalanx.dev/plane"
-# The in-process plane of `phalanx up`.
-LOCAL_PLANE = "local"
 # The scope of an API key that speaks for one compute plane: "plane:<name>".
 PLANE_SCOPE_PREFIX = "plane:"
 PLANE_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?")

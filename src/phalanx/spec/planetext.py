@@ -6,10 +6,13 @@ them from here."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
-from phalanx.spec.planes import PlaneView
 from phalanx.spec.quantity import format_amount, format_duration
 from phalanx.spec.status import JobRecord
+
+if TYPE_CHECKING:
+    from phalanx.spec.planes import PlaneView
 
 NONE = "-"
 # Phases in which a plane's worker is not heard: what the plane holds is worth saying.

@@ -167,6 +167,17 @@ class JobRecord(Model):
         return job_table(self).__rich__()
 
 
+class JobList(Model):
+    items: list[JobRecord]
+    continue_token: str | None = Field(
+        default=None, alias="continue",
+        description="Pass as ``continue`` to get the next page; absent on the last page",
+    )
+    remaining_item_count: int | None = Field(
+        default=None, description="How many jobs match after this page (with ``limit``)",
+    )
+
+
 class JobEvent(Model):
     job: str
     time: float

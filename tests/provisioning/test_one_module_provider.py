@@ -78,7 +78,8 @@ def test_its_options_are_checked_by_its_declaration() -> None:
     (flavor,) = load_config_yaml(FLAVOR % "red")
     assert isinstance(flavor, ResourceFlavor) and flavor.provisioning is not None
     assert flavor.provisioning.provider == "coloured-pools"
-    with pytest.raises(SpecError, match=r"provisioning: options.colour is 'green' \(write red or blue\)"):
+    with pytest.raises(SpecError, match=r"provisioning\.options\.colour: options\.colour is "
+                       r"'green' \(write red or blue\)"):
         load_config_yaml(FLAVOR % "green")
 
 

@@ -89,7 +89,7 @@ def test_a_job_whose_parts_add_up_past_the_limit_is_refused(api: httpx.Client) -
     sets = [{"name": f"p{i}", "command": ["x"], "env": {"A": "x" * 200_000}}
             for i in range(6)]
     message = refused(api.post("/v1/jobs:batch", json={"items": [
-        {"name": "sum-big", "podSets": sets}]}), "items[0]")
+        {"name": "sum-big", "podSets": sets}]}), "items[0].podSets[0].env")
     assert str(1024 * 1024) in message
 
 

@@ -8,6 +8,7 @@ import socket
 import struct
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -81,13 +82,20 @@ def test_a_client_that_goes_away_hangs_up_the_command() -> None:
     client.close()
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
+        if not _running(pid):
             break
         time.sleep(0.02)
     else:
         pytest.fail("the command outlived its client")
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` still runs: a zombie (ended, not yet reaped by its parent) does not."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def test_a_terminal_session_gets_a_controlling_terminal_and_its_size() -> None:

@@ -110,3 +110,6 @@ PLANE_LEASE_PREFIX = "phalanx-plane-"
 
 def plane_lease_name(plane: str) -> str:
     return f"{PLANE_LEASE_PREFIX}{plane}"
+
+# How long a silent leader of replicas (``phalanx up --ha``) keeps the store's lease.
+DEFAULT_LEASE_SECONDS = 7.0

@@ -10,7 +10,7 @@ from phalanx.cli import daemon
 from phalanx.cli.output import err, note, reports_errors
 from phalanx.cli.planeoptions import plane_args, with_plane_options
 from phalanx.cli.settings import Settings, settings_of
-from phalanx.defaults import DEFAULT_HOST, DEFAULT_PORT
+from phalanx.defaults import DEFAULT_HOST, DEFAULT_LEASE_SECONDS, DEFAULT_PORT
 from phalanx.errors import AuthError, ConnectionFailed, ServerError, SpecError
 from phalanx.spec import parse_duration
 from phalanx.spec.base import check_api_url
@@ -89,9 +89,9 @@ def up(
     ha: Annotated[bool, typer.Option("--ha", help="Run as one of several replicas on one "
                                      "PostgreSQL store: one leads by lease, the others "
                                      "redirect to it and take over if it is lost")] = False,
-    lease: Annotated[str, typer.Option(help="With --ha: how long a silent leader keeps the "
+    lease: Annotated[str | None, typer.Option(help="With --ha: how long a silent leader keeps the "
                                        "lease; a follower leads about this long after the "
-                                       "leader's loss")] = "7s",
+                                       "leader's loss; default 7s")] = None,
     advertise_url: Annotated[str | None, typer.Option(help="With --ha: this replica's URL as "
                                                       "clients and the other replicas reach it "
                                                       "(default: the address listened on)")]
@@ -106,7 +106,12 @@ def up(
     keep_workdirs = parse_duration(workdir_retention, field="--workdir-retention")
     if pod_api_url is not None:
         check_api_url(pod_api_url, "--pod-api-url")
-    lease_seconds = parse_duration(lease, field="--lease")
+    for given, flag in ((lease, "--lease"), (advertise_url, "--advertise-url")):
+        if given is not None and not ha:  # a replica's setting does nothing on a lone server
+            raise SpecError("is a replica's setting", field=flag,
+                            fix=f"add --ha (replicas on one PostgreSQL store), or drop {flag}")
+    lease_seconds = (DEFAULT_LEASE_SECONDS if lease is None
+                     else parse_duration(lease, field="--lease"))
     if ha and detach:
         raise SpecError("--ha replicas run in the foreground", field="--detach",
                         fix="run each replica under a supervisor (systemd, Kubernetes) that "

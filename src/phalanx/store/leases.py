@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 from sqlalchemy import Connection, insert, select, text, update
 from sqlalchemy.exc import IntegrityError
 
+from phalanx.defaults import DEFAULT_LEASE_SECONDS as DEFAULT_LEASE_SECONDS  # re-exported
 from phalanx.errors import NotLeader, SpecError
 from phalanx.store.tables import leases
 
@@ -36,7 +37,6 @@ LEADER_LEASE = "control-plane"  # the lease the control plane's replicas contend
 # The default lease: a leader silent this long is replaced. A follower leads within about
 # this long, plus its retry period (1 s) and the time to build the control plane (a few
 # seconds), after the leader's loss: under 15 s.
-DEFAULT_LEASE_SECONDS = 7.0
 NOT_LEADER_FIX = "send the request to the leader (GET /readyz answers 200 there); " \
     "clients given several URLs (PHALANX_URL=a,b,c) retry on the next themselves"
 

@@ -12,10 +12,10 @@ forecast never delays a cycle or a request, and never changes a decision.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 
 from phalanx.control.forecast import Limits, RunTime, forecast
+from phalanx.control.periodic import Periodic
 from phalanx.control.state import ControlState
 from phalanx.scheduler import JobView
 from phalanx.spec.status import JobStatus, StartEstimate
@@ -33,34 +33,27 @@ def load_history(state: ControlState, store: Store, limit: int = HISTORY_LOADED)
                               record.finished_at - record.started_at)
 
 
-class StartForecaster:
+class StartForecaster(Periodic):
+    _thread_name = "phalanx-estimates"
+    # estimates are advice: keep the last ones, try again
+    _failure = "estimating start times failed"
+    _log = log
+
     def __init__(self, state: ControlState, *, interval: float = 5.0, refresh: float = 30.0,
                  limits: Limits = Limits()) -> None:
+        super().__init__()
         self.state = state
         self.interval = interval
         self.refresh = refresh
         self.limits = limits
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
         self._generation = -1
         self._last = 0.0
 
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="phalanx-estimates",
-                                        daemon=True)
-        self._thread.start()
+    def _period(self) -> float:
+        return self.interval
 
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval):
-            try:
-                self.update()
-            except Exception:  # estimates are advice: keep the last ones, try again
-                log.exception("estimating start times failed")
+    def _pass(self) -> None:
+        self.update()
 
     def update(self, *, force: bool = False) -> bool:
         """Forecast again if the state changed or the last forecast is old; True if it did."""

@@ -11,11 +11,11 @@ that exists already (by its deterministic name) is left as it is.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+from phalanx.control.periodic import Periodic
 from phalanx.control.service import UNKNOWN_USER, JobService
 from phalanx.errors import NotFound, PhalanxError
 from phalanx.spec.manifests import translate
@@ -44,11 +44,17 @@ class ManagedSource(Protocol):
     def admission_patch(self, obj: dict[str, Any], user: str | None) -> list[Any]: ...
 
 
-class NativeIntake:
+class NativeIntake(Periodic):
     """Submits each managed object once, and cancels the jobs of deleted objects."""
+
+    _thread_name = "phalanx-native-intake"
+    # the next tick tries again; nothing is half-submitted
+    _failure = "native admission: intake failed"
+    _log = log
 
     def __init__(self, service: JobService, source: ManagedSource,
                  tick_seconds: float = 0.25) -> None:
+        super().__init__()
         self.service = service
         self.source = source
         self.tick_seconds = tick_seconds
@@ -56,25 +62,12 @@ class NativeIntake:
         # job -> (the resourceVersion refused, why, when): said once on the object, and
         # tried again now and then
         self._refused: dict[str, tuple[str, str, float]] = {}
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
 
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="phalanx-native-intake",
-                                        daemon=True)
-        self._thread.start()
+    def _period(self) -> float:
+        return self.tick_seconds
 
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.tick_seconds):
-            try:
-                self.step()
-            except Exception:  # the next tick tries again; nothing is half-submitted
-                log.exception("native admission: intake failed")
+    def _pass(self) -> None:
+        self.step()
 
     def step(self) -> list[str]:
         """Submit what is new, cancel what was deleted; the jobs submitted."""

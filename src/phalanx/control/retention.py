@@ -24,6 +24,7 @@ import logging
 import threading
 from collections.abc import Callable
 
+from phalanx.control.periodic import Periodic
 from phalanx.control.state import ControlState
 from phalanx.spec.sources import WorkdirArchive
 from phalanx.store import Store
@@ -83,12 +84,19 @@ class WorkdirPruner:
         return self.prune()
 
 
-class FinishedJobCollector:
+class FinishedJobCollector(Periodic):
+    _thread_name = "phalanx-retention"
+    # the next pass tries again
+    _failure = "deleting finished jobs, old Idempotency-Keys or unused workdirs failed"
+    _log = log
+    _join_seconds = 30.0
+
     def __init__(
         self, store: Store, delete: Callable[[list[str]], list[str]], ttl_seconds: float | None,
         clock: Callable[[], float], *, batch: int = DEFAULT_BATCH,
         request_ttl: float = IDEMPOTENCY_KEY_TTL, workdirs: WorkdirPruner | None = None,
     ) -> None:
+        super().__init__()
         self.store = store
         self.workdirs = workdirs
         self.request_ttl = request_ttl
@@ -96,8 +104,6 @@ class FinishedJobCollector:
         self.ttl_seconds = ttl_seconds if ttl_seconds and ttl_seconds > 0 else None
         self.clock = clock
         self.batch = batch
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
 
     @property
     def interval(self) -> float:
@@ -133,23 +139,11 @@ class FinishedJobCollector:
                      self.ttl_seconds)
         return deleted
 
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="phalanx-retention",
-                                        daemon=True)
-        self._thread.start()
+    def _period(self) -> float:
+        return self.interval
 
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=30)
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval):
-            try:
-                self.collect()
-                self.forget_requests()
-                if self.workdirs is not None:
-                    self.workdirs.due()
-            except Exception:  # the next pass tries again
-                log.exception("deleting finished jobs, old Idempotency-Keys or unused "
-                              "workdirs failed")
+    def _pass(self) -> None:
+        self.collect()
+        self.forget_requests()
+        if self.workdirs is not None:
+            self.workdirs.due()

@@ -40,6 +40,7 @@ from phalanx.scheduler.flavorassigner.flavors import FIT, Assignment, Choice, us
 from phalanx.scheduler.pod_groups import Placement, PodGroup
 from phalanx.scheduler.workload import FR, POD_MILLIS, PODS, Workload
 from phalanx.spec.config import QueueConfig
+from phalanx.spec.resources import NodeHealth
 
 if TYPE_CHECKING:  # (the Scheduler holds a Backfill and hands it to each Cycle)
     from phalanx.scheduler.state import State
@@ -66,7 +67,6 @@ class Plan:
     quota: dict[FR, int]  # kept now, charged to its queue
     nodes: dict[str, dict[str, int]]  # node -> resource -> kept now
     applied: bool = False
-
 
 
 class Backfill:
@@ -290,7 +290,7 @@ def _free_nodes(st: State, groups: tuple[PodGroup, ...]) -> dict[str, dict[str, 
     used = st.pool.reservations.used
     out: dict[str, dict[str, int]] = {}
     for name, node in st.pool.index.nodes.items():
-        if node.unschedulable or node.health.value == "unhealthy":
+        if node.unschedulable or node.health is NodeHealth.UNHEALTHY:
             continue
         if not any(all(node.labels.get(k) == v for k, v in g.node_selector) for g in groups):
             continue

@@ -87,11 +87,11 @@ class QueueTurn:
 
 
 class Cycle:
-    def __init__(self, state: State, backfill: Backfill | None = None) -> None:
+    def __init__(self, state: State, backfill: Backfill) -> None:
         self.st = state
         # Room kept for jobs that waited long (backfill.py); the scheduler owns it, as it
         # outlives cycles and configurations (and backfill.py reads the state).
-        self.backfill = backfill if backfill is not None else Backfill()
+        self.backfill = backfill
         self.result = CycleResult()
         self.holds: dict[str, PreemptedCapacity] = {}  # applied for this cycle, by preemptor
         # What each hold charged, and the victims whose quota it counts on (apply_hold).

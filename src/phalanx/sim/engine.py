@@ -130,10 +130,10 @@ class Simulator:
             raise SpecError(f"unknown restart mode {restart!r}", field="restart",
                             fix="use 'restart' (from zero) or 'resume'")
         self.policy = policy if isinstance(policy, Policy) else policy_named(policy)
-        for value, what in ((reserve_after, "reserveAfter"),):
-            if value is not None and not (math.isfinite(value) and value >= 0):
-                raise SpecError(f"{what} {value:g} s is out of range", field=what,
-                                fix="use 0 or more seconds, or leave it out")
+        if reserve_after is not None and not (math.isfinite(reserve_after)
+                                              and reserve_after >= 0):
+            raise SpecError(f"reserveAfter {reserve_after:g} s is out of range",
+                            field="reserveAfter", fix="use 0 or more seconds, or leave it out")
         self.reserve_after = reserve_after
         self.config = with_queue_default(
             with_queue_default(self.policy.apply(config), "min_runtime", min_runtime),

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import re
-import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -478,7 +477,3 @@ def add_pod_set(draft: Draft, name: str, replicas: int, replicas_path: str,
         draft.set("priority", *made.priority_class)
     if made.grace and "terminationGrace" not in draft.doc:
         draft.set("terminationGrace", *made.grace)
-
-
-def shown_command(command: list[str]) -> str:
-    return shlex.join(command)

@@ -33,3 +33,10 @@ def lazy_names(
         return sorted({*namespace, *listed})
 
     return getattr_, dir_
+
+
+def imported(reference: str) -> Any:
+    """What a ``module:name`` reference names (a declaration's ``build``), its module
+    imported now."""
+    module, _, name = reference.partition(":")
+    return getattr(import_module(module), name)

@@ -3,7 +3,6 @@ declaration (``spec/computeplanes/``) and the options given."""
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import cast
@@ -11,6 +10,7 @@ from typing import cast
 from phalanx.compute.base import ComputePlane
 from phalanx.compute.lease import FileLease, PlaneLease, fence_grace
 from phalanx.errors import SpecError
+from phalanx.lazy import imported
 from phalanx.spec.computeplanes import (
     PlaneInfo,
     PlaneOptions,
@@ -74,8 +74,7 @@ def make_plane(
     info = compute_plane(compute)
     options = {**(options or {}), **more}
     check_plane_options(info, options)
-    module, _, function = info.build.partition(":")
-    builder = cast(PlaneBuilder, getattr(importlib.import_module(module), function))
+    builder = cast(PlaneBuilder, imported(info.build))
     given = {k: v for k, v in options.items() if v is not None}
     return builder(PlaneRequest(home=home, options=given, lease=lease, plane_name=plane_name,
                                 control_plane=control_plane, fence_after=fence_after))

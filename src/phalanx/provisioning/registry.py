@@ -12,12 +12,12 @@ its own module; nothing here changes.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import cast
 
 from phalanx.compute.base import ComputePlane
 from phalanx.errors import SpecError
+from phalanx.lazy import imported
 from phalanx.provisioning.base import ConfigurationError, Provider
 from phalanx.spec.planes import LOCAL_PLANE, PLANE_LABEL
 from phalanx.spec.providers import ProviderInfo, provider_info, providers
@@ -34,8 +34,7 @@ def _buildable() -> dict[str, ProviderInfo]:
 def _factory(info: ProviderInfo) -> ProviderFactory:
     """The provider's ``build``, imported now (its module may load an optional extra)."""
     assert info.build is not None
-    module, _, function = info.build.partition(":")
-    return cast(ProviderFactory, getattr(importlib.import_module(module), function))
+    return cast(ProviderFactory, imported(info.build))
 
 
 def _refusal(name: str, entry: ProviderInfo, plane: ComputePlane) -> str:

@@ -29,7 +29,6 @@ from pydantic import BeforeValidator, Field, StringConstraints, model_validator
 from phalanx.spec.base import Model, Name
 
 SecretType = Literal["env", "file", "ssh", "docker"]
-SECRET_TYPES: tuple[str, ...] = ("env", "file", "ssh", "docker")
 DOCKER_KEY = ".dockerconfigjson"  # Kubernetes' key of a kubernetes.io/dockerconfigjson Secret
 SSH_KEY = "ssh-privatekey"  # and of a kubernetes.io/ssh-auth Secret
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

@@ -37,7 +37,8 @@ _REASON = {CheckStatus.PASS: "ChecksPassed", CheckStatus.WARN: "ChecksWarned",
 _CHECKS = TypeAdapter(list[NodeCheck])
 
 
-def _now() -> str:
+def now_rfc3339() -> str:
+    """Now, as the API server writes times (RFC 3339, seconds, UTC)."""
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
@@ -49,7 +50,7 @@ class NodeReporter:
         self.node = node
         self.path = f"/api/v1/nodes/{quote(node, safe='')}"
         self._last_status: CheckStatus | None = None
-        self._since = _now()
+        self._since = now_rfc3339()
 
     def advertised_gpus(self) -> int | None:
         """The GPUs the node advertises (its capacity), None when it advertises none."""
@@ -60,12 +61,12 @@ class NodeReporter:
     def report(self, report: Report) -> None:
         status = report.status
         if status is not self._last_status:
-            self._last_status, self._since = status, _now()
+            self._last_status, self._since = status, now_rfc3339()
         message = "; ".join(report.reasons) or "every check passed"
         condition = {
             "type": CONDITION, "status": "False" if status is CheckStatus.ERR else "True",
             "reason": _REASON[status], "message": message[:1024],
-            "lastHeartbeatTime": _now(), "lastTransitionTime": self._since,
+            "lastHeartbeatTime": now_rfc3339(), "lastTransitionTime": self._since,
         }
         # Conditions merge by type under a strategic merge patch: the kubelet's stay.
         self.client.request("PATCH", f"{self.path}/status", content_type=STRATEGIC,

@@ -30,12 +30,12 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
 
 from phalanx.compute.base import PodPhase, PodRef, PodState
 from phalanx.compute.kubernetes.client import KubeClient, KubeError, Object
+from phalanx.compute.kubernetes.health import now_rfc3339
 from phalanx.compute.kubernetes.status import TERMINATED, timestamp
 from phalanx.compute.kubernetes.watch import Informer
 from phalanx.scheduler.types import Admission
@@ -57,7 +57,6 @@ JOBS = "/apis/batch/v1/jobs"
 ORIGINAL_ANNOTATION = "phalanx.dev/original-scheduling"
 # On the pod template of an admitted Job: the Phalanx job its pods are counted under.
 POD_LABEL = "phalanx.dev/admitted-job"
-CONDITION_TYPES = ("QuotaReserved", "Admitted", "Evicted")
 
 
 def job_path(namespace: str, name: str) -> str:
@@ -80,7 +79,6 @@ class _Launched:
     name: str
     pod_set: str
     replicas: int
-    launched_at: float
     stopped_at: float | None = None
 
 
@@ -269,7 +267,7 @@ class NativeJobs:
         if key is None or obj is None:
             raise KubeError(404, "NotFound", f"the object of job {job.name} is gone")
         tracked = _Launched(attempt, key[0], key[1], job.pod_sets[0].name,
-                            sum(p.replicas for p in job.pod_sets), time.time())
+                            sum(p.replicas for p in job.pod_sets))
         annotations = (obj.get("metadata") or {}).get("annotations") or {}
         if annotations.get(ADMITTED_ANNOTATION) == str(attempt):  # launched before a restart
             with self._lock:
@@ -408,10 +406,6 @@ class NativeJobs:
 def _pointer(key: str) -> str:
     """``key`` as one JSON Pointer token (RFC 6901)."""
     return key.replace("~", "~0").replace("/", "~1")
-
-
-def now_rfc3339() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _default_queue(namespace: Object) -> str | None:

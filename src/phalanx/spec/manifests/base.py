@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import re
-import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -242,17 +241,27 @@ def seconds(value: int, path: str) -> int:
     return value
 
 
+def active_deadline(fields: Fields, draft: Draft) -> None:
+    """``activeDeadlineSeconds`` (Job, RayJob, Kubeflow ``runPolicy``) is ``maxRuntime``."""
+    deadline = fields.take("activeDeadlineSeconds", int)
+    if deadline is not None:
+        draft.set("maxRuntime", seconds(deadline, fields.at("activeDeadlineSeconds")),
+                  fields.at("activeDeadlineSeconds"))
+
+
+def backoff_limit(fields: Fields, draft: Draft) -> None:
+    """``backoffLimit`` (RayJob, Kubeflow ``runPolicy``), when given, is ``restart.maxRestarts``."""
+    backoff = fields.take("backoffLimit", int)
+    if backoff is not None:
+        draft.set("restart", {"maxRestarts": backoff}, fields.at("backoffLimit"))
+
+
 def run_policy(policy: Fields | None, draft: Draft) -> None:
     """The Kubeflow operators' ``runPolicy`` (PyTorchJob, MPIJob)."""
     if policy is None:
         return
-    deadline = policy.take("activeDeadlineSeconds", int)
-    if deadline is not None:
-        draft.set("maxRuntime", seconds(deadline, policy.at("activeDeadlineSeconds")),
-                  policy.at("activeDeadlineSeconds"))
-    backoff = policy.take("backoffLimit", int)
-    if backoff is not None:
-        draft.set("restart", {"maxRestarts": backoff}, policy.at("backoffLimit"))
+    active_deadline(policy, draft)
+    backoff_limit(policy, draft)
     policy.take("cleanPodPolicy", str)  # a finished job's pods are always cleaned up
     policy.take("ttlSecondsAfterFinished", int)  # finished jobs follow the retention
     unsuspended(policy)
@@ -468,7 +477,3 @@ def add_pod_set(draft: Draft, name: str, replicas: int, replicas_path: str,
         draft.set("priority", *made.priority_class)
     if made.grace and "terminationGrace" not in draft.doc:
         draft.set("terminationGrace", *made.grace)
-
-
-def shown_command(command: list[str]) -> str:
-    return shlex.join(command)

@@ -16,9 +16,9 @@ from phalanx.spec.manifests.base import (
     Draft,
     Fields,
     PodTemplate,
+    active_deadline,
     add_pod_set,
     pod_template,
-    seconds,
     unsuspended,
 )
 
@@ -107,10 +107,7 @@ def translate(manifest: Fields, draft: Draft) -> None:
     if spec is None:
         raise manifest.refuse("spec", "is missing", "give the Job's spec")
     shape = job_shape(spec, draft)
-    deadline = spec.take("activeDeadlineSeconds", int)
-    if deadline is not None:
-        draft.set("maxRuntime", seconds(deadline, spec.at("activeDeadlineSeconds")),
-                  spec.at("activeDeadlineSeconds"))
+    active_deadline(spec, draft)
     spec.done()
     backoff = DEFAULT_BACKOFF_LIMIT if shape.backoff_limit is None else shape.backoff_limit
     draft.set("restart", {"maxRestarts": backoff}, shape.backoff_path)

@@ -16,9 +16,10 @@ import yaml
 from phalanx.spec.manifests.base import (
     Draft,
     Fields,
+    active_deadline,
     add_pod_set,
+    backoff_limit,
     pod_template,
-    seconds,
     unsuspended,
 )
 
@@ -150,13 +151,8 @@ def translate_job(manifest: Fields, draft: Draft) -> None:
         raise spec.refuse("submissionMode", f"{mode} cannot be honoured by Phalanx",
                           "use K8sJobMode or HTTPMode: Phalanx submits the entrypoint once "
                           "the cluster is ready")
-    deadline = spec.take("activeDeadlineSeconds", int)
-    if deadline is not None:
-        draft.set("maxRuntime", seconds(deadline, spec.at("activeDeadlineSeconds")),
-                  spec.at("activeDeadlineSeconds"))
-    backoff = spec.take("backoffLimit", int)
-    if backoff is not None:
-        draft.set("restart", {"maxRestarts": backoff}, spec.at("backoffLimit"))
+    active_deadline(spec, draft)
+    backoff_limit(spec, draft)
     spec.take("ttlSecondsAfterFinished", int)  # finished jobs follow the retention
     unsuspended(spec)
     cluster_spec = spec.fields("rayClusterSpec")

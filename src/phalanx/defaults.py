@@ -59,6 +59,15 @@ def open_private(path: Path, flags: int) -> int:
     return os.open(path, flags | os.O_CREAT, PRIVATE_FILE_MODE)
 
 
+def replace_private(path: Path, data: str | bytes, partial: Path) -> None:
+    """Write ``data`` to ``partial`` (owner-only) and rename it onto ``path``: a reader
+    sees the old file or the new one, never half of it."""
+    with os.fdopen(open_private(partial, os.O_WRONLY | os.O_TRUNC),
+                   "wb" if isinstance(data, bytes) else "w") as handle:
+        handle.write(data)
+    os.replace(partial, path)
+
+
 def tighten_state_dir(home: Path) -> list[Path]:
     """Make ``home`` and everything in it owner-only; the entries whose mode changed.
 

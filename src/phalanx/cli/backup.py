@@ -17,6 +17,7 @@ import typer
 
 from phalanx.cli.output import note, reports_errors
 from phalanx.cli.settings import settings_of
+from phalanx.defaults import replace_private
 from phalanx.errors import SpecError
 from phalanx.store.backup import (
     PASSPHRASE_ENV,
@@ -69,11 +70,7 @@ def backup(
     started = time.monotonic()
     snapshot = take_snapshot(db or default_url(home), home)
     data = seal(snapshot, passphrase)
-    partial = file.with_name(f".{file.name}.partial")
-    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(data)
-    os.replace(partial, file)
+    replace_private(file, data, file.with_name(f".{file.name}.partial"))
     note(f"backed up {snapshot.count('jobs')} jobs, {snapshot.count('secrets')} secrets and "
          f"{len(snapshot.files)} key files to {file} ({len(data)} bytes, "
          f"{time.monotonic() - started:.1f}s)")

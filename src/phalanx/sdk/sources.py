@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from phalanx.defaults import phalanx_home
+from phalanx.defaults import phalanx_home, replace_private
 from phalanx.errors import SpecError
 
 if TYPE_CHECKING:
@@ -191,11 +191,8 @@ class HashCache:
         kept = dict(list(entries.items())[-self.keep:])
         try:
             self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            temporary = self.path.with_name(f".{self.path.name}.{os.getpid()}")
-            fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(fd, "w") as out:
-                json.dump(kept, out)
-            os.replace(temporary, self.path)
+            replace_private(self.path, json.dumps(kept),
+                            self.path.with_name(f".{self.path.name}.{os.getpid()}"))
         except OSError:
             pass  # a cache: without it the next submit packs again
 

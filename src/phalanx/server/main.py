@@ -38,6 +38,7 @@ from phalanx.defaults import (
     open_private,
     phalanx_home,
     redact_url,
+    replace_private,
     tighten_state_dir,
 )
 from phalanx.errors import Conflict, SpecError
@@ -274,10 +275,7 @@ class _Leader:
 
 def _write_server_file(server_file: Path, info: dict[str, object]) -> None:
     # Written whole and then renamed: clients poll for this file and must never read half of it.
-    partial = server_file.with_suffix(".json.tmp")
-    with os.fdopen(open_private(partial, os.O_WRONLY | os.O_TRUNC), "w") as handle:
-        handle.write(json.dumps(info) + "\n")
-    os.replace(partial, server_file)
+    replace_private(server_file, json.dumps(info) + "\n", server_file.with_suffix(".json.tmp"))
 
 
 def _uvicorn(app: ASGIApp, on_exit: Callable[[], None]) -> _Server:

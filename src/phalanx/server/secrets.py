@@ -34,6 +34,7 @@ from pathlib import Path
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 
 from phalanx.compute.base import AttemptSecrets
+from phalanx.defaults import replace_private
 from phalanx.errors import Forbidden, InternalError, NotFound, SpecError
 from phalanx.spec.resources import JobSpec
 from phalanx.spec.secrets import DOCKER_KEY, ENV_NAME, SECRET_REF, SSH_KEY
@@ -87,12 +88,9 @@ class SecretKeys:
         return _Key(os.urandom(4).hex(), Fernet.generate_key(), time.time())
 
     def _save(self, keys: list[_Key]) -> None:
-        partial = self.path.with_suffix(".tmp")
-        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as handle:
-            json.dump({"keys": [{"kid": k.kid, "key": k.key.decode(),
-                                 "createdAt": k.created_at} for k in keys]}, handle)
-        os.replace(partial, self.path)
+        replace_private(self.path, json.dumps({"keys": [
+            {"kid": k.kid, "key": k.key.decode(), "createdAt": k.created_at} for k in keys]}),
+            self.path.with_suffix(".tmp"))
         self.keys = keys
 
     @property

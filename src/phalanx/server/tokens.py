@@ -8,7 +8,6 @@ before it still verifies until the tokens it signed have expired, so rotating th
 from __future__ import annotations
 
 import json
-import os
 import secrets
 import threading
 import time
@@ -17,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import jwt
+
+from phalanx.defaults import replace_private
 
 ALGORITHM = "HS256"
 ISSUER = "phalanx"
@@ -53,12 +54,9 @@ class SigningKeys:
         key = SigningKey(secrets.token_hex(4), secrets.token_bytes(32), time.time())
         with self._lock:
             keys = [*self.keys[-1:], key]
-            partial = self.path.with_suffix(".tmp")
-            fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(fd, "w") as handle:
-                json.dump({"keys": [{"kid": k.kid, "secret": k.secret.hex(),
-                                     "createdAt": k.created_at} for k in keys]}, handle)
-            os.replace(partial, self.path)
+            replace_private(self.path, json.dumps({"keys": [
+                {"kid": k.kid, "secret": k.secret.hex(), "createdAt": k.created_at}
+                for k in keys]}), self.path.with_suffix(".tmp"))
             self.keys = keys
         return key
 

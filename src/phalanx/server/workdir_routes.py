@@ -20,8 +20,8 @@ the answer is the same 404 whether the bytes are here or not (``store/workdirs.p
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from typing import Annotated, Any
+from collections.abc import Iterator
+from typing import Annotated
 
 from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import Response, StreamingResponse
@@ -76,9 +76,7 @@ def check_job_sources(store: WorkdirStore, principal: Principal, specs: list[Job
 
 
 def add_workdir_routes(app: APIRouter, controller: Controller, store: WorkdirStore, *,
-                       errors: Callable[..., dict[int | str, dict[str, Any]]],
-                       planes: PlaneRegistry | None = None,
-                       max_bytes: int = MAX_ARCHIVE_BYTES) -> None:
+                       planes: PlaneRegistry | None = None) -> None:
     """Mount the routes on ``app``; uploads are counted in the controller's metrics
     (``phalanx_workdir_uploads_total``)."""
     router = APIRouter()
@@ -141,7 +139,7 @@ def add_workdir_routes(app: APIRouter, controller: Controller, store: WorkdirSto
             return WorkdirArchive(sha256=sha256, size=store.path(sha256).stat().st_size)
         # Even when the bytes are here already (another team's), receiving them again
         # proves this caller holds them; then they are its too.
-        receiving = store.upload(sha256, max_bytes)
+        receiving = store.upload(sha256, MAX_ARCHIVE_BYTES)
         try:
             async for chunk in request.stream():
                 receiving.write(chunk)
@@ -188,7 +186,7 @@ def workdir_router(controller: Controller, store: WorkdirStore | None, *,
     """The routes as a router of their own (none without a store)."""
     r = APIRouter()
     if store is not None:
-        add_workdir_routes(r, controller, store, errors=errors, planes=planes)
+        add_workdir_routes(r, controller, store, planes=planes)
     return r
 
 

@@ -38,6 +38,7 @@ from cryptography.fernet import Fernet, InvalidToken
 from cryptography.hazmat.primitives.kdf.scrypt import Scrypt
 from sqlalchemy import Connection, Engine, func, insert, inspect, select, text
 
+from phalanx.defaults import replace_private
 from phalanx.errors import Conflict, NotFound, ServerError, SpecError
 from phalanx.store import migrate
 from phalanx.store.engine import WRITE_OPTION, create_store_engine, display_url, parse_url
@@ -200,11 +201,7 @@ def _check_home(snapshot: Snapshot, home: Path) -> None:
 def _write_files(files: Mapping[str, str], home: Path) -> None:
     home.mkdir(parents=True, exist_ok=True, mode=0o700)
     for name, content in files.items():
-        partial = home / f".{name}.restoring"
-        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as handle:
-            handle.write(content)
-        os.replace(partial, home / name)
+        replace_private(home / name, content, home / f".{name}.restoring")
 
 
 # ---------------------------------------------------------------------- the file

@@ -20,7 +20,7 @@ safety: the term in the row, not a clock, decides whose writes are kept.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
 from sqlalchemy import Connection, insert, select, text, update
@@ -64,6 +64,10 @@ class Lease:
     def expired(self, now: float) -> bool:
         return now >= self.expires_at
 
+    def fenced_by(self, fence: Fence) -> bool:
+        """Whether ``fence`` still leads: this lease names its holder and term."""
+        return self.holder == fence.holder and self.term == fence.term
+
 
 def check_lease_seconds(seconds: float, field: str = "--lease") -> float:
     if not seconds > 0:
@@ -89,7 +93,7 @@ def check_fence(connection: Connection, fence: Fence) -> None:
     for update) cannot slip in between this check and the caller's write.
     """
     lease = _locked_read(connection, fence.lease, exclusive=False)
-    if lease is None or lease.holder != fence.holder or lease.term != fence.term:
+    if lease is None or not lease.fenced_by(fence):
         now_term = "none" if lease is None else str(lease.term)
         raise NotLeader(
             f"this replica led under term {fence.term}, and the lease {fence.lease!r} is "
@@ -129,9 +133,7 @@ class LeaseStore:
                 lease = _locked_read(connection, name, exclusive=True)
                 if lease is None:
                     taken = Lease(name, holder, url, 1, now, now + seconds)
-                    connection.execute(insert(leases), {
-                        "name": name, "holder": holder, "url": url, "term": 1,
-                        "renewed_at": now, "expires_at": now + seconds})
+                    connection.execute(insert(leases), asdict(taken))
                     return taken
                 if lease.holder != holder and not lease.expired(now):
                     return lease
@@ -152,7 +154,7 @@ class LeaseStore:
         once, so a follower takes it at its next try. Whether it was released."""
         with self.store.unfenced_write() as connection:
             lease = _locked_read(connection, fence.lease, exclusive=True)
-            if lease is None or lease.holder != fence.holder or lease.term != fence.term:
+            if lease is None or not lease.fenced_by(fence):
                 return False
             connection.execute(update(leases).where(leases.c.name == fence.lease)
                                .values(expires_at=time.time()))

@@ -13,12 +13,14 @@ from fastapi.responses import JSONResponse
 from phalanx.control import Controller
 from phalanx.control.planes import PlaneRegistry
 from phalanx.control.service import JobService
-from phalanx.errors import PhalanxError
+from phalanx.errors import NotFound, PhalanxError
 from phalanx.server.auth import Authenticator
 from phalanx.server.logstream import FollowerSlots
+from phalanx.server.principal import Principal
 from phalanx.server.redaction import Occupancy, SecretEnvRule
 from phalanx.server.storage import StateDisk
 from phalanx.spec.api import ErrorResponse
+from phalanx.spec.status import JobRecord
 from phalanx.store import IdentityStore, LogStore
 from phalanx.store.workdirs import WorkdirStore
 
@@ -56,6 +58,19 @@ class ApiContext:
     @property
     def occupancy(self) -> Occupancy:
         return Occupancy(self.auth.hasher.pepper)
+
+    def visible_job(self, name: str, viewer: Principal) -> JobRecord:
+        """The job, if ``viewer`` may see it; NotFound otherwise, the same answer as for a
+        job that does not exist, so a refusal never tells whether one does."""
+        missing = NotFound(f"job {name!r} does not exist", field="name",
+                           fix="check the name with `phalanx jobs`")
+        try:
+            record = self.service.get(name)
+        except NotFound:
+            raise missing from None
+        if not viewer.sees(record):
+            raise missing
+        return record
 
 
 def error_response(exc: PhalanxError) -> JSONResponse:

@@ -13,7 +13,7 @@ from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import PlainTextResponse, Response, StreamingResponse
 
 from phalanx.control.planes import with_plane
-from phalanx.errors import Conflict, NotFound, SpecError
+from phalanx.errors import Conflict, SpecError
 from phalanx.server.access import Access, audit_entry, caller_of, needs
 from phalanx.server.logstream import (
     TEXT,
@@ -51,13 +51,6 @@ _IDEMPOTENCY_HEADER = Header(
 MAX_LIMIT = 1_000_000
 
 
-def _not_found(name: str) -> NotFound:
-    """The answer for a job that does not exist, or that the caller may not see: the same,
-    so a refusal never tells whether a job exists."""
-    return NotFound(f"job {name!r} does not exist", field="name",
-                    fix="check the name with `phalanx jobs`")
-
-
 def router(ctx: ApiContext) -> APIRouter:
     r = APIRouter()
     controller, service, identity, logs = ctx.controller, ctx.service, ctx.identity, ctx.logs
@@ -66,13 +59,7 @@ def router(ctx: ApiContext) -> APIRouter:
 
     def visible(name: str, request: Request) -> JobRecord:
         """The job, if the caller may see it; NotFound otherwise, as if it did not exist."""
-        try:
-            record = service.get(name)
-        except NotFound:
-            raise _not_found(name) from None
-        if not viewer_of(request).sees(record):
-            raise _not_found(name)
-        return record
+        return ctx.visible_job(name, viewer_of(request))
 
     def submit_jobs(request: Request, specs: list[JobSpec], *, batch: bool,
                     idempotency_key: str | None, manifests: dict[str, Any] | None = None,

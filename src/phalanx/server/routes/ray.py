@@ -42,7 +42,7 @@ from phalanx.server.routes.context import ApiContext, error_response, errors
 from phalanx.spec.api import ACT_AS_HEADER
 from phalanx.spec.ray import DASHBOARD_PROXY, dashboard_proxy
 from phalanx.spec.resources import JobKind
-from phalanx.spec.status import JobRecord, JobStatus
+from phalanx.spec.status import JobStatus
 
 READS = ["GET", "HEAD", "OPTIONS"]
 WRITES = ["POST", "PUT", "PATCH", "DELETE"]
@@ -62,11 +62,6 @@ READ_SECONDS = 300.0  # a dashboard's slowest answers (a big log) come well with
 _ANSWERED: dict[int | str, dict[str, Any]] = {200: {
     "description": "The Ray dashboard's answer, as it gave it (any status and type)",
     "content": {"*/*": {}}}}
-
-
-def _not_found(name: str) -> NotFound:
-    return NotFound(f"job {name!r} does not exist", field="name",
-                    fix="check the name with `phalanx jobs`")
 
 
 def _dropped(headers: list[tuple[str, str]], always: frozenset[str]) -> frozenset[str]:
@@ -102,12 +97,7 @@ def router(ctx: ApiContext) -> APIRouter:
     def dashboard_of(name: str, request: Request) -> str:
         """The dashboard's base URL, once the caller may use it this way."""
         principal = caller_of(request)
-        try:
-            record: JobRecord = service.get(name)
-        except NotFound:
-            raise _not_found(name) from None
-        if not principal.sees(record):
-            raise _not_found(name)
+        record = ctx.visible_job(name, principal)
         if request.method not in READS and not (principal.acts_as_admin
                                                 or principal.owns(record)):
             raise Forbidden(

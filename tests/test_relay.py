@@ -73,9 +73,12 @@ def test_a_killed_command_reports_its_signal() -> None:
     assert record == {"signal": 15} and relay.exit_code(record) == 143
 
 
-def test_a_client_that_goes_away_hangs_up_the_command() -> None:
+@pytest.mark.parametrize("script", ["echo $$; exec sleep 60",
+                                    # ignores the hang-up: killed after the grace
+                                    "trap '' HUP; echo $$; exec sleep 60"])
+def test_a_client_that_goes_away_hangs_up_the_command(script: str) -> None:
     client = served(relay.Launch(env=dict(os.environ)))
-    client.sendall(relay.open_request(["sh", "-c", "echo $$; exec sleep 60"]))
+    client.sendall(relay.open_request(["sh", "-c", script]))
     frame = relay.recv_frame(client)
     assert frame is not None and frame[0] == relay.STDOUT
     pid = int(frame[1])

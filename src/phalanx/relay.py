@@ -40,6 +40,7 @@ import struct
 import subprocess
 import termios
 import threading
+import time
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -285,11 +286,24 @@ def _run_pipes(conn: socket.socket, lock: threading.Lock, launch: Launch,
     _finish(conn, lock, _exit_record(code))
 
 
+HANG_UP_GRACE = 2.0  # seconds a command has to end on SIGHUP before it is killed
+
+
 def _hang_up(pid: int, poll: Callable[[], int | None]) -> None:
-    """The client went away: the command goes too, as a remote shell's does."""
+    """The client went away: the command goes too, as a remote shell's does (SIGHUP), and
+    one that ignores the hang-up (started under nohup, say) is killed after a grace.
+
+    ``poll`` answers None until the command is reaped, so the pid is still the command's."""
+    if poll() is not None:
+        return
+    with contextlib.suppress(OSError):
+        os.kill(pid, signal.SIGHUP)
+    deadline = time.monotonic() + HANG_UP_GRACE
+    while poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
     if poll() is None:
         with contextlib.suppress(OSError):
-            os.kill(pid, signal.SIGHUP)
+            os.kill(pid, signal.SIGKILL)
 
 
 def set_window(fd: int, cols: int, rows: int) -> None:

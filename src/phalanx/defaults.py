@@ -120,5 +120,8 @@ PLANE_LEASE_PREFIX = "phalanx-plane-"
 def plane_lease_name(plane: str) -> str:
     return f"{PLANE_LEASE_PREFIX}{plane}"
 
+# The Kubernetes Lease replicas of the control plane lead by (``--leader-lease kubernetes``).
+LEADER_LEASE_NAME = "phalanx-control-plane"
+
 # How long a silent leader of replicas (``phalanx up --ha``) keeps the store's lease.
 DEFAULT_LEASE_SECONDS = 7.0

@@ -37,8 +37,17 @@ def test_a_lease_of_no_time_is_refused(tmp_path: Path) -> None:
 
 
 def test_a_replicas_setting_without_ha_is_refused(tmp_path: Path) -> None:
-    for args in (["--lease", "5s"], ["--advertise-url", "http://10.0.0.1:7780"]):
+    for args in (["--lease", "5s"], ["--advertise-url", "http://10.0.0.1:7780"],
+                 ["--leader-lease", "kubernetes"]):
         result = up(tmp_path, *args)
         assert result.exit_code == 2, result.output
         assert args[0] in result.stderr and "--ha" in result.stderr
         assert not (tmp_path / "server.json").exists()
+
+
+def test_a_leader_lease_of_no_known_kind_is_refused(tmp_path: Path) -> None:
+    result = up(tmp_path, "--ha", "--leader-lease", "etcd",
+                "--db", "postgresql://nobody@127.0.0.1:1/x")
+    assert result.exit_code == 2, result.output
+    assert "--leader-lease" in result.stderr and "kubernetes:NAMESPACE/NAME" in result.stderr
+    assert not (tmp_path / "server.json").exists()

@@ -40,7 +40,33 @@ def test_replicas_render_a_leader_election_a_budget_and_probes() -> None:
     # The replicas share the state directory's keys, from any node.
     claim = one(manifests, "PersistentVolumeClaim")
     assert claim["spec"]["accessModes"] == ["ReadWriteMany"]
-    # The lease is a row of the store: no Lease objects, so no RBAC for them.
+    # The leader is elected by a Lease in the control plane's namespace: get and patch
+    # that one by name, create (which no name can narrow), nothing else on leases.
+    namespace = deployment["metadata"]["namespace"]
+    assert args[args.index("--leader-lease") + 1] == \
+        f"kubernetes:{namespace}/phalanx-control-plane"
+    role = one(manifests, "Role", "phalanx-leader")
+    assert role["metadata"]["namespace"] == namespace
+    assert role["rules"] == [
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+         "verbs": ["get", "patch"], "resourceNames": ["phalanx-control-plane"]},
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]}]
+    binding = one(manifests, "RoleBinding", "phalanx-leader")
+    assert binding["metadata"]["namespace"] == namespace
+    assert binding["roleRef"]["name"] == "phalanx-leader"
+    assert [s["name"] for s in binding["subjects"]] == \
+        [deployment["spec"]["template"]["spec"]["serviceAccountName"]]
+    lease_rules = [r for m in manifests if m["kind"] in ("Role", "ClusterRole")
+                   for r in m["rules"] if "coordination.k8s.io" in r["apiGroups"]]
+    assert lease_rules == role["rules"]
+
+
+def test_replicas_leading_by_the_store_get_no_lease_rbac() -> None:
+    manifests = rendered({**REPLICAS, "worker": {**REPLICAS["worker"], "leaderLease": "store"}})
+    [container] = one(manifests, "Deployment", "phalanx")["spec"]["template"]["spec"][
+        "containers"]
+    assert "--ha" in container["args"] and "--leader-lease" not in container["args"]
+    assert find(manifests, "Role", "phalanx-leader") == []
     rules = [r for m in manifests if m["kind"] in ("Role", "ClusterRole") for r in m["rules"]]
     assert not [r for r in rules if "coordination.k8s.io" in r["apiGroups"]]
 
@@ -53,6 +79,7 @@ def test_one_replica_renders_neither_a_budget_nor_a_leader() -> None:
     [container] = deployment["spec"]["template"]["spec"]["containers"]
     assert "--ha" not in container["args"]
     assert container["readinessProbe"]["httpGet"]["path"] == "/healthz"
+    assert find(manifests, "Role", "phalanx-leader") == []
     assert one(manifests, "PersistentVolumeClaim")["spec"]["accessModes"] == ["ReadWriteOnce"]
 
 

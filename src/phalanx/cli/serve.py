@@ -96,6 +96,10 @@ def up(
                                                       "clients and the other replicas reach it "
                                                       "(default: the address listened on)")]
     = None,
+    leader_lease: Annotated[str | None, typer.Option(
+        help="With --ha: where the leader's lease is kept: store (default: a row in the "
+        "PostgreSQL store), or kubernetes[:NAMESPACE/NAME] (a coordination.k8s.io Lease, "
+        "default phalanx-control-plane in the credentials' namespace)")] = None,
     plane_options: PlaneOptions | None = None,
 ) -> None:
     """Start the embedded control plane (foreground, or in the background with -d)."""
@@ -106,7 +110,8 @@ def up(
     keep_workdirs = parse_duration(workdir_retention, field="--workdir-retention")
     if pod_api_url is not None:
         check_api_url(pod_api_url, "--pod-api-url")
-    for given, flag in ((lease, "--lease"), (advertise_url, "--advertise-url")):
+    for given, flag in ((lease, "--lease"), (advertise_url, "--advertise-url"),
+                        (leader_lease, "--leader-lease")):
         if given is not None and not ha:  # a replica's setting does nothing on a lone server
             raise SpecError("is a replica's setting", field=flag,
                             fix=f"add --ha (replicas on one PostgreSQL store), or drop {flag}")
@@ -130,6 +135,7 @@ def up(
             worker_grace=parse_duration(worker_grace, field="--worker-grace"),
             worker_lost_after=parse_duration(worker_lost_after, field="--worker-lost-after"),
             ha=ha, lease_seconds=lease_seconds, advertise_url=advertise_url,
+            leader_lease=leader_lease or "store",
             workdir_retention=keep_workdirs or None,
             plane_options=options,
         )

@@ -18,6 +18,9 @@ With ``mode: cluster`` the worker is ``phalanx worker``, and it also gets every 
 ``coordination.k8s.io`` leases in the runs namespace: it renews its plane's Lease
 there, the fence that stops the cluster's pods when the worker is gone.
 
+Replicas of the control plane that lead by a Kubernetes Lease get, in the control plane's
+own namespace, ``get`` and ``patch`` on that Lease by name and ``create`` on leases.
+
 Three additions the worker cannot do without, each tied to the switch it serves:
 ``pods/exec`` with ``worker.enableRunInteractivity`` (``phalanx exec`` into a run's pod),
 ``pods/log get`` in the runs namespace (logs are a subresource, and the control
@@ -30,7 +33,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from phalanx.defaults import plane_lease_name
+from phalanx.defaults import LEADER_LEASE_NAME, plane_lease_name
 from phalanx.deploy.values import DOCTOR_ACCOUNT, RUNS_ACCOUNT, WORKER_ACCOUNT, Values
 
 Manifest = dict[str, Any]
@@ -115,6 +118,18 @@ def native_rules(values: Values) -> list[Rule]:
         _rule([""], ["namespaces"], ["list", "watch"]),
         _rule([""], ["events"], ["create"]),
     ]
+
+
+def leader_rules(values: Values) -> list[Rule]:
+    """Replicas leading by a Kubernetes Lease (``worker.leaderLease: kubernetes``), in the
+    control plane's own namespace: read and renew that one Lease by name, and create it
+    (``create`` cannot be limited to a name: the API server knows none before the object)."""
+    if values.mode != "full" or values.worker.replicas < 2 or \
+            values.worker.leader_lease != "kubernetes":
+        return []
+    return [_rule(["coordination.k8s.io"], ["leases"], ["get", "patch"],
+                  names=[LEADER_LEASE_NAME]),
+            _rule(["coordination.k8s.io"], ["leases"], ["create"])]
 
 
 def runs_rules(values: Values) -> list[Rule]:
@@ -206,6 +221,10 @@ def worker_rbac(values: Values) -> list[Manifest]:
         _role(name, runs_ns, component, worker_namespace_rules(values)),
         _binding("RoleBinding", name, runs_ns, component, account, ns),
     ]
+    lease_rules = leader_rules(values)
+    if lease_rules:
+        objects.append(_role("phalanx-leader", ns, component, lease_rules))
+        objects.append(_binding("RoleBinding", "phalanx-leader", ns, component, account, ns))
     cluster_rules = worker_cluster_rules(values)
     if cluster_rules:
         cname = cluster_name(values, "worker")

@@ -205,6 +205,12 @@ class Worker(Model):
         default=1, description="Control plane replicas: 1; 2 or more run with a leader "
         "(`phalanx up --ha`; needs store.kind: postgresql); 0 stops it"
     )
+    leader_lease: Literal["kubernetes", "store"] = Field(
+        default="kubernetes", description="With 2 or more replicas: where the leader's lease "
+        "is kept: kubernetes (a coordination.k8s.io Lease, phalanx-control-plane, in this "
+        "namespace: `phalanx up --leader-lease`) or store (a row of the PostgreSQL store; no "
+        "Lease RBAC). Either way the store's term fences every write"
+    )
     resources: Resources = Field(
         default_factory=lambda: Resources(
             requests={"cpu": "500m", "memory": "1Gi"}, limits={"memory": "2Gi"}

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from phalanx.defaults import LEADER_LEASE_NAME
 from phalanx.deploy.rbac import (
     Manifest,
     doctor_account,
@@ -178,6 +179,8 @@ def control_plane_args(values: Values) -> list[str]:
         # Followers send clients to the leader's own pod address (Services route to it too,
         # as only the leader is ready).
         args += ["--ha", "--advertise-url", f"http://$(POD_IP):{API_PORT}"]
+        if values.worker.leader_lease == "kubernetes":
+            args += ["--leader-lease", f"kubernetes:{values.namespace}/{LEADER_LEASE_NAME}"]
     return args
 
 

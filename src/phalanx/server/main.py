@@ -48,7 +48,15 @@ from phalanx.server.jobkeys import JobKeys
 from phalanx.server.keys import control_plane_id
 from phalanx.server.logstream import LogLimits
 from phalanx.server.redaction import SecretEnvRule
-from phalanx.server.replicas import Elector, ReplicaApp, check_ha_store, exit_lost
+from phalanx.server.replicas import (
+    Elector,
+    LeaderLeases,
+    ReplicaApp,
+    check_ha_store,
+    exit_lost,
+    leader_leases,
+    parse_leader_lease,
+)
 from phalanx.server.secrets import SecretVault
 from phalanx.spec.base import check_api_url
 from phalanx.spec.computeplanes import PlaneOptions
@@ -151,6 +159,7 @@ def serve(
     ha: bool = False,
     lease_seconds: float = DEFAULT_LEASE_SECONDS,
     advertise_url: str | None = None,
+    leader_lease: str = "store",
     workdir_retention: float | None = DEFAULT_WORKDIR_RETENTION,
     plane_options: PlaneOptions | None = None,
     **more_plane_options: object,
@@ -172,9 +181,10 @@ def serve(
     (``compute/remote.py``); ``ha``: run as one replica of several
     on one PostgreSQL store, leading while it holds the store's lease of ``lease_seconds``
     and advertising ``advertise_url`` (default: the address it listens on) to the others
-    (``server/replicas.py``); ``workdir_retention``:
-    seconds an uploaded workdir no live job names is kept after its last use (None or 0:
-    pruned only when an admin asks).
+    (``server/replicas.py``); ``leader_lease``: where that lease is kept, ``store`` or
+    ``kubernetes[:NAMESPACE/NAME]`` (a Lease object, ``compute/kubernetes/leader.py``);
+    ``workdir_retention``: seconds an uploaded workdir no live job names is kept after its
+    last use (None or 0: pruned only when an admin asks).
     ``plane_options`` (and any more keywords): the plane's own options, as declared in
     ``spec/computeplanes/``.
 
@@ -196,6 +206,7 @@ def serve(
         ) from None
     if ha:
         check_lease_seconds(lease_seconds, "--lease")
+        parse_leader_lease(leader_lease)
         if advertise_url is not None:
             check_api_url(advertise_url, "--advertise-url")
     sock = listen(host, port)  # first: a taken port is said before anything starts
@@ -213,6 +224,10 @@ def serve(
     if ha:
         check_ha_store(store)
         store.end_idle_transactions_after(lease_seconds / 2)
+        kubeconfig = (plane_options or {}).get("kubeconfig") or more_plane_options.get(
+            "kubeconfig")
+        leases = leader_leases(store, leader_lease,
+                               Path(str(kubeconfig)) if kubeconfig else None)
     real_port = sock.getsockname()[1]
     url_host = f"[{host}]" if ":" in host else host
     info: dict[str, object] = {
@@ -262,7 +277,7 @@ def serve(
         _run_alone(build(), sock, server_file, info, store, lock)
         return
     _run_replica(build, sock, server_file, info, store, lock,
-                 advertise_url or str(info["url"]), lease_seconds)
+                 advertise_url or str(info["url"]), lease_seconds, leases)
 
 
 @dataclass
@@ -309,7 +324,7 @@ def _run_alone(leader: _Leader, sock: socket.socket, server_file: Path,
 
 def _run_replica(build: Callable[[], _Leader], sock: socket.socket, server_file: Path,
                  info: dict[str, object], store: Store, lock: IO[str], url: str,
-                 lease_seconds: float) -> None:
+                 lease_seconds: float, leases: LeaderLeases) -> None:
     """Serve as a follower at once; lead (build and start the control plane) once elected."""
     led: list[_Leader] = []
 
@@ -327,7 +342,8 @@ def _run_replica(build: Callable[[], _Leader], sock: socket.socket, server_file:
         front.lead(leader.app)
         logging.getLogger("phalanx").info("leading (term %d) at %s", fence.term, url)
 
-    elector = Elector(store, url, lease_seconds, on_lead=lead, on_lost=exit_lost)
+    elector = Elector(store, url, lease_seconds, on_lead=lead, on_lost=exit_lost,
+                      leases=leases)
     front = ReplicaApp(elector)
     def stopping() -> None:
         for leader in led:

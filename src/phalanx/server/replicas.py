@@ -26,6 +26,8 @@ import socket
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
+from typing import Protocol
 from urllib.parse import quote
 
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -58,6 +60,42 @@ def check_ha_store(store: Store) -> None:
         )
 
 
+class LeaderLeases(Protocol):
+    """Where the leader's lease is kept: the store's row (``LeaseStore``) or a Kubernetes
+    Lease mirrored into it (``compute/kubernetes/leader.py``)."""
+
+    def try_acquire(self, holder: str, url: str, seconds: float) -> Lease: ...
+
+    def release(self, fence: Fence) -> bool: ...
+
+
+def parse_leader_lease(kind: str) -> tuple[str, str | None, str | None]:
+    """``--leader-lease``: ``store``, ``kubernetes`` or ``kubernetes:NAMESPACE/NAME``, as
+    (kind, namespace, name)."""
+    base, _, where = kind.partition(":")
+    namespace, _, name = where.partition("/")
+    if kind == "store" or (base == "kubernetes" and (not where or (namespace and name))):
+        return base, namespace or None, name or None
+    raise SpecError(f"is {kind!r}", field="--leader-lease",
+                    fix="write store, kubernetes, or kubernetes:NAMESPACE/NAME")
+
+
+def leader_leases(store: Store, kind: str, kubeconfig: Path | None = None) -> LeaderLeases:
+    """The leases ``--leader-lease`` names: ``store`` (the default), or ``kubernetes`` /
+    ``kubernetes:NAMESPACE/NAME`` (a Lease in the control plane's namespace, by default the
+    one its credentials name, called ``phalanx-control-plane``)."""
+    base, namespace, name = parse_leader_lease(kind)
+    if base == "store":
+        return LeaseStore(store)
+    # The kubernetes extra loads only for an install that asks for its Lease.
+    from phalanx.compute.kubernetes.client import KubeClient, configure
+    from phalanx.compute.kubernetes.leader import DEFAULT_NAME, KubeLeaderLease
+
+    configuration, own_namespace = configure(kubeconfig=kubeconfig)
+    return KubeLeaderLease(KubeClient(configuration), namespace or own_namespace or "default",
+                           LeaseStore(store), name or DEFAULT_NAME)
+
+
 class Elector:
     """Contends for the lease and keeps it; calls ``on_lead`` (in a thread of its own)
     when this replica starts leading and ``on_lost`` when it stops before being asked."""
@@ -65,9 +103,9 @@ class Elector:
     def __init__(
         self, store: Store, url: str, lease_seconds: float, *,
         on_lead: Callable[[Fence], None], on_lost: Callable[[str], None],
-        holder: str | None = None,
+        holder: str | None = None, leases: LeaderLeases | None = None,
     ) -> None:
-        self.leases = LeaseStore(store)
+        self.leases: LeaderLeases = leases if leases is not None else LeaseStore(store)
         self.holder = holder or replica_id()
         self.url = url
         self.lease_seconds = lease_seconds
@@ -113,9 +151,9 @@ class Elector:
             try:
                 lease = self.leases.try_acquire(self.holder, self.url, self.lease_seconds)
             except Exception as exc:
-                log.warning("could not reach the store for the lease: %s", exc)
+                log.warning("could not renew or read the lease: %s", exc)
                 if self.fence is not None and time.monotonic() >= valid_until:
-                    self.on_lost("the lease ran out while the store could not be reached")
+                    self.on_lost("the lease ran out while it could not be renewed")
                     return
             else:
                 self.seen = lease

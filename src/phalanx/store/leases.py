@@ -116,10 +116,11 @@ class LeaseStore:
 
     def try_acquire(
         self, holder: str, url: str, seconds: float, *, name: str = LEADER_LEASE,
-        now: float | None = None,
+        now: float | None = None, take: bool = False,
     ) -> Lease:
-        """Renew the lease if ``holder`` holds it, take it if it is free or expired, in one
-        transaction; the lease as it stands after (``holder`` leads if it is named)."""
+        """Renew the lease if ``holder`` holds it, take it if it is free or expired (or, with
+        ``take``, whoever holds it: another lease already decided, ``KubeLeaderLease``), in
+        one transaction; the lease as it stands after (``holder`` leads if it is named)."""
         check_lease_seconds(seconds)
         now = time.time() if now is None else now
         try:
@@ -135,7 +136,7 @@ class LeaseStore:
                     taken = Lease(name, holder, url, 1, now, now + seconds)
                     connection.execute(insert(leases), asdict(taken))
                     return taken
-                if lease.holder != holder and not lease.expired(now):
+                if lease.holder != holder and not lease.expired(now) and not take:
                     return lease
                 term = lease.term if lease.holder == holder else lease.term + 1
                 connection.execute(

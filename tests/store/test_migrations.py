@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 import time
@@ -13,18 +14,18 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import event, inspect, text
 
 from phalanx.errors import ServerError
-from phalanx.store import Store, current_revision, head_revision
-from phalanx.store.migrate import downgrade, upgrade
+from phalanx.store import Store, current_revision, head_revision, migrate
+from phalanx.store.migrate import downgrade, oldest_reader, upgrade
 from phalanx.store.tables import metadata
 from tests.store.factories import make_event, make_record
 
 TABLES = {"jobs", "job_events", "job_labels", "queue_config", "idempotency_keys", "users",
-          "teams", "api_keys", "audit_log", "secrets", "leases",
+          "teams", "api_keys", "audit_log", "secrets", "leases", "schema_info",
           "alembic_version"}
 
 
 def test_a_new_database_is_migrated_to_head(store: Store) -> None:
-    assert current_revision(store.engine) == head_revision() == "0010"
+    assert current_revision(store.engine) == head_revision() == "0011"
     assert set(inspect(store.engine).get_table_names()) >= TABLES
     indexed = {tuple(ix["column_names"]) for ix in inspect(store.engine).get_indexes("jobs")}
     assert {("status", "submitted_at", "name"), ("queue", "submitted_at", "name"),
@@ -63,13 +64,105 @@ def test_a_downgraded_database_is_upgraded_on_open(db_url: str) -> None:
         assert [r.name for r in store.list_jobs()] == ["after"]
 
 
-def test_a_schema_from_a_newer_version_is_refused(db_url: str) -> None:
-    with Store(db_url) as store, store.engine.begin() as connection:
+def _as_if_migrated_by_a_newer_version(store: Store, reader: str) -> None:
+    with store.engine.begin() as connection:
         connection.execute(text("UPDATE alembic_version SET version_num = '9999'"))
+        connection.execute(text("UPDATE schema_info SET value = :reader "
+                                "WHERE name = 'oldest_reader'"), {"reader": reader})
+
+
+def test_a_schema_from_a_newer_version_is_refused(db_url: str) -> None:
+    with Store(db_url) as store:
+        _as_if_migrated_by_a_newer_version(store, "9998")  # needs code this one is not
     with pytest.raises(ServerError) as caught:
         Store(db_url)
     assert caught.value.field == "db"
-    assert "9999" in caught.value.message
+    assert "9999" in caught.value.message and "'9998' or newer" in caught.value.message
+    assert "upgrade Phalanx" in (caught.value.fix or "")
+
+
+def test_a_newer_schema_made_only_of_additions_runs_unmigrated(db_url: str) -> None:
+    """Mid-way through a rolling upgrade: a newer version migrated the store by additions
+    only and recorded that this version's head may still run on it."""
+    with Store(db_url) as store:
+        store.create_job(make_record("before"))
+        _as_if_migrated_by_a_newer_version(store, head_revision())
+    with Store(db_url) as store:
+        assert current_revision(store.engine) == "9999"  # left as the newer version made it
+        store.create_job(make_record("during"))
+        assert sorted(r.name for r in store.list_jobs()) == ["before", "during"]
+
+
+def test_each_upgrade_records_the_oldest_revision_that_may_run_on_it(db_url: str) -> None:
+    with Store(db_url) as store, store.engine.connect() as connection:
+        recorded = connection.execute(text(
+            "SELECT value FROM schema_info WHERE name = 'oldest_reader'")).scalar_one()
+    # 0011 only adds; 0010 does not say so, so code at 0010 is the oldest that may run.
+    assert recorded == oldest_reader() == "0010"
+    assert oldest_reader("0010") == "0010"
+
+
+# What a migration that says ``expand_only = True`` may call: it only adds.
+EXPANDING_OPS = {"create_table", "create_index", "add_column", "batch_alter_table"}
+
+
+def _ops_called(function: ast.FunctionDef) -> list[ast.Call]:
+    return [node for node in ast.walk(function) if isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and isinstance(node.func.value, ast.Name) and node.func.value.id in ("op", "batch")]
+
+
+def _column_may_be_missing(call: ast.Call) -> bool:
+    """An added column old code can leave out of its inserts: nullable or defaulted."""
+    column = call.args[-1] if call.args else None
+    if not isinstance(column, ast.Call):
+        return False
+    keywords = {k.arg: k.value for k in column.keywords}
+    nullable = keywords.get("nullable")
+    return "server_default" in keywords or nullable is None or (
+        isinstance(nullable, ast.Constant) and nullable.value is True)
+
+
+def _not_additions(source: str) -> list[str] | None:
+    """What a migration's ``upgrade`` does beyond adding; None if it does not say
+    ``expand_only = True``."""
+    tree = ast.parse(source)
+    flags = [node for node in tree.body if isinstance(node, ast.Assign)
+             and any(isinstance(t, ast.Name) and t.id == "expand_only" for t in node.targets)]
+    if not flags or not (isinstance(flags[0].value, ast.Constant) and flags[0].value.value):
+        return None
+    [upgrade_function] = [node for node in tree.body if isinstance(node, ast.FunctionDef)
+                          and node.name == "upgrade"]
+    found = []
+    for call in _ops_called(upgrade_function):
+        assert isinstance(call.func, ast.Attribute)
+        if call.func.attr not in EXPANDING_OPS or (
+                call.func.attr == "add_column" and not _column_may_be_missing(call)):
+            found.append(ast.unparse(call))
+    return found
+
+
+def test_migrations_that_say_they_only_add_only_add() -> None:
+    checked = {path.name: _not_additions(path.read_text())
+               for path in sorted((Path(migrate.MIGRATIONS) / "versions").glob("*.py"))}
+    assert checked["0011_schema_readers.py"] == []
+    assert {name: found for name, found in checked.items() if found} == {}
+
+
+@pytest.mark.parametrize(("body", "caught"), [
+    ("op.drop_column('jobs', 'queue')", True),
+    ("op.alter_column('jobs', 'queue', new_column_name='q')", True),
+    ("op.add_column('jobs', sa.Column('x', sa.String, nullable=False))", True),
+    ("op.add_column('jobs', sa.Column('x', sa.String, nullable=False, server_default='a'))",
+     False),
+    ("op.add_column('jobs', sa.Column('x', sa.String))", False),
+    ("op.create_index('ix', 'jobs', ['queue'])", False),
+])
+def test_the_additions_check_catches_what_old_code_cannot_run_on(body: str,
+                                                                 caught: bool) -> None:
+    source = f"expand_only = True\n\ndef upgrade() -> None:\n    {body}\n"
+    assert bool(_not_additions(source)) is caught
+    assert _not_additions(source.replace("expand_only = True", "expand_only = False")) is None
 
 
 OPENER = """

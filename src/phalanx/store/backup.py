@@ -42,7 +42,7 @@ from phalanx.defaults import replace_private
 from phalanx.errors import Conflict, NotFound, ServerError, SpecError
 from phalanx.store import migrate
 from phalanx.store.engine import WRITE_OPTION, create_store_engine, display_url, parse_url
-from phalanx.store.tables import leases, metadata
+from phalanx.store.tables import leases, metadata, schema_info
 
 MAGIC = b"PHALANX-BACKUP-1\n"
 SALT_BYTES = 16
@@ -50,7 +50,7 @@ SALT_BYTES = 16
 # server/tokens.py, server/secrets.py; a test checks these names against theirs).
 STATE_FILES = ("key-pepper", "signing-keys.json", "token", "secret-keys.json",
                "control-plane-id")
-SKIPPED_TABLES = frozenset({leases.name})
+SKIPPED_TABLES = frozenset({leases.name, schema_info.name})  # who leads; what the schema is
 PASSPHRASE_ENV = "PHALANX_BACKUP_PASSPHRASE"
 PASSPHRASE_FIX = ("give it with --passphrase-file FILE or $PHALANX_BACKUP_PASSPHRASE; keep "
                   "it apart from the backup: whoever has both has every key and secret")
@@ -161,7 +161,7 @@ def restore_snapshot(snapshot: Snapshot, url: str, home: Path) -> None:
 def _check_empty(bind: Engine | Connection, where: str) -> None:
     def rows_in(connection: Connection) -> list[str]:
         present = set(inspect(connection).get_table_names())
-        return [t.name for t in metadata.sorted_tables if t.name in present and
+        return [t.name for t in _tables() if t.name in present and
                 connection.execute(select(func.count()).select_from(t)).scalar_one()]
 
     if isinstance(bind, Connection):

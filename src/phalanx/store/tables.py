@@ -233,3 +233,12 @@ leases = Table(
     Column("renewed_at", Double, nullable=False),
     Column("expires_at", Double, nullable=False),
 )
+
+# Facts about the schema itself (store/migrate.py): ``oldest_reader``, the oldest schema
+# revision whose Phalanx may run on this one (every migration since it only added).
+schema_info = Table(
+    "schema_info",
+    metadata,
+    Column("name", String(63), primary_key=True),
+    Column("value", String(255), nullable=False),
+)

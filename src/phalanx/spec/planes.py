@@ -210,6 +210,10 @@ class DesiredState(WireModel):
     stops: list[AttemptKey] = Field(default_factory=list)
     forget: list[AttemptKey] = Field(default_factory=list)
     pools: list[DesiredPool] = Field(default_factory=list)
+    term: int | None = Field(
+        default=None, description="The term of the leading replica that answered (replicas "
+        "on one store, `phalanx up --ha`); none from a lone control plane. A worker acts on "
+        "no desired state of an older term than one it has acted on")
 
 
 

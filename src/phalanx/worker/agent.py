@@ -31,6 +31,7 @@ from pathlib import Path
 
 from phalanx.compute.base import AttemptSecrets, ComputePlane, PodCredential, PodState
 from phalanx.compute.lease import PlaneLease, fence_grace, fence_step, lost_after_needed
+from phalanx.defaults import replace_private
 from phalanx.errors import Conflict, PhalanxError, SpecError
 from phalanx.scheduler.types import Admission
 from phalanx.spec.base import validate
@@ -56,6 +57,7 @@ log = logging.getLogger("phalanx.worker")
 
 IDENTITY_FILE = "worker.json"
 OFFSETS_FILE = "log-offsets.json"
+TERM_FILE = "leader-term"
 LOG_CHUNK = 256 * 1024  # most output of one pod sent in one report
 # Most output of all pods in one report: well under the API's body limit (16 MiB by
 # default), so that a backlog after a disconnect never makes a report that always fails.
@@ -98,6 +100,31 @@ class _Contact:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
+class TermGate:
+    """The highest leader's term the worker has acted on, kept in its state directory
+    across restarts: a desired state of an older term (a replica that led, was paused or
+    cut off, and answers a poll before it finds it no longer leads) is not acted on."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        try:
+            self.term = int(path.read_text().strip() or 0)
+        except (FileNotFoundError, ValueError):
+            self.term = 0
+
+    def admits(self, term: int | None) -> bool:
+        """Whether a desired state of ``term`` may be acted on; a newer term is kept (None:
+        a lone control plane, which has no terms)."""
+        if term is None:
+            return True
+        if term < self.term:
+            return False
+        if term > self.term:
+            replace_private(self.path, f"{term}\n", self.path.with_suffix(".tmp"))
+            self.term = term
+        return True
+
+
 def pod_report(pod: PodState) -> PodReport:
     ref = pod.ref
     return PodReport(job=ref.job, attempt=ref.attempt, pod_set=ref.pod_set, index=ref.index,
@@ -135,6 +162,7 @@ class Worker:
         self._converging = threading.Lock()  # held while the plane converges
         self._nodes_wanted = True
         self._offsets: dict[str, int] = self._load_offsets()
+        self.terms = TermGate(self.state_dir / TERM_FILE)
         plane.subscribe(self._changed.set)
 
     # ------------------------------------------------------------------ running
@@ -386,6 +414,13 @@ class Worker:
                 version = -1  # the control plane may have restarted: take it whole again
                 continue
             delay = 0.2
+            if not self.terms.admits(desired.term):
+                log.warning("not acting on a desired state of term %s: a leader of term %d "
+                            "has answered since (the replica that answered no longer leads)",
+                            desired.term, self.terms.term)
+                version = -1  # take the new leader's whole, as after an error
+                self.stop.wait(delay)
+                continue
             # (no renewal here: the lease follows the control plane's silence clock, which
             # only a hello or a report resets; see _contacted)
             # Taken whole (after an error, or from a restarted control plane): what it lists

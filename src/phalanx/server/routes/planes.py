@@ -109,7 +109,11 @@ def router(ctx: ApiContext, registry: PlaneRegistry) -> APIRouter:
         """The desired state once its version passes ``after`` (a long poll of ``wait`` s);
         409 for a ``worker`` other than the one that drives the plane."""
         remote = registry.remote(name)
-        return await to_thread.run_sync(remote.desired, after, wait, worker, limiter=polls)
+        state = await to_thread.run_sync(remote.desired, after, wait, worker, limiter=polls)
+        # The term it leads under: a worker then acts on nothing an older leader, paused
+        # and resumed, still answers (the store refuses that leader's writes, not its words).
+        fence = controller.store.fence
+        return state if fence is None else state.model_copy(update={"term": fence.term})
 
     add_plane_exec_routes(r, registry, polls, errors, error_response)
 

@@ -324,3 +324,62 @@ def test_a_plane_killed_mid_run_leaves_pods_to_the_next(home: Path, tmp_path: Pa
         assert plane.logs.path("crash", "crash-w-0").read_text() == "done\n"
     finally:
         plane.close()
+
+
+CUT_SHORT = """
+import os, signal, sys
+from pathlib import Path
+from phalanx.compute.local import LocalPlane
+from tests.compute.conftest import admit, py_job
+home, marks, go = sys.argv[1:]
+code = (f"import os, time\\n"
+        f"open(os.path.join({marks!r}, os.environ['PHALANX_POD_NAME']), 'a').write('started\\\\n')\\n"
+        f"while not os.path.exists({go!r}): time.sleep(0.02)\\n")
+job = py_job("cut", code, replicas=4)
+plane = LocalPlane(Path(home), node_name="testnode")
+start, started = plane._start, []
+
+
+def start_then_die(current, pod, launch):  # SIGKILL once two of the four pods started
+    start(current, pod, launch)
+    started.append(pod)
+    if len(started) == 2:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+plane._start = start_then_die
+plane.launch(job, 1, admit(job))
+"""
+
+
+def test_a_launch_cut_short_is_resumed_by_the_next_plane(home: Path, tmp_path: Path) -> None:
+    """The launching process dies by SIGKILL after two of a gang's four pods started: the
+    next plane starts the other two from the plans kept on disk, and none starts twice."""
+    marks, go = tmp_path / "marks", tmp_path / "go"
+    marks.mkdir()
+    launcher = subprocess.run(
+        [sys.executable, "-c", CUT_SHORT, str(home), str(marks), str(go)],
+        cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True, timeout=120)
+    assert launcher.returncode == -signal.SIGKILL, launcher.stderr
+    assert (home / "pods" / "cut" / "1" / "launches.json").exists()
+    plane = LocalPlane(home, node_name=NODE)
+    try:
+        pods = wait_pods(plane, running)
+        assert [p.ref.rank for p in pods] == [0, 1, 2, 3]
+        wait_file(marks / "cut-w-3")
+        go.touch()
+        pods = wait_pods(plane, all_done)
+        assert [(p.phase, p.exit_code) for p in pods] == [(PodPhase.SUCCEEDED, 0)] * 4
+        assert {m.name: m.read_text() for m in marks.iterdir()} == {
+            f"cut-w-{i}": "started\n" for i in range(4)}
+        # The plans (they hold the pods' env) are gone once every pod has started.
+        assert not (home / "pods" / "cut" / "1" / "launches.json").exists()
+    finally:
+        plane.close()
+
+
+def test_a_whole_launch_leaves_no_plans_on_disk(plane: LocalPlane, tmp_path: Path) -> None:
+    job = py_job("whole", "print('hi')", replicas=2)
+    plane.launch(job, 1, admit(job))
+    wait_pods(plane, all_done)
+    assert not (plane.home / "pods" / "whole" / "1" / "launches.json").exists()

@@ -236,6 +236,38 @@ class LocalPlane(MachineNode, ComputePlane):
                 self.uids.pool.hold(record.uid, (record.job, record.attempt))  # adopted: kept
             if record.kill_deadline is not None:
                 self._start_escalator()  # honour a grace period a previous plane started
+        self._resume_launches()
+
+    def _resume_launches(self) -> None:
+        """Start the pods of a launch cut short: the process that launched an attempt died
+        after some of its pods started (their supervisors were recorded first) and before
+        the others did. Those start now from the plans kept on disk, so the gang is whole
+        and no pod of the attempt starts twice (one with a supervisor on record, running
+        or not, is never started again)."""
+        for current in self._attempts.values():
+            record = current.record
+            if record.waiting:  # not started at all yet: _start_waiting does it
+                continue
+            if record.terminate_requested_at is not None or all(
+                    pod.process is not None for pod in current.pods):
+                self._state.drop_launches(current.directory)
+                continue
+            owner = self.run_as
+            if self.uids is not None and record.uid is not None:
+                owner = self.uids.user(record.uid, record.job, record.attempt)
+            launches = self._state.take_launches(current.directory, owner)
+            if len(launches) != len(current.pods):  # none kept (a plane before this one)
+                continue
+            started = [pod.plan.ref.name for pod in current.pods if pod.process is None]
+            log.warning("%s attempt %d: its launch was cut short; starting its %d pod(s) "
+                        "not started yet: %s", record.job, record.attempt, len(started),
+                        ", ".join(started))
+            if self.uids is not None and owner is not None:  # (done again: it may not have been)
+                self.uids.own(record.job, record.attempt, owner, self.credentials,
+                              self.checkpoints)
+            for pod, launch in zip(current.pods, launches, strict=True):
+                if pod.process is None:
+                    self._start(current, pod, launch)
 
     # ------------------------------------------------------------------ ComputePlane
     def inventory(self) -> list[Node]:
@@ -272,11 +304,14 @@ class LocalPlane(MachineNode, ComputePlane):
             directory = self._state.create(record)
             current = _Attempt(record, directory, [_Pod(plan) for plan in record.pods])
             self._attempts[(job.name, attempt)] = current
+            # Kept until every pod has started: a plane that dies mid-launch (kill -9 of
+            # the control plane) leaves the rest to start from here (_resume_launches).
+            self._state.save_launches(directory, launches)
             if record.waiting:  # started by observe() once a uid frees
-                self._state.save_launches(directory, launches)
                 log.warning("%s attempt %d: %s", job.name, attempt, self._waiting_reason())
                 return
             self._start_all(current, launches, owner)
+            self._state.drop_launches(directory)  # it holds the pods' env
 
     def observe(self) -> list[PodState]:
         with self._lock:

@@ -144,6 +144,9 @@ class StateDir:
         write_json_atomic(str(directory / LAUNCHES_FILE),
                           {"pods": [launch.to_json() for launch in launches]})
 
+    def drop_launches(self, directory: Path) -> None:
+        (directory / LAUNCHES_FILE).unlink(missing_ok=True)
+
     def take_launches(self, directory: Path, user: PodUser | None) -> list[PodLaunch]:
         """The launches a waiting attempt kept, now for ``user``; the file goes (it holds
         the pods' env)."""

@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
+from phalanx.compute.kubernetes.gates import GATE
 from phalanx.sdk import Client
 from phalanx.spec.manifests.native import ADMITTED_ANNOTATION, JOB_ANNOTATION, job_name
 from phalanx.spec.status import JobStatus
@@ -107,12 +108,13 @@ def test_a_job_created_while_down_is_held_admitted_and_run_to_success(
         assert found_conditions["Complete"]["status"] == "True"
         assert found_conditions["Admitted"]["status"] == "True"
         assert "ClusterQueue default" in found_conditions["QuotaReserved"]["message"]
-        # Both pods made since the adoption ran on nodes Phalanx placed the gang on (which
-        # of them each takes is the kube-scheduler's choice: no scheduling gates yet).
+        # Both pods made since the adoption ran, each on the node Phalanx placed it on (its
+        # gate removed once both existed, its affinity narrowed to that node).
         ran = [p for p in job_pods(api, MANAGED, "train")
                if p["status"].get("phase") == "Succeeded"]
         assert len(ran) == 2
-        assert {p["spec"]["nodeName"] for p in ran} <= {"gpu-1", "gpu-2"}
+        assert sorted(p["spec"]["nodeName"] for p in ran) == ["gpu-1", "gpu-2"]
+        assert not any(p["spec"].get("schedulingGates") for p in ran)
         reasons = [e["reason"] for e in api.list("events", MANAGED)
                    if e["involvedObject"]["name"] == "train"]
         assert "Suspended" in reasons and "Admitted" in reasons
@@ -180,7 +182,48 @@ def test_cancel_suspends_the_job_again_and_deleting_the_job_ends_its_job(
         obj = api.get("jobs", "long", MANAGED)
         assert obj is not None and ADMITTED_ANNOTATION not in obj["metadata"]["annotations"]
         assert "affinity" not in obj["spec"]["template"]["spec"]  # the template restored
+        assert "schedulingGates" not in obj["spec"]["template"]["spec"]
         wait_until(lambda: state(client, long) is JobStatus.CANCELLED, what="long cancelled")
+
+
+def reasons(api: FakeAPIServer, namespace: str, name: str) -> list[str]:
+    return [e["reason"] for e in api.list("events", namespace)
+            if e["involvedObject"]["name"] == name]
+
+
+def test_a_gang_stays_gated_until_its_last_pod_exists(
+    api: FakeAPIServer, kubeconfig: Path, tmp_path: Path, controller: FakeJobController,
+) -> None:
+    api.autopilot = {"start_after": 0.1, "run_for": 0.3}
+    controller.limit = 1  # the Job controller makes one pod of the two, for now
+    with _control_plane(tmp_path, kubeconfig, "--manage-namespaces", SELECTOR) as client:
+        api.add("jobs", batch_job("gang"), MANAGED)
+        gang = job_name(MANAGED, "gang")
+        wait_until(lambda: "GangWaiting" in reasons(api, MANAGED, "gang"), timeout=30,
+                   what="Phalanx to see the gang incomplete")
+        template = (api.get("jobs", "gang", MANAGED) or {})["spec"]["template"]
+        assert template["spec"]["schedulingGates"] == [{"name": GATE}]
+        (first,) = job_pods(api, MANAGED, "gang")
+        # Created gated, and left so: neither bound nor run while its mate does not exist.
+        assert first["spec"]["schedulingGates"] == [{"name": GATE}]
+        assert not first["spec"].get("nodeName")
+        assert first["status"]["phase"] == "Pending"
+        assert state(client, gang) is not JobStatus.RUNNING
+        controller.limit = None  # the last pod is made: the whole gang is released
+        wait_until(lambda: state(client, gang) is JobStatus.SUCCEEDED, timeout=30,
+                   what="the gang run once whole")
+        pods = job_pods(api, MANAGED, "gang")
+        assert len(pods) == 2 and {p["status"]["phase"] for p in pods} == {"Succeeded"}
+        assert not any(p["spec"].get("schedulingGates") for p in pods)
+        admission = client.get(gang).admission
+        assert admission is not None
+        placed = list(admission.pod_sets[0].nodes)
+        assert sorted(placed) == ["gpu-1", "gpu-2"]
+        # Each pod ran on the node placed for its completion index.
+        for pod in pods:
+            index = int(pod["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"])
+            assert pod["spec"]["nodeName"] == placed[index]
+        assert "GangReleased" in reasons(api, MANAGED, "gang")
 
 
 def review(namespace: str, obj: dict[str, Any], operation: str = "CREATE") -> dict[str, Any]:
@@ -261,7 +304,9 @@ def test_a_preempted_job_is_suspended_again_and_later_finishes(
         # Preempted, as Kueue evicts: suspended again, its pods deleted, Evicted on it.
         wait_until(lambda: conditions(api, MANAGED, "low").get("Evicted", {}).get("status")
                    == "True", timeout=30, what="the low Job evicted")
-        assert (api.get("jobs", "low", MANAGED) or {})["spec"]["suspend"] is True
+        evicted = api.get("jobs", "low", MANAGED) or {}
+        assert evicted["spec"]["suspend"] is True
+        assert "schedulingGates" not in evicted["spec"]["template"]["spec"]
         wait_until(lambda: state(client, job_name(MANAGED, "high")) is JobStatus.SUCCEEDED,
                    timeout=30, what="the high-priority Job run")
         # Admitted again once the quota is free, and run to its end this time.

@@ -35,6 +35,8 @@ from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from tests.k8s_plane.audit import Access
+
 Object = dict[str, Any]
 NAMESPACED = ("pods", "services", "configmaps", "secrets", "events", "podgroups", "rayclusters",
               "podtemplates", "provisioningrequests", "leases", "jobs")
@@ -137,6 +139,7 @@ class FakeAPIServer:
         self.rv = 1
         self.faults: list[Fault] = []
         self.requests: list[tuple[str, str, int]] = []
+        self.accesses: list[Access] = []  # each request as RBAC sees it (audit.py)
         self.logs: dict[tuple[str, str], bytearray] = {}
         self.autopilot: dict[str, Any] | None = None
         self.closing = False

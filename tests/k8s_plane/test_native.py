@@ -15,10 +15,13 @@ import httpx
 import pytest
 
 from phalanx.compute.kubernetes.gates import GATE
+from phalanx.deploy import load_values
+from phalanx.deploy.rbac import native_rules, worker_cluster_rules, worker_namespace_rules
 from phalanx.sdk import Client
 from phalanx.spec.manifests.native import ADMITTED_ANNOTATION, JOB_ANNOTATION, job_name
 from phalanx.spec.status import JobStatus
-from tests.k8s_plane.conftest import wait_until
+from tests.k8s_plane.audit import Access, grants
+from tests.k8s_plane.conftest import RUNS, wait_until
 from tests.k8s_plane.fake_apiserver import FakeAPIServer
 from tests.k8s_plane.fake_jobs import JOB_NAME, FakeJobController
 from tests.k8s_plane.helpers import IMAGE
@@ -29,6 +32,13 @@ pytestmark = pytest.mark.slow
 MANAGED = "team-a"
 UNMANAGED = "team-b"
 SELECTOR = "phalanx.dev/managed=true"
+
+
+# The values `phalanx k8s render --manage-namespaces` renders for a control plane like the
+# tests' (`phalanx up --compute kubernetes --namespace runs --manage-namespaces ...`).
+RENDERED = load_values({"manageNamespaces": SELECTOR})
+# The plane reads its own namespace as it starts, and carries on when that is forbidden.
+NAMESPACE_CHECK = Access("get", "", "namespaces", None)
 
 
 @pytest.fixture
@@ -43,6 +53,22 @@ def controller(api: FakeAPIServer) -> Iterator[FakeJobController]:
         yield made
     finally:
         made.stop()
+    # Whatever the test did, the control plane asked nothing the render does not grant.
+    cluster = grants(worker_cluster_rules(RENDERED))
+    in_runs = cluster | grants(worker_namespace_rules(RENDERED))
+    refused = {a for a in api.accesses if a != NAMESPACE_CHECK and
+               (a.group, a.resource, a.verb) not in (in_runs if a.namespace == RUNS else cluster)}
+    assert not refused, f"requests the rendered RBAC does not allow: {sorted(refused, key=str)}"
+    assert not any(a.namespace == UNMANAGED for a in api.accesses)
+
+
+def native_use(api: FakeAPIServer) -> set[tuple[str, str, str]]:
+    """What the control plane did to the resources native admission's rules are about,
+    outside its own runs namespace."""
+    resources = {(group, resource) for group, resource, _ in grants(native_rules(RENDERED))}
+    return {(a.group, a.resource, a.verb) for a in api.accesses
+            if a.namespace != RUNS and a != NAMESPACE_CHECK
+            and (a.group, a.resource) in resources}
 
 
 def batch_job(name: str, *, replicas: int = 2, gpus: int = 4, queue: str | None = "default",
@@ -126,6 +152,9 @@ def test_a_job_created_while_down_is_held_admitted_and_run_to_success(
         assert state(client, job_name(UNMANAGED, "theirs")) is None
         assert not any(e["involvedObject"]["name"] == "theirs"
                        for e in api.list("events", UNMANAGED))
+    # Adopting, admitting, gang-releasing and reporting a Job used every verb the render
+    # grants native admission, and no other (the fixture checks the rest is granted).
+    assert native_use(api) == grants(native_rules(RENDERED))
 
 
 def test_a_job_is_held_suspended_while_the_quota_is_used(

@@ -347,6 +347,60 @@ def test_a_preempted_job_is_suspended_again_and_later_finishes(
         assert conditions(api, MANAGED, "low")["Complete"]["status"] == "True"
 
 
+def team_queue(team: str) -> dict[str, Any]:
+    """A team's ClusterQueue: one node's worth of GPUs, lent to and borrowed from its
+    cohort, reclaimed from borrowers when the team needs it."""
+    return {"kind": "ClusterQueue", "name": team, "cohort": "research",
+            "preemption": {"reclaimWithinCohort": "Any"},
+            "resourceGroups": [{"coveredResources": ["cpu", "memory", "nvidia.com/gpu"],
+                                "flavors": [{"name": "default", "resources": [
+                                    {"name": "cpu", "nominalQuota": "16"},
+                                    {"name": "memory", "nominalQuota": "64Gi"},
+                                    {"name": "nvidia.com/gpu", "nominalQuota": "4"}]}]}]}
+
+
+def test_two_teams_borrow_and_reclaim_within_their_cohort(
+    api: FakeAPIServer, kubeconfig: Path, tmp_path: Path, controller: FakeJobController,
+) -> None:
+    # Two namespaces, each mapped to its team's queue (no queue label on the Jobs).
+    for team in ("ml-a", "ml-b"):
+        api.add("namespaces", {"metadata": {
+            "name": team, "labels": {"phalanx.dev/managed": "true"},
+            "annotations": {"phalanx.dev/default-queue": team}}})
+    api.autopilot = {"start_after": 0.1, "run_for": 60}  # B runs until stopped
+    with _control_plane(tmp_path, kubeconfig, "--manage-namespaces", SELECTOR) as client:
+        client.apply([team_queue("ml-a"), team_queue("ml-b"),
+                      {"kind": "LocalQueue", "name": "ml-a", "clusterQueue": "ml-a"},
+                      {"kind": "LocalQueue", "name": "ml-b", "clusterQueue": "ml-b"}])
+        # B's Job needs both nodes: half of it borrowed from A's idle quota.
+        api.add("jobs", batch_job("wide", queue=None), "ml-b")
+        wide = job_name("ml-b", "wide")
+        wait_until(lambda: state(client, wide) is JobStatus.RUNNING, timeout=30,
+                   what="B's Job running on borrowed quota")
+        assert client.get(wide).spec.queue == "ml-b"
+        assert "borrowing" in conditions(api, "ml-b", "wide")["Admitted"]["message"]
+        # A's Job needs A's own quota back: B's Job is preempted to return it.
+        api.autopilot = {"start_after": 0.1, "run_for": 0.5}
+        api.add("jobs", batch_job("own", replicas=1, queue=None), "ml-a")
+        own = job_name("ml-a", "own")
+        wait_until(lambda: conditions(api, "ml-b", "wide").get("Evicted", {}).get("status")
+                   == "True", timeout=30, what="B's Job evicted")
+        evicted = api.get("jobs", "wide", "ml-b") or {}
+        assert evicted["spec"]["suspend"] is True
+        template = evicted["spec"]["template"]["spec"]
+        assert "affinity" not in template and "schedulingGates" not in template
+        assert conditions(api, "ml-b", "wide")["Admitted"]["status"] == "False"
+        wait_until(lambda: state(client, own) is JobStatus.SUCCEEDED, timeout=30,
+                   what="A's Job run on its reclaimed quota")
+        assert client.get(own).spec.queue == "ml-a"
+        # Then B's Job is admitted again and runs to its end.
+        wait_until(lambda: state(client, wide) is JobStatus.SUCCEEDED, timeout=30,
+                   what="B's Job re-admitted and finished")
+        assert client.get(wide).attempt == 2
+        assert conditions(api, "ml-b", "wide")["Complete"]["status"] == "True"
+        assert "Evicted" in reasons(api, "ml-b", "wide")
+
+
 def test_a_job_deleted_while_the_control_plane_was_down_ends_its_job(
     api: FakeAPIServer, kubeconfig: Path, tmp_path: Path, controller: FakeJobController,
 ) -> None:

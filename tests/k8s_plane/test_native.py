@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import json
 import signal
+import ssl
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ import pytest
 from phalanx.compute.kubernetes.gates import GATE
 from phalanx.deploy import load_values
 from phalanx.deploy.rbac import native_rules, worker_cluster_rules, worker_namespace_rules
+from phalanx.deploy.webhook import make_certificate
 from phalanx.sdk import Client
 from phalanx.spec.manifests.native import ADMITTED_ANNOTATION, JOB_ANNOTATION, job_name
 from phalanx.spec.status import JobStatus
@@ -268,9 +270,24 @@ def review(namespace: str, obj: dict[str, Any], operation: str = "CREATE") -> di
 def test_the_webhook_holds_managed_jobs_and_a_job_phalanx_refuses_says_why(
     api: FakeAPIServer, kubeconfig: Path, tmp_path: Path, controller: FakeJobController,
 ) -> None:
-    with _control_plane(tmp_path, kubeconfig, "--manage-namespaces", SELECTOR) as client:
-        url = client.url + "/admission/batch-jobs"
-        answer = httpx.post(url, json=review(MANAGED, batch_job("hooked"))).json()
+    # The certificate the render would make, here for the loopback address.
+    tls = make_certificate(["127.0.0.1"])
+    certs = tmp_path / "tls"
+    certs.mkdir()
+    (certs / "tls.crt").write_bytes(tls.cert)
+    (certs / "tls.key").write_bytes(tls.key)
+    (certs / "ca.crt").write_bytes(tls.ca)
+    with _control_plane(tmp_path, kubeconfig, "--manage-namespaces", SELECTOR,
+                        "--webhook-cert-dir", str(certs), "--webhook-port", "0") as client:
+        served = json.loads((tmp_path / "home" / "server.json").read_text())["webhook"]
+        assert served.startswith("https://")
+        # The API server's side: TLS checked against the caBundle.
+        https = httpx.Client(verify=ssl.create_default_context(cafile=certs / "ca.crt"))
+        url = served + "/admission/batch-jobs"
+        assert https.get(served + "/v1/jobs").status_code == 404  # only the webhook there
+        with pytest.raises(httpx.ConnectError):  # a client that does not trust the CA
+            httpx.post(url, json=review(MANAGED, batch_job("hooked")))
+        answer = https.post(url, json=review(MANAGED, batch_job("hooked"))).json()
         response = answer["response"]
         assert answer["kind"] == "AdmissionReview"
         assert response["uid"] == "705ab4f5-6393-11e8-b7cc-42010a800002"
@@ -284,10 +301,10 @@ def test_the_webhook_holds_managed_jobs_and_a_job_phalanx_refuses_says_why(
         for other in (review(UNMANAGED, batch_job("x")),
                       review(MANAGED, batch_job("x"), operation="UPDATE"),
                       review(MANAGED, batch_job("x", queue=None))):
-            response = httpx.post(url, json=other).json()["response"]
+            response = https.post(url, json=other).json()["response"]
             assert response == {"uid": "705ab4f5-6393-11e8-b7cc-42010a800002",
                                 "allowed": True}
-        refused = httpx.post(url, json={"kind": "Pod"})
+        refused = https.post(url, json={"kind": "Pod"})
         assert refused.status_code == 400
         assert refused.json()["error"]["field"] == "body"
         # A Job Phalanx cannot queue stays suspended, saying why where kubectl shows it.

@@ -31,6 +31,7 @@ from phalanx.control.retention import DEFAULT_WORKDIR_RETENTION
 from phalanx.defaults import (
     DEFAULT_HOST,
     DEFAULT_PORT,
+    DEFAULT_WEBHOOK_PORT,
     HOME_ENV,
     PRIVATE_UMASK,
     SERVER_FILE,
@@ -50,6 +51,7 @@ from phalanx.server.logstream import LogLimits
 from phalanx.server.redaction import SecretEnvRule
 from phalanx.server.replicas import Elector, ReplicaApp, check_ha_store, exit_lost
 from phalanx.server.secrets import SecretVault
+from phalanx.server.webhook import WebhookListener
 from phalanx.spec.base import check_api_url
 from phalanx.spec.computeplanes import PlaneOptions
 from phalanx.spec.planes import LOCAL_PLANE
@@ -131,6 +133,15 @@ def listen(host: str, port: int) -> socket.socket:
     return sock
 
 
+def _listen_as(host: str, port: int, flag: str) -> socket.socket:
+    """``listen``, its refusal naming ``flag``."""
+    try:
+        return listen(host, port)
+    except SpecError as exc:
+        raise SpecError(exc.message, field=flag,
+                        fix=f"pass another {flag} (0: any free port)") from None
+
+
 @_owner_only_files
 def serve(
     home: Path | None = None,
@@ -153,6 +164,8 @@ def serve(
     advertise_url: str | None = None,
     workdir_retention: float | None = DEFAULT_WORKDIR_RETENTION,
     plane_options: PlaneOptions | None = None,
+    webhook_cert_dir: Path | None = None,
+    webhook_port: int = DEFAULT_WEBHOOK_PORT,
     **more_plane_options: object,
 ) -> None:
     """Run the control plane in the foreground until SIGINT or SIGTERM.
@@ -174,7 +187,8 @@ def serve(
     and advertising ``advertise_url`` (default: the address it listens on) to the others
     (``server/replicas.py``); ``workdir_retention``:
     seconds an uploaded workdir no live job names is kept after its last use (None or 0:
-    pruned only when an admin asks).
+    pruned only when an admin asks); ``webhook_cert_dir``: serve the admission webhook
+    over TLS on ``webhook_port`` with the certificate there (``server/webhook.py``).
     ``plane_options`` (and any more keywords): the plane's own options, as declared in
     ``spec/computeplanes/``.
 
@@ -199,6 +213,8 @@ def serve(
         if advertise_url is not None:
             check_api_url(advertise_url, "--advertise-url")
     sock = listen(host, port)  # first: a taken port is said before anything starts
+    webhook = None if webhook_cert_dir is None else WebhookListener(
+        webhook_cert_dir, _listen_as(host, webhook_port, "--webhook-port"))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     loosened = tighten_state_dir(home)
     if loosened:
@@ -220,6 +236,8 @@ def serve(
         "compute": compute if local_plane else "workers only",
         "db": redact_url(db) if db else "sqlite",
     }
+    if webhook is not None:
+        info["webhook"] = f"https://{url_host}:{webhook.port}"
     if compute_plane(compute).pods_elsewhere and pod_api_url is None:
         logging.getLogger("phalanx").warning(
             "no --pod-api-url: job pods are told the API is at %s, which they may not reach "
@@ -255,14 +273,20 @@ def serve(
                          interactive=interactive, planes=planes,
                          control_plane_id=control_plane_id(home), home=home,
                          workdirs=workdirs)
+        if webhook is not None:  # the leader's: only it holds what the webhook answers from
+            webhook.start(app)
         return _Leader(controller, plane, planes, app)
 
     server_file = home / SERVER_FILE
-    if not ha:
-        _run_alone(build(), sock, server_file, info, store, lock)
-        return
-    _run_replica(build, sock, server_file, info, store, lock,
-                 advertise_url or str(info["url"]), lease_seconds)
+    try:
+        if not ha:
+            _run_alone(build(), sock, server_file, info, store, lock)
+            return
+        _run_replica(build, sock, server_file, info, store, lock,
+                     advertise_url or str(info["url"]), lease_seconds)
+    finally:
+        if webhook is not None:
+            webhook.stop()
 
 
 @dataclass

@@ -51,7 +51,7 @@ from phalanx.server.logstream import LogLimits
 from phalanx.server.redaction import SecretEnvRule
 from phalanx.server.replicas import Elector, ReplicaApp, check_ha_store, exit_lost
 from phalanx.server.secrets import SecretVault
-from phalanx.server.webhook import WebhookListener
+from phalanx.server.webhook import WebhookListener, check_cert_dir
 from phalanx.spec.base import check_api_url
 from phalanx.spec.computeplanes import PlaneOptions
 from phalanx.spec.planes import LOCAL_PLANE
@@ -212,6 +212,8 @@ def serve(
         check_lease_seconds(lease_seconds, "--lease")
         if advertise_url is not None:
             check_api_url(advertise_url, "--advertise-url")
+    if webhook_cert_dir is not None:
+        check_cert_dir(webhook_cert_dir)
     sock = listen(host, port)  # first: a taken port is said before anything starts
     webhook = None if webhook_cert_dir is None else WebhookListener(
         webhook_cert_dir, _listen_as(host, webhook_port, "--webhook-port"))

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import logging
 import socket
+import ssl
 import threading
+import time
 from pathlib import Path
 
 import uvicorn
@@ -62,6 +64,13 @@ class WebhookListener:
 
     def __init__(self, cert_dir: Path, sock: socket.socket) -> None:
         self.cert, self.key = check_cert_dir(cert_dir)
+        try:  # read now: a bad pair is said at start, before anything runs
+            ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(
+                self.cert, self.key)
+        except (OSError, ValueError) as exc:
+            raise SpecError(f"cannot serve TLS with {self.cert} and {self.key}: {exc}",
+                            field="--webhook-cert-dir",
+                            fix="mount a matching PEM certificate and key") from None
         self.sock = sock
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
@@ -74,17 +83,15 @@ class WebhookListener:
         config = uvicorn.Config(_AdmissionOnly(app), log_level="warning", access_log=False,
                                 lifespan="off", ssl_certfile=str(self.cert),
                                 ssl_keyfile=str(self.key))
-        try:
-            config.load()  # reads the certificate now: a bad one is said at start
-        except (OSError, ValueError) as exc:
-            raise SpecError(f"cannot serve TLS with {self.cert} and {self.key}: {exc}",
-                            field="--webhook-cert-dir",
-                            fix="mount a matching PEM certificate and key") from None
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run,
                                         kwargs={"sockets": [self.sock]},
                                         name="phalanx-webhook", daemon=True)
         self._thread.start()
+        deadline = time.monotonic() + 10
+        while not self._server.started and self._thread.is_alive() \
+                and time.monotonic() < deadline:  # listening when this returns
+            time.sleep(0.01)
         log.info("admission webhook listening on port %d (TLS)", self.port)
 
     def stop(self) -> None:

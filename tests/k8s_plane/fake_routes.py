@@ -14,6 +14,7 @@ from tests.k8s_plane import fake_provreq
 from tests.k8s_plane.audit import access_of
 from tests.k8s_plane.fake_apiserver import _NAME, NAMESPACED, matches, status_body
 from tests.k8s_plane.fake_exec import serve_exec
+from tests.k8s_plane.fake_pod_rules import spec_change
 
 if TYPE_CHECKING:
     from tests.k8s_plane.fake_apiserver import FakeAPIServer
@@ -269,6 +270,10 @@ class Handler(BaseHTTPRequestHandler):
                     return self._fail(422, "Invalid", f'ProvisioningRequest "{name}" is '
                                       f"invalid: {why}")
                 body = {k: v for k, v in (body or {}).items() if k != "status"}
+            if plural == "pods":  # a pod's spec changes only as the API server allows
+                why = spec_change(found, body or {})
+                if why is not None:
+                    return self._fail(422, "Invalid", f'Pod "{name}" is invalid: {why}')
             self._send(200, self.api.update(plural, name, body, ns))
         return None
 

@@ -11,6 +11,8 @@ from pathlib import Path
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 7780
+# The admission webhook's TLS port (Kubernetes-native admission; server/webhook.py).
+DEFAULT_WEBHOOK_PORT = 9443
 DEFAULT_URL = f"http://{DEFAULT_HOST}:{DEFAULT_PORT}"
 
 HOME_ENV = "PHALANX_HOME"

@@ -57,6 +57,10 @@ COMBINATIONS: dict[str, dict[str, Any]] = {
         "persistence": {"storageClassName": "nfs-client"},
         "worker": {"replicas": 3},
     },
+    "native-admission": {  # the webhook, its generated certificate, the native RBAC
+        "namespace": "ml-platform",
+        "manageNamespaces": "phalanx.dev/managed=true,team=research",
+    },
     "existing-claim-stopped": {
         "persistence": {"existingClaim": "old-phalanx-state"},
         "worker": {"replicas": 0, "enableRunInteractivity": False},

@@ -17,7 +17,8 @@ path answer 429, 500, 410, ...).
 
 A built-in kubelet plays pods: ``run_pod`` binds a pod to the node its affinity
 names, marks it Running, writes its log, and finishes it; ``autopilot`` does
-that to every pod created.
+that to every pod created. As the kube-scheduler, it never binds a pod that carries
+scheduling gates: autopilot waits until they are all removed (or the pod is gone).
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from tests.k8s_plane.audit import Access
 
 Object = dict[str, Any]
 NAMESPACED = ("pods", "services", "configmaps", "secrets", "events", "podgroups", "rayclusters",
@@ -136,6 +139,7 @@ class FakeAPIServer:
         self.rv = 1
         self.faults: list[Fault] = []
         self.requests: list[tuple[str, str, int]] = []
+        self.accesses: list[Access] = []  # each request as RBAC sees it (audit.py)
         self.logs: dict[tuple[str, str], bytearray] = {}
         self.autopilot: dict[str, Any] | None = None
         self.closing = False
@@ -316,11 +320,16 @@ class FakeAPIServer:
 
     def bind(self, namespace: str, name: str) -> str:
         pod = self.objects[("pods", namespace, name)]
+        if pod["spec"].get("schedulingGates"):
+            raise AssertionError(f"pod {namespace}/{name} is gated: no scheduler binds it")
         terms = (pod["spec"].get("affinity", {}).get("nodeAffinity", {})
                  .get("requiredDuringSchedulingIgnoredDuringExecution", {})
                  .get("nodeSelectorTerms", [{}]))
-        fields = terms[0].get("matchFields") or [{}]
-        node = pod["spec"].get("nodeName") or (fields[0].get("values") or ["node-0"])[0]
+        allowed: set[str] | None = None  # every requirement of the first term holds
+        for field in terms[0].get("matchFields") or []:
+            values = set(field.get("values") or [])
+            allowed = values if allowed is None else allowed & values
+        node = pod["spec"].get("nodeName") or min(allowed or {"node-0"})
         return str(node)
 
     def start_pod(self, namespace: str, name: str) -> None:
@@ -367,6 +376,12 @@ class FakeAPIServer:
                     "imageID": "", "state": {"waiting": {"reason": reason}}}]}}, namespace)
 
     def _autopilot(self, namespace: str, name: str, pilot: dict[str, Any]) -> None:
+        with self.lock:  # gated: not scheduled until its gates are removed
+            while not self.closing:
+                pod = self.objects.get(("pods", namespace, name))
+                if pod is None or not pod["spec"].get("schedulingGates"):
+                    break
+                self.changed.wait(1.0)
         time.sleep(pilot.get("start_after", 0.1))
         try:
             self.start_pod(namespace, name)

@@ -9,7 +9,9 @@ What it does, as the Job controller does it: ``parallelism`` pods, named
 nothing for a suspended Job, whose running pods it deletes (condition ``Suspended``); the
 counts ``active``, ``ready``, ``succeeded`` and ``failed``; ``Complete`` once
 ``completions`` pods succeeded, ``Failed`` once more than ``backoffLimit`` failed (a failed
-pod is replaced meanwhile). The fake kubelet (``autopilot``) runs the pods.
+pod is replaced meanwhile). The fake kubelet (``autopilot``) runs the pods, once ungated.
+``limit`` holds the controller back (at most that many pods per Job), as a slow controller
+or a quota on pods would: a test sees a gang whose pods do not all exist yet.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ class FakeJobController:
     def __init__(self, api: FakeAPIServer) -> None:
         self.api = api
         self.made: list[str] = []  # every pod made, in order
+        self.limit: int | None = None  # the most live pods a Job gets (None: parallelism)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="fake-job-controller",
                                         daemon=True)
@@ -78,8 +81,9 @@ class FakeJobController:
                         if p["status"].get("phase") == "Succeeded"}
         live_indexes = {p["metadata"]["annotations"].get(INDEX) for p in live}
         if succeeded < completions and failed <= int(spec.get("backoffLimit", 6)):
+            most = parallelism if self.limit is None else min(parallelism, self.limit)
             for index in range(parallelism):
-                if len(live) >= parallelism - succeeded:
+                if len(live) >= most - succeeded:
                     break
                 if str(index) in done_indexes or str(index) in live_indexes:
                     continue

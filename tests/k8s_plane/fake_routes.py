@@ -11,8 +11,10 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
 
 from tests.k8s_plane import fake_provreq
+from tests.k8s_plane.audit import access_of
 from tests.k8s_plane.fake_apiserver import _NAME, NAMESPACED, matches, status_body
 from tests.k8s_plane.fake_exec import serve_exec
+from tests.k8s_plane.fake_pod_rules import spec_change
 
 if TYPE_CHECKING:
     from tests.k8s_plane.fake_apiserver import FakeAPIServer
@@ -77,8 +79,13 @@ class Handler(BaseHTTPRequestHandler):
         self._send(code, status_body(code, reason, message or reason))
 
     def _log(self, code: int) -> None:
+        url = urlsplit(self.path)
+        access = access_of(self.command, url.path,
+                           {k: v[-1] for k, v in parse_qs(url.query).items()})
         with self.api.lock:
-            self.api.requests.append((self.command, urlsplit(self.path).path, code))
+            self.api.requests.append((self.command, url.path, code))
+            if access is not None:
+                self.api.accesses.append(access)
 
     def _start_stream(self, content_type: str) -> None:
         self._log(200)
@@ -263,6 +270,10 @@ class Handler(BaseHTTPRequestHandler):
                     return self._fail(422, "Invalid", f'ProvisioningRequest "{name}" is '
                                       f"invalid: {why}")
                 body = {k: v for k, v in (body or {}).items() if k != "status"}
+            if plural == "pods":  # a pod's spec changes only as the API server allows
+                why = spec_change(found, body or {})
+                if why is not None:
+                    return self._fail(422, "Invalid", f'Pod "{name}" is invalid: {why}')
             self._send(200, self.api.update(plural, name, body, ns))
         return None
 

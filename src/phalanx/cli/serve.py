@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -10,7 +11,12 @@ from phalanx.cli import daemon
 from phalanx.cli.output import err, note, reports_errors
 from phalanx.cli.planeoptions import plane_args, with_plane_options
 from phalanx.cli.settings import Settings, settings_of
-from phalanx.defaults import DEFAULT_HOST, DEFAULT_LEASE_SECONDS, DEFAULT_PORT
+from phalanx.defaults import (
+    DEFAULT_HOST,
+    DEFAULT_LEASE_SECONDS,
+    DEFAULT_PORT,
+    DEFAULT_WEBHOOK_PORT,
+)
 from phalanx.errors import AuthError, ConnectionFailed, ServerError, SpecError
 from phalanx.spec import parse_duration
 from phalanx.spec.base import check_api_url
@@ -100,6 +106,13 @@ def up(
         help="With --ha: where the leader's lease is kept: store (default: a row in the "
         "PostgreSQL store), or kubernetes[:NAMESPACE/NAME] (a coordination.k8s.io Lease, "
         "default phalanx-control-plane in the credentials' namespace)")] = None,
+    webhook_cert_dir: Annotated[
+        Path | None, typer.Option(help="Serve the admission webhook of --manage-namespaces "
+                                  "over TLS with tls.crt and tls.key of this directory (a "
+                                  "kubernetes.io/tls Secret's mount)")] = None,
+    webhook_port: Annotated[int, typer.Option(help="With --webhook-cert-dir: the port it "
+                                              "listens on (0: any free port)")]
+    = DEFAULT_WEBHOOK_PORT,
     plane_options: PlaneOptions | None = None,
 ) -> None:
     """Start the embedded control plane (foreground, or in the background with -d)."""
@@ -138,6 +151,7 @@ def up(
             leader_lease=leader_lease or "store",
             workdir_retention=keep_workdirs or None,
             plane_options=options,
+            webhook_cert_dir=webhook_cert_dir, webhook_port=webhook_port,
         )
         return
     running = daemon.server_info(home)
@@ -159,6 +173,9 @@ def up(
     if not local_plane:
         args += ["--no-local-plane"]
     args += ["--worker-grace", worker_grace, "--worker-lost-after", worker_lost_after]
+    if webhook_cert_dir is not None:
+        args += ["--webhook-cert-dir", str(webhook_cert_dir.resolve()),
+                 "--webhook-port", str(webhook_port)]
     try:
         with err.status("Starting the Phalanx control plane...") as spinner:
             info = daemon.start_detached(

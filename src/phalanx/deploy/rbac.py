@@ -108,14 +108,20 @@ def worker_cluster_rules(values: Values) -> list[Rule]:
 
 
 def native_rules(values: Values) -> list[Rule]:
-    """Kubernetes-native admission (``manageNamespaces``): the Jobs it follows, suspends
-    and unsuspends and whose conditions it writes; the namespaces its selector picks; the
-    Events it records on the Jobs. Nothing else of theirs: the Job controller makes the pods."""
+    """Kubernetes-native admission (``manageNamespaces``), verb for verb what it does: the
+    Jobs it follows (list, watch) and suspends and unsuspends (merge patches); their status,
+    read and patched for its conditions; the namespaces its selector picks; the pods of the
+    Jobs it admitted, followed and patched to remove their scheduling gate (the Job
+    controller makes and deletes them); the Events it records on the Jobs. Kubernetes RBAC
+    cannot name namespaces by label, so these are cluster-wide; Phalanx touches only
+    objects in the namespaces the selector picks."""
     if values.manage_namespaces is None:
         return []
     return [
-        _rule(["batch"], ["jobs", "jobs/status"], ["get", "list", "watch", "update", "patch"]),
+        _rule(["batch"], ["jobs"], ["list", "watch", "patch"]),
+        _rule(["batch"], ["jobs/status"], ["get", "patch"]),
         _rule([""], ["namespaces"], ["list", "watch"]),
+        _rule([""], ["pods"], ["list", "watch", "patch"]),
         _rule([""], ["events"], ["create"]),
     ]
 

@@ -10,7 +10,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel
 
-from phalanx.deploy import rbac, workloads
+from phalanx.deploy import rbac, webhook, workloads
 from phalanx.deploy.rbac import Manifest
 from phalanx.deploy.values import Values
 
@@ -45,12 +45,16 @@ def render_files(values: Values) -> dict[str, list[Manifest]]:
             *([workloads.deployment(values)] if running else []),
         ]
     else:
+        tls = webhook.certificate_for(values, workloads.SERVICE_NAME) if running else None
         files["control-plane.yaml"] = [
             *rbac.worker_rbac(values),
             *workloads.secrets(values),
             *(workloads.state_claim(values) if running else []),
-            *([workloads.api_service(values), workloads.deployment(values)] if running else []),
+            *([workloads.api_service(values), workloads.deployment(values, tls)]
+              if running else []),
             *workloads.disruption_budget(values),
+            *(webhook.webhook_manifests(values, workloads.SERVICE_NAME, tls)
+              if running else []),
         ]
     files |= {
         "runs.yaml": rbac.runs_rbac(values),

@@ -444,6 +444,12 @@ class Values(Model):
         default=None, description="Kubernetes-native admission: a label selector (key=value, "
         "comma-separated) of the namespaces whose batch/v1 Jobs created with kubectl Phalanx "
         "queues and admits (`phalanx up --manage-namespaces`); unset: none")
+    webhook_certificate: Literal["generate", "cert-manager"] = Field(
+        default="generate", description="With manageNamespaces, who makes the admission "
+        "webhook's TLS certificate: generate (each render makes a CA and a serving "
+        "certificate, into the Secret phalanx-webhook-tls and the webhook's caBundle) or "
+        "cert-manager (an Issuer and a Certificate for cert-manager, which injects the "
+        "caBundle)")
     node_doctor: NodeDoctor = Field(
         default_factory=NodeDoctor, description="The node health agent (DaemonSet)"
     )

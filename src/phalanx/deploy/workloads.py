@@ -12,6 +12,7 @@ import json
 from typing import Any
 
 from phalanx.defaults import LEADER_LEASE_NAME
+from phalanx.deploy import webhook
 from phalanx.deploy.rbac import (
     Manifest,
     doctor_account,
@@ -102,7 +103,10 @@ def api_service(values: Values) -> Manifest:
             "type": svc.type,
             "selector": _selector("control-plane"),
             "ports": [{"name": "http", "port": svc.port, "targetPort": "http",
-                       "protocol": "TCP"}],
+                       "protocol": "TCP"},
+                      *([{"name": "webhook", "port": webhook.SERVICE_PORT,
+                          "targetPort": "webhook", "protocol": "TCP"}]
+                        if webhook.enabled(values) else [])],
         },
     }
 
@@ -181,6 +185,9 @@ def control_plane_args(values: Values) -> list[str]:
         args += ["--ha", "--advertise-url", f"http://$(POD_IP):{API_PORT}"]
         if values.worker.leader_lease == "kubernetes":
             args += ["--leader-lease", f"kubernetes:{values.namespace}/{LEADER_LEASE_NAME}"]
+    if webhook.enabled(values):  # the admission webhook, over TLS (deploy/webhook.py)
+        args += ["--webhook-cert-dir", webhook.CERT_DIR,
+                 "--webhook-port", str(webhook.WEBHOOK_PORT)]
     return args
 
 
@@ -234,6 +241,14 @@ def _control_plane_container(values: Values) -> dict[str, Any]:
     ready = {"httpGet": {"path": "/readyz", "port": "http"}} if replicated(values) else probe
     if replicated(values):
         env.append({"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}})
+    ports = [{"name": "http", "containerPort": API_PORT, "protocol": "TCP"}]
+    mounts: list[dict[str, Any]] = [{"name": "state", "mountPath": STATE_DIR},
+                                    {"name": "tmp", "mountPath": "/tmp"}]
+    if webhook.enabled(values):
+        ports.append({"name": "webhook", "containerPort": webhook.WEBHOOK_PORT,
+                      "protocol": "TCP"})
+        mounts.append({"name": "webhook-tls", "mountPath": webhook.CERT_DIR,
+                       "readOnly": True})
     return {
         "name": "phalanx",
         "image": values.image.reference,
@@ -241,15 +256,14 @@ def _control_plane_container(values: Values) -> dict[str, Any]:
         "command": ["phalanx"],
         "args": control_plane_args(values),
         "env": env,
-        "ports": [{"name": "http", "containerPort": API_PORT, "protocol": "TCP"}],
+        "ports": ports,
         # Migrations run before the server listens: give startup its own, longer budget.
         "startupProbe": {**probe, "periodSeconds": 2, "failureThreshold": 90},
         "readinessProbe": {**ready, "periodSeconds": 2 if replicated(values) else 5},
         "livenessProbe": {**probe, "periodSeconds": 10, "failureThreshold": 6},
         "resources": _resources(values.worker.resources),
         "securityContext": _container_security(),
-        "volumeMounts": [{"name": "state", "mountPath": STATE_DIR},
-                         {"name": "tmp", "mountPath": "/tmp"}],
+        "volumeMounts": mounts,
     }
 
 
@@ -295,13 +309,20 @@ def _key_volume(values: Values) -> dict[str, Any]:
         "defaultMode": 0o400}}
 
 
-def deployment(values: Values) -> Manifest:
+def deployment(values: Values, tls: webhook.ServingCertificate | None = None) -> Manifest:
+    """The control plane's (or the worker's) Deployment; ``tls``: the webhook's certificate
+    the render made, whose digest on the pod template rolls the pods when it changes."""
     worker = values.worker
     cluster = values.mode == "cluster"
     component = worker_component(values)
     volumes = ([{"name": "state", "emptyDir": {}}, {"name": "tmp", "emptyDir": {}},
                 _key_volume(values)] if cluster
                else [_state_volume(values), {"name": "tmp", "emptyDir": {}}])
+    if webhook.enabled(values):
+        volumes.append({"name": "webhook-tls", "secret": {
+            "secretName": webhook.TLS_SECRET, "defaultMode": 0o400,
+            "items": [{"key": "tls.crt", "path": "tls.crt"},
+                      {"key": "tls.key", "path": "tls.key"}]}})
     pod: dict[str, Any] = {
         "serviceAccountName": worker_account(values),
         "automountServiceAccountToken": True,  # in-cluster config reads the mounted token
@@ -322,9 +343,16 @@ def deployment(values: Values) -> Manifest:
             "replicas": worker.replicas,
             "strategy": _strategy(values),
             "selector": {"matchLabels": _selector(component)},
-            "template": {"metadata": {"labels": labels(component)}, "spec": pod},
+            "template": {"metadata": _template_meta(component, tls), "spec": pod},
         },
     }
+
+
+def _template_meta(component: str, tls: webhook.ServingCertificate | None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"labels": labels(component)}
+    if tls is not None:
+        meta["annotations"] = {webhook.CERT_ANNOTATION: tls.digest}
+    return meta
 
 
 def _strategy(values: Values) -> dict[str, Any]:

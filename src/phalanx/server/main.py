@@ -31,6 +31,7 @@ from phalanx.control.retention import DEFAULT_WORKDIR_RETENTION
 from phalanx.defaults import (
     DEFAULT_HOST,
     DEFAULT_PORT,
+    DEFAULT_WEBHOOK_PORT,
     HOME_ENV,
     PRIVATE_UMASK,
     SERVER_FILE,
@@ -58,6 +59,7 @@ from phalanx.server.replicas import (
     parse_leader_lease,
 )
 from phalanx.server.secrets import SecretVault
+from phalanx.server.webhook import WebhookListener, check_cert_dir
 from phalanx.spec.base import check_api_url
 from phalanx.spec.computeplanes import PlaneOptions
 from phalanx.spec.planes import LOCAL_PLANE
@@ -139,6 +141,15 @@ def listen(host: str, port: int) -> socket.socket:
     return sock
 
 
+def _listen_as(host: str, port: int, flag: str) -> socket.socket:
+    """``listen``, its refusal naming ``flag``."""
+    try:
+        return listen(host, port)
+    except SpecError as exc:
+        raise SpecError(exc.message, field=flag,
+                        fix=f"pass another {flag} (0: any free port)") from None
+
+
 @_owner_only_files
 def serve(
     home: Path | None = None,
@@ -162,6 +173,8 @@ def serve(
     leader_lease: str = "store",
     workdir_retention: float | None = DEFAULT_WORKDIR_RETENTION,
     plane_options: PlaneOptions | None = None,
+    webhook_cert_dir: Path | None = None,
+    webhook_port: int = DEFAULT_WEBHOOK_PORT,
     **more_plane_options: object,
 ) -> None:
     """Run the control plane in the foreground until SIGINT or SIGTERM.
@@ -184,7 +197,9 @@ def serve(
     (``server/replicas.py``); ``leader_lease``: where that lease is kept, ``store`` or
     ``kubernetes[:NAMESPACE/NAME]`` (a Lease object, ``compute/kubernetes/leader.py``);
     ``workdir_retention``: seconds an uploaded workdir no live job names is kept after its
-    last use (None or 0: pruned only when an admin asks).
+    last use (None or 0: pruned only when an admin asks); ``webhook_cert_dir``: serve the
+    admission webhook over TLS on ``webhook_port`` with the certificate there
+    (``server/webhook.py``).
     ``plane_options`` (and any more keywords): the plane's own options, as declared in
     ``spec/computeplanes/``.
 
@@ -209,7 +224,11 @@ def serve(
         parse_leader_lease(leader_lease)
         if advertise_url is not None:
             check_api_url(advertise_url, "--advertise-url")
+    if webhook_cert_dir is not None:
+        check_cert_dir(webhook_cert_dir)
     sock = listen(host, port)  # first: a taken port is said before anything starts
+    webhook = None if webhook_cert_dir is None else WebhookListener(
+        webhook_cert_dir, _listen_as(host, webhook_port, "--webhook-port"))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     loosened = tighten_state_dir(home)
     if loosened:
@@ -235,6 +254,8 @@ def serve(
         "compute": compute if local_plane else "workers only",
         "db": redact_url(db) if db else "sqlite",
     }
+    if webhook is not None:
+        info["webhook"] = f"https://{url_host}:{webhook.port}"
     if compute_plane(compute).pods_elsewhere and pod_api_url is None:
         logging.getLogger("phalanx").warning(
             "no --pod-api-url: job pods are told the API is at %s, which they may not reach "
@@ -270,14 +291,20 @@ def serve(
                          interactive=interactive, planes=planes,
                          control_plane_id=control_plane_id(home), home=home,
                          workdirs=workdirs)
+        if webhook is not None:  # the leader's: only it holds what the webhook answers from
+            webhook.start(app)
         return _Leader(controller, plane, planes, app)
 
     server_file = home / SERVER_FILE
-    if not ha:
-        _run_alone(build(), sock, server_file, info, store, lock)
-        return
-    _run_replica(build, sock, server_file, info, store, lock,
-                 advertise_url or str(info["url"]), lease_seconds, leases)
+    try:
+        if not ha:
+            _run_alone(build(), sock, server_file, info, store, lock)
+            return
+        _run_replica(build, sock, server_file, info, store, lock,
+                     advertise_url or str(info["url"]), lease_seconds, leases)
+    finally:
+        if webhook is not None:
+            webhook.stop()
 
 
 @dataclass

@@ -11,11 +11,12 @@ managed Job a Phalanx job (``control/native.py``) and stores it before anything 
 
 When the control plane launches that job's admitted attempt, the Job is unsuspended with its
 pods pinned (a required node affinity) to the nodes Phalanx placed the gang on, tolerating
-their taints, which is what the flavor's node labels and tolerations select; the Job
-controller then makes the pods. The attempt's state is read from the Job's status (active,
-ready, succeeded, conditions), so the RBAC is jobs and jobs/status alone. Stopping the
-attempt (preemption, cancel) suspends the Job again and restores its template, as Kueue's
-eviction does; deleting the Job ends the Phalanx job. Conditions (``QuotaReserved``,
+their taints, which is what the flavor's node labels and tolerations select, and gated
+(``schedulingGates``); the Job controller then makes the pods, and once all of the gang's
+exist Phalanx un-gates each onto its own placed node (``gates.py``). The attempt's state is
+read from the Job's status (active, ready, succeeded, conditions). Stopping the attempt
+(preemption, cancel) suspends the Job again and restores its template, as Kueue's eviction
+does; deleting the Job ends the Phalanx job. Conditions (``QuotaReserved``,
 ``Admitted``, ``Evicted``) and Events on the Job say what Phalanx did, where kubectl looks.
 
 Nothing here decides anything: ``phalanx.spec.manifests.native`` says what a Job means,
@@ -35,6 +36,15 @@ from urllib.parse import quote
 
 from phalanx.compute.base import PodPhase, PodRef, PodState
 from phalanx.compute.kubernetes.client import KubeClient, KubeError, Object
+from phalanx.compute.kubernetes.gates import (
+    ATTEMPT_LABEL,
+    GATE,
+    POD_LABEL,
+    Gang,
+    GangGates,
+    pinned,
+    with_gate,
+)
 from phalanx.compute.kubernetes.health import now_rfc3339
 from phalanx.compute.kubernetes.status import TERMINATED, timestamp
 from phalanx.compute.kubernetes.watch import Informer
@@ -55,8 +65,6 @@ log = logging.getLogger("phalanx.compute.kubernetes")
 JOBS = "/apis/batch/v1/jobs"
 # The template's scheduling fields as they were before Phalanx injected its own (JSON).
 ORIGINAL_ANNOTATION = "phalanx.dev/original-scheduling"
-# On the pod template of an admitted Job: the Phalanx job its pods are counted under.
-POD_LABEL = "phalanx.dev/admitted-job"
 
 
 def job_path(namespace: str, name: str) -> str:
@@ -103,14 +111,19 @@ class NativeJobs:
             read_timeout=read_timeout)
         self.job_informer = Informer(client, JOBS, name="managed-jobs", on_list=self._list_jobs,
                                      on_event=self._job_event, read_timeout=read_timeout)
+        self.gates = GangGates(client, on_waiting=self._gang_waiting,
+                               on_released=self._gang_released, read_timeout=read_timeout)
 
     def start(self, timeout: float = 30.0) -> None:
         self.namespace_informer.start()
         self.namespace_informer.synced.wait(timeout)
         self.job_informer.start()
         self.job_informer.synced.wait(timeout)
+        self.gates.informer.start()
+        self.gates.informer.synced.wait(timeout)
 
     def stop(self) -> None:
+        self.gates.informer.stop()
         self.job_informer.stop()
         self.namespace_informer.stop()
 
@@ -268,29 +281,35 @@ class NativeJobs:
             raise KubeError(404, "NotFound", f"the object of job {job.name} is gone")
         tracked = _Launched(attempt, key[0], key[1], job.pod_sets[0].name,
                             sum(p.replicas for p in job.pod_sets))
+        placed = tuple(n for ps in admission.pod_sets for n in ps.nodes)
+        gang = Gang(job.name, key[0], attempt, tracked.replicas, placed)
         annotations = (obj.get("metadata") or {}).get("annotations") or {}
         if annotations.get(ADMITTED_ANNOTATION) == str(attempt):  # launched before a restart
             with self._lock:
                 self._launched[job.name] = tracked
+            self.gates.expect(gang)  # what the last run left gated is released
             return
-        nodes = sorted({n for ps in admission.pod_sets for n in ps.nodes})
+        nodes = sorted(set(placed))
         template_spec = ((obj.get("spec") or {}).get("template") or {}).get("spec") or {}
         original = annotations.get(ORIGINAL_ANNOTATION) or json.dumps({
             "affinity": template_spec.get("affinity"),
-            "tolerations": template_spec.get("tolerations")})
+            "tolerations": template_spec.get("tolerations"),
+            "schedulingGates": template_spec.get("schedulingGates")})
         before = json.loads(original)
         merged = list(before.get("tolerations") or [])
         merged += [t for t in tolerations if t not in merged]
         with self._lock:  # before its pods can appear: they are Phalanx's, not foreign
             self._launched[job.name] = tracked
+        self.gates.expect(gang)
         self.client.patch(job_path(*key), {
             "metadata": {"annotations": {ADMITTED_ANNOTATION: str(attempt),
                                          JOB_ANNOTATION: job.name,
                                          ORIGINAL_ANNOTATION: original}},
             "spec": {"suspend": False, "template": {
-                "metadata": {"labels": {POD_LABEL: job.name}},
-                "spec": {"affinity": _pinned(before.get("affinity"), nodes),
-                         "tolerations": merged or None}}},
+                "metadata": {"labels": {POD_LABEL: job.name, ATTEMPT_LABEL: str(attempt)}},
+                "spec": {"affinity": pinned(before.get("affinity"), nodes),
+                         "tolerations": merged or None,
+                         "schedulingGates": with_gate(before.get("schedulingGates"))}}},
         })
         where = ", ".join(nodes) or "no node"
         message = (f"Phalanx admitted job {job.name} (attempt {attempt}) in ClusterQueue "
@@ -310,6 +329,7 @@ class NativeJobs:
             known.stopped_at = time.time()
             key = (known.namespace, known.name)
             obj = self._jobs.get(key)
+        self.gates.drop(job, attempt)
         if obj is None:  # deleted: nothing left to stop
             return
         annotations = (obj.get("metadata") or {}).get("annotations") or {}
@@ -319,9 +339,10 @@ class NativeJobs:
                 "metadata": {"annotations": {ADMITTED_ANNOTATION: None,
                                              ORIGINAL_ANNOTATION: None}},
                 "spec": {"suspend": True, "template": {
-                    "metadata": {"labels": {POD_LABEL: None}},
+                    "metadata": {"labels": {POD_LABEL: None, ATTEMPT_LABEL: None}},
                     "spec": {"affinity": before.get("affinity"),
-                             "tolerations": before.get("tolerations")}}},
+                             "tolerations": before.get("tolerations"),
+                             "schedulingGates": before.get("schedulingGates")}}},
             })
         except KubeError as exc:
             if exc.status != 404:
@@ -348,6 +369,7 @@ class NativeJobs:
             known = self._launched.get(job)
             if known is not None and known.attempt == attempt:
                 del self._launched[job]
+        self.gates.drop(job, attempt)
 
     def observe(self) -> list[PodState]:
         """The launched attempts' pods, as the Jobs' status counts them."""
@@ -358,6 +380,20 @@ class NativeJobs:
         for job, known, obj in launched:
             states.extend(_pods_of(job, known, obj))
         return states
+
+    def _gang_waiting(self, job: str, have: int, size: int) -> None:
+        self._say(job, "GangWaiting", f"{have} of the {size} pods of job {job} exist; Phalanx "
+                  f"keeps them gated ({GATE}) until the whole gang does")
+
+    def _gang_released(self, job: str, nodes: list[str]) -> None:
+        self._say(job, "GangReleased", f"all pods of job {job} exist: un-gated onto "
+                  f"{', '.join(nodes) or 'the placed nodes'}")
+
+    def _say(self, job: str, reason: str, message: str) -> None:
+        with self._lock:
+            known = self._launched.get(job)
+        if known is not None:
+            self.event((known.namespace, known.name), "Normal", reason, message)
 
     # ------------------------------------------------------------------ status and events
     def set_conditions(self, key: tuple[str, str],
@@ -412,19 +448,6 @@ def _default_queue(namespace: Object) -> str | None:
     value = ((namespace.get("metadata") or {}).get("annotations") or {}).get(
         DEFAULT_QUEUE_ANNOTATION)
     return str(value) if value else None
-
-
-def _pinned(affinity: Any, nodes: list[str]) -> Object:
-    """``affinity`` with every required node term also asking for one of ``nodes``."""
-    pin = {"key": "metadata.name", "operator": "In", "values": nodes}
-    out = json.loads(json.dumps(affinity or {}))
-    node_affinity = out.setdefault("nodeAffinity", {})
-    required = node_affinity.setdefault("requiredDuringSchedulingIgnoredDuringExecution", {})
-    terms = required.get("nodeSelectorTerms") or [{}]
-    for term in terms:
-        term["matchFields"] = [*(term.get("matchFields") or []), pin]
-    required["nodeSelectorTerms"] = terms
-    return out
 
 
 def _pods_of(job: str, known: _Launched, obj: Object | None) -> list[PodState]:

@@ -22,8 +22,8 @@ from fastapi.responses import JSONResponse
 
 from phalanx.errors import SpecError
 from phalanx.server.routes.context import ApiContext, error_response
+from phalanx.spec.manifests.native import ADMISSION_PATH
 
-ADMISSION_PATH = "/admission/batch-jobs"
 REVIEW_API = "admission.k8s.io/v1"
 
 

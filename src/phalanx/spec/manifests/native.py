@@ -37,6 +37,19 @@ NATIVE_LABEL = "phalanx.dev/native"
 # (Kueue's manageJobsWithoutQueueName, per namespace).
 DEFAULT_QUEUE_ANNOTATION = "phalanx.dev/default-queue"
 MAX_NAME = 63
+# Where the control plane answers the API server's admission webhook calls.
+ADMISSION_PATH = "/admission/batch-jobs"
+
+
+def managed_resources() -> list[tuple[str, str, str]]:
+    """(API group, version, resource) of each kind managed natively, as an admission
+    webhook's rules and RBAC name them (a kind's resource is its lower-cased plural, as
+    for every kind managed here)."""
+    out = []
+    for api_version, kind in CLUSTER_SET:
+        group, _, version = api_version.rpartition("/")
+        out.append((group, version, kind.lower() + "s"))
+    return out
 
 
 def managed_kind(obj: Mapping[str, Any]) -> bool:

@@ -2,8 +2,9 @@
 
 It keeps objects in memory and speaks the API's wire protocol for what the
 plane uses: namespaced pods, services, configmaps, secrets, events and scheduler-plugins
-podgroups, coordination.k8s.io leases, batch/v1 jobs (cluster-wide list and watch, a status
-subresource; ``fake_jobs.py`` plays their controller), KubeRay rayclusters, podtemplates and
+podgroups, coordination.k8s.io leases, batch/v1 jobs, JobSets (``jobset.x-k8s.io/v1alpha2``)
+and PyTorchJobs (``kubeflow.org/v1``) (cluster-wide list and watch, a status subresource;
+``fake_jobs.py`` plays the Job and JobSet controllers), KubeRay rayclusters, podtemplates and
 cluster-autoscaler provisioningrequests (``autoscaling.x-k8s.io/v1``: validated as the CRD
 is, spec immutable, status written only through its status subresource); cluster-scoped
 nodes and namespaces; list with label and field
@@ -36,11 +37,12 @@ from typing import Any
 
 Object = dict[str, Any]
 NAMESPACED = ("pods", "services", "configmaps", "secrets", "events", "podgroups", "rayclusters",
-              "podtemplates", "provisioningrequests", "leases", "jobs")
+              "podtemplates", "provisioningrequests", "leases", "jobs", "jobsets", "pytorchjobs")
 KINDS = {"pods": "Pod", "services": "Service", "configmaps": "ConfigMap", "secrets": "Secret",
          "events": "Event", "podgroups": "PodGroup", "nodes": "Node", "namespaces": "Namespace",
          "rayclusters": "RayCluster", "podtemplates": "PodTemplate",
-         "provisioningrequests": "ProvisioningRequest", "leases": "Lease", "jobs": "Job"}
+         "provisioningrequests": "ProvisioningRequest", "leases": "Lease", "jobs": "Job",
+         "jobsets": "JobSet", "pytorchjobs": "PyTorchJob"}
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 
 

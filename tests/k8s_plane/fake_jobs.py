@@ -10,6 +10,14 @@ nothing for a suspended Job, whose running pods it deletes (condition ``Suspende
 counts ``active``, ``ready``, ``succeeded`` and ``failed``; ``Complete`` once
 ``completions`` pods succeeded, ``Failed`` once more than ``backoffLimit`` failed (a failed
 pod is replaced meanwhile). The fake kubelet (``autopilot``) runs the pods.
+
+``FakeJobSetController`` plays JobSet's controller the same way: while a JobSet is not
+suspended, ``replicas`` child Jobs per replicated Job, ``<jobset>-<replicatedJob>-<index>``,
+made from that replicated Job's template and owned by the JobSet (the Job controller above
+makes their pods); while it is suspended, none (its child Jobs deleted, so resuming makes
+them afresh from the templates as they are then); ``replicatedJobsStatus`` (``ready``: Jobs
+whose pods all run or succeeded, ``succeeded``, ``failed``, ``active``) and the conditions
+``Completed`` (every child Job complete) and ``Failed`` (one failed).
 """
 
 from __future__ import annotations
@@ -116,6 +124,83 @@ class FakeJobController:
         if status != (job.get("status") or {}):
             self.api.update("jobs", job["metadata"]["name"], {"status": status},
                             job["metadata"]["namespace"])
+
+
+class FakeJobSetController(FakeJobController):
+    def _run(self) -> None:
+        while not self._stop.wait(0.02):
+            with self.api.lock:
+                for jobset in self.api.list("jobsets"):
+                    self._reconcile_set(jobset)
+
+    def _reconcile_set(self, jobset: Object) -> None:
+        meta, spec = jobset["metadata"], jobset.get("spec") or {}
+        status = copy.deepcopy(jobset.get("status") or {})
+        if any(c["type"] in ("Completed", "Failed") and c["status"] == "True"
+               for c in status.get("conditions") or []) or meta.get("deletionTimestamp"):
+            return
+        ns = meta["namespace"]
+        children = {j["metadata"]["name"]: j for j in self.api.list("jobs", ns)
+                    if any(o.get("uid") == meta["uid"]
+                           for o in j["metadata"].get("ownerReferences") or [])}
+        if spec.get("suspend"):
+            for name in children:
+                self.api.remove("jobs", name, ns)
+            children = {}
+            _condition(status, "Suspended", "True", "SuspendedJobs", "jobset is suspended")
+        else:
+            _condition(status, "Suspended", "False", "ResumeJobs", "jobset is resumed")
+        counts = []
+        done = failed = 0
+        total = 0
+        for replicated in spec.get("replicatedJobs") or []:
+            ready = succeeded = broken = active = 0
+            for index in range(int(replicated.get("replicas", 1))):
+                total += 1
+                name = f"{meta['name']}-{replicated['name']}-{index}"
+                child = children.get(name)
+                if child is None and not spec.get("suspend"):
+                    child = self._make_job(jobset, replicated, name)
+                if child is None:
+                    continue
+                held = {c["type"] for c in (child.get("status") or {}).get("conditions") or []
+                        if c["status"] == "True"}
+                counts_of = child.get("status") or {}
+                parallelism = int(child["spec"].get("parallelism", 1))
+                if "Complete" in held:
+                    succeeded += 1
+                elif "Failed" in held:
+                    broken += 1
+                else:
+                    active += 1
+                    if int(counts_of.get("ready") or 0) + int(counts_of.get("succeeded") or 0) \
+                            >= parallelism:
+                        ready += 1
+            done += succeeded
+            failed += broken
+            counts.append({"name": replicated["name"], "ready": ready, "succeeded": succeeded,
+                           "failed": broken, "active": active, "suspended": 0})
+        status["replicatedJobsStatus"] = counts
+        if failed:
+            _condition(status, "Failed", "True", "FailedJobs", "a child Job failed")
+        elif total and done == total:
+            _condition(status, "Completed", "True", "AllJobsCompleted", "jobset completed")
+        if status != (jobset.get("status") or {}):
+            self.api.update("jobsets", meta["name"], {"status": status}, ns)
+
+    def _make_job(self, jobset: Object, replicated: Object, name: str) -> Object:
+        meta = jobset["metadata"]
+        template = copy.deepcopy(replicated["template"])
+        labels = {**((template.get("metadata") or {}).get("labels") or {}),
+                  "jobset.sigs.k8s.io/jobset-name": meta["name"],
+                  "jobset.sigs.k8s.io/replicatedjob-name": replicated["name"]}
+        return self.api.add("jobs", {
+            "apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": name, "namespace": meta["namespace"], "labels": labels,
+                         "ownerReferences": [{
+                             "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+                             "name": meta["name"], "uid": meta["uid"], "controller": True}]},
+            "spec": template["spec"]}, meta["namespace"])
 
 
 def _condition(status: Object, kind: str, value: str, reason: str, message: str) -> None:

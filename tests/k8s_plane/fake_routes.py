@@ -25,12 +25,20 @@ CUSTOM = {"podgroups": "pod_groups", "rayclusters": "kuberay",
           "provisioningrequests": "provisioning_requests"}  # served when the flag is on
 COORDINATION = "/apis/coordination.k8s.io/v1"
 BATCH = "/apis/batch/v1"
+# Workload CRDs always served (Kubernetes-native admission manages them), by group-version.
+WORKLOADS = {"/apis/jobset.x-k8s.io/v1alpha2": ("jobsets", "JobSet"),
+             "/apis/kubeflow.org/v1": ("pytorchjobs", "PyTorchJob")}
 _ROUTES = [
     (re.compile(r"^/api/v1/(nodes|namespaces|pods)$"), "cluster"),
     (re.compile(rf"^{BATCH}/(jobs)$"), "cluster"),
     (re.compile(rf"^{BATCH}/namespaces/([^/]+)/(jobs)$"), "ns"),
     (re.compile(rf"^{BATCH}/namespaces/([^/]+)/(jobs)/([^/]+)$"), "ns-item"),
-    (re.compile(rf"^{BATCH}/namespaces/([^/]+)/jobs/([^/]+)/status$"), "job-status"),
+    (re.compile(rf"^{BATCH}/namespaces/([^/]+)/(jobs)/([^/]+)/status$"), "status"),
+    *[route for prefix, (plural, _) in WORKLOADS.items() for route in (
+        (re.compile(rf"^{prefix}/({plural})$"), "cluster"),
+        (re.compile(rf"^{prefix}/namespaces/([^/]+)/({plural})$"), "ns"),
+        (re.compile(rf"^{prefix}/namespaces/([^/]+)/({plural})/([^/]+)$"), "ns-item"),
+        (re.compile(rf"^{prefix}/namespaces/([^/]+)/({plural})/([^/]+)/status$"), "status"))],
     (re.compile(r"^/api/v1/(nodes|namespaces)/([^/]+)$"), "cluster-item"),
     (re.compile(
         r"^/api/v1/namespaces/([^/]+)/(pods|services|configmaps|secrets|events|podtemplates)$"),
@@ -143,6 +151,11 @@ class Handler(BaseHTTPRequestHandler):
             return self._send(200, {"kind": "APIResourceList", "groupVersion": RAY[6:],
                                     "resources": [{"name": "rayclusters", "namespaced": True,
                                                    "kind": "RayCluster"}]})
+        if url.path in WORKLOADS:
+            plural, kind = WORKLOADS[url.path]
+            return self._send(200, {"kind": "APIResourceList", "groupVersion": url.path[6:],
+                                    "resources": [{"name": plural, "namespaced": True,
+                                                   "kind": kind}]})
         if url.path == PR:
             if not self.api.provisioning_requests:
                 return self._fail(404, "NotFound")
@@ -173,15 +186,16 @@ class Handler(BaseHTTPRequestHandler):
             if method != "PATCH":
                 return self._fail(405, "MethodNotAllowed")
             return self._patch_status("provisioningrequests", groups[0], groups[1], body)
-        elif route == "job-status":
+        elif route == "status":
+            ns, plural, name = groups
             if method == "GET":
-                found = self.api.get("jobs", groups[1], groups[0])
+                found = self.api.get(plural, name, ns)
                 if found is None:
-                    return self._fail(404, "NotFound", f'jobs "{groups[1]}" not found')
+                    return self._fail(404, "NotFound", f'{plural} "{name}" not found')
                 return self._send(200, found)
             if method != "PATCH":
                 return self._fail(405, "MethodNotAllowed")
-            return self._patch_status("jobs", groups[0], groups[1], body)
+            return self._patch_status(plural, ns, name, body)
         elif route == "node-status":
             if method != "PATCH":
                 return self._fail(405, "MethodNotAllowed")

@@ -197,7 +197,7 @@ def test_the_webhook_holds_managed_jobs_and_a_job_phalanx_refuses_says_why(
     api: FakeAPIServer, kubeconfig: Path, tmp_path: Path, controller: FakeJobController,
 ) -> None:
     with _control_plane(tmp_path, kubeconfig, "--manage-namespaces", SELECTOR) as client:
-        url = client.url + "/admission/batch-jobs"
+        url = client.url + "/admission/workloads"
         answer = httpx.post(url, json=review(MANAGED, batch_job("hooked"))).json()
         response = answer["response"]
         assert answer["kind"] == "AdmissionReview"

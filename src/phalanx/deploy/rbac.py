@@ -32,6 +32,7 @@ from typing import Any
 
 from phalanx.defaults import plane_lease_name
 from phalanx.deploy.values import DOCTOR_ACCOUNT, RUNS_ACCOUNT, WORKER_ACCOUNT, Values
+from phalanx.spec.manifests.native_kinds import NATIVE_KINDS
 
 Manifest = dict[str, Any]
 Rule = dict[str, list[str]]
@@ -105,13 +106,23 @@ def worker_cluster_rules(values: Values) -> list[Rule]:
 
 
 def native_rules(values: Values) -> list[Rule]:
-    """Kubernetes-native admission (``manageNamespaces``): the Jobs it follows, suspends
-    and unsuspends and whose conditions it writes; the namespaces its selector picks; the
-    Events it records on the Jobs. Nothing else of theirs: the Job controller makes the pods."""
+    """Kubernetes-native admission (``manageNamespaces``): each managed kind's objects
+    (``NATIVE_KINDS``, one rule per API group) it follows, suspends and unsuspends and
+    whose conditions it writes; the namespaces its selector picks; the Events it records
+    on them. Nothing else of theirs: their controllers make the pods."""
     if values.manage_namespaces is None:
         return []
+    groups: dict[str, list[str]] = {}
+    for adapter in NATIVE_KINDS.values():
+        groups.setdefault(adapter.group, []).append(adapter.plural)
+    rules = []
+    for group, plurals in groups.items():
+        # followed (list, watch), read afresh and patched (suspend, templates); their
+        # status read and patched (conditions)
+        rules.append(_rule([group], plurals, ["get", "list", "watch", "patch"]))
+        rules.append(_rule([group], [f"{p}/status" for p in plurals], ["get", "patch"]))
     return [
-        _rule(["batch"], ["jobs", "jobs/status"], ["get", "list", "watch", "update", "patch"]),
+        *rules,
         _rule([""], ["namespaces"], ["list", "watch"]),
         _rule([""], ["events"], ["create"]),
     ]

@@ -42,6 +42,14 @@ from urllib.parse import quote
 from phalanx.compute.base import PodPhase, PodRef, PodState
 from phalanx.compute.kubernetes.client import KubeClient, KubeError, Object
 from phalanx.compute.kubernetes.health import now_rfc3339
+from phalanx.compute.kubernetes.patches import (
+    add_ops,
+    merge_diff,
+    nested,
+    pointer,
+    put,
+    set_or_drop,
+)
 from phalanx.compute.kubernetes.status import TERMINATED, timestamp
 from phalanx.compute.kubernetes.watch import Informer
 from phalanx.scheduler.types import Admission
@@ -58,7 +66,6 @@ from phalanx.spec.manifests.native_kinds import (
     NATIVE_KINDS,
     SUCCEEDED,
     NativeKind,
-    Path,
     Progress,
     at,
     kind_of,
@@ -170,8 +177,8 @@ class NativeJobs:
 
     @property
     def synced(self) -> bool:
-        return self.namespace_informer.synced.is_set() and bool(self.informers) and all(
-            i.synced.is_set() for i in self.informers.values())
+        return self.namespace_informer.synced.isset_or_drop() and bool(self.informers) and all(
+            i.synced.isset_or_drop() for i in self.informers.values())
 
     @property
     def kinds(self) -> list[tuple[str, str]]:
@@ -211,7 +218,7 @@ class NativeJobs:
             if adapter is None or not self._is_managed(obj):
                 return []
         meta = obj.get("metadata") or {}
-        patch = _add_ops(obj, adapter.suspend, True)
+        patch = add_ops(obj, adapter.suspend, True)
         namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
         annotations = {JOB_ANNOTATION: job_name(namespace, name, adapter.kind)} if name else {}
         if user:
@@ -221,7 +228,7 @@ class NativeJobs:
         if not isinstance(meta.get("annotations"), dict):
             patch.append({"op": "add", "path": "/metadata/annotations", "value": annotations})
         else:
-            patch += [{"op": "add", "path": "/metadata/annotations/" + _pointer(key),
+            patch += [{"op": "add", "path": "/metadata/annotations/" + pointer(key),
                        "value": value} for key, value in annotations.items()]
         return patch
 
@@ -306,7 +313,7 @@ class NativeJobs:
 
     def _suspend_unadmitted(self, key: ObjectKey, obj: Object) -> None:
         """Hold an object Phalanx has not admitted (the webhook's work, had it seen it)."""
-        patch = _nested(key.adapter.suspend, True)
+        patch = nested(key.adapter.suspend, True)
         patch["metadata"] = {"annotations": {JOB_ANNOTATION: key.job},
                              "resourceVersion": obj["metadata"].get("resourceVersion")}
         try:
@@ -348,10 +355,10 @@ class NativeJobs:
                 template = at(new, path)
                 template.setdefault("metadata", {}).setdefault("labels", {})[POD_LABEL] = \
                     job.name
-                _set(template.setdefault("spec", {}), "affinity",
+                set_or_drop(template.setdefault("spec", {}), "affinity",
                      _pinned(before.get("affinity"), nodes))
-                _set(template["spec"], "tolerations", merged or None)
-            _put(new, key.adapter.suspend, False)
+                set_or_drop(template["spec"], "tolerations", merged or None)
+            put(new, key.adapter.suspend, False)
             new["metadata"].setdefault("annotations", {}).update({
                 ADMITTED_ANNOTATION: str(attempt), JOB_ANNOTATION: job.name,
                 ORIGINAL_ANNOTATION: original})
@@ -402,9 +409,9 @@ class NativeJobs:
                     (template.get("metadata") or {}).pop("labels", None)
                 if template.get("metadata") == {}:
                     template.pop("metadata")
-                _set(template.setdefault("spec", {}), "affinity", before.get("affinity"))
-                _set(template["spec"], "tolerations", before.get("tolerations"))
-            _put(new, key.adapter.suspend, True)
+                set_or_drop(template.setdefault("spec", {}), "affinity", before.get("affinity"))
+                set_or_drop(template["spec"], "tolerations", before.get("tolerations"))
+            put(new, key.adapter.suspend, True)
             return new
 
         if not self._rewrite(key, restored):
@@ -431,7 +438,7 @@ class NativeJobs:
             new = change(obj)
             if new is None:
                 return False
-            patch = _merge_diff(obj, new)
+            patch = merge_diff(obj, new)
             patch.setdefault("metadata", {})["resourceVersion"] = \
                 obj["metadata"]["resourceVersion"]
             try:
@@ -511,60 +518,6 @@ class NativeJobs:
             })
         except KubeError as exc:  # an event is a courtesy: never fails what it reports
             log.info("cannot record an event on %s: %s", key, exc)
-
-
-def _pointer(key: str) -> str:
-    """``key`` as one JSON Pointer token (RFC 6901)."""
-    return key.replace("~", "~0").replace("/", "~1")
-
-
-def _add_ops(obj: Object, path: Path, value: Any) -> list[Object]:
-    """JSONPatch ops setting ``path`` to ``value``: an ``add`` at the deepest part of the
-    path that exists, of what is missing below it (JSONPatch adds no parents)."""
-    depth = 0
-    node: Any = obj
-    while depth < len(path) - 1 and isinstance(node, dict) and isinstance(
-            node.get(str(path[depth])), dict):
-        node = node[str(path[depth])]
-        depth += 1
-    return [{"op": "add", "path": "".join(f"/{_pointer(str(p))}" for p in path[:depth + 1]),
-             "value": _nested(path[depth + 1:], value)}]
-
-
-def _nested(path: Path, value: Any) -> Any:
-    """``value`` under the mappings ``path`` names (a merge patch setting it)."""
-    for step in reversed(path):
-        value = {str(step): value}
-    return value
-
-
-def _put(obj: Object, path: Path, value: Any) -> None:
-    """Set ``path`` (mapping keys) in ``obj`` to ``value``, making what is missing."""
-    node = obj
-    for step in path[:-1]:
-        node = node.setdefault(str(step), {})
-    node[str(path[-1])] = value
-
-
-def _set(mapping: Object, key: str, value: Any) -> None:
-    """``mapping[key] = value``, or no ``key`` for None."""
-    if value is None:
-        mapping.pop(key, None)
-    else:
-        mapping[key] = value
-
-
-def _merge_diff(old: Any, new: Any) -> Any:
-    """The JSON merge patch (RFC 7386) that makes ``old`` into ``new`` (lists whole)."""
-    if not isinstance(old, dict) or not isinstance(new, dict):
-        return copy.deepcopy(new)
-    out: Object = {key: None for key in old if key not in new}
-    for key, value in new.items():
-        if key not in old:
-            out[key] = copy.deepcopy(value)
-        elif old[key] != value:
-            out[key] = _merge_diff(old[key], value)
-    return out
 
 
 def _scheduling(template: Any) -> Object:

@@ -177,8 +177,8 @@ class NativeJobs:
 
     @property
     def synced(self) -> bool:
-        return self.namespace_informer.synced.isset_or_drop() and bool(self.informers) and all(
-            i.synced.isset_or_drop() for i in self.informers.values())
+        return self.namespace_informer.synced.is_set() and bool(self.informers) and all(
+            i.synced.is_set() for i in self.informers.values())
 
     @property
     def kinds(self) -> list[tuple[str, str]]:

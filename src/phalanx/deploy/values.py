@@ -437,7 +437,8 @@ class Values(Model):
     manage_namespaces: str | None = Field(
         default=None, description="Kubernetes-native admission: a label selector (key=value, "
         "comma-separated) of the namespaces whose workloads created with kubectl (Jobs, JobSets, "
-        "PyTorchJobs, MPIJobs, RayJobs, RayClusters, AppWrappers) Phalanx queues and admits (`phalanx up --manage-namespaces`); unset: none")
+        "PyTorchJobs, MPIJobs, RayJobs, RayClusters, AppWrappers) Phalanx queues and admits "
+        "(`phalanx up --manage-namespaces`); unset: none")
     node_doctor: NodeDoctor = Field(
         default_factory=NodeDoctor, description="The node health agent (DaemonSet)"
     )

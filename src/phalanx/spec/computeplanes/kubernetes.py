@@ -36,7 +36,8 @@ ALLOW_SERVICE_ACCOUNT = PlaneOption(
 MANAGE_NAMESPACES = PlaneOption(
     "manage_namespaces", "--manage-namespaces",
     "Label selector of the namespaces whose workloads created with kubectl (Jobs, JobSets, "
-    "PyTorchJobs, ...) Phalanx queues and admits, e.g. phalanx.dev/managed=true (docs/kubernetes.md)", verbs=("up",),
+    "PyTorchJobs, ...) Phalanx queues and admits, e.g. phalanx.dev/managed=true "
+    "(docs/kubernetes.md)", verbs=("up",),
     refusal="the {plane} compute plane has no namespaces to manage")
 
 KUBERNETES = register_plane(PlaneInfo(

@@ -1,7 +1,7 @@
 """Kubernetes-native admission of the kinds beyond Jobs: a JobSet (played by the fake JobSet
-controller, whose child Jobs the fake Job controller runs) and a PyTorchJob (no operator:
-it is followed as far as its admission), created as kubectl creates them, against `phalanx
-up --compute kubernetes --manage-namespaces SELECTOR`."""
+controller, whose child Jobs the fake Job controller runs) and a PyTorchJob (played by the
+fake training operator), created as kubectl creates them, against `phalanx up --compute
+kubernetes --manage-namespaces SELECTOR`."""
 
 from __future__ import annotations
 
@@ -18,7 +18,11 @@ from phalanx.spec.manifests.native import ADMITTED_ANNOTATION, JOB_ANNOTATION, j
 from phalanx.spec.status import JobStatus
 from tests.k8s_plane.conftest import wait_until
 from tests.k8s_plane.fake_apiserver import FakeAPIServer
-from tests.k8s_plane.fake_jobs import FakeJobController, FakeJobSetController
+from tests.k8s_plane.fake_jobs import (
+    FakeJobController,
+    FakeJobSetController,
+    FakeTrainingOperator,
+)
 from tests.k8s_plane.helpers import IMAGE
 from tests.k8s_plane.test_end_to_end import _control_plane
 from tests.k8s_plane.test_native import (
@@ -44,12 +48,13 @@ def controllers(api: FakeAPIServer) -> Iterator[None]:
     api.add("namespaces", {"metadata": {"name": UNMANAGED}})
     for name in ("gpu-1", "gpu-2"):
         api.add_node(name, cpu="16", memory="64Gi", gpus=4)
-    jobs, jobsets = FakeJobController(api).start(), FakeJobSetController(api).start()
+    made = [FakeJobController(api).start(), FakeJobSetController(api).start(),
+            FakeTrainingOperator(api).start()]
     try:
         yield
     finally:
-        jobsets.stop()
-        jobs.stop()
+        for controller in made:
+            controller.stop()
 
 
 def pod_template(gpus: int, seconds: str = "1") -> dict[str, Any]:
@@ -180,9 +185,10 @@ def test_a_preempted_jobset_is_suspended_with_its_templates_restored_and_later_f
         assert done is not None and done["metadata"]["annotations"][ADMITTED_ANNOTATION] == "2"
 
 
-def test_a_pytorchjob_is_held_by_the_webhook_and_admitted_with_each_template_pinned(
+def test_a_pytorchjob_is_held_admitted_with_each_template_pinned_cancelled_and_rerun(
     api: FakeAPIServer, kubeconfig: Path, tmp_path: Path, controllers: None,
 ) -> None:
+    api.autopilot = {"start_after": 0.1, "run_for": 60}
     with _control_plane(tmp_path, kubeconfig, "--manage-namespaces", SELECTOR) as client:
         url = client.url + "/admission/workloads"
         for obj, plural, suspend in (
@@ -221,7 +227,13 @@ def test_a_pytorchjob_is_held_by_the_webhook_and_admitted_with_each_template_pin
             assert template["metadata"]["labels"][POD_LABEL] == managed
         wait_until(lambda: conditions(api, "pytorchjobs", "ddp").get("Admitted", {}).get(
             "status") == "True", what="the Admitted condition")
-        # Cancelled: suspended again, each template as it was written.
+        # The operator's pods, made from the pinned templates, run: read from its status.
+        wait_until(lambda: state(client, managed) is JobStatus.RUNNING, timeout=30,
+                   what="the PyTorchJob's job running")
+        pods = [p for p in operator_pods(api, "ddp") if p["status"]["phase"] == "Running"]
+        assert len(pods) == 4 and {p["spec"]["nodeName"] for p in pods} <= {"gpu-1", "gpu-2"}
+        # Cancelled: suspended again (the operator deletes its pods), each template as it
+        # was written.
         client.cancel(managed)
         wait_until(lambda: (api.get("pytorchjobs", "ddp", MANAGED) or {})["spec"][
             "runPolicy"]["suspend"] is True, what="the PyTorchJob suspended again")
@@ -229,3 +241,19 @@ def test_a_pytorchjob_is_held_by_the_webhook_and_admitted_with_each_template_pin
         assert obj is not None
         assert obj["spec"]["pytorchReplicaSpecs"] == pytorchjob("ddp")["spec"][
             "pytorchReplicaSpecs"]
+        wait_until(lambda: state(client, managed) is JobStatus.CANCELLED, timeout=20,
+                   what="the job cancelled")
+        wait_until(lambda: not operator_pods(api, "ddp"), what="its pods deleted")
+        # Another, on the freed GPUs, runs to its end.
+        api.autopilot = {"start_after": 0.1, "run_for": 0.3}
+        api.add("pytorchjobs", pytorchjob("quick"), MANAGED)
+        quick = job_name(MANAGED, "quick", "PyTorchJob")
+        wait_until(lambda: state(client, quick) is JobStatus.SUCCEEDED, timeout=30,
+                   what="the second PyTorchJob's job to succeed")
+        assert conditions(api, "pytorchjobs", "quick")["Succeeded"]["status"] == "True"
+
+
+def operator_pods(api: FakeAPIServer, name: str) -> list[dict[str, Any]]:
+    return [p for p in api.list("pods", MANAGED)
+            if p["metadata"]["labels"].get("training.kubeflow.org/job-name") == name
+            and p["status"].get("phase") in ("Pending", "Running")]

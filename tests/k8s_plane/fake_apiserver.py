@@ -4,8 +4,8 @@ It keeps objects in memory and speaks the API's wire protocol for what the
 plane uses: namespaced pods, services, configmaps, secrets, events and scheduler-plugins
 podgroups, coordination.k8s.io leases, batch/v1 jobs, JobSets (``jobset.x-k8s.io/v1alpha2``)
 and PyTorchJobs (``kubeflow.org/v1``) (cluster-wide list and watch, a status subresource;
-``fake_jobs.py`` plays the Job and JobSet controllers), KubeRay rayclusters, podtemplates and
-cluster-autoscaler provisioningrequests (``autoscaling.x-k8s.io/v1``: validated as the CRD
+``fake_jobs.py`` plays the Job and JobSet controllers and the training operator), KubeRay
+rayclusters, podtemplates and cluster-autoscaler provisioningrequests (``autoscaling.x-k8s.io/v1``: validated as the CRD
 is, spec immutable, status written only through its status subresource); cluster-scoped
 nodes and namespaces; list with label and field
 selectors; watch (chunked JSON lines from a resourceVersion, objects entering or

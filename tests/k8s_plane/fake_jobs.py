@@ -221,9 +221,9 @@ class FakeTrainingOperator(FakeJobController):
     """Kubeflow's training operator for PyTorchJobs, as far as the tests need it: while a
     PyTorchJob is not suspended (``runPolicy.suspend``), one pod per replica of each
     replica spec, ``<job>-<type>-<index>``, made from that spec's template and owned by the
-    PyTorchJob; while it is suspended, none (its running pods deleted); ``replicaStatuses``
-    (``active``: running, ``succeeded``, ``failed`` per replica type) and the conditions ``Running``
-    (every pod running), ``Succeeded`` (every pod succeeded) and ``Failed`` (one failed)."""
+    PyTorchJob; while it is suspended, none (its running pods deleted);
+    ``replicaStatuses`` (``active``: running, ``succeeded``, ``failed`` per replica type)
+    and the conditions ``Running`` (every pod running), ``Succeeded`` (every pod succeeded) and ``Failed`` (one failed)."""
 
     def _run(self) -> None:
         while not self._stop.wait(0.02):

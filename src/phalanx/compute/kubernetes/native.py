@@ -398,9 +398,11 @@ class NativeJobs:
         def restored(obj: Object) -> Object | None:
             new = copy.deepcopy(obj)
             annotations = new["metadata"].get("annotations") or {}
-            paths = key.adapter.templates(new)
-            befores = _originals(annotations.pop(ORIGINAL_ANNOTATION, None), len(paths))
+            original = annotations.pop(ORIGINAL_ANNOTATION, None)
             annotations.pop(ADMITTED_ANNOTATION, None)
+            # no record of the templates before: Phalanx never changed them
+            paths = key.adapter.templates(new) if original else []
+            befores = _originals(original, len(paths))
             for path, before in zip(paths, befores, strict=True):
                 template = at(new, path)
                 labels = (template.get("metadata") or {}).get("labels") or {}

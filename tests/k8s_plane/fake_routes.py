@@ -52,6 +52,8 @@ _ROUTES = [
     (re.compile(r"^/api/v1/nodes/([^/]+)/status$"), "node-status"),
     (re.compile(rf"^{PG}/namespaces/([^/]+)/(podgroups)$"), "ns"),
     (re.compile(rf"^{PG}/namespaces/([^/]+)/(podgroups)/([^/]+)$"), "ns-item"),
+    (re.compile(rf"^{RAY}/(rayclusters)$"), "cluster"),
+    (re.compile(rf"^{RAY}/namespaces/([^/]+)/(rayclusters)/([^/]+)/status$"), "status"),
     (re.compile(rf"^{RAY}/namespaces/([^/]+)/(rayclusters)$"), "ns"),
     (re.compile(rf"^{RAY}/namespaces/([^/]+)/(rayclusters)/([^/]+)$"), "ns-item"),
     (re.compile(rf"^{PR}/namespaces/([^/]+)/(provisioningrequests)$"), "ns"),
@@ -167,6 +169,9 @@ class Handler(BaseHTTPRequestHandler):
         else:
             return self._fail(404, "NotFound", f"no route {url.path}")
         groups = match.groups()
+        custom = next((g for g in groups if g in CUSTOM), None)
+        if custom is not None and not getattr(self.api, CUSTOM[custom]):
+            return self._fail(404, "NotFound", "the server could not find the resource")
         if route == "cluster":
             plural, ns, name = groups[0], None, None
         elif route == "cluster-item":
@@ -203,8 +208,6 @@ class Handler(BaseHTTPRequestHandler):
         else:
             ns, plural = groups[0], groups[1]
             name = groups[2] if len(groups) > 2 else None
-            if plural in CUSTOM and not getattr(self.api, CUSTOM[plural]):
-                return self._fail(404, "NotFound", "the server could not find the resource")
         scope = "" if plural in ("nodes", "namespaces") else ns
         if method == "GET" and name is None:
             if is_watch:

@@ -1,6 +1,6 @@
 """Kubernetes-native admission of the kinds beyond Jobs: a JobSet (played by the fake JobSet
-controller, whose child Jobs the fake Job controller runs) and a PyTorchJob (played by the
-fake training operator), created as kubectl creates them, against `phalanx up --compute
+controller, whose child Jobs the fake Job controller runs), a PyTorchJob (played by the
+fake training operator) and a RayCluster (played by the fake KubeRay), created as kubectl creates them, against `phalanx up --compute
 kubernetes --manage-namespaces SELECTOR`."""
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from tests.k8s_plane.fake_jobs import (
     FakeJobSetController,
     FakeTrainingOperator,
 )
+from tests.k8s_plane.fake_kuberay import FakeKubeRay
 from tests.k8s_plane.helpers import IMAGE
 from tests.k8s_plane.test_end_to_end import _control_plane
 from tests.k8s_plane.test_native import (
@@ -257,3 +258,49 @@ def operator_pods(api: FakeAPIServer, name: str) -> list[dict[str, Any]]:
     return [p for p in api.list("pods", MANAGED)
             if p["metadata"]["labels"].get("training.kubeflow.org/job-name") == name
             and p["status"].get("phase") in ("Pending", "Running")]
+
+
+def raycluster(name: str) -> dict[str, Any]:
+    """A RayCluster as `kubectl create -f` sends it: a head and a group of two GPU workers
+    (KubeRay starts Ray in them)."""
+    def template(gpus: int) -> dict[str, Any]:
+        return {"spec": {"containers": [{"name": "ray", "image": IMAGE, "resources": {
+            "requests": {"cpu": "1", "memory": "2Gi", "nvidia.com/gpu": str(gpus)}}}]}}
+
+    return {"apiVersion": "ray.io/v1", "kind": "RayCluster",
+            "metadata": {"name": name, "labels": {"kueue.x-k8s.io/queue-name": "default"}},
+            "spec": {"headGroupSpec": {"rayStartParams": {}, "template": template(0)},
+                     "workerGroupSpecs": [{"groupName": "gpu", "replicas": 2,
+                                           "rayStartParams": {}, "template": template(4)}]}}
+
+
+def test_a_raycluster_is_held_admitted_with_its_groups_pinned_and_deleting_it_ends_its_job(
+    api: FakeAPIServer, kubeconfig: Path, tmp_path: Path, controllers: None,
+) -> None:
+    api.kuberay = True  # KubeRay's CRDs installed; its operator plays the managed namespace
+    operator = FakeKubeRay(api, MANAGED).start()
+    api.autopilot = {"start_after": 0.1, "run_for": 60}
+    try:
+        with _control_plane(tmp_path, kubeconfig, "--manage-namespaces", SELECTOR) as client:
+            api.add("rayclusters", raycluster("ray"), MANAGED)
+            managed = job_name(MANAGED, "ray", "RayCluster")
+            wait_until(lambda: state(client, managed) is JobStatus.RUNNING, timeout=30,
+                       what="the RayCluster's job running (its state ready)")
+            found = client.get(managed)
+            assert found.spec.kind == "ray"
+            assert [(p.name, p.replicas) for p in found.spec.pod_sets] == [("head", 1),
+                                                                           ("gpu", 2)]
+            obj = api.get("rayclusters", "ray", MANAGED)
+            assert obj is not None and obj["spec"]["suspend"] is False
+            for template in (obj["spec"]["headGroupSpec"]["template"],
+                             obj["spec"]["workerGroupSpecs"][0]["template"]):
+                assert pinned_nodes(template) == ["gpu-1", "gpu-2"]
+                assert template["metadata"]["labels"][POD_LABEL] == managed
+            assert len([p for p in api.list("pods", MANAGED)
+                        if p["metadata"]["labels"].get("ray.io/cluster") == "ray"]) == 3
+            # A RayCluster never finishes: deleting it ends its job.
+            api.remove("rayclusters", "ray", MANAGED)
+            wait_until(lambda: state(client, managed) is JobStatus.CANCELLED, timeout=20,
+                       what="the deleted RayCluster's job cancelled")
+    finally:
+        operator.stop()

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
 
 from tests.k8s_plane import fake_provreq
-from tests.k8s_plane.fake_apiserver import _NAME, NAMESPACED, matches, status_body
+from tests.k8s_plane.fake_apiserver import _NAME, NAMESPACED, matches, merge_patch, status_body
 from tests.k8s_plane.fake_exec import serve_exec
 
 if TYPE_CHECKING:
@@ -27,7 +27,8 @@ COORDINATION = "/apis/coordination.k8s.io/v1"
 BATCH = "/apis/batch/v1"
 # Workload CRDs always served (Kubernetes-native admission manages them), by group-version.
 WORKLOADS = {"/apis/jobset.x-k8s.io/v1alpha2": ("jobsets", "JobSet"),
-             "/apis/kubeflow.org/v1": ("pytorchjobs", "PyTorchJob")}
+             "/apis/kubeflow.org/v1": ("pytorchjobs", "PyTorchJob"),
+             "/apis/workload.codeflare.dev/v1beta2": ("appwrappers", "AppWrapper")}
 _ROUTES = [
     (re.compile(r"^/api/v1/(nodes|namespaces|pods)$"), "cluster"),
     (re.compile(rf"^{BATCH}/(jobs)$"), "cluster"),
@@ -280,6 +281,11 @@ class Handler(BaseHTTPRequestHandler):
                     return self._fail(422, "Invalid", f'ProvisioningRequest "{name}" is '
                                       f"invalid: {why}")
                 body = {k: v for k, v in (body or {}).items() if k != "status"}
+            if plural == "appwrappers" and _templates(found) != _templates(
+                    merge_patch(found, body)):  # AppWrapper's validating webhook
+                return self._fail(422, "Invalid", 'admission webhook "vappwrapper.kb.io" '
+                                  "denied the request: spec.components[0].template.raw: "
+                                  "Forbidden: attempt to change immutable field")
             self._send(200, self.api.update(plural, name, body, ns))
         return None
 
@@ -408,6 +414,10 @@ class Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):
             pass
         return None
+
+
+def _templates(obj: Object) -> list[Any]:
+    return [c.get("template") for c in (obj.get("spec") or {}).get("components") or []]
 
 
 def _event(old: Object | None, new: Object | None, labels: str | None,

@@ -304,3 +304,31 @@ def test_a_raycluster_is_held_admitted_with_its_groups_pinned_and_deleting_it_en
                        what="the deleted RayCluster's job cancelled")
     finally:
         operator.stop()
+
+
+def test_an_appwrapper_is_admitted_through_its_pod_set_infos_its_component_untouched(
+    api: FakeAPIServer, kubeconfig: Path, tmp_path: Path, controllers: None,
+) -> None:
+    wrapped = {k: v for k, v in pytorchjob("inner").items() if k != "metadata"}
+    appwrapper = {"apiVersion": "workload.codeflare.dev/v1beta2", "kind": "AppWrapper",
+                  "metadata": {"name": "aw",
+                               "labels": {"kueue.x-k8s.io/queue-name": "default"}},
+                  "spec": {"components": [{"template": wrapped}]}}
+    with _control_plane(tmp_path, kubeconfig, "--manage-namespaces", SELECTOR) as client:
+        api.add("appwrappers", appwrapper, MANAGED)
+        managed = job_name(MANAGED, "aw", "AppWrapper")
+        wait_until(lambda: (api.get("appwrappers", "aw", MANAGED) or {}).get(
+            "metadata", {}).get("annotations", {}).get(ADMITTED_ANNOTATION) == "1",
+            timeout=30, what="the AppWrapper admitted")
+        assert client.get(managed).spec.kind == "torch"
+        obj = api.get("appwrappers", "aw", MANAGED)
+        assert obj is not None and obj["spec"]["suspend"] is False
+        component = obj["spec"]["components"][0]
+        assert component["template"] == wrapped  # immutable: what its webhook enforces
+        assert [info["labels"] for info in component["podSetInfos"]] == [
+            {POD_LABEL: managed}, {POD_LABEL: managed}]  # Master's pods, Worker's
+        client.cancel(managed)
+        wait_until(lambda: (api.get("appwrappers", "aw", MANAGED) or {})["spec"].get(
+            "suspend") is True, what="the AppWrapper suspended again")
+        obj = api.get("appwrappers", "aw", MANAGED)
+        assert obj is not None and "podSetInfos" not in obj["spec"]["components"][0]

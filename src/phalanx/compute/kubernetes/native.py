@@ -348,6 +348,11 @@ class NativeJobs:
             paths = key.adapter.templates(new)
             original = annotations.get(ORIGINAL_ANNOTATION) or json.dumps(
                 [_scheduling(at(new, path)) for path in paths])
+            infos = key.adapter.pod_set_infos
+            if infos is not None:  # its templates are immutable: what its controller adds
+                put(new, infos, [{"labels": {POD_LABEL: job.name}, "tolerations": tolerations}
+                                 for _ in paths])
+                paths = []
             befores = _originals(original, len(paths))
             for path, before in zip(paths, befores, strict=True):
                 merged = list(before.get("tolerations") or [])
@@ -356,7 +361,7 @@ class NativeJobs:
                 template.setdefault("metadata", {}).setdefault("labels", {})[POD_LABEL] = \
                     job.name
                 set_or_drop(template.setdefault("spec", {}), "affinity",
-                     _pinned(before.get("affinity"), nodes))
+                            _pinned(before.get("affinity"), nodes))
                 set_or_drop(template["spec"], "tolerations", merged or None)
             put(new, key.adapter.suspend, False)
             new["metadata"].setdefault("annotations", {}).update({
@@ -402,6 +407,10 @@ class NativeJobs:
             annotations.pop(ADMITTED_ANNOTATION, None)
             # no record of the templates before: Phalanx never changed them
             paths = key.adapter.templates(new) if original else []
+            infos = key.adapter.pod_set_infos
+            if infos is not None and original:
+                put(new, infos, None)
+                paths = []
             befores = _originals(original, len(paths))
             for path, before in zip(paths, befores, strict=True):
                 template = at(new, path)

@@ -37,11 +37,14 @@ def nested(path: Path, value: Any) -> Any:
 
 
 def put(obj: Object, path: Path, value: Any) -> None:
-    """Set ``path`` (mapping keys) in ``obj`` to ``value``, making what is missing."""
-    node = obj
+    """Set ``path`` in ``obj`` to ``value`` (None: remove it), making missing mappings."""
+    node: Any = obj
     for step in path[:-1]:
-        node = node.setdefault(str(step), {})
-    node[str(path[-1])] = value
+        node = node[step] if isinstance(step, int) else node.setdefault(step, {})
+    if isinstance(path[-1], int):
+        node[path[-1]] = value
+    else:
+        set_or_drop(node, path[-1], value)
 
 
 def set_or_drop(mapping: Object, key: str, value: Any) -> None:

@@ -74,6 +74,10 @@ class NativeKind:
     # Fields of ``spec`` the API server (or the kind's own defaulting webhook) sets, or
     # Phalanx wrote: no part of what the author asked.
     cluster_set: ClassVar[tuple[str, ...]] = ("suspend",)
+    # For a kind whose templates may not change (its webhook refuses it): where it takes
+    # Kueue's PodSetInfos (labels, tolerations, one per pod template) to apply to its pods
+    # instead. None: Phalanx edits the templates themselves.
+    pod_set_infos: ClassVar[Path | None] = None
 
     @property
     def key(self) -> tuple[str, str]:
@@ -261,10 +265,13 @@ class RayJobKind(RayClusterKind):
 
 class AppWrapperKind(NativeKind):
     """The templates are those of the one wrapped object, found by its own kind's adapter;
-    ``status.phase`` says the rest."""
+    ``status.phase`` says the rest. Its webhook keeps the component immutable, so what
+    Phalanx adds goes in the component's ``podSetInfos``, as Kueue's does; a PodSetInfo has
+    no node affinity, so its pods are not pinned to the placed nodes."""
 
     api_version, kind, plural = appwrapper.API_VERSION, appwrapper.KIND, "appwrappers"
     WRAPPED: ClassVar[Path] = ("spec", "components", 0, "template")
+    pod_set_infos = ("spec", "components", 0, "podSetInfos")
 
     def templates(self, obj: Object) -> list[Path]:
         inner = at(obj, self.WRAPPED)

@@ -15,6 +15,7 @@ from phalanx.deploy import load_values
 from phalanx.deploy.rbac import native_rules, worker_cluster_rules
 from phalanx.deploy.workloads import deployment
 from phalanx.errors import SpecError
+from phalanx.spec.manifests.native_kinds import NATIVE_KINDS
 
 SELECTOR = "phalanx.dev/managed=true"
 
@@ -25,13 +26,23 @@ def test_the_switch_reaches_the_plane_with_its_rbac(monkeypatch: pytest.MonkeyPa
     env = {e["name"]: e.get("value") for e in container["env"]}
     monkeypatch.setenv(MANAGE_NAMESPACES_ENV, env[MANAGE_NAMESPACES_ENV])
     assert settings_from_env().manage_namespaces == SELECTOR
-    assert native_rules(values) == [  # each verb used: tests/k8s_plane/test_native.py
-        {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["list", "watch", "patch"]},
+    rules = native_rules(values)
+    assert rules[:2] == [
+        {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get", "list", "watch", "patch"]},
         {"apiGroups": ["batch"], "resources": ["jobs/status"], "verbs": ["get", "patch"]},
+    ]
+    assert rules[-3:] == [
         {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["list", "watch"]},
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch", "patch"]},
         {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
     ]
+    # every managed kind and its status, from the kinds' adapters
+    granted = {(g, r) for rule in rules for g in rule["apiGroups"] for r in rule["resources"]}
+    for adapter in NATIVE_KINDS.values():
+        assert (adapter.group, adapter.plural) in granted
+        assert (adapter.group, f"{adapter.plural}/status") in granted
+    assert {"apiGroups": ["kubeflow.org"], "resources": ["pytorchjobs", "mpijobs"],
+            "verbs": ["get", "list", "watch", "patch"]} in rules
     assert all(r in worker_cluster_rules(values) for r in native_rules(values))
 
 
@@ -47,8 +58,8 @@ def test_render_takes_the_switch() -> None:
     assert result.exit_code == 0, result.output
     roles = [d for d in yaml.safe_load_all(result.stdout) if d and d["kind"] == "ClusterRole"]
     rules = [r for role in roles for r in role["rules"]]
-    assert {"apiGroups": ["batch"], "resources": ["jobs"],
-            "verbs": ["list", "watch", "patch"]} in rules
+    assert {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"],
+            "verbs": ["get", "list", "watch", "patch"]} in rules
 
 
 @pytest.mark.parametrize(("data", "why"), [

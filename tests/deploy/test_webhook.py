@@ -14,6 +14,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from phalanx.deploy.webhook import CERT_ANNOTATION, make_certificate
 from phalanx.spec.manifests.native import ADMISSION_PATH, CLUSTER_SET
+from phalanx.spec.manifests.native_kinds import NATIVE_KINDS
 from tests.deploy.conftest import COMBINATIONS, Manifest, find, one, rendered
 
 NATIVE = COMBINATIONS["native-admission"]
@@ -28,10 +29,15 @@ def test_the_webhook_reaches_the_control_plane_over_its_service() -> None:
     config = one(manifests, "MutatingWebhookConfiguration")
     (hook,) = config["webhooks"]
     # CREATE of each kind managed natively, in the namespaces the selector picks.
-    assert hook["rules"] == [{"operations": ["CREATE"], "apiGroups": ["batch"],
-                              "apiVersions": ["v1"], "resources": ["jobs"],
-                              "scope": "Namespaced"}]
-    assert len(hook["rules"]) == len({api for api, _ in CLUSTER_SET})
+    assert hook["rules"][0] == {"operations": ["CREATE"], "apiGroups": ["batch"],
+                                "apiVersions": ["v1"], "resources": ["jobs"],
+                                "scope": "Namespaced"}
+    named = {(r["apiGroups"][0], r["apiVersions"][0], resource)
+             for r in hook["rules"] for resource in r["resources"]}
+    assert named == {(a.group, a.version, a.plural) for a in NATIVE_KINDS.values()}
+    assert {("kubeflow.org", "v1", "pytorchjobs"), ("ray.io", "v1", "rayclusters"),
+            ("jobset.x-k8s.io", "v1alpha2", "jobsets")} <= named
+    assert len(named) == len(CLUSTER_SET)
     assert hook["namespaceSelector"] == {"matchLabels": {"phalanx.dev/managed": "true",
                                                          "team": "research"}}
     assert hook["failurePolicy"] == "Ignore" and hook["sideEffects"] == "None"

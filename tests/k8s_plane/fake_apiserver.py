@@ -2,9 +2,12 @@
 
 It keeps objects in memory and speaks the API's wire protocol for what the
 plane uses: namespaced pods, services, configmaps, secrets, events and scheduler-plugins
-podgroups, coordination.k8s.io leases, batch/v1 jobs (cluster-wide list and watch, a status
-subresource; ``fake_jobs.py`` plays their controller), KubeRay rayclusters, podtemplates and
-cluster-autoscaler provisioningrequests (``autoscaling.x-k8s.io/v1``: validated as the CRD
+podgroups, coordination.k8s.io leases, batch/v1 jobs, JobSets (``jobset.x-k8s.io/v1alpha2``)
+PyTorchJobs (``kubeflow.org/v1``) and AppWrappers (``workload.codeflare.dev/v1beta2``, their
+components immutable as AppWrapper's webhook keeps them) (cluster-wide list and watch, a
+status subresource;
+``fake_jobs.py`` plays the Job and JobSet controllers and the training operator), KubeRay
+rayclusters, podtemplates and cluster-autoscaler provisioningrequests (``autoscaling.x-k8s.io/v1``: validated as the CRD
 is, spec immutable, status written only through its status subresource); cluster-scoped
 nodes and namespaces; list with label and field
 selectors; watch (chunked JSON lines from a resourceVersion, objects entering or
@@ -39,11 +42,13 @@ from tests.k8s_plane.audit import Access
 
 Object = dict[str, Any]
 NAMESPACED = ("pods", "services", "configmaps", "secrets", "events", "podgroups", "rayclusters",
-              "podtemplates", "provisioningrequests", "leases", "jobs")
+              "podtemplates", "provisioningrequests", "leases", "jobs", "jobsets", "pytorchjobs",
+              "appwrappers")
 KINDS = {"pods": "Pod", "services": "Service", "configmaps": "ConfigMap", "secrets": "Secret",
          "events": "Event", "podgroups": "PodGroup", "nodes": "Node", "namespaces": "Namespace",
          "rayclusters": "RayCluster", "podtemplates": "PodTemplate",
-         "provisioningrequests": "ProvisioningRequest", "leases": "Lease", "jobs": "Job"}
+         "provisioningrequests": "ProvisioningRequest", "leases": "Lease", "jobs": "Job",
+         "jobsets": "JobSet", "pytorchjobs": "PyTorchJob", "appwrappers": "AppWrapper"}
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 
 

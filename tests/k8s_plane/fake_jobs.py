@@ -12,6 +12,15 @@ counts ``active``, ``ready``, ``succeeded`` and ``failed``; ``Complete`` once
 pod is replaced meanwhile). The fake kubelet (``autopilot``) runs the pods, once ungated.
 ``limit`` holds the controller back (at most that many pods per Job), as a slow controller
 or a quota on pods would: a test sees a gang whose pods do not all exist yet.
+
+``FakeJobSetController`` plays JobSet's controller the same way: while a JobSet is not
+suspended, ``replicas`` child Jobs per replicated Job, ``<jobset>-<replicatedJob>-<index>``,
+made from that replicated Job's template and owned by the JobSet (the Job controller above
+makes their pods); while it is suspended, none (its child Jobs deleted, so resuming makes
+them afresh from the templates as they are then); ``replicatedJobsStatus`` (``ready``: Jobs
+whose pods all run or succeeded, ``succeeded``, ``failed``, ``active``) and the conditions
+``Completed`` (every child Job complete) and ``Failed`` (one failed).
+``FakeTrainingOperator`` plays Kubeflow's training operator for PyTorchJobs likewise.
 """
 
 from __future__ import annotations
@@ -122,6 +131,83 @@ class FakeJobController:
                             job["metadata"]["namespace"])
 
 
+class FakeJobSetController(FakeJobController):
+    def _run(self) -> None:
+        while not self._stop.wait(0.02):
+            with self.api.lock:
+                for jobset in self.api.list("jobsets"):
+                    self._reconcile_set(jobset)
+
+    def _reconcile_set(self, jobset: Object) -> None:
+        meta, spec = jobset["metadata"], jobset.get("spec") or {}
+        status = copy.deepcopy(jobset.get("status") or {})
+        if any(c["type"] in ("Completed", "Failed") and c["status"] == "True"
+               for c in status.get("conditions") or []) or meta.get("deletionTimestamp"):
+            return
+        ns = meta["namespace"]
+        children = {j["metadata"]["name"]: j for j in self.api.list("jobs", ns)
+                    if any(o.get("uid") == meta["uid"]
+                           for o in j["metadata"].get("ownerReferences") or [])}
+        if spec.get("suspend"):
+            for name in children:
+                self.api.remove("jobs", name, ns)
+            children = {}
+            _condition(status, "Suspended", "True", "SuspendedJobs", "jobset is suspended")
+        else:
+            _condition(status, "Suspended", "False", "ResumeJobs", "jobset is resumed")
+        counts = []
+        done = failed = 0
+        total = 0
+        for replicated in spec.get("replicatedJobs") or []:
+            ready = succeeded = broken = active = 0
+            for index in range(int(replicated.get("replicas", 1))):
+                total += 1
+                name = f"{meta['name']}-{replicated['name']}-{index}"
+                child = children.get(name)
+                if child is None and not spec.get("suspend"):
+                    child = self._make_job(jobset, replicated, name)
+                if child is None:
+                    continue
+                held = {c["type"] for c in (child.get("status") or {}).get("conditions") or []
+                        if c["status"] == "True"}
+                counts_of = child.get("status") or {}
+                parallelism = int(child["spec"].get("parallelism", 1))
+                if "Complete" in held:
+                    succeeded += 1
+                elif "Failed" in held:
+                    broken += 1
+                else:
+                    active += 1
+                    if int(counts_of.get("ready") or 0) + int(counts_of.get("succeeded") or 0) \
+                            >= parallelism:
+                        ready += 1
+            done += succeeded
+            failed += broken
+            counts.append({"name": replicated["name"], "ready": ready, "succeeded": succeeded,
+                           "failed": broken, "active": active, "suspended": 0})
+        status["replicatedJobsStatus"] = counts
+        if failed:
+            _condition(status, "Failed", "True", "FailedJobs", "a child Job failed")
+        elif total and done == total:
+            _condition(status, "Completed", "True", "AllJobsCompleted", "jobset completed")
+        if status != (jobset.get("status") or {}):
+            self.api.update("jobsets", meta["name"], {"status": status}, ns)
+
+    def _make_job(self, jobset: Object, replicated: Object, name: str) -> Object:
+        meta = jobset["metadata"]
+        template = copy.deepcopy(replicated["template"])
+        labels = {**((template.get("metadata") or {}).get("labels") or {}),
+                  "jobset.sigs.k8s.io/jobset-name": meta["name"],
+                  "jobset.sigs.k8s.io/replicatedjob-name": replicated["name"]}
+        return self.api.add("jobs", {
+            "apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": name, "namespace": meta["namespace"], "labels": labels,
+                         "ownerReferences": [{
+                             "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+                             "name": meta["name"], "uid": meta["uid"], "controller": True}]},
+            "spec": template["spec"]}, meta["namespace"])
+
+
 def _condition(status: Object, kind: str, value: str, reason: str, message: str) -> None:
     conditions = status.setdefault("conditions", [])
     for condition in conditions:
@@ -133,3 +219,80 @@ def _condition(status: Object, kind: str, value: str, reason: str, message: str)
     if value == "True":  # a condition that never held is not written
         conditions.append({"type": kind, "status": value, "reason": reason, "message": message,
                            "lastTransitionTime": now_iso()})
+
+
+class FakeTrainingOperator(FakeJobController):
+    """Kubeflow's training operator for PyTorchJobs, as far as the tests need it: while a
+    PyTorchJob is not suspended (``runPolicy.suspend``), one pod per replica of each
+    replica spec, ``<job>-<type>-<index>``, made from that spec's template and owned by the
+    PyTorchJob; while it is suspended, none (its running pods deleted);
+    ``replicaStatuses`` (``active``: running, ``succeeded``, ``failed`` per replica type)
+    and the conditions ``Running`` (every pod running), ``Succeeded`` (every pod succeeded) and ``Failed`` (one failed)."""
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.02):
+            with self.api.lock:
+                for job in self.api.list("pytorchjobs"):
+                    self._reconcile_training(job)
+
+    def _reconcile_training(self, job: Object) -> None:
+        meta, spec = job["metadata"], job.get("spec") or {}
+        status = copy.deepcopy(job.get("status") or {})
+        if any(c["type"] in ("Succeeded", "Failed") and c["status"] == "True"
+               for c in status.get("conditions") or []) or meta.get("deletionTimestamp"):
+            return
+        ns = meta["namespace"]
+        owned = {p["metadata"]["name"]: p for p in self.api.list("pods", ns)
+                 if any(o.get("uid") == meta["uid"]
+                        for o in p["metadata"].get("ownerReferences") or [])}
+        suspended = bool((spec.get("runPolicy") or {}).get("suspend"))
+        replicas: dict[str, Object] = {}
+        phases: list[str] = []
+        for role, replica in (spec.get("pytorchReplicaSpecs") or {}).items():
+            counts = {"active": 0, "succeeded": 0, "failed": 0}
+            for index in range(int(replica.get("replicas", 1))):
+                name = f"{meta['name']}-{role.lower()}-{index}"
+                pod = owned.get(name)
+                phase = (pod or {}).get("status", {}).get("phase")
+                if suspended:
+                    if pod is not None and phase not in ("Succeeded", "Failed"):
+                        self.api.remove("pods", name, ns)
+                    continue
+                if pod is None:
+                    pod = self._make_replica(job, role, index, replica["template"], name)
+                    phase = "Pending"
+                phases.append(str(phase))
+                key = {"Succeeded": "succeeded", "Failed": "failed", "Running": "active"}.get(
+                    str(phase))
+                if key is not None:  # (as the operator counts: a pending pod is none)
+                    counts[key] += 1
+            replicas[role] = counts
+        status["replicaStatuses"] = replicas
+        if suspended:
+            _condition(status, "Suspended", "True", "PyTorchJobSuspended", "suspended")
+            _condition(status, "Running", "False", "PyTorchJobSuspended", "suspended")
+        else:
+            _condition(status, "Suspended", "False", "PyTorchJobResumed", "resumed")
+            status.setdefault("startTime", now_iso())
+        if "Failed" in phases:
+            _condition(status, "Failed", "True", "PyTorchJobFailed", "a replica failed")
+        elif phases and all(p == "Succeeded" for p in phases):
+            _condition(status, "Succeeded", "True", "PyTorchJobSucceeded", "all succeeded")
+        elif phases and all(p == "Running" for p in phases):
+            _condition(status, "Running", "True", "PyTorchJobRunning", "all running")
+        if status != (job.get("status") or {}):
+            self.api.update("pytorchjobs", meta["name"], {"status": status}, ns)
+
+    def _make_replica(self, job: Object, role: str, index: int, template: Object,
+                      name: str) -> Object:
+        meta, template = job["metadata"], copy.deepcopy(template)
+        labels = {**((template.get("metadata") or {}).get("labels") or {}),
+                  "training.kubeflow.org/job-name": meta["name"],
+                  "training.kubeflow.org/replica-type": role.lower(),
+                  "training.kubeflow.org/replica-index": str(index)}
+        return self.api.add("pods", {"apiVersion": "v1", "kind": "Pod", "metadata": {
+            "name": name, "namespace": meta["namespace"], "labels": labels,
+            "ownerReferences": [{"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+                                 "name": meta["name"], "uid": meta["uid"],
+                                 "controller": True}],
+        }, "spec": template.get("spec") or {}}, meta["namespace"])

@@ -6,7 +6,8 @@ worker group, named ``<cluster>-head-<suffix>`` and ``<cluster>-<group>-worker-<
 labelled ``ray.io/cluster``, ``ray.io/group`` and ``ray.io/node-type``, owned by the
 RayCluster (deleting it deletes them); the container's command replaced by a generated
 ``ray start`` unless the RayCluster says ``ray.io/overwrite-container-cmd: "true"``;
-nothing for a suspended RayCluster; a pod that ends replaced by a new one; the head
+nothing for a suspended RayCluster (its pods deleted, state ``suspended``); a pod that
+ends replaced by a new one; the head
 Service ``<cluster>-head-svc``; and ``status`` (state ``ready`` once every pod runs,
 the head's Service and the endpoints' ports).
 """
@@ -48,11 +49,18 @@ class FakeKubeRay:
 
     def _reconcile(self, cluster: Object) -> None:
         meta, spec = cluster["metadata"], cluster["spec"]
-        if spec.get("suspend") or meta.get("deletionTimestamp"):
+        if meta.get("deletionTimestamp"):
             return
         name, uid = meta["name"], meta["uid"]
         owned = [p for p in self.api.list("pods", self.namespace)
                  if any(o.get("uid") == uid for o in p["metadata"].get("ownerReferences") or [])]
+        if spec.get("suspend"):
+            for pod in owned:
+                self.api.remove("pods", pod["metadata"]["name"], self.namespace)
+            if owned or (cluster.get("status") or {}).get("state") not in (None, "suspended"):
+                self.api.update("rayclusters", name, {"status": {"state": "suspended"}},
+                                self.namespace)
+            return
         groups = [("headgroup", "head", spec["headGroupSpec"], 1)] + [
             (g["groupName"], "worker", g, g.get("replicas", 1))
             for g in spec.get("workerGroupSpecs") or []]

@@ -12,7 +12,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from tests.k8s_plane import fake_provreq
 from tests.k8s_plane.audit import access_of
-from tests.k8s_plane.fake_apiserver import _NAME, NAMESPACED, matches, status_body
+from tests.k8s_plane.fake_apiserver import _NAME, NAMESPACED, matches, merge_patch, status_body
 from tests.k8s_plane.fake_exec import serve_exec
 from tests.k8s_plane.fake_pod_rules import spec_change
 
@@ -27,12 +27,21 @@ CUSTOM = {"podgroups": "pod_groups", "rayclusters": "kuberay",
           "provisioningrequests": "provisioning_requests"}  # served when the flag is on
 COORDINATION = "/apis/coordination.k8s.io/v1"
 BATCH = "/apis/batch/v1"
+# Workload CRDs always served (Kubernetes-native admission manages them), by group-version.
+WORKLOADS = {"/apis/jobset.x-k8s.io/v1alpha2": ("jobsets", "JobSet"),
+             "/apis/kubeflow.org/v1": ("pytorchjobs", "PyTorchJob"),
+             "/apis/workload.codeflare.dev/v1beta2": ("appwrappers", "AppWrapper")}
 _ROUTES = [
     (re.compile(r"^/api/v1/(nodes|namespaces|pods)$"), "cluster"),
     (re.compile(rf"^{BATCH}/(jobs)$"), "cluster"),
     (re.compile(rf"^{BATCH}/namespaces/([^/]+)/(jobs)$"), "ns"),
     (re.compile(rf"^{BATCH}/namespaces/([^/]+)/(jobs)/([^/]+)$"), "ns-item"),
-    (re.compile(rf"^{BATCH}/namespaces/([^/]+)/jobs/([^/]+)/status$"), "job-status"),
+    (re.compile(rf"^{BATCH}/namespaces/([^/]+)/(jobs)/([^/]+)/status$"), "status"),
+    *[route for prefix, (plural, _) in WORKLOADS.items() for route in (
+        (re.compile(rf"^{prefix}/({plural})$"), "cluster"),
+        (re.compile(rf"^{prefix}/namespaces/([^/]+)/({plural})$"), "ns"),
+        (re.compile(rf"^{prefix}/namespaces/([^/]+)/({plural})/([^/]+)$"), "ns-item"),
+        (re.compile(rf"^{prefix}/namespaces/([^/]+)/({plural})/([^/]+)/status$"), "status"))],
     (re.compile(r"^/api/v1/(nodes|namespaces)/([^/]+)$"), "cluster-item"),
     (re.compile(
         r"^/api/v1/namespaces/([^/]+)/(pods|services|configmaps|secrets|events|podtemplates)$"),
@@ -46,6 +55,8 @@ _ROUTES = [
     (re.compile(r"^/api/v1/nodes/([^/]+)/status$"), "node-status"),
     (re.compile(rf"^{PG}/namespaces/([^/]+)/(podgroups)$"), "ns"),
     (re.compile(rf"^{PG}/namespaces/([^/]+)/(podgroups)/([^/]+)$"), "ns-item"),
+    (re.compile(rf"^{RAY}/(rayclusters)$"), "cluster"),
+    (re.compile(rf"^{RAY}/namespaces/([^/]+)/(rayclusters)/([^/]+)/status$"), "status"),
     (re.compile(rf"^{RAY}/namespaces/([^/]+)/(rayclusters)$"), "ns"),
     (re.compile(rf"^{RAY}/namespaces/([^/]+)/(rayclusters)/([^/]+)$"), "ns-item"),
     (re.compile(rf"^{PR}/namespaces/([^/]+)/(provisioningrequests)$"), "ns"),
@@ -150,6 +161,11 @@ class Handler(BaseHTTPRequestHandler):
             return self._send(200, {"kind": "APIResourceList", "groupVersion": RAY[6:],
                                     "resources": [{"name": "rayclusters", "namespaced": True,
                                                    "kind": "RayCluster"}]})
+        if url.path in WORKLOADS:
+            plural, kind = WORKLOADS[url.path]
+            return self._send(200, {"kind": "APIResourceList", "groupVersion": url.path[6:],
+                                    "resources": [{"name": plural, "namespaced": True,
+                                                   "kind": kind}]})
         if url.path == PR:
             if not self.api.provisioning_requests:
                 return self._fail(404, "NotFound")
@@ -161,6 +177,9 @@ class Handler(BaseHTTPRequestHandler):
         else:
             return self._fail(404, "NotFound", f"no route {url.path}")
         groups = match.groups()
+        custom = next((g for g in groups if g in CUSTOM), None)
+        if custom is not None and not getattr(self.api, CUSTOM[custom]):
+            return self._fail(404, "NotFound", "the server could not find the resource")
         if route == "cluster":
             plural, ns, name = groups[0], None, None
         elif route == "cluster-item":
@@ -180,15 +199,16 @@ class Handler(BaseHTTPRequestHandler):
             if method != "PATCH":
                 return self._fail(405, "MethodNotAllowed")
             return self._patch_status("provisioningrequests", groups[0], groups[1], body)
-        elif route == "job-status":
+        elif route == "status":
+            ns, plural, name = groups
             if method == "GET":
-                found = self.api.get("jobs", groups[1], groups[0])
+                found = self.api.get(plural, name, ns)
                 if found is None:
-                    return self._fail(404, "NotFound", f'jobs "{groups[1]}" not found')
+                    return self._fail(404, "NotFound", f'{plural} "{name}" not found')
                 return self._send(200, found)
             if method != "PATCH":
                 return self._fail(405, "MethodNotAllowed")
-            return self._patch_status("jobs", groups[0], groups[1], body)
+            return self._patch_status(plural, ns, name, body)
         elif route == "node-status":
             if method != "PATCH":
                 return self._fail(405, "MethodNotAllowed")
@@ -196,8 +216,6 @@ class Handler(BaseHTTPRequestHandler):
         else:
             ns, plural = groups[0], groups[1]
             name = groups[2] if len(groups) > 2 else None
-            if plural in CUSTOM and not getattr(self.api, CUSTOM[plural]):
-                return self._fail(404, "NotFound", "the server could not find the resource")
         scope = "" if plural in ("nodes", "namespaces") else ns
         if method == "GET" and name is None:
             if is_watch:
@@ -274,6 +292,11 @@ class Handler(BaseHTTPRequestHandler):
                 why = spec_change(found, body or {})
                 if why is not None:
                     return self._fail(422, "Invalid", f'Pod "{name}" is invalid: {why}')
+            if plural == "appwrappers" and _templates(found) != _templates(
+                    merge_patch(found, body)):  # AppWrapper's validating webhook
+                return self._fail(422, "Invalid", 'admission webhook "vappwrapper.kb.io" '
+                                  "denied the request: spec.components[0].template.raw: "
+                                  "Forbidden: attempt to change immutable field")
             self._send(200, self.api.update(plural, name, body, ns))
         return None
 
@@ -402,6 +425,10 @@ class Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):
             pass
         return None
+
+
+def _templates(obj: Object) -> list[Any]:
+    return [c.get("template") for c in (obj.get("spec") or {}).get("components") or []]
 
 
 def _event(old: Object | None, new: Object | None, labels: str | None,

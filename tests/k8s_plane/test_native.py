@@ -155,8 +155,12 @@ def test_a_job_created_while_down_is_held_admitted_and_run_to_success(
         assert not any(e["involvedObject"]["name"] == "theirs"
                        for e in api.list("events", UNMANAGED))
     # Adopting, admitting, gang-releasing and reporting a Job used every verb the render
-    # grants native admission, and no other (the fixture checks the rest is granted).
-    assert native_use(api) == grants(native_rules(RENDERED))
+    # grants native admission on Jobs, namespaces, pods and events, and no other (the
+    # fixture checks the rest is granted). The other kinds' rules are the same verbs,
+    # from the same adapters' code (tests/k8s_plane/test_native_kinds.py runs them).
+    exercised = {"batch", ""}
+    assert {use for use in native_use(api) if use[0] in exercised} == {
+        grant for grant in grants(native_rules(RENDERED)) if grant[0] in exercised}
 
 
 def test_a_job_is_held_suspended_while_the_quota_is_used(
@@ -283,7 +287,7 @@ def test_the_webhook_holds_managed_jobs_and_a_job_phalanx_refuses_says_why(
         assert served.startswith("https://")
         # The API server's side: TLS checked against the caBundle.
         https = httpx.Client(verify=ssl.create_default_context(cafile=certs / "ca.crt"))
-        url = served + "/admission/batch-jobs"
+        url = served + "/admission/workloads"
         assert https.get(served + "/v1/jobs").status_code == 404  # only the webhook there
         with pytest.raises(httpx.ConnectError):  # a client that does not trust the CA
             httpx.post(url, json=review(MANAGED, batch_job("hooked")))

@@ -33,7 +33,7 @@ async def _hello(request: Request) -> PlainTextResponse:
     return PlainTextResponse(f"answered {request.url.path}")
 
 
-APP = Starlette(routes=[Route("/admission/batch-jobs", _hello, methods=["POST"]),
+APP = Starlette(routes=[Route("/admission/workloads", _hello, methods=["POST"]),
                         Route("/v1/jobs", _hello)])
 
 
@@ -44,13 +44,13 @@ def test_it_serves_the_admission_routes_over_tls_and_nothing_else(tmp_path: Path
     try:
         base = f"https://127.0.0.1:{listener.port}"
         trusted = httpx.Client(verify=ssl.create_default_context(cafile=certs / "ca.crt"))
-        answer = trusted.post(base + "/admission/batch-jobs")
-        assert answer.status_code == 200 and answer.text == "answered /admission/batch-jobs"
+        answer = trusted.post(base + "/admission/workloads")
+        assert answer.status_code == 200 and answer.text == "answered /admission/workloads"
         assert trusted.get(base + "/v1/jobs").status_code == 404
         with pytest.raises(httpx.ConnectError):  # its CA is not the system's
-            httpx.post(base + "/admission/batch-jobs")
+            httpx.post(base + "/admission/workloads")
         with pytest.raises(httpx.RemoteProtocolError):  # TLS only
-            httpx.post(f"http://127.0.0.1:{listener.port}/admission/batch-jobs")
+            httpx.post(f"http://127.0.0.1:{listener.port}/admission/workloads")
     finally:
         listener.stop()
 

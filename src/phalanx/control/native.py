@@ -20,10 +20,10 @@ from phalanx.control.service import UNKNOWN_USER, JobService
 from phalanx.errors import NotFound, PhalanxError
 from phalanx.spec.manifests import translate
 from phalanx.spec.manifests.native import NATIVE_LABEL, as_authored, owner_of
+from phalanx.spec.manifests.native_kinds import kind_of
 
 log = logging.getLogger("phalanx.control")
 
-FINISHED_CONDITIONS = ("Complete", "Failed")
 # How often an object refused unchanged is tried again: what it names (a LocalQueue, a
 # priority) may have been created since.
 RETRY_REFUSED_SECONDS = 30.0
@@ -135,7 +135,6 @@ class NativeIntake(Periodic):
 
 
 def _finished(obj: Mapping[str, Any]) -> bool:
-    """A Job that ran to its end (its job may have been collected since): left alone."""
-    conditions = (obj.get("status") or {}).get("conditions") or []
-    return any(c.get("type") in FINISHED_CONDITIONS and c.get("status") == "True"
-               for c in conditions)
+    """An object that ran to its end (its job may have been collected since): left alone."""
+    adapter = kind_of(obj)
+    return adapter is not None and adapter.progress(obj).finished is not None

@@ -35,6 +35,7 @@ from typing import Any
 
 from phalanx.defaults import LEADER_LEASE_NAME, plane_lease_name
 from phalanx.deploy.values import DOCTOR_ACCOUNT, RUNS_ACCOUNT, WORKER_ACCOUNT, Values
+from phalanx.spec.manifests.native_kinds import NATIVE_KINDS
 
 Manifest = dict[str, Any]
 Rule = dict[str, list[str]]
@@ -108,18 +109,27 @@ def worker_cluster_rules(values: Values) -> list[Rule]:
 
 
 def native_rules(values: Values) -> list[Rule]:
-    """Kubernetes-native admission (``manageNamespaces``), verb for verb what it does: the
-    Jobs it follows (list, watch) and suspends and unsuspends (merge patches); their status,
-    read and patched for its conditions; the namespaces its selector picks; the pods of the
-    Jobs it admitted, followed and patched to remove their scheduling gate (the Job
-    controller makes and deletes them); the Events it records on the Jobs. Kubernetes RBAC
-    cannot name namespaces by label, so these are cluster-wide; Phalanx touches only
-    objects in the namespaces the selector picks."""
+    """Kubernetes-native admission (``manageNamespaces``), verb for verb what it does: each
+    managed kind's objects (``NATIVE_KINDS``, one rule per API group) it follows (list,
+    watch), reads afresh and patches (suspend, templates); their status, read and patched for
+    its conditions; the namespaces its selector picks; the pods of the batch Jobs it
+    admitted, followed and patched to remove their scheduling gate (their controllers make
+    and delete the pods); the Events it records on the objects. Kubernetes RBAC cannot name
+    namespaces by label, so these are cluster-wide; Phalanx touches only objects in the
+    namespaces the selector picks."""
     if values.manage_namespaces is None:
         return []
+    groups: dict[str, list[str]] = {}
+    for adapter in NATIVE_KINDS.values():
+        groups.setdefault(adapter.group, []).append(adapter.plural)
+    rules = []
+    for group, plurals in groups.items():
+        # followed (list, watch), read afresh and patched (suspend, templates); their
+        # status read and patched (conditions)
+        rules.append(_rule([group], plurals, ["get", "list", "watch", "patch"]))
+        rules.append(_rule([group], [f"{p}/status" for p in plurals], ["get", "patch"]))
     return [
-        _rule(["batch"], ["jobs"], ["list", "watch", "patch"]),
-        _rule(["batch"], ["jobs/status"], ["get", "patch"]),
+        *rules,
         _rule([""], ["namespaces"], ["list", "watch"]),
         _rule([""], ["pods"], ["list", "watch", "patch"]),
         _rule([""], ["events"], ["create"]),

@@ -442,8 +442,9 @@ class Values(Model):
     ray: Ray = Field(default_factory=Ray, description="How Ray jobs run (kind: ray)")
     manage_namespaces: str | None = Field(
         default=None, description="Kubernetes-native admission: a label selector (key=value, "
-        "comma-separated) of the namespaces whose batch/v1 Jobs created with kubectl Phalanx "
-        "queues and admits (`phalanx up --manage-namespaces`); unset: none")
+        "comma-separated) of the namespaces whose workloads created with kubectl (Jobs, JobSets, "
+        "PyTorchJobs, MPIJobs, RayJobs, RayClusters, AppWrappers) Phalanx queues and admits "
+        "(`phalanx up --manage-namespaces`); unset: none")
     webhook_certificate: Literal["generate", "cert-manager"] = Field(
         default="generate", description="With manageNamespaces, who makes the admission "
         "webhook's TLS certificate: generate (each render makes a CA and a serving "

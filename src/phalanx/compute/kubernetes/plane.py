@@ -110,7 +110,7 @@ class KubernetesPlane(ComputePlane):
             owner=objects.control_plane_of(self.identity))
         self.logs = LogCopier(client, self.namespace, LogStore.for_home(self.home),
                               self.home / "kubernetes" / "log-offsets")
-        # Kubernetes-native admission: Jobs created with kubectl in the namespaces the
+        # Kubernetes-native admission: workloads created with kubectl in the namespaces the
         # selector picks (native.py); None: only what is submitted to Phalanx runs.
         self.native = NativeJobs(client, self.settings.manage_namespaces, on_change=self._notify,
                                  read_timeout=self.settings.read_timeout) \

@@ -1,8 +1,10 @@
-"""``POST /admission/batch-jobs``: the mutating admission webhook of Kubernetes-native
+"""``POST /admission/workloads``: the mutating admission webhook of Kubernetes-native
 admission (AdmissionReview ``admission.k8s.io/v1`` in and out).
 
-The API server calls it as each Job is created; a Job the control plane manages
-(``--manage-namespaces``) is answered with a JSONPatch that creates it suspended and records
+The API server calls it as each object of a managed kind (Job, JobSet, PyTorchJob, MPIJob,
+RayJob, RayCluster, AppWrapper; the review's ``request.kind`` says which) is created; an
+object the control plane manages (``--manage-namespaces``) is answered with a JSONPatch
+that creates it suspended (where its kind keeps ``suspend``) and records
 who created it (``phalanx.dev/owner``, from the review's ``userInfo``), so its controller
 never makes a pod before Phalanx admits it. Every object is allowed: the webhook only holds,
 never refuses (a refusal is the queue's, with its reason on the object). Outside ``/v1`` and
@@ -64,6 +66,11 @@ def _read(review: object) -> tuple[str, dict[str, Any], str | None, bool]:
     obj = request.get("object")
     if not isinstance(obj, dict):
         obj = {}
+    kind = request.get("kind")
+    if isinstance(kind, dict) and kind.get("version") and kind.get("kind"):
+        group = f"{kind['group']}/" if kind.get("group") else ""
+        obj.setdefault("apiVersion", f"{group}{kind['version']}")
+        obj.setdefault("kind", kind["kind"])
     namespace = request.get("namespace")
     if isinstance(namespace, str) and isinstance(obj.get("metadata"), dict):
         obj["metadata"].setdefault("namespace", namespace)  # an object created by name only

@@ -32,11 +32,12 @@ ALLOW_SERVICE_ACCOUNT = PlaneOption(
     refusal="the {plane} compute plane runs no pods as ServiceAccounts")
 
 # Kubernetes-native admission (compute/kubernetes/native.py, docs/kubernetes.md): the
-# control plane's own plane watches these namespaces' Jobs; a worker's plane does not.
+# control plane's own plane watches these namespaces' workloads; a worker's plane does not.
 MANAGE_NAMESPACES = PlaneOption(
     "manage_namespaces", "--manage-namespaces",
-    "Label selector of the namespaces whose Jobs created with kubectl Phalanx queues and "
-    "admits, e.g. phalanx.dev/managed=true (docs/kubernetes.md)", verbs=("up",),
+    "Label selector of the namespaces whose workloads created with kubectl (Jobs, JobSets, "
+    "PyTorchJobs, ...) Phalanx queues and admits, e.g. phalanx.dev/managed=true "
+    "(docs/kubernetes.md)", verbs=("up",),
     refusal="the {plane} compute plane has no namespaces to manage")
 
 KUBERNETES = register_plane(PlaneInfo(

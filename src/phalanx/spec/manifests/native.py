@@ -4,7 +4,7 @@ A managed object was written by someone else and stored by the API server, which
 it sets and defaults (a Job's ``selector``, its template's controller labels) and Phalanx
 suspended it: those fields are no part of what its author asked, so they are dropped before
 the object goes through the same translation ``submit`` uses. Each kind managed natively
-names its fields here; the other kinds plug in by adding theirs to ``CLUSTER_SET``.
+names its fields in its adapter (``native_kinds``), which ``CLUSTER_SET`` gathers.
 Pure: the control plane calls it, and so could a client.
 """
 
@@ -17,16 +17,11 @@ from typing import Any
 
 from phalanx.spec.manifests import batch
 from phalanx.spec.manifests.base import QUEUE_LABEL
-
-# The Job's own labels the API server puts on its pod template and selector.
-_JOB_TEMPLATE_LABELS = ("batch.kubernetes.io/controller-uid", "controller-uid",
-                        "batch.kubernetes.io/job-name", "job-name")
+from phalanx.spec.manifests.native_kinds import NATIVE_KINDS, kind_of
 
 # (apiVersion, kind) -> fields of ``spec`` the API server sets or Phalanx wrote.
 CLUSTER_SET: dict[tuple[str, str], tuple[str, ...]] = {
-    (batch.API_VERSION, batch.KIND): ("suspend", "selector", "manualSelector",
-                                      "podReplacementPolicy"),
-}
+    key: adapter.cluster_set for key, adapter in NATIVE_KINDS.items()}
 # Annotations Phalanx writes on a managed object.
 JOB_ANNOTATION = "phalanx.dev/job"  # the Phalanx job the object runs as
 ADMITTED_ANNOTATION = "phalanx.dev/admitted"  # the attempt Phalanx unsuspended it for
@@ -38,28 +33,25 @@ NATIVE_LABEL = "phalanx.dev/native"
 DEFAULT_QUEUE_ANNOTATION = "phalanx.dev/default-queue"
 MAX_NAME = 63
 # Where the control plane answers the API server's admission webhook calls.
-ADMISSION_PATH = "/admission/batch-jobs"
+ADMISSION_PATH = "/admission/workloads"
 
 
 def managed_resources() -> list[tuple[str, str, str]]:
     """(API group, version, resource) of each kind managed natively, as an admission
-    webhook's rules and RBAC name them (a kind's resource is its lower-cased plural, as
-    for every kind managed here)."""
-    out = []
-    for api_version, kind in CLUSTER_SET:
-        group, _, version = api_version.rpartition("/")
-        out.append((group, version, kind.lower() + "s"))
-    return out
+    webhook's rules name them."""
+    return [(a.group, a.version, a.plural) for a in NATIVE_KINDS.values()]
 
 
 def managed_kind(obj: Mapping[str, Any]) -> bool:
-    return (str(obj.get("apiVersion") or ""), str(obj.get("kind") or "")) in CLUSTER_SET
+    return kind_of(obj) is not None
 
 
-def job_name(namespace: str, name: str) -> str:
+def job_name(namespace: str, name: str, kind: str = batch.KIND) -> str:
     """The Phalanx job a namespaced object runs as: ``NAMESPACE-NAME-HASH``, a DNS label
-    (the hash of ``NAMESPACE/NAME`` keeps ``a-b/c`` and ``a/b-c`` apart)."""
-    digest = hashlib.sha256(f"{namespace}/{name}".encode()).hexdigest()[:5]
+    (the hash of ``NAMESPACE/NAME``, and of the kind but for a Job, keeps ``a-b/c`` and
+    ``a/b-c`` apart, and a JobSet from a Job of the same name)."""
+    identity = f"{namespace}/{name}" if kind == batch.KIND else f"{kind}/{namespace}/{name}"
+    digest = hashlib.sha256(identity.encode()).hexdigest()[:5]
     stem = f"{namespace}-{name}"[:MAX_NAME - 6].rstrip("-.")
     return f"{stem}-{digest}"
 
@@ -75,7 +67,7 @@ def as_authored(obj: Mapping[str, Any], default_queue: str | None) -> dict[str, 
     manifest = copy.deepcopy(dict(obj))
     meta = manifest.setdefault("metadata", {})
     namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
-    meta["name"] = job_name(namespace, name)
+    meta["name"] = job_name(namespace, name, str(manifest.get("kind") or batch.KIND))
     labels = {**(meta.get("labels") or {}), NATIVE_LABEL: "true"}
     queue = queue_of(obj, default_queue)
     if queue:
@@ -88,16 +80,11 @@ def as_authored(obj: Mapping[str, Any], default_queue: str | None) -> dict[str, 
     else:
         meta.pop("annotations", None)
     spec = manifest.get("spec")
-    if isinstance(spec, dict):
-        for key in CLUSTER_SET.get((str(manifest.get("apiVersion")),
-                                    str(manifest.get("kind"))), ()):
+    adapter = kind_of(manifest)
+    if isinstance(spec, dict) and adapter is not None:
+        for key in adapter.cluster_set:
             spec.pop(key, None)
-        template_meta = (spec.get("template") or {}).get("metadata")
-        if isinstance(template_meta, dict) and isinstance(template_meta.get("labels"), dict):
-            for key in _JOB_TEMPLATE_LABELS:
-                template_meta["labels"].pop(key, None)
-            if not template_meta["labels"]:
-                template_meta.pop("labels")
+        adapter.strip(manifest)
     return manifest
 
 

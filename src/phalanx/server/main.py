@@ -11,6 +11,7 @@ import logging
 import os
 import signal
 import socket
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -329,9 +330,25 @@ def _run_replica(build: Callable[[], _Leader], sock: socket.socket, server_file:
 
     elector = Elector(store, url, lease_seconds, on_lead=lead, on_lost=exit_lost)
     front = ReplicaApp(elector)
+
+    def hand_over() -> None:
+        """A planned stop: refuse new writes, let those under way finish, stop the loop
+        (its last write), then release the lease, so a follower leads at its next look
+        while this process still drains its connections."""
+        front.step_down()
+        for leader in led:
+            leader.controller.stop()
+            leader.plane.close()  # pods keep running; the next leader adopts them
+        elector.stop()
+        logging.getLogger("phalanx").info("leadership handed over")
+
+    handover = threading.Thread(target=hand_over, name="phalanx-handover", daemon=True)
+
     def stopping() -> None:
         for leader in led:
             leader.planes.stopping()
+        if not handover.is_alive() and handover.ident is None:
+            handover.start()
 
     server = _uvicorn(front, stopping)
     logging.getLogger("phalanx").info(
@@ -341,10 +358,9 @@ def _run_replica(build: Callable[[], _Leader], sock: socket.socket, server_file:
     try:
         server.run(sockets=[sock])
     finally:
-        for leader in led:
-            leader.controller.stop()
-            leader.plane.close()
-        elector.stop()  # after the last write: releasing lets a follower lead at once
+        if handover.ident is None:  # stopped otherwise than by a signal
+            handover.start()
+        handover.join()
         store.close()
         if led:
             with contextlib.suppress(FileNotFoundError):

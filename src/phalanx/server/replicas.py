@@ -39,7 +39,14 @@ log = logging.getLogger("phalanx.replicas")
 
 EXIT_LOST_LEADERSHIP = 75  # EX_TEMPFAIL: restart me (as a follower)
 RETRY_AFTER_SECONDS = 1
-FOLLOWER_RETRY_SECONDS = 1.0
+# A follower reads the lease (a plain read, no lock) this often, and contends for it only
+# once it is free or has run out: a released lease is taken within this, and the leader's
+# fenced writes never wait on a follower's look.
+FOLLOWER_POLL_SECONDS = 0.2
+# At a planned stop, the writes already under way get this long to finish before the
+# leader stops its loop and releases the lease (new writes are refused from the start).
+HANDOVER_DRAIN_SECONDS = 3.0
+READS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
 def replica_id() -> str:
@@ -79,10 +86,10 @@ class Elector:
 
     @property
     def retry_seconds(self) -> float:
-        """The leader renews every third of the lease; a follower looks at least every
-        second, so it takes an expired lease soon after it expires."""
+        """The leader renews every third of the lease; a follower looks every
+        ``FOLLOWER_POLL_SECONDS``, so it takes a released or expired lease soon after."""
         third = self.lease_seconds / 3
-        return third if self.fence is not None else min(FOLLOWER_RETRY_SECONDS, third)
+        return third if self.fence is not None else min(FOLLOWER_POLL_SECONDS, third)
 
     def leader_url(self) -> str | None:
         """Where the live leader answers, as last seen; None if none is known to live."""
@@ -106,12 +113,22 @@ class Elector:
             except Exception:  # the lease then runs out by itself
                 log.exception("could not release the lease")
 
+    def _look(self) -> Lease:
+        """The lease after this try: a follower that sees another live holder only reads
+        it (no lock); otherwise renew it or contend for it."""
+        if self.fence is None:
+            seen = self.leases.read()
+            if seen is not None and seen.holder != self.holder \
+                    and not seen.expired(time.time()):
+                return seen
+        return self.leases.try_acquire(self.holder, self.url, self.lease_seconds)
+
     def _run(self) -> None:
         valid_until = 0.0  # monotonic: until when this replica's lease surely holds
         while not self._stop.is_set():
             tried = time.monotonic()
             try:
-                lease = self.leases.try_acquire(self.holder, self.url, self.lease_seconds)
+                lease = self._look()
             except Exception as exc:
                 log.warning("could not reach the store for the lease: %s", exc)
                 if self.fence is not None and time.monotonic() >= valid_until:
@@ -150,9 +167,20 @@ class ReplicaApp:
     def __init__(self, elector: Elector) -> None:
         self.elector = elector
         self.leader_app: ASGIApp | None = None
+        self.stepping_down = False  # a planned stop: new writes are refused
+        self.writes_in_flight = 0  # requests that may write, handed to the leader's app
 
     def lead(self, app: ASGIApp) -> None:
         self.leader_app = app
+
+    def step_down(self, drain_seconds: float = HANDOVER_DRAIN_SECONDS) -> None:
+        """Refuse new writes (503 ``NotLeader``, which clients retry elsewhere) and wait,
+        up to ``drain_seconds``, for those under way to finish: called from a thread other
+        than the server's before the loop stops and the lease is released."""
+        self.stepping_down = True
+        deadline = time.monotonic() + drain_seconds
+        while self.writes_in_flight and time.monotonic() < deadline:
+            time.sleep(0.01)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -160,6 +188,12 @@ class ReplicaApp:
             return
         path = scope.get("path", "")
         app = self.leader_app
+        writes = scope.get("method", "GET") not in READS or scope["type"] == "websocket"
+        if self.stepping_down and (writes or path == "/readyz"):
+            # Nothing of the request was done: any client may send it again elsewhere.
+            await _unavailable(scope, send, "this replica is handing leadership over "
+                               "(a planned stop); another replica leads in a moment")
+            return
         if path == "/readyz" and scope["type"] == "http":
             role = "leader" if app is not None else "follower"
             fence = self.elector.fence
@@ -169,7 +203,14 @@ class ReplicaApp:
                          "leader": self.elector.leader_url() if app is None else None})
             return
         if app is not None:
-            await app(scope, receive, send)
+            if not writes:
+                await app(scope, receive, send)
+                return
+            self.writes_in_flight += 1
+            try:
+                await app(scope, receive, send)
+            finally:
+                self.writes_in_flight -= 1
             return
         if scope["type"] == "websocket":
             await send({"type": "websocket.close", "code": 1013})  # try again later
@@ -180,11 +221,8 @@ class ReplicaApp:
             return
         leader = self.elector.leader_url()
         if leader is None:
-            error = NotLeader("this replica does not lead, and no live leader is known yet "
-                              "(an election is under way)", field="leader",
-                              fix=NOT_LEADER_FIX)
-            await _json(send, error.status_code, {"error": error.to_dict()},
-                        [(b"retry-after", str(RETRY_AFTER_SECONDS).encode())])
+            await _unavailable(scope, send, "this replica does not lead, and no live leader "
+                               "is known yet (an election is under way)")
             return
         # raw_path is the path as the client sent it, escapes and all.
         raw = scope.get("raw_path") or quote(path).encode()
@@ -192,6 +230,16 @@ class ReplicaApp:
         if scope.get("query_string"):
             target += "?" + scope["query_string"].decode("latin-1")
         await _json(send, 307, {"leader": leader}, [(b"location", target.encode())])
+
+
+async def _unavailable(scope: Scope, send: Send, message: str) -> None:
+    """503 ``NotLeader`` with ``Retry-After``: nothing was done; try again, elsewhere."""
+    if scope["type"] == "websocket":
+        await send({"type": "websocket.close", "code": 1013})  # try again later
+        return
+    error = NotLeader(message, field="leader", fix=NOT_LEADER_FIX)
+    await _json(send, error.status_code, {"error": error.to_dict()},
+                [(b"retry-after", str(RETRY_AFTER_SECONDS).encode())])
 
 
 async def _json(send: Send, status: int, body: object,

@@ -8,6 +8,7 @@ and every error answer is the envelope ``{"error": {type, message, field, fix}}`
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
 
 import anyio
@@ -25,6 +26,7 @@ from phalanx.errors import (
     AuthError,
     Forbidden,
     InternalError,
+    LeaderOnly,
     PayloadTooLarge,
     PhalanxError,
     SpecError,
@@ -36,6 +38,7 @@ from phalanx.server.document import openapi_document
 from phalanx.server.logstream import READ_THREADS, FollowerSlots, LogLimits
 from phalanx.server.podexec import deny, exec_router
 from phalanx.server.redaction import SecretEnvRule
+from phalanx.server.replicas import to_leader
 from phalanx.server.routes import (
     admission,
     cluster,
@@ -214,6 +217,7 @@ def create_app(
     log_limits: LogLimits | None = None, dashboard: bool = True, interactive: bool = True,
     planes: PlaneRegistry | None = None, control_plane_id: str = "", home: Path | None = None,
     workdirs: WorkdirStore | None = None,
+    leader_url: Callable[[], str | None] | None = None,
 ) -> FastAPI:
     """``secrets`` says which env values job specs in answers redact (default: the built-in
     rule); see ``server/redaction.py``. ``dashboard`` serves the web dashboard at ``/ui``.
@@ -221,7 +225,8 @@ def create_app(
     (``server/podexec.py``). ``home``: the state directory, whose free space ``/healthz``
     reports and a write that found none answers (507; ``server/storage.py``).
     ``workdirs`` holds jobs' packed working directories (default: beside the logs, in
-    the control plane's home)."""
+    the control plane's home). ``leader_url``: on a replica that follows, where the leader
+    answers (None: not known); a read that needs the leader (``LeaderOnly``) goes there."""
     ctx = ApiContext(
         controller, auth, logs, db_label,
         secret_env=secrets if secrets is not None else SecretEnvRule(),
@@ -247,6 +252,15 @@ def create_app(
         if exc.status_code >= 500:
             log.error("%s %s: %s", request.method, request.url.path, exc, exc_info=exc)
         return error_response(exc)
+
+    if leader_url is not None:
+        leader_of = leader_url
+
+        @app.exception_handler(LeaderOnly)
+        async def to_the_leader(request: Request, exc: LeaderOnly) -> JSONResponse:
+            status, body, headers = to_leader(leader_of(), request.scope)
+            return JSONResponse(body, status_code=status,
+                                headers={k.decode(): v.decode() for k, v in headers})
 
     @app.exception_handler(RequestValidationError)
     async def bad_request(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -295,6 +309,7 @@ def create_app(
     # router as one entry of ``app.routes``.
     api_routes = [route for router in routers for route in router.routes]
     check_every_route(api_routes)
+    app.state.api_routes = api_routes  # what a follower matches its reads against
     for router in routers:
         app.include_router(router)
     if dashboard:

@@ -28,6 +28,10 @@ import time
 from collections.abc import Callable
 from urllib.parse import quote
 
+from anyio import to_thread
+from fastapi import FastAPI
+from fastapi.routing import APIRoute
+from starlette.routing import Match
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from phalanx.errors import NotLeader, SpecError
@@ -160,6 +164,47 @@ def exit_lost(reason: str) -> None:
     os._exit(EXIT_LOST_LEADERSHIP)
 
 
+# The leader's routes a follower answers itself (GET and HEAD only), from the store: each
+# is a read of stored rows alone. Every other route needs the leader's loop (queues'
+# usage, pending reasons of this moment, nodes, the status), its planes (logs, exec, the
+# workers' routes, the Ray proxy, the planes' connections) or writes: those go to the
+# leader. A read among these that finds it needs the leader after all (the pods of a live
+# job) raises ``LeaderOnly`` and is redirected too.
+FOLLOWER_READS = frozenset({
+    "/v1/version", "/v1/jobs", "/v1/jobs/{name}", "/v1/jobs/{name}/events", "/v1/pools",
+    "/v1/auth/whoami", "/v1/users", "/v1/keys", "/v1/teams", "/v1/audit",
+})
+STANDING_SECONDS = 0.5  # a follower reads revocations again at most this often
+
+
+class FollowerReads:
+    """The routes of ``FOLLOWER_READS`` of an app built as the leader's is, over a store
+    that refuses writes (``Store.reader``), with ``reload`` (the authenticator's standing)
+    called at most every ``STANDING_SECONDS`` before a request."""
+
+    def __init__(self, app: FastAPI, reload: Callable[[], None]) -> None:
+        self.app = app
+        self.reload = reload
+        self.routes = [route for route in app.state.api_routes if isinstance(route, APIRoute)
+                       and route.path in FOLLOWER_READS and "GET" in (route.methods or ())]
+        missing = FOLLOWER_READS - {route.path for route in self.routes}
+        if missing:
+            raise ValueError(f"no GET route {sorted(missing)} to serve on followers")
+        self._reloaded = -STANDING_SECONDS
+
+    def serves(self, scope: Scope) -> bool:
+        if scope["type"] != "http" or scope.get("method") not in ("GET", "HEAD"):
+            return False
+        probe = {**scope, "method": "GET"}
+        return any(route.matches(probe)[0] is Match.FULL for route in self.routes)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if time.monotonic() - self._reloaded >= STANDING_SECONDS:
+            await to_thread.run_sync(self.reload)
+            self._reloaded = time.monotonic()
+        await self.app(scope, receive, send)
+
+
 class ReplicaApp:
     """The ASGI app of a replica: the control plane's app once leading; before, the
     follower's answers (``/healthz``, ``/readyz``, redirects to the leader)."""
@@ -168,10 +213,24 @@ class ReplicaApp:
         self.elector = elector
         self.leader_app: ASGIApp | None = None
         self.stepping_down = False  # a planned stop: new writes are refused
+        self.reads: FollowerReads | None = None  # once built (prepare_reads)
         self.writes_in_flight = 0  # requests that may write, handed to the leader's app
 
     def lead(self, app: ASGIApp) -> None:
         self.leader_app = app
+
+    def prepare_reads(self, build: Callable[[], FollowerReads],
+                      stop: threading.Event) -> None:
+        """Build the follower's reads, trying again every second until it can (the store
+        may not be reachable yet, or no leader has made the admin user yet); then every
+        read in ``FOLLOWER_READS`` is answered here rather than redirected."""
+        while self.leader_app is None and not stop.is_set():
+            try:
+                self.reads = build()
+                return
+            except Exception as exc:  # redirected meanwhile
+                log.info("this follower does not answer reads yet: %s", exc)
+            stop.wait(1.0)
 
     def step_down(self, drain_seconds: float = HANDOVER_DRAIN_SECONDS) -> None:
         """Refuse new writes (503 ``NotLeader``, which clients retry elsewhere) and wait,
@@ -219,27 +278,42 @@ class ReplicaApp:
             await _json(send, 200, {"status": "ok", "message": "a follower: it serves no "
                                     "requests itself; /readyz answers 200 on the leader"})
             return
-        leader = self.elector.leader_url()
-        if leader is None:
-            await _unavailable(scope, send, "this replica does not lead, and no live leader "
-                               "is known yet (an election is under way)")
+        reads = self.reads
+        if not writes and reads is not None and reads.serves(scope):
+            await reads(scope, receive, send)
             return
-        # raw_path is the path as the client sent it, escapes and all.
-        raw = scope.get("raw_path") or quote(path).encode()
-        target = leader.rstrip("/") + raw.decode("latin-1")
-        if scope.get("query_string"):
-            target += "?" + scope["query_string"].decode("latin-1")
-        await _json(send, 307, {"leader": leader}, [(b"location", target.encode())])
+        await _json(send, *to_leader(self.elector.leader_url(), scope))
+
+
+Answer = tuple[int, dict[str, object], list[tuple[bytes, bytes]]]
+
+
+def not_leader(message: str) -> Answer:
+    """503 ``NotLeader`` with ``Retry-After``: nothing was done; try again, elsewhere."""
+    error = NotLeader(message, field="leader", fix=NOT_LEADER_FIX)
+    return (error.status_code, {"error": error.to_dict()},
+            [(b"retry-after", str(RETRY_AFTER_SECONDS).encode())])
+
+
+def to_leader(leader: str | None, scope: Scope) -> Answer:
+    """A request sent on to the leader: 307 to the same path and query there (method and
+    body kept), or, with no live leader known, ``not_leader``."""
+    if leader is None:
+        return not_leader("this replica does not lead, and no live leader is known yet "
+                          "(an election is under way)")
+    # raw_path is the path as the client sent it, escapes and all.
+    raw = scope.get("raw_path") or quote(scope.get("path", "")).encode()
+    target = leader.rstrip("/") + raw.decode("latin-1")
+    if scope.get("query_string"):
+        target += "?" + scope["query_string"].decode("latin-1")
+    return 307, {"leader": leader}, [(b"location", target.encode())]
 
 
 async def _unavailable(scope: Scope, send: Send, message: str) -> None:
-    """503 ``NotLeader`` with ``Retry-After``: nothing was done; try again, elsewhere."""
     if scope["type"] == "websocket":
         await send({"type": "websocket.close", "code": 1013})  # try again later
         return
-    error = NotLeader(message, field="leader", fix=NOT_LEADER_FIX)
-    await _json(send, error.status_code, {"error": error.to_dict()},
-                [(b"retry-after", str(RETRY_AFTER_SECONDS).encode())])
+    await _json(send, *not_leader(message))
 
 
 async def _json(send: Send, status: int, body: object,

@@ -15,7 +15,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,6 +53,7 @@ class Replica:
     db: str
     port: int = field(default_factory=_free_port)
     proc: subprocess.Popen[bytes] | None = None
+    lease: float = LEASE
 
     @property
     def url(self) -> str:
@@ -67,7 +68,7 @@ class Replica:
             "from pathlib import Path; from phalanx.server import serve; "
             f"serve(home=Path({str(self.home)!r}), host='127.0.0.1', port={self.port}, "
             f"db={self.db!r}, run_as_user={RUN_PODS_AS!r}, grace_seconds=2, ha=True, "
-            f"lease_seconds={LEASE})"
+            f"lease_seconds={self.lease})"
         )
         with self.log.open("ab") as log:
             self.proc = subprocess.Popen(
@@ -111,14 +112,21 @@ class Replicas:
 
 
 @contextmanager
-def replicas(tmp_path: Path, count: int = 3) -> Iterator[Replicas]:
+def replicas(tmp_path: Path, count: int = 3, *, lease: float = LEASE,
+             db_of: Callable[[int, str], str] | None = None, start: bool = True,
+             ) -> Iterator[Replicas]:
+    """``count`` replicas on a fresh database, started unless ``start`` is False;
+    ``db_of(index, url)``: the URL replica ``index`` reaches the database at (through a
+    relay, say)."""
     home = tmp_path / "home"
     home.mkdir(mode=0o700)
     with fresh_database(postgres_admin_url()) as db:
-        group = Replicas(home, [Replica(i, home, db) for i in range(count)])
+        group = Replicas(home, [Replica(i, home, db_of(i, db) if db_of else db, lease=lease)
+                                for i in range(count)])
         try:
-            for replica in group.members:
-                replica.start()
+            if start:
+                for replica in group.members:
+                    replica.start()
             yield group
         finally:
             for replica in group.members:

@@ -52,7 +52,7 @@ from phalanx.server.routes import (
 from phalanx.server.routes import planes as plane_routes
 from phalanx.server.routes.context import ApiContext, error_response
 from phalanx.server.secret_routes import secret_router
-from phalanx.server.storage import StateDisk
+from phalanx.server.storage import StateDisk, store_unavailable
 from phalanx.server.ui import MOUNT, create_ui
 from phalanx.server.workdir_routes import own_body_cap, workdir_router
 from phalanx.spec.api import ACT_AS_HEADER
@@ -173,7 +173,8 @@ class _Guard:
         try:
             await self.app(scope, receive, watch)
         except Exception as exc:
-            full = self.disk.refusal(exc) if self.disk is not None else None
+            full = (self.disk.refusal(exc) if self.disk is not None else None) \
+                or store_unavailable(exc)
             if full is None:
                 # The client gets the envelope; the traceback stays in the server's log.
                 log.exception("%s %s failed", scope.get("method"), scope["path"])
@@ -246,7 +247,8 @@ def create_app(
 
     @app.exception_handler(PhalanxError)
     async def phalanx_error(request: Request, exc: PhalanxError) -> JSONResponse:
-        full = disk.refusal(exc) if disk is not None and exc.status_code >= 500 else None
+        full = (disk.refusal(exc) if disk is not None else None) or store_unavailable(exc) \
+            if exc.status_code >= 500 else None
         if full is not None:
             return error_response(full)
         if exc.status_code >= 500:

@@ -47,6 +47,7 @@ RETRY_AFTER_SECONDS = 1
 # once it is free or has run out: a released lease is taken within this, and the leader's
 # fenced writes never wait on a follower's look.
 FOLLOWER_POLL_SECONDS = 0.2
+STORE_RETRY_SECONDS = 1.0
 # At a planned stop, the writes already under way get this long to finish before the
 # leader stops its loop and releases the lease (new writes are refused from the start).
 HANDOVER_DRAIN_SECONDS = 3.0
@@ -93,7 +94,10 @@ class Elector:
         """The leader renews every third of the lease; a follower looks every
         ``FOLLOWER_POLL_SECONDS``, so it takes a released or expired lease soon after."""
         third = self.lease_seconds / 3
-        return third if self.fence is not None else min(FOLLOWER_POLL_SECONDS, third)
+        if self.fence is None:
+            return min(FOLLOWER_POLL_SECONDS, third)
+        # A leader whose store failed tries again soon: it is ready again once it answers.
+        return min(STORE_RETRY_SECONDS, third) if self.leases.store.unavailable else third
 
     def leader_url(self) -> str | None:
         """Where the live leader answers, as last seen; None if none is known to live."""
@@ -257,9 +261,13 @@ class ReplicaApp:
             role = "leader" if app is not None else "follower"
             fence = self.elector.fence
             term = fence.term if fence is not None and app is not None else None
-            await _json(send, 200 if app is not None else 503,
-                        {"ready": app is not None, "role": role, "term": term,
-                         "leader": self.elector.leader_url() if app is None else None})
+            # A leader whose store cannot be reached acknowledges nothing: not ready.
+            fault = self.elector.leases.store.unavailable if app is not None else None
+            ready = app is not None and fault is None
+            await _json(send, 200 if ready else 503, {
+                "ready": ready, "role": role, "term": term,
+                "leader": self.elector.leader_url() if app is None else None,
+                **({"reason": f"the store is unavailable: {fault}"} if fault else {})})
             return
         if app is not None:
             if not writes:

@@ -46,6 +46,7 @@ from phalanx.store.engine import (
     display_url,
     is_sqlite,
     parse_url,
+    unavailable_reason,
 )
 from phalanx.store.leases import NOT_LEADER_FIX, Fence, check_fence
 from phalanx.store.rows import (
@@ -139,6 +140,9 @@ class Store:
         self.fence: Fence | None = None
         # Set on a read-only view (``reader``): why every write is refused.
         self.refusal: str | None = None
+        # Why the last write failed, while the database cannot be reached (dropped or
+        # refused connections): cleared by the next write that commits.
+        self.unavailable: str | None = None
         dialect_insert = sqlite.insert if is_sqlite(self.engine) else postgresql.insert
         upsert = dialect_insert(jobs)
         self._upsert_jobs: Insert = upsert.on_conflict_do_update(
@@ -240,8 +244,16 @@ class Store:
         """A write transaction that does not check the fence: for the lease itself only."""
         if self.refusal is not None:
             raise NotLeader(self.refusal, field="leader", fix=NOT_LEADER_FIX)
-        with self._write_lock or contextlib.nullcontext(), self._writer.begin() as connection:
-            yield connection
+        try:
+            with self._write_lock or contextlib.nullcontext(), \
+                    self._writer.begin() as connection:
+                yield connection
+        except Exception as exc:
+            reason = unavailable_reason(exc)
+            if reason is not None:
+                self.unavailable = reason
+            raise
+        self.unavailable = None
 
     # ------------------------------------------------------------------ config
     def load_config(self) -> QueueConfig | None:

@@ -1,19 +1,23 @@
 """Several replicas of the control plane on one store: the election and the front door.
 
 ``phalanx up --ha`` starts a replica. Each listens at once, and an ``Elector`` thread
-contends for the store's lease (``store/leases.py``): a follower every second (or third of
-the lease, if shorter), the leader renewing it every third of the lease. The one
-that holds it leads: it sets the store's fence to its term, builds the control plane
-(store, planes, loop, routes: what a restart builds, adopting what the planes run), and
-from then on ``ReplicaApp`` hands every request to that. The others follow: ``/healthz``
-answers 200 (the process lives), ``/readyz`` 503, and every other request is redirected
-(307, method and body kept) to the URL the leader advertises in the lease; with no live
-leader known, 503 with ``Retry-After``, which clients retry.
+watches the store's lease (``store/leases.py``): a follower reads it every 0.2 s (or third
+of the lease, if shorter) without a lock and contends for it once it is free or expired,
+the leader renews it every third of the lease. The one that holds it leads: it sets the
+store's fence to its term, builds the control plane (store, planes, loop, routes: what a
+restart builds, adopting what the planes run), and from then on ``ReplicaApp`` hands
+every request to that. The others follow: ``/healthz`` answers 200 (the process lives),
+``/readyz`` 503, the reads of ``FOLLOWER_READS`` are answered by the leader's own routes
+over a view of the store that refuses writes (``FollowerReads``), and every other request
+is redirected (307, method and body kept) to the URL the leader advertises in the lease;
+with no live leader known, 503 ``NotLeader`` with ``Retry-After``, which clients retry.
 
 A leader that cannot renew its lease before it runs out, or finds another holder, stops
 at once (``os._exit``): its writes are refused by the fence anyway, and a supervisor
-(systemd, Kubernetes) restarts it as a follower. SIGTERM releases the lease, so a follower
-takes over at its next try rather than after the lease's period.
+(systemd, Kubernetes) restarts it as a follower. A leader whose store cannot be reached
+for less than that is not ready (``/readyz``) and is ready again once it answers. SIGTERM
+hands over (``ReplicaApp.step_down``, then ``server/main.py`` stops the loop and releases
+the lease), so a follower leads at its next look rather than after the lease's period.
 """
 
 from __future__ import annotations
@@ -270,7 +274,7 @@ class ReplicaApp:
                 **({"reason": f"the store is unavailable: {fault}"} if fault else {})})
             return
         if app is not None:
-            if not writes:
+            if not writes or scope["type"] != "http":  # an exec session is not waited for
                 await app(scope, receive, send)
                 return
             self.writes_in_flight += 1

@@ -74,6 +74,15 @@ class Replica:
         except httpx.TransportError:
             return False
 
+    def up(self) -> bool:
+        """Whether it answers at all (a follower or the leader)."""
+        if self.proc is None or self.proc.poll() is not None:
+            return False
+        try:
+            return httpx.get(f"{self.url}/healthz", timeout=2).status_code == 200
+        except httpx.TransportError:
+            return False
+
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
@@ -127,6 +136,13 @@ def _trials(replicas: list[Replica], urls: str, token: str, count: int, sig: int
     seconds: list[float] = []
     failed = 0
     for trial in range(count):
+        # Every replica up first (the one stopped last trial restarts as a follower): a
+        # trial measures a takeover by a follower, not a replica's start.
+        deadline = time.monotonic() + 120
+        while not all(replica.up() for replica in replicas):
+            if time.monotonic() > deadline:
+                raise RuntimeError("a replica did not start; see replica-*.log")
+            time.sleep(0.1)
         leader = _leader(replicas)
         with Client(urls, token, timeout=60) as client:
             assert leader.proc is not None

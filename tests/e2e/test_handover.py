@@ -25,6 +25,7 @@ def _quick_job(name: str) -> dict[str, object]:
 def test_sigterm_hands_over_with_no_failed_request(tmp_path: Path) -> None:
     with replicas(tmp_path) as group:
         old = group.leader()
+        group.all_up()  # followers to hand over to
         acknowledged: list[str] = []
         failures: list[str] = []
         stop = threading.Event()

@@ -83,6 +83,13 @@ class Replica:
             return None
         return answer.json() if answer.status_code == 200 else None
 
+    def up(self) -> bool:
+        """Whether it answers at all (``/healthz``: a follower or the leader)."""
+        try:
+            return self.alive() and httpx.get(f"{self.url}/healthz", timeout=2).is_success
+        except httpx.TransportError:
+            return False
+
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
@@ -105,6 +112,13 @@ class Replicas:
             time.sleep(0.1)
         raise AssertionError("no replica leads:\n" + "\n".join(
             r.log.read_text()[-2000:] for r in self.members))
+
+    def all_up(self, timeout: float = LEADS_WITHIN) -> None:
+        """Wait until every replica answers ``/healthz`` (a follower or the leader)."""
+        deadline = time.monotonic() + timeout
+        while not all(replica.up() for replica in self.members):
+            assert time.monotonic() < deadline, "a replica did not start"
+            time.sleep(0.1)
 
     def client(self) -> Client:
         return Client(url=self.urls, token=(self.home / "token").read_text().strip(),

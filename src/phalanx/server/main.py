@@ -370,14 +370,15 @@ def _run_replica(build: Callable[[], _Leader],
             leader.controller.stop()
             leader.plane.close()  # pods keep running; the next leader adopts them
         elector.stop()
-        logging.getLogger("phalanx").info("leadership handed over")
+        if led:
+            logging.getLogger("phalanx").info("leadership handed over")
 
     handover = threading.Thread(target=hand_over, name="phalanx-handover", daemon=True)
 
     def stopping() -> None:
         for leader in led:
             leader.planes.stopping()
-        if not handover.is_alive() and handover.ident is None:
+        if handover.ident is None:  # the first signal only
             handover.start()
 
     server = _uvicorn(front, stopping)

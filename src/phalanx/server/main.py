@@ -12,6 +12,7 @@ import os
 import signal
 import socket
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -365,13 +366,16 @@ def _run_replica(build: Callable[[], _Leader],
         """A planned stop: refuse new writes, let those under way finish, stop the loop
         (its last write), then release the lease, so a follower leads at its next look
         while this process still drains its connections."""
+        began = time.monotonic()
         front.step_down()
         for leader in led:
             leader.controller.stop()
             leader.plane.close()  # pods keep running; the next leader adopts them
         elector.stop()
         if led:
-            logging.getLogger("phalanx").info("leadership handed over")
+            logging.getLogger("phalanx").info("leadership handed over (lease released "
+                                              "%.2f s after the signal)",
+                                              time.monotonic() - began)
 
     handover = threading.Thread(target=hand_over, name="phalanx-handover", daemon=True)
 

@@ -1,17 +1,21 @@
-"""Failover time of replicated control planes (``phalanx up --ha``) on PostgreSQL.
+"""Failover and planned handover times of replicated control planes (``phalanx up --ha``)
+on PostgreSQL.
 
 Starts N replicas (default 3) sharing one state directory and one PostgreSQL database, then
-for each trial: finds the leader, kills it with SIGKILL, and submits a one-pod job through
-a client given every replica's URL until one is acknowledged and admitted. The failover
-time is from the kill to the moment the job is seen admitted (the new leader's first
-admission). The killed replica is started again, as a follower, before the next trial.
+for each failover trial: finds the leader, kills it with SIGKILL, and submits a one-pod job
+through a client given every replica's URL until one is acknowledged and admitted. The
+failover time is from the kill to the moment the job is seen admitted (the new leader's
+first admission). Each handover trial does the same with SIGTERM (a planned stop, as in a
+rolling upgrade) instead, and also counts the requests that failed (none should). The
+stopped replica is started again, as a follower, before the next trial.
 
-    python -m benchmarks.failover --db postgresql://USER@HOST:PORT/DB        # 20 trials
-    python -m benchmarks.failover --db ... --trials 5 --lease 3s             # quicker
+    python -m benchmarks.failover --db postgresql://USER@HOST:PORT/DB        # 20 + 20 trials
+    python -m benchmarks.failover --db ... --trials 5 --handovers 5 --lease 3s   # quicker
 
-What a trial costs: the lease running out (at most ``--lease`` after the last renewal),
-the follower's next try (within a second), and the new leader building the control plane
-(reading the store, adopting the local plane's pods) before it admits.
+What a failover costs: the lease running out (at most ``--lease`` after the last renewal),
+the follower's next look (within 0.2 s), and the new leader building the control plane
+(reading the store, adopting the local plane's pods) before it admits. A handover costs no
+lease: the leader releases it once its writes under way are done.
 """
 
 from __future__ import annotations
@@ -70,6 +74,15 @@ class Replica:
         except httpx.TransportError:
             return False
 
+    def up(self) -> bool:
+        """Whether it answers at all (a follower or the leader)."""
+        if self.proc is None or self.proc.poll() is not None:
+            return False
+        try:
+            return httpx.get(f"{self.url}/healthz", timeout=2).status_code == 200
+        except httpx.TransportError:
+            return False
+
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
@@ -90,11 +103,12 @@ def _leader(replicas: list[Replica], timeout: float = 120.0) -> Replica:
     raise RuntimeError("no replica leads; see replica-*.log in the state directory")
 
 
-def _admitted_after_kill(client: Client, name: str, killed: float) -> float:
-    """Submit ``name`` until acknowledged, then wait until it is admitted; seconds since
-    ``killed``."""
+def _admitted_after_kill(client: Client, name: str, killed: float) -> tuple[float, int]:
+    """Submit ``name`` until acknowledged, then wait until it is admitted: seconds since
+    ``killed``, and how many requests failed meanwhile."""
     job = {"name": name, "podSets": [{"name": "main", "replicas": 1, "command": ["true"],
                                       "resources": {"cpu": "100m"}}]}
+    failed = 0
     while True:
         try:
             client.submit(job)
@@ -102,56 +116,88 @@ def _admitted_after_kill(client: Client, name: str, killed: float) -> float:
         except PhalanxError as exc:
             if "already exists" in exc.message:  # a retry whose first try was stored
                 break
+            failed += 1
+            console.print(f"  submit failed: {exc}")
             time.sleep(0.05)
     while True:
         try:
             if client.get(name).status.value in ADMITTED:
-                return time.monotonic() - killed
-        except PhalanxError:
-            pass
+                return time.monotonic() - killed, failed
+        except PhalanxError as exc:
+            failed += 1
+            console.print(f"  get failed: {exc}")
         time.sleep(0.02)
 
 
-def run(db: str, trials: int, count: int, lease: str) -> dict[str, Any]:
+def _trials(replicas: list[Replica], urls: str, token: str, count: int, sig: int,
+            what: str) -> tuple[list[float], int]:
+    """``count`` trials stopping the leader with ``sig``: the seconds of each, and the
+    requests that failed in all."""
+    seconds: list[float] = []
+    failed = 0
+    for trial in range(count):
+        # Every replica up first (the one stopped last trial restarts as a follower): a
+        # trial measures a takeover by a follower, not a replica's start.
+        deadline = time.monotonic() + 120
+        while not all(replica.up() for replica in replicas):
+            if time.monotonic() > deadline:
+                raise RuntimeError("a replica did not start; see replica-*.log")
+            time.sleep(0.1)
+        leader = _leader(replicas)
+        with Client(urls, token, timeout=60) as client:
+            assert leader.proc is not None
+            stopped = time.monotonic()
+            leader.proc.send_signal(sig)
+            took, failures = _admitted_after_kill(
+                client, f"{what}-{os.getpid()}-{trial}", stopped)
+            leader.proc.wait()
+        seconds.append(took)
+        failed += failures
+        console.print(f"{what} {trial + 1}/{count}: {took:.2f} s"
+                      + (f", {failures} failed requests" if failures else ""))
+        leader.start()  # back, as a follower
+    return seconds, failed
+
+
+def _figures(seconds: list[float]) -> dict[str, Any]:
+    if not seconds:
+        return {"trials": 0, "seconds": []}
+    return {"trials": len(seconds), "seconds": seconds,
+            "p50_s": percentile(seconds, 50), "p99_s": percentile(seconds, 99),
+            "min_s": min(seconds), "max_s": max(seconds)}
+
+
+def run(db: str, trials: int, count: int, lease: str, handovers: int) -> dict[str, Any]:
     home = Path(tempfile.mkdtemp(prefix="phalanx-failover-"))
     home.chmod(0o700)
     replicas = [Replica(home, db, lease, i) for i in range(count)]
-    seconds: list[float] = []
     try:
         for replica in replicas:
             replica.start()
         _leader(replicas)
         token = (home / "token").read_text().strip()
         urls = ",".join(r.url for r in replicas)
-        for trial in range(trials):
-            leader = _leader(replicas)
-            with Client(urls, token, timeout=60) as client:
-                assert leader.proc is not None
-                killed = time.monotonic()
-                leader.proc.kill()
-                leader.proc.wait()
-                took = _admitted_after_kill(client, f"failover-{os.getpid()}-{trial}", killed)
-            seconds.append(took)
-            console.print(f"trial {trial + 1}/{trials}: {took:.2f} s")
-            leader.start()  # back, as a follower
+        failover, _ = _trials(replicas, urls, token, trials, signal.SIGKILL, "failover")
+        handover, failed = _trials(replicas, urls, token, handovers, signal.SIGTERM,
+                                   "handover")
     finally:
         for replica in replicas:
             replica.stop()
         subprocess.run([sys.executable, "-c", "import sys; from pathlib import Path; "
                         "from tests.leftovers import kill_pods_under; "
                         "kill_pods_under(Path(sys.argv[1]))", str(home)], cwd=REPO, check=False)
-    return {
-        "replicas": count, "lease": lease, "trials": trials, "seconds": seconds,
-        "p50_s": percentile(seconds, 50), "p99_s": percentile(seconds, 99),
-        "min_s": min(seconds), "max_s": max(seconds),
-    }
+    # The failover's figures at the top level, as before; the handover's beside them.
+    return {"replicas": count, "lease": lease, **_figures(failover),
+            "handover": {**_figures(handover), "failed_requests": failed}}
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--db", default=os.environ.get("PHALANX_TEST_POSTGRES_URL"),
                         help="PostgreSQL URL of a database the replicas share")
-    parser.add_argument("--trials", type=int, default=20)
+    parser.add_argument("--trials", type=int, default=20, help="failover trials (SIGKILL)")
+    parser.add_argument("--handovers", type=int, default=20,
+                        help="planned handover trials (SIGTERM)")
     parser.add_argument("--replicas", type=int, default=3)
     parser.add_argument("--lease", default="7s", help="the replicas' --lease (default 7s, "
                         "phalanx up's)")
@@ -160,13 +206,19 @@ def main(argv: list[str] | None = None) -> None:
     if not args.db:
         parser.error("--db postgresql://... is needed (or PHALANX_TEST_POSTGRES_URL)")
     parse_duration(args.lease, field="--lease")
-    result = run(args.db, args.trials, args.replicas, args.lease)
-    table = Table(title=f"Failover: kill -9 of the leader to the first admission "
-                        f"({args.replicas} replicas, lease {args.lease})")
-    for column in ("trials", "p50 s", "p99 s", "min s", "max s"):
+    result = run(args.db, args.trials, args.replicas, args.lease, args.handovers)
+    table = Table(title=f"Leader stopped to the first admission ({args.replicas} replicas, "
+                        f"lease {args.lease})")
+    for column in ("stop", "trials", "p50 s", "p99 s", "min s", "max s", "failed requests"):
         table.add_column(column, justify="right")
-    table.add_row(str(result["trials"]), f"{result['p50_s']:.2f}", f"{result['p99_s']:.2f}",
-                  f"{result['min_s']:.2f}", f"{result['max_s']:.2f}")
+    for label, figures, failed in (
+        ("failover (SIGKILL)", result, "-"),
+        ("handover (SIGTERM)", result["handover"], str(result["handover"]["failed_requests"])),
+    ):
+        if figures["trials"]:
+            table.add_row(label, str(figures["trials"]), f"{figures['p50_s']:.2f}",
+                          f"{figures['p99_s']:.2f}", f"{figures['min_s']:.2f}",
+                          f"{figures['max_s']:.2f}", failed)
     Console().print(table)
     path = write_json("failover", result, args.out)
     console.print(f"wrote {path}")

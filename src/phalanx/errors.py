@@ -110,6 +110,11 @@ class NotLeader(Unavailable):
     refused by the store's fence, and a client retries on the leader."""
 
 
+class LeaderOnly(NotLeader):
+    """A read a replica that follows cannot answer from the store (it needs the leader's
+    loop or planes): the follower redirects it to the leader."""
+
+
 class ConnectionFailed(PhalanxError):
     """The control plane could not be reached."""
 

@@ -15,7 +15,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,6 +53,7 @@ class Replica:
     db: str
     port: int = field(default_factory=_free_port)
     proc: subprocess.Popen[bytes] | None = None
+    lease: float = LEASE
 
     @property
     def url(self) -> str:
@@ -67,7 +68,7 @@ class Replica:
             "from pathlib import Path; from phalanx.server import serve; "
             f"serve(home=Path({str(self.home)!r}), host='127.0.0.1', port={self.port}, "
             f"db={self.db!r}, run_as_user={RUN_PODS_AS!r}, grace_seconds=2, ha=True, "
-            f"lease_seconds={LEASE})"
+            f"lease_seconds={self.lease})"
         )
         with self.log.open("ab") as log:
             self.proc = subprocess.Popen(
@@ -81,6 +82,13 @@ class Replica:
         except httpx.TransportError:
             return None
         return answer.json() if answer.status_code == 200 else None
+
+    def up(self) -> bool:
+        """Whether it answers at all (``/healthz``: a follower or the leader)."""
+        try:
+            return self.alive() and httpx.get(f"{self.url}/healthz", timeout=2).is_success
+        except httpx.TransportError:
+            return False
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -105,20 +113,34 @@ class Replicas:
         raise AssertionError("no replica leads:\n" + "\n".join(
             r.log.read_text()[-2000:] for r in self.members))
 
+    def all_up(self, timeout: float = LEADS_WITHIN) -> None:
+        """Wait until every replica answers ``/healthz`` (a follower or the leader)."""
+        deadline = time.monotonic() + timeout
+        while not all(replica.up() for replica in self.members):
+            assert time.monotonic() < deadline, "a replica did not start"
+            time.sleep(0.1)
+
     def client(self) -> Client:
         return Client(url=self.urls, token=(self.home / "token").read_text().strip(),
                       timeout=30)
 
 
 @contextmanager
-def replicas(tmp_path: Path, count: int = 3) -> Iterator[Replicas]:
+def replicas(tmp_path: Path, count: int = 3, *, lease: float = LEASE,
+             db_of: Callable[[int, str], str] | None = None, start: bool = True,
+             ) -> Iterator[Replicas]:
+    """``count`` replicas on a fresh database, started unless ``start`` is False;
+    ``db_of(index, url)``: the URL replica ``index`` reaches the database at (through a
+    relay, say)."""
     home = tmp_path / "home"
     home.mkdir(mode=0o700)
     with fresh_database(postgres_admin_url()) as db:
-        group = Replicas(home, [Replica(i, home, db) for i in range(count)])
+        group = Replicas(home, [Replica(i, home, db_of(i, db) if db_of else db, lease=lease)
+                                for i in range(count)])
         try:
-            for replica in group.members:
-                replica.start()
+            if start:
+                for replica in group.members:
+                    replica.start()
             yield group
         finally:
             for replica in group.members:

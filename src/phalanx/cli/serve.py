@@ -94,7 +94,8 @@ def up(
                                                    "its workers' --fence-after")] = "15m",
     ha: Annotated[bool, typer.Option("--ha", help="Run as one of several replicas on one "
                                      "PostgreSQL store: one leads by lease, the others "
-                                     "redirect to it and take over if it is lost")] = False,
+                                     "answer reads from the store, redirect the rest to it "
+                                     "and take over if it is lost")] = False,
     lease: Annotated[str | None, typer.Option(help="With --ha: how long a silent leader keeps the "
                                        "lease; a follower leads about this long after the "
                                        "leader's loss; default 7s")] = None,

@@ -11,6 +11,7 @@ from phalanx.control.loop import ControlLoop, CredentialSource
 from phalanx.control.metrics import Metrics
 from phalanx.control.native import ManagedSource, NativeIntake
 from phalanx.control.provisioning import ProvisioningController
+from phalanx.control.reader import StoreReader
 from phalanx.control.retention import (
     DEFAULT_BATCH,
     DEFAULT_WORKDIR_RETENTION,
@@ -50,22 +51,25 @@ class Controller:
         workdirs: WorkdirStore | None = None,
         workdir_retention: float | None = DEFAULT_WORKDIR_RETENTION,
         native: ManagedSource | None = None,
+        reader: bool = False,
     ) -> None:
         """``finished_ttl``: seconds after which finished jobs and their ``logs`` are deleted
         (None: kept for ever); ``credentials``: what launched pods call the API with;
         ``workdirs``: the uploaded archives, pruned when no live job needs them and unused
         for ``workdir_retention`` seconds (None or 0: only when asked); ``native``: the
-        managed objects of Kubernetes-native admission, made jobs of."""
+        managed objects of Kubernetes-native admission, made jobs of; ``reader``: a replica
+        that follows, whose routes read the store (``control/reader.py``): nothing is
+        recovered nor loaded into memory, and its store refuses writes."""
         self.store = store
         self.plane = plane
         self.started_at = clock()
         nodes = plane.inventory()
         stored = store.load_config()
         config = stored or QueueConfig.default_for(nodes)
-        if stored is None:
+        if stored is None and not reader:
             store.save_config(config)
         self.state = ControlState(store, Scheduler(config, nodes), config, nodes, clock=clock)
-        self.service = JobService(self.state, plane, logs)
+        self.service = (StoreReader if reader else JobService)(self.state, plane, logs)
         self.workdirs = None if workdirs is None else WorkdirPruner(
             workdirs, self.state, workdir_retention, clock)
         self.collector = FinishedJobCollector(store, self.service.delete_finished, finished_ttl,
@@ -75,8 +79,9 @@ class Controller:
         self.loop = ControlLoop(self.state, plane, grace_seconds=grace_seconds,
                                 tick_seconds=tick_seconds, batch_seconds=batch_seconds,
                                 credentials=credentials, provisioning=self.provisioning)
-        self.loop.recover()
-        load_history(self.state, store)
+        if not reader:
+            self.loop.recover()
+            load_history(self.state, store)
         self.forecaster = StartForecaster(self.state)
         self.native = NativeIntake(self.service, native) if native is not None else None
 

@@ -43,6 +43,7 @@ from phalanx.spec.config import QueueConfig
 from phalanx.spec.quantity import format_quantity
 from phalanx.spec.resources import JobSpec, Node, NodeHealth
 from phalanx.spec.status import JobAdmission, JobRecord, JobStatus
+from phalanx.store.engine import unavailable_reason
 
 log = logging.getLogger("phalanx.controller")
 CHECKPOINT_POLL = 5.0  # seconds between two reads of a running job's checkpoint directory
@@ -100,11 +101,15 @@ class ControlLoop:
             except Exception as exc:  # keep scheduling; the next step re-reads the world
                 self.failures_in_a_row += 1
                 self.state.metrics.loop_errors.inc()
-                if not is_no_space(exc):
+                unreachable = unavailable_reason(exc)
+                if not is_no_space(exc) and unreachable is None:
                     log.exception("control loop step failed")
                 elif self.failures_in_a_row % 100 == 1:  # one line, not one per tick
-                    log.error("control loop step failed: no space left in the state "
-                              "directory (PHALANX_HOME) for the store; retried each step")
+                    log.error("control loop step failed: %s; nothing is sent to the planes "
+                              "until the store takes the step's changes; retried each step",
+                              "no space left in the state directory (PHALANX_HOME) for "
+                              "the store" if unreachable is None
+                              else f"the store is unavailable: {unreachable}")
             else:
                 self.failures_in_a_row = 0
                 self.last_success = time.monotonic()

@@ -68,6 +68,14 @@ class NodeOverview:
     used: dict[str, int]  # resource -> milli-units admitted jobs hold on the node
 
 
+def acting_attempt(record: JobRecord | None, attempt: int) -> JobRecord | None:
+    """``record`` while ``attempt`` is its current attempt, active and not being stopped."""
+    if (record is None or record.attempt != attempt or record.status not in ACTIVE
+            or record.stop_reason is not None):
+        return None
+    return record
+
+
 class JobService:
     def __init__(
         self, state: ControlState, plane: ComputePlane, logs: LogStore | None = None,
@@ -441,11 +449,7 @@ class JobService:
         was never launched. What a job's credential acts for: read on every request it
         makes, so without the lock (one dict read; the loop replaces fields, never tears
         one)."""
-        record = self.state.jobs.get(name)
-        if (record is None or record.attempt != attempt or record.status not in ACTIVE
-                or record.stop_reason is not None):
-            return None
-        return record
+        return acting_attempt(self.state.jobs.get(name), attempt)
 
     def live(self, names: Iterable[str]) -> dict[str, JobRecord]:
         """Copies of the records of ``names`` that are still active, with current reasons."""

@@ -8,6 +8,7 @@ and every error answer is the envelope ``{"error": {type, message, field, fix}}`
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
 
 import anyio
@@ -25,6 +26,7 @@ from phalanx.errors import (
     AuthError,
     Forbidden,
     InternalError,
+    LeaderOnly,
     PayloadTooLarge,
     PhalanxError,
     SpecError,
@@ -36,6 +38,7 @@ from phalanx.server.document import openapi_document
 from phalanx.server.logstream import READ_THREADS, FollowerSlots, LogLimits
 from phalanx.server.podexec import deny, exec_router
 from phalanx.server.redaction import SecretEnvRule
+from phalanx.server.replicas import to_leader
 from phalanx.server.routes import (
     admission,
     cluster,
@@ -49,7 +52,7 @@ from phalanx.server.routes import (
 from phalanx.server.routes import planes as plane_routes
 from phalanx.server.routes.context import ApiContext, error_response
 from phalanx.server.secret_routes import secret_router
-from phalanx.server.storage import StateDisk
+from phalanx.server.storage import StateDisk, store_unavailable
 from phalanx.server.ui import MOUNT, create_ui
 from phalanx.server.workdir_routes import own_body_cap, workdir_router
 from phalanx.spec.api import ACT_AS_HEADER
@@ -170,7 +173,8 @@ class _Guard:
         try:
             await self.app(scope, receive, watch)
         except Exception as exc:
-            full = self.disk.refusal(exc) if self.disk is not None else None
+            full = (self.disk.refusal(exc) if self.disk is not None else None) \
+                or store_unavailable(exc)
             if full is None:
                 # The client gets the envelope; the traceback stays in the server's log.
                 log.exception("%s %s failed", scope.get("method"), scope["path"])
@@ -214,6 +218,7 @@ def create_app(
     log_limits: LogLimits | None = None, dashboard: bool = True, interactive: bool = True,
     planes: PlaneRegistry | None = None, control_plane_id: str = "", home: Path | None = None,
     workdirs: WorkdirStore | None = None,
+    leader_url: Callable[[], str | None] | None = None,
 ) -> FastAPI:
     """``secrets`` says which env values job specs in answers redact (default: the built-in
     rule); see ``server/redaction.py``. ``dashboard`` serves the web dashboard at ``/ui``.
@@ -221,7 +226,8 @@ def create_app(
     (``server/podexec.py``). ``home``: the state directory, whose free space ``/healthz``
     reports and a write that found none answers (507; ``server/storage.py``).
     ``workdirs`` holds jobs' packed working directories (default: beside the logs, in
-    the control plane's home)."""
+    the control plane's home). ``leader_url``: on a replica that follows, where the leader
+    answers (None: not known); a read that needs the leader (``LeaderOnly``) goes there."""
     ctx = ApiContext(
         controller, auth, logs, db_label,
         secret_env=secrets if secrets is not None else SecretEnvRule(),
@@ -241,12 +247,22 @@ def create_app(
 
     @app.exception_handler(PhalanxError)
     async def phalanx_error(request: Request, exc: PhalanxError) -> JSONResponse:
-        full = disk.refusal(exc) if disk is not None and exc.status_code >= 500 else None
+        full = (disk.refusal(exc) if disk is not None else None) or store_unavailable(exc) \
+            if exc.status_code >= 500 else None
         if full is not None:
             return error_response(full)
         if exc.status_code >= 500:
             log.error("%s %s: %s", request.method, request.url.path, exc, exc_info=exc)
         return error_response(exc)
+
+    if leader_url is not None:
+        leader_of = leader_url
+
+        @app.exception_handler(LeaderOnly)
+        async def to_the_leader(request: Request, exc: LeaderOnly) -> JSONResponse:
+            status, body, headers = to_leader(leader_of(), request.scope)
+            return JSONResponse(body, status_code=status,
+                                headers={k.decode(): v.decode() for k, v in headers})
 
     @app.exception_handler(RequestValidationError)
     async def bad_request(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -295,6 +311,7 @@ def create_app(
     # router as one entry of ``app.routes``.
     api_routes = [route for router in routers for route in router.routes]
     check_every_route(api_routes)
+    app.state.api_routes = api_routes  # what a follower matches its reads against
     for router in routers:
         app.include_router(router)
     if dashboard:

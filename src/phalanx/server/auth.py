@@ -305,6 +305,16 @@ class Authenticator:
                          for q in team.queues)
 
     # ------------------------------------------------------------------ changes
+    def reload_standing(self) -> None:
+        """Read again what another process may have changed: the revoked keys, the
+        disabled users and the signing keys (a replica that follows, whose leader changes
+        them)."""
+        revoked = frozenset(k.id for k in self.identity.revoked_since(0.0))
+        disabled = frozenset(u.name for u in self.identity.list_users() if u.disabled)
+        self.signing.reload()
+        with self._lock:
+            self._revoked, self._disabled = revoked, disabled
+
     def revoked(self, key_id: str) -> None:
         with self._lock:
             self._revoked = self._revoked | {key_id}

@@ -11,13 +11,16 @@ import logging
 import os
 import signal
 import socket
+import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
-from typing import IO, ParamSpec
+from typing import IO, Any, ParamSpec
 
 import uvicorn
+from fastapi import FastAPI
 from starlette.types import ASGIApp
 
 from phalanx.compute.base import AttemptSecrets, PodCredential
@@ -27,6 +30,7 @@ from phalanx.compute.remote import PlaneTimers
 from phalanx.control import Controller
 from phalanx.control.loop import CredentialSource
 from phalanx.control.planes import PlaneRegistry, check_timers, current_placement
+from phalanx.control.reader import StoredPlaneNames
 from phalanx.control.retention import DEFAULT_WORKDIR_RETENTION
 from phalanx.defaults import (
     DEFAULT_HOST,
@@ -44,13 +48,14 @@ from phalanx.defaults import (
 )
 from phalanx.errors import Conflict, SpecError
 from phalanx.server.app import MAX_BODY_BYTES, create_app
-from phalanx.server.auth import TOKEN_TTL, Authenticator
+from phalanx.server.auth import BOOTSTRAP_USER, TOKEN_TTL, Authenticator
 from phalanx.server.jobkeys import JobKeys
 from phalanx.server.keys import control_plane_id
 from phalanx.server.logstream import LogLimits
 from phalanx.server.redaction import SecretEnvRule
 from phalanx.server.replicas import (
     Elector,
+    FollowerReads,
     LeaderLeases,
     ReplicaApp,
     check_ha_store,
@@ -285,22 +290,43 @@ def serve(
                                 native=getattr(plane.member(LOCAL_PLANE), "native", None))
         auth.attempts = controller.service.running_attempt
         plane.placement_of = current_placement(controller.state, plane)
-        app = create_app(controller, auth, logs, db_label=str(info["db"]),
-                         secrets=SecretEnvRule(extra=tuple(secret_env)),
-                         max_body_bytes=max_body_bytes, log_limits=LogLimits.from_env(),
-                         interactive=interactive, planes=planes,
-                         control_plane_id=control_plane_id(home), home=home,
-                         workdirs=workdirs)
+        app = api(controller, auth, logs, workdirs, planes=planes)
         if webhook is not None:  # the leader's: only it holds what the webhook answers from
             webhook.start(app)
         return _Leader(controller, plane, planes, app)
+
+    def api(controller: Controller, auth: Authenticator, logs: LogStore,
+            workdirs: WorkdirStore, **more: Any) -> FastAPI:
+        """The HTTP API over ``controller``: the leader's, and a follower's reads."""
+        return create_app(controller, auth, logs, db_label=str(info["db"]),
+                          secrets=SecretEnvRule(extra=tuple(secret_env)),
+                          max_body_bytes=max_body_bytes, log_limits=LogLimits.from_env(),
+                          interactive=interactive, control_plane_id=control_plane_id(home),
+                          home=home, workdirs=workdirs, **more)
+
+    def build_reads(leader_url: Callable[[], str | None]) -> FollowerReads:
+        """A follower's reads: the same routes over the store, every write refused."""
+        view = store.reader("this replica follows: it answers reads, and the leader "
+                            "makes every change")
+        identity = IdentityStore(view)
+        # Not before a leader has made the state directory's keys (the admin user comes
+        # after them): a follower making them too would race it.
+        identity.get_user(BOOTSTRAP_USER)
+        auth = Authenticator(home, identity, token_ttl=token_ttl)
+        plane = StoredPlaneNames(PlaneStore(view), local_plane=local_plane)
+        logs = LogStore.for_home(home)
+        controller = Controller(view, plane, logs=logs, reader=True)
+        auth.attempts = controller.service.running_attempt
+        app = api(controller, auth, logs, WorkdirStore.for_home(home), dashboard=False,
+                  leader_url=leader_url)
+        return FollowerReads(app, auth.reload_standing)
 
     server_file = home / SERVER_FILE
     try:
         if not ha:
             _run_alone(build(), sock, server_file, info, store, lock)
             return
-        _run_replica(build, sock, server_file, info, store, lock,
+        _run_replica(build, build_reads, sock, server_file, info, store, lock,
                      advertise_url or str(info["url"]), lease_seconds, leases)
     finally:
         if webhook is not None:
@@ -349,9 +375,11 @@ def _run_alone(leader: _Leader, sock: socket.socket, server_file: Path,
         lock.close()
 
 
-def _run_replica(build: Callable[[], _Leader], sock: socket.socket, server_file: Path,
-                 info: dict[str, object], store: Store, lock: IO[str], url: str,
-                 lease_seconds: float, leases: LeaderLeases) -> None:
+def _run_replica(build: Callable[[], _Leader],
+                 build_reads: Callable[[Callable[[], str | None]], FollowerReads],
+                 sock: socket.socket, server_file: Path, info: dict[str, object],
+                 store: Store, lock: IO[str], url: str, lease_seconds: float,
+                 leases: LeaderLeases) -> None:
     """Serve as a follower at once; lead (build and start the control plane) once elected."""
     led: list[_Leader] = []
 
@@ -372,22 +400,46 @@ def _run_replica(build: Callable[[], _Leader], sock: socket.socket, server_file:
     elector = Elector(store, url, lease_seconds, on_lead=lead, on_lost=exit_lost,
                       leases=leases)
     front = ReplicaApp(elector)
+
+    def hand_over() -> None:
+        """A planned stop: refuse new writes, let those under way finish, stop the loop
+        (its last write), then release the lease, so a follower leads at its next look
+        while this process still drains its connections."""
+        began = time.monotonic()
+        front.step_down()
+        for leader in led:
+            leader.controller.stop()
+            leader.plane.close()  # pods keep running; the next leader adopts them
+        elector.stop()
+        if led:
+            logging.getLogger("phalanx").info("leadership handed over (lease released "
+                                              "%.2f s after the signal)",
+                                              time.monotonic() - began)
+
+    handover = threading.Thread(target=hand_over, name="phalanx-handover", daemon=True)
+
     def stopping() -> None:
         for leader in led:
             leader.planes.stopping()
+        if handover.ident is None:  # the first signal only
+            handover.start()
 
     server = _uvicorn(front, stopping)
     logging.getLogger("phalanx").info(
         "replica %s listening on %s (advertised as %s), lease %gs",
         elector.holder, info["url"], url, lease_seconds)
     elector.start()
+    stopped = threading.Event()
+    threading.Thread(target=front.prepare_reads, name="phalanx-follower-reads", daemon=True,
+                     args=(functools.partial(build_reads, elector.leader_url), stopped),
+                     ).start()
     try:
         server.run(sockets=[sock])
     finally:
-        for leader in led:
-            leader.controller.stop()
-            leader.plane.close()
-        elector.stop()  # after the last write: releasing lets a follower lead at once
+        stopped.set()
+        if handover.ident is None:  # stopped otherwise than by a signal
+            handover.start()
+        handover.join()
         store.close()
         if led:
             with contextlib.suppress(FileNotFoundError):

@@ -6,6 +6,12 @@ answer: 507 "no space left in PHALANX_HOME (N bytes free)" instead of a bare 500
 clear line in the server's log, and ``/healthz`` not ready while the disk is full, so a
 load balancer or an operator sees it. Once space is freed, writes succeed again and
 ``/healthz`` says ok: nothing to reset.
+
+Likewise a store that cannot be reached (PostgreSQL stopped, the network to it cut):
+``store_unavailable`` makes the failure a 503 "the store is unavailable: ...", and the
+first write that commits once it is back ends the fault. A submit refused so was not kept
+(jobs join memory once stored); a change the control plane made in memory first (a
+cancel) is written, and only then sent to the planes, once the store is back.
 """
 
 from __future__ import annotations
@@ -15,7 +21,8 @@ import shutil
 import threading
 from pathlib import Path
 
-from phalanx.errors import InsufficientStorage, is_no_space
+from phalanx.errors import InsufficientStorage, Unavailable, is_no_space
+from phalanx.store.engine import unavailable_reason
 
 log = logging.getLogger("phalanx.api")
 
@@ -83,3 +90,19 @@ class StateDisk:
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return text[0][:200] if text else type(exc).__name__
+
+
+STORE_FIX = ("the request was not acknowledged: send it again once the store answers (the "
+             "control plane reconnects by itself, and a submit or cancel sent again is not "
+             "done twice); check that the database server runs and that this machine "
+             "reaches it")
+
+
+def store_unavailable(exc: BaseException) -> Unavailable | None:
+    """The 503 for a request that failed because the store could not be reached (one line
+    in the log, no traceback); None for any other failure."""
+    reason = unavailable_reason(exc)
+    if reason is None:
+        return None
+    log.error("the store is unavailable: %s; a request was refused", reason)
+    return Unavailable(f"the store is unavailable: {reason}", field="db", fix=STORE_FIX)

@@ -49,6 +49,13 @@ class SigningKeys:
         except (OSError, ValueError, KeyError, TypeError):
             return []
 
+    def reload(self) -> None:
+        """The keys as the file holds them now (another process may have rotated them)."""
+        keys = self._load()
+        if keys:
+            with self._lock:
+                self.keys = keys
+
     def rotate(self) -> SigningKey:
         """A new current key; the current one is kept to verify the tokens it signed."""
         key = SigningKey(secrets.token_hex(4), secrets.token_bytes(32), time.time())

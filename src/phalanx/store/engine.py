@@ -15,7 +15,7 @@ from typing import Any
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import URL, make_url
-from sqlalchemy.exc import ArgumentError
+from sqlalchemy.exc import ArgumentError, DBAPIError, InterfaceError, OperationalError
 
 from phalanx.defaults import open_private, redact_url
 from phalanx.errors import SpecError
@@ -26,6 +26,9 @@ URL_FIX = "use sqlite:///PATH/TO/phalanx.db or postgresql://USER@HOST:PORT/DATAB
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 # Execution option that marks a connection as about to write; see _begin_sqlite.
 WRITE_OPTION = "phalanx_write"
+
+
+CONNECT_TIMEOUT_SECONDS = 5
 
 
 def default_url(home: Path) -> str:
@@ -70,7 +73,30 @@ def create_store_engine(url: URL) -> Engine:
     if url.get_backend_name() == "sqlite":
         return _sqlite_engine(url)
     # pre_ping: a PostgreSQL restart must cost one reconnect, not a failed API request.
-    return create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=20)
+    # connect_timeout: a server that cannot be reached is said within seconds, not after
+    # the system's TCP timeout (minutes), so requests are refused rather than left waiting.
+    return create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=20,
+                         connect_args={"connect_timeout": CONNECT_TIMEOUT_SECONDS})
+
+
+def unavailable_reason(exc: BaseException) -> str | None:
+    """Why the store could not be used, when ``exc`` (or what it wraps) says the database
+    could not be reached or dropped the connection: its first line; None for any other
+    failure (a constraint, a bug, a full disk: ``phalanx.errors.is_no_space``)."""
+    seen: set[int] = set()
+    stack: list[BaseException | None] = [exc]
+    while stack:
+        current = stack.pop()
+        if current is None or id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, DBAPIError) and (
+                current.connection_invalidated
+                or isinstance(current, OperationalError | InterfaceError)):
+            lines = str(current.orig or current).strip().splitlines()
+            return lines[0][:200] if lines else type(current).__name__
+        stack.extend([current.__cause__, current.__context__])
+    return None
 
 
 def _sqlite_engine(url: URL) -> Engine:

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
 LEADER_LEASE = "control-plane"  # the lease the control plane's replicas contend for
 # The default lease: a leader silent this long is replaced. A follower leads within about
-# this long, plus its retry period (1 s) and the time to build the control plane (a few
+# this long, plus its look period (0.2 s) and the time to build the control plane (a few
 # seconds), after the leader's loss: under 15 s.
 NOT_LEADER_FIX = "send the request to the leader (GET /readyz answers 200 there); " \
     "clients given several URLs (PHALANX_URL=a,b,c) retry on the next themselves"

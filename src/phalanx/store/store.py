@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
+import copy
 import json
 import threading
 import time
@@ -34,7 +35,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
-from phalanx.errors import Conflict, InternalError, NotFound, ServerError, SpecError
+from phalanx.errors import Conflict, InternalError, NotFound, NotLeader, ServerError, SpecError
 from phalanx.spec.config import QueueConfig
 from phalanx.spec.status import TERMINAL_STATUSES, JobEvent, JobRecord, JobStatus
 from phalanx.store import migrate
@@ -45,8 +46,9 @@ from phalanx.store.engine import (
     display_url,
     is_sqlite,
     parse_url,
+    unavailable_reason,
 )
-from phalanx.store.leases import Fence, check_fence
+from phalanx.store.leases import NOT_LEADER_FIX, Fence, check_fence
 from phalanx.store.rows import (
     event_from_row,
     event_row,
@@ -136,6 +138,11 @@ class Store:
         # Set by a replica that leads (store/leases.py): every write then checks, in its own
         # transaction, that this replica still holds the lease under this term.
         self.fence: Fence | None = None
+        # Set on a read-only view (``reader``): why every write is refused.
+        self.refusal: str | None = None
+        # Why the last write failed, while the database cannot be reached (dropped or
+        # refused connections): cleared by the next write that commits.
+        self.unavailable: str | None = None
         dialect_insert = sqlite.insert if is_sqlite(self.engine) else postgresql.insert
         upsert = dialect_insert(jobs)
         self._upsert_jobs: Insert = upsert.on_conflict_do_update(
@@ -174,6 +181,14 @@ class Store:
     def url(self) -> str:
         """The database URL with any password masked."""
         return display_url(self._url)
+
+    def reader(self, why: str) -> Store:
+        """This store, on the same connections, with every write refused (``NotLeader``,
+        saying ``why``): what a replica that follows answers reads from."""
+        view = copy.copy(self)
+        view.refusal = why
+        view.fence = None
+        return view
 
     def close(self) -> None:
         self.engine.dispose()
@@ -227,8 +242,18 @@ class Store:
     @contextlib.contextmanager
     def unfenced_write(self) -> Iterator[Connection]:
         """A write transaction that does not check the fence: for the lease itself only."""
-        with self._write_lock or contextlib.nullcontext(), self._writer.begin() as connection:
-            yield connection
+        if self.refusal is not None:
+            raise NotLeader(self.refusal, field="leader", fix=NOT_LEADER_FIX)
+        try:
+            with self._write_lock or contextlib.nullcontext(), \
+                    self._writer.begin() as connection:
+                yield connection
+        except Exception as exc:
+            reason = unavailable_reason(exc)
+            if reason is not None:
+                self.unavailable = reason
+            raise
+        self.unavailable = None
 
     # ------------------------------------------------------------------ config
     def load_config(self) -> QueueConfig | None:

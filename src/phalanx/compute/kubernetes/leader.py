@@ -19,12 +19,16 @@ from __future__ import annotations
 
 import math
 import time
+from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 from phalanx.compute.kubernetes.client import KubeClient, KubeError, Object
 from phalanx.compute.kubernetes.lease import LEASE_API, expiry_of, micro_time, parse_micro_time
 from phalanx.defaults import LEADER_LEASE_NAME as DEFAULT_NAME
 from phalanx.store.leases import LEADER_LEASE, Fence, Lease, LeaseStore, check_lease_seconds
+
+if TYPE_CHECKING:
+    from phalanx.store import Store
 
 URL_ANNOTATION = "phalanx.dev/leader-url"
 
@@ -47,6 +51,16 @@ class KubeLeaderLease:
     @property
     def where(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+    @property
+    def store(self) -> Store:
+        """The store whose lease row mirrors the Lease (and whose term fences)."""
+        return self.store_leases.store
+
+    def read(self) -> Lease | None:
+        """The Lease as it stands (no write): a follower's look at who leads."""
+        found = self._read()
+        return None if found is None else self._as_lease(found)
 
     def _read(self) -> Object | None:
         try:

@@ -6,6 +6,8 @@ import pytest
 
 from phalanx.control.forecast import (
     DEFAULT_RUN,
+    ESTIMATE_QUANTILE,
+    RESERVE_QUANTILE,
     RunHistory,
     RunTime,
     expected_run,
@@ -66,6 +68,27 @@ def test_history_is_a_high_percentile_of_similar_runs_only() -> None:
     assert history.expected("ada", "train-0500", "team-a", None) == RunTime(540.0, Hist)
     assert history.expected("ada", "train-0500", "team-a", 60.0) == RunTime(60.0, MaxR)
     assert history.expected("ada", "infer-1", "team-a", None).basis is NoH
+
+
+def test_history_counts_only_the_similar_runs_that_lasted_as_long() -> None:
+    history = RunHistory()
+    for minutes in range(1, 11):  # 1..10 minutes
+        history.add("ada", "team-a", f"train-{minutes:04d}", minutes * 60.0)
+    median, high = ESTIMATE_QUANTILE, RESERVE_QUANTILE
+    # Not started: the median of all ten for estimates, their p90 for reservations.
+    assert history.expected("ada", "train-1", "team-a", None, 0.0, median) == RunTime(300.0, Hist)
+    assert history.expected("ada", "train-1", "team-a", None, 0.0, high) == RunTime(540.0, Hist)
+    # Six and a half minutes in, only the runs of 7..10 minutes are like it.
+    assert history.expected("ada", "train-1", "team-a", None, 390.0, median) == RunTime(
+        480.0, Hist)
+    assert history.expected("ada", "train-1", "team-a", None, 390.0, high) == RunTime(
+        600.0, Hist)
+    # Past the longest: outlived, as long again.
+    assert history.expected("ada", "train-1", "team-a", None, 660.0, median) == RunTime(
+        1320.0, Out)
+    # maxRuntime still wins.
+    assert history.expected("ada", "train-1", "team-a", 120.0, 390.0, median) == RunTime(
+        390.0, MaxR)
 
 
 def _config() -> QueueConfig:

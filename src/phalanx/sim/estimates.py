@@ -14,7 +14,14 @@ from __future__ import annotations
 
 import math
 
-from phalanx.control.forecast import Limits, RunHistory, RunTime, forecast
+from phalanx.control.forecast import (
+    ESTIMATE_QUANTILE,
+    RESERVE_QUANTILE,
+    Limits,
+    RunHistory,
+    RunTime,
+    forecast,
+)
 from phalanx.scheduler import JobView, Scheduler
 from phalanx.sim.metrics import JobOutcome
 
@@ -44,12 +51,16 @@ class EstimateRecorder:
         history, team = self.history, self.team
         max_runtime = self.max_runtime
 
-        def expected(view: JobView, elapsed: float) -> RunTime:
+        def expected(view: JobView, elapsed: float, quantile: float = ESTIMATE_QUANTILE
+                     ) -> RunTime:
             name = view.spec.name
             who = team.get(name, "")
-            return history.expected(who, name, who, max_runtime, elapsed)
+            return history.expected(who, name, who, max_runtime, elapsed, quantile)
 
-        estimates = forecast(scheduler.snapshot(), now, expected, LIMITS)
+        def reserve(view: JobView, elapsed: float) -> RunTime:
+            return expected(view, elapsed, RESERVE_QUANTILE)
+
+        estimates = forecast(scheduler.snapshot(), now, expected, LIMITS, reserve=reserve)
         self.forecasts += 1
         for name in names:
             found = estimates.get(name)

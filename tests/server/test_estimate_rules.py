@@ -201,3 +201,34 @@ def test_starts_column(status: JobStatus, starts_in: float | None, basis: Estima
         assert estimate_text(record, now) == f"#3 in default (#7 in its cohort), starts {shown}"
     else:
         assert estimate_text(record, now) == ""
+
+
+def test_reservations_in_the_forecast_count_on_the_reserve_run_times() -> None:
+    """A job that backfills only if it ends before a reservation: the forecast judges that
+    with ``reserve``'s (the live scheduler's) run times, and dates ends with ``expected``'s."""
+    base = _config()
+    name, cq = next(iter(base.cluster_queues.items()))
+    config = base.model_copy(update={"cluster_queues": {
+        name: cq.model_copy(update={"reserve_after": 0.0})}})
+    scheduler = Scheduler(config, [_node()])
+    t0 = 1000.0
+    scheduler.submit(_job("running", 2, "1h"), priority=0, submitted_at=t0)
+    scheduler.cycle(t0)
+    scheduler.submit(_job("big", 4), priority=0, submitted_at=t0 + 1)
+    scheduler.submit(_job("small", 2), priority=0, submitted_at=t0 + 2)
+    # Live, big holds a reservation at running's end, and small (no known run time) waits.
+    assert scheduler.cycle(t0 + 60).admissions == []
+
+    def typical(view: JobView, elapsed: float) -> RunTime:
+        return expected_run(view.spec.max_runtime, 600.0, elapsed)
+
+    def cautious(view: JobView, elapsed: float) -> RunTime:
+        return expected_run(view.spec.max_runtime, 2 * H, elapsed)
+
+    # Counting on the typical 10 minutes, small would end before big's start: it backfills.
+    alike = forecast(scheduler.snapshot(), t0 + 60, typical)
+    assert alike["small"].starts_at == pytest.approx(t0 + 60)
+    # Counting on 2 hours for reservations it does not; it starts when big's 10 minutes end.
+    apart = forecast(scheduler.snapshot(), t0 + 60, typical, reserve=cautious)
+    assert apart["big"].starts_at == pytest.approx(t0 + H)
+    assert apart["small"].starts_at == pytest.approx(t0 + H + 600)

@@ -74,6 +74,7 @@ class EstimateRecorder:
         """For jobs that waited over LONG_WAIT: the share of estimates within 25 % of the
         actual wait and within a factor of 2 (an unknown estimate counts as a miss)."""
         scored = within_quarter = within_double = unknown = guesses = 0
+        ratios: list[float] = []  # estimated wait / actual wait
         for o in outcomes:
             if o.name not in self.estimated or o.delay is None or o.delay <= LONG_WAIT:
                 continue
@@ -84,6 +85,7 @@ class EstimateRecorder:
                 unknown += 1
                 continue
             wait = max(0.0, at - o.submit)
+            ratios.append(wait / o.delay)
             within_quarter += abs(wait - o.delay) <= 0.25 * o.delay
             within_double += o.delay / 2 <= wait <= 2 * o.delay
         return {
@@ -96,4 +98,15 @@ class EstimateRecorder:
             "within_factor_2": within_double / scored if scored else None,
             "unknown": unknown,
             "guesses": guesses,
+            # Over 1: estimates late (the job started before its estimate); under 1: early.
+            "ratio_p25": _quantile(ratios, 0.25),
+            "ratio_median": _quantile(ratios, 0.5),
+            "ratio_p75": _quantile(ratios, 0.75),
         }
+
+
+def _quantile(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]

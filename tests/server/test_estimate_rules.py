@@ -74,8 +74,10 @@ def test_history_counts_only_the_similar_runs_that_lasted_as_long() -> None:
     history = RunHistory()
     for minutes in range(1, 11):  # 1..10 minutes
         history.add("ada", "team-a", f"train-{minutes:04d}", minutes * 60.0)
-    median, high = ESTIMATE_QUANTILE, RESERVE_QUANTILE
-    # Not started: the median of all ten for estimates, their p90 for reservations.
+    median, high = 0.5, RESERVE_QUANTILE
+    assert median < ESTIMATE_QUANTILE < high  # estimates: about the typical run
+    assert history.expected("ada", "train-1", "team-a", None) == RunTime(540.0, Hist)  # p90
+    # Not started: the median of all ten, or their p90.
     assert history.expected("ada", "train-1", "team-a", None, 0.0, median) == RunTime(300.0, Hist)
     assert history.expected("ada", "train-1", "team-a", None, 0.0, high) == RunTime(540.0, Hist)
     # Six and a half minutes in, only the runs of 7..10 minutes are like it.

@@ -6,6 +6,8 @@ import pytest
 
 from phalanx.control.forecast import (
     DEFAULT_RUN,
+    ESTIMATE_QUANTILE,
+    RESERVE_QUANTILE,
     RunHistory,
     RunTime,
     expected_run,
@@ -66,6 +68,29 @@ def test_history_is_a_high_percentile_of_similar_runs_only() -> None:
     assert history.expected("ada", "train-0500", "team-a", None) == RunTime(540.0, Hist)
     assert history.expected("ada", "train-0500", "team-a", 60.0) == RunTime(60.0, MaxR)
     assert history.expected("ada", "infer-1", "team-a", None).basis is NoH
+
+
+def test_history_counts_only_the_similar_runs_that_lasted_as_long() -> None:
+    history = RunHistory()
+    for minutes in range(1, 11):  # 1..10 minutes
+        history.add("ada", "team-a", f"train-{minutes:04d}", minutes * 60.0)
+    median, high = 0.5, RESERVE_QUANTILE
+    assert median < ESTIMATE_QUANTILE < high  # estimates: about the typical run
+    assert history.expected("ada", "train-1", "team-a", None) == RunTime(540.0, Hist)  # p90
+    # Not started: the median of all ten, or their p90.
+    assert history.expected("ada", "train-1", "team-a", None, 0.0, median) == RunTime(300.0, Hist)
+    assert history.expected("ada", "train-1", "team-a", None, 0.0, high) == RunTime(540.0, Hist)
+    # Six and a half minutes in, only the runs of 7..10 minutes are like it.
+    assert history.expected("ada", "train-1", "team-a", None, 390.0, median) == RunTime(
+        480.0, Hist)
+    assert history.expected("ada", "train-1", "team-a", None, 390.0, high) == RunTime(
+        600.0, Hist)
+    # Past the longest: outlived, as long again.
+    assert history.expected("ada", "train-1", "team-a", None, 660.0, median) == RunTime(
+        1320.0, Out)
+    # maxRuntime still wins.
+    assert history.expected("ada", "train-1", "team-a", 120.0, 390.0, median) == RunTime(
+        390.0, MaxR)
 
 
 def _config() -> QueueConfig:
@@ -178,3 +203,34 @@ def test_starts_column(status: JobStatus, starts_in: float | None, basis: Estima
         assert estimate_text(record, now) == f"#3 in default (#7 in its cohort), starts {shown}"
     else:
         assert estimate_text(record, now) == ""
+
+
+def test_reservations_in_the_forecast_count_on_the_reserve_run_times() -> None:
+    """A job that backfills only if it ends before a reservation: the forecast judges that
+    with ``reserve``'s (the live scheduler's) run times, and dates ends with ``expected``'s."""
+    base = _config()
+    name, cq = next(iter(base.cluster_queues.items()))
+    config = base.model_copy(update={"cluster_queues": {
+        name: cq.model_copy(update={"reserve_after": 0.0})}})
+    scheduler = Scheduler(config, [_node()])
+    t0 = 1000.0
+    scheduler.submit(_job("running", 2, "1h"), priority=0, submitted_at=t0)
+    scheduler.cycle(t0)
+    scheduler.submit(_job("big", 4), priority=0, submitted_at=t0 + 1)
+    scheduler.submit(_job("small", 2), priority=0, submitted_at=t0 + 2)
+    # Live, big holds a reservation at running's end, and small (no known run time) waits.
+    assert scheduler.cycle(t0 + 60).admissions == []
+
+    def typical(view: JobView, elapsed: float) -> RunTime:
+        return expected_run(view.spec.max_runtime, 600.0, elapsed)
+
+    def cautious(view: JobView, elapsed: float) -> RunTime:
+        return expected_run(view.spec.max_runtime, 2 * H, elapsed)
+
+    # Counting on the typical 10 minutes, small would end before big's start: it backfills.
+    alike = forecast(scheduler.snapshot(), t0 + 60, typical)
+    assert alike["small"].starts_at == pytest.approx(t0 + 60)
+    # Counting on 2 hours for reservations it does not; it starts when big's 10 minutes end.
+    apart = forecast(scheduler.snapshot(), t0 + 60, typical, reserve=cautious)
+    assert apart["big"].starts_at == pytest.approx(t0 + H)
+    assert apart["small"].starts_at == pytest.approx(t0 + H + 600)

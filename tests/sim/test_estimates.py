@@ -34,3 +34,6 @@ def test_estimates_at_submit_are_scored_against_actual_starts(two_nodes: list[No
     assert figures["guesses"] == 1  # a-2: nothing like it had finished
     assert figures["within_25_percent"] == 0.5  # a-3 exactly, a-2 not
     assert figures["within_factor_2"] == 0.5
+    # a-3 on time; a-2 estimated after a-1's default run (an hour) for a start at 1000: late.
+    assert figures["ratio_p25"] == 1.0
+    assert 3.5 < figures["ratio_p75"] < 3.7

@@ -14,7 +14,13 @@ from __future__ import annotations
 import logging
 import time
 
-from phalanx.control.forecast import Limits, RunTime, forecast
+from phalanx.control.forecast import (
+    ESTIMATE_QUANTILE,
+    RESERVE_QUANTILE,
+    Limits,
+    RunTime,
+    forecast,
+)
 from phalanx.control.periodic import Periodic
 from phalanx.control.state import ControlState
 from phalanx.scheduler import JobView
@@ -68,12 +74,16 @@ class StartForecaster(Periodic):
             now = state.clock()
         history = state.history
 
-        def expected(view: JobView, elapsed: float) -> RunTime:
+        def expected(view: JobView, elapsed: float, quantile: float = ESTIMATE_QUANTILE
+                     ) -> RunTime:
             spec = view.spec
             return history.expected(users.get(spec.name, ""), spec.name, spec.queue,
-                                    spec.max_runtime, elapsed)
+                                    spec.max_runtime, elapsed, quantile)
 
-        estimates = forecast(snapshot, now, expected, self.limits)
+        def reserve(view: JobView, elapsed: float) -> RunTime:
+            return expected(view, elapsed, RESERVE_QUANTILE)
+
+        estimates = forecast(snapshot, now, expected, self.limits, reserve=reserve)
         state.estimates = estimates
         self._last = time.monotonic()
         self._observe(estimates, list(snapshot.config.cluster_queues), now)

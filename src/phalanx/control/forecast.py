@@ -8,10 +8,15 @@ admitted in that run is its estimated start. The live scheduler is never touched
 the forecast runs outside the state's lock and changes no decision.
 
 Expected run times (``expected_run``): a job's ``maxRuntime`` when it has one; else a
-high percentile (p90) of the run times of similar jobs that finished (same user, same
-LocalQueue, same name prefix: the name without trailing ``-<digits>`` or ``-<hash>``
-parts); a running job that outlives that is expected to run as long again. With neither,
-a default run time stands in and the estimate says it is a guess.
+percentile of the run times of similar jobs that finished (same user, same LocalQueue,
+same name prefix: the name without trailing ``-<digits>`` or ``-<hash>`` parts) among
+those that lasted longer than the run has lasted so far: what runs like it that got this
+far went on to do. Estimated starts take the 60th percentile (``ESTIMATE_QUANTILE``:
+about the typical run; a little above the median because a forecast cannot see the jobs
+that will arrive and go first, so on the median it runs early); reservations take a high
+percentile (``RESERVE_QUANTILE``: one counted on a run ending early keeps room too late).
+A running job that outlived every similar run is expected to run as long again. With
+no history, a default run time stands in and the estimate says it is a guess.
 
 The cost is bounded: at most ``max_cycles`` cycles, ``max_starts`` admissions and
 ``max_seconds`` of wall time; ends close together share a cycle (within
@@ -21,6 +26,7 @@ the horizon, not with the number of jobs. Jobs the run did not reach are "unknow
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
 import re
@@ -34,7 +40,9 @@ from phalanx.scheduler import JobView, Scheduler, SchedulerSnapshot
 from phalanx.spec.status import EstimateBasis, StartEstimate
 
 DEFAULT_RUN = 3600.0  # seconds a run with no maxRuntime and no history is taken to last
-PERCENTILE = 0.9
+RESERVE_QUANTILE = 0.9  # run times reservations and backfill count on
+ESTIMATE_QUANTILE = 0.6  # run times estimated starts count on (benchmarks.philly: see README)
+PERCENTILE = RESERVE_QUANTILE
 HISTORY_KEPT = 50  # latest run times kept per kind of run
 RELATIVE_STEP = 0.1  # ends within 10 % of the time looked ahead share one cycle
 MIN_STEP = 60.0  # seconds: ends within a minute share one cycle
@@ -90,19 +98,37 @@ class RunHistory:
                 runs = self._runs[key] = deque(maxlen=self.kept)
             runs.append(seconds)
 
-    def percentile(self, user: str, queue: str, name: str) -> float | None:
-        """The p90 run time of similar finished jobs; None when none finished."""
+    def _sorted(self, user: str, queue: str, name: str) -> list[float] | None:
         with self._lock:
             runs = self._runs.get((user, queue, name_prefix(name)))
-            ordered = sorted(runs) if runs else None
-        if not ordered:
+            return sorted(runs) if runs else None
+
+    def percentile(self, user: str, queue: str, name: str,
+                   quantile: float = PERCENTILE) -> float | None:
+        """The ``quantile`` (p90 by default) run time of similar finished jobs; None when
+        none finished."""
+        ordered = self._sorted(user, queue, name)
+        return None if ordered is None else _quantile(ordered, quantile)
+
+    def beyond(self, user: str, queue: str, name: str, elapsed: float,
+               quantile: float = PERCENTILE) -> float | None:
+        """The ``quantile`` run time of the similar finished jobs that ran longer than
+        ``elapsed``; when none did, their longest (at most ``elapsed``: outlived); None
+        when none finished."""
+        ordered = self._sorted(user, queue, name)
+        if ordered is None:
             return None
-        return ordered[min(len(ordered) - 1, math.ceil(PERCENTILE * len(ordered)) - 1)]
+        longer = ordered[bisect.bisect_right(ordered, elapsed):]
+        return _quantile(longer, quantile) if longer else ordered[-1]
 
     def expected(self, user: str, spec_name: str, queue: str, max_runtime: float | None,
-                 elapsed: float = 0.0) -> RunTime:
+                 elapsed: float = 0.0, quantile: float = PERCENTILE) -> RunTime:
         return expected_run(max_runtime, None if max_runtime else
-                            self.percentile(user, queue, spec_name), elapsed)
+                            self.beyond(user, queue, spec_name, elapsed, quantile), elapsed)
+
+
+def _quantile(ordered: list[float], quantile: float) -> float:
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(quantile * len(ordered)) - 1))]
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,16 +150,18 @@ class _Start:
 
 def forecast(snapshot: SchedulerSnapshot, now: float, expected: Expected,
              limits: Limits = Limits(), *, clock: Callable[[], float] = time.perf_counter,
-             ) -> dict[str, StartEstimate]:
+             reserve: Expected | None = None) -> dict[str, StartEstimate]:
     """Every pending job of ``snapshot``: its position and estimated start (epoch seconds,
-    on the clock of ``now``)."""
+    on the clock of ``now``). Runs end after ``expected``; reservations in the run forward
+    count on ``reserve`` (the live scheduler's run times; default ``expected``)."""
+    counted = expected if reserve is None else reserve
     deadline = clock() + limits.max_seconds
     scheduler = Scheduler(snapshot.config, snapshot.nodes)
     scheduler.set_fair_sharing(snapshot.fair_sharing)
     views: dict[str, JobView] = {}
     # Reservations (reserveAfter) in the run forward rest on the same run times as the live.
     scheduler.set_run_estimator(
-        lambda spec, elapsed: expected(views[spec.name], elapsed).seconds
+        lambda spec, elapsed: counted(views[spec.name], elapsed).seconds
         if spec.name in views else None)
     ends: list[tuple[float, int, str, EstimateBasis]] = []
     seq = 0
@@ -251,8 +279,8 @@ def basis_message(basis: EstimateBasis) -> str:
     return {
         EstimateBasis.FREE: "room is free: it should start within the next cycles",
         EstimateBasis.MAX_RUNTIME: "the runs it waits for end by their maxRuntime",
-        EstimateBasis.HISTORY: "from the run times of similar finished jobs (p90) of the "
-                               "runs it waits for",
+        EstimateBasis.HISTORY: "from the run times of similar finished jobs (those that "
+                               "ran as long) of the runs it waits for",
         EstimateBasis.OUTLIVED: "a guess: a run it waits for outlived its estimate and is "
                                 "expected to run as long again",
         EstimateBasis.NO_HISTORY: "a guess: no history for the kind of run of a job it waits "

@@ -14,7 +14,14 @@ from __future__ import annotations
 
 import math
 
-from phalanx.control.forecast import Limits, RunHistory, RunTime, forecast
+from phalanx.control.forecast import (
+    ESTIMATE_QUANTILE,
+    RESERVE_QUANTILE,
+    Limits,
+    RunHistory,
+    RunTime,
+    forecast,
+)
 from phalanx.scheduler import JobView, Scheduler
 from phalanx.sim.metrics import JobOutcome
 
@@ -44,12 +51,16 @@ class EstimateRecorder:
         history, team = self.history, self.team
         max_runtime = self.max_runtime
 
-        def expected(view: JobView, elapsed: float) -> RunTime:
+        def expected(view: JobView, elapsed: float, quantile: float = ESTIMATE_QUANTILE
+                     ) -> RunTime:
             name = view.spec.name
             who = team.get(name, "")
-            return history.expected(who, name, who, max_runtime, elapsed)
+            return history.expected(who, name, who, max_runtime, elapsed, quantile)
 
-        estimates = forecast(scheduler.snapshot(), now, expected, LIMITS)
+        def reserve(view: JobView, elapsed: float) -> RunTime:
+            return expected(view, elapsed, RESERVE_QUANTILE)
+
+        estimates = forecast(scheduler.snapshot(), now, expected, LIMITS, reserve=reserve)
         self.forecasts += 1
         for name in names:
             found = estimates.get(name)
@@ -63,6 +74,7 @@ class EstimateRecorder:
         """For jobs that waited over LONG_WAIT: the share of estimates within 25 % of the
         actual wait and within a factor of 2 (an unknown estimate counts as a miss)."""
         scored = within_quarter = within_double = unknown = guesses = 0
+        ratios: list[float] = []  # estimated wait / actual wait
         for o in outcomes:
             if o.name not in self.estimated or o.delay is None or o.delay <= LONG_WAIT:
                 continue
@@ -73,6 +85,7 @@ class EstimateRecorder:
                 unknown += 1
                 continue
             wait = max(0.0, at - o.submit)
+            ratios.append(wait / o.delay)
             within_quarter += abs(wait - o.delay) <= 0.25 * o.delay
             within_double += o.delay / 2 <= wait <= 2 * o.delay
         return {
@@ -85,4 +98,15 @@ class EstimateRecorder:
             "within_factor_2": within_double / scored if scored else None,
             "unknown": unknown,
             "guesses": guesses,
+            # Over 1: estimates late (the job started before its estimate); under 1: early.
+            "ratio_p25": _quantile(ratios, 0.25),
+            "ratio_median": _quantile(ratios, 0.5),
+            "ratio_p75": _quantile(ratios, 0.75),
         }
+
+
+def _quantile(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]

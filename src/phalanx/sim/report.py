@@ -85,7 +85,12 @@ ESTIMATE_ROWS: list[Row] = [
      lambda s: f"{_scored(s).get('scored_jobs', 0):,}"),
     ("estimate within 25 % of the wait", lambda s: _share(_scored(s).get("within_25_percent"))),
     ("estimate within a factor of 2", lambda s: _share(_scored(s).get("within_factor_2"))),
+    ("estimated / actual wait, median", lambda s: _ratio(_scored(s).get("ratio_median"))),
 ]
+
+
+def _ratio(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}x"
 
 
 def summary_table(runs: Sequence[SimResult], title: str = "Simulation") -> Table:

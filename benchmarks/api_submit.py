@@ -20,6 +20,12 @@ cost of tokens.
     python -m benchmarks.api_submit --db postgresql://...  # SQLite and PostgreSQL
     python -m benchmarks.api_submit --jobs 500 --quick   # smoke run
     python -m benchmarks.api_submit --verify-only        # a token's verification alone
+    python -m benchmarks.api_submit --baseline /tmp/before/src   # also an earlier tree's code
+
+With ``--baseline`` the control plane of an earlier tree (its ``src`` folder, e.g. from
+``git archive REV src | tar -x -C /tmp/before``) runs beside this tree's on each store (on
+PostgreSQL in a database of its own beside the one given), and their rounds alternate, so
+before and after come from one run under the same load.
 
 The verification is measured for a user's token and for a job's credential's token (whose
 attempt is looked up on every request), in one process, one after the other.
@@ -36,6 +42,7 @@ import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -206,32 +213,63 @@ def _merged(parts: list[dict[str, Any]]) -> dict[str, Any]:
             "rounds_per_second": [p["per_second"] for p in parts]}
 
 
-def measure(store: str, db: str | None, jobs: int, clients: int, samples: int) -> dict[str, Any]:
+def other_database(url: str, suffix: str) -> str:
+    """A database of its own beside ``url``'s on the same PostgreSQL server (made empty),
+    for a second control plane measured in the same run."""
+    from sqlalchemy import create_engine, make_url, text
+
+    parsed = make_url(url)
+    name = f"{parsed.database or 'postgres'}_{suffix}"
+    admin = create_engine(url, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as connection:
+            connection.execute(text(f'DROP DATABASE IF EXISTS "{name}"'))
+            connection.execute(text(f'CREATE DATABASE "{name}"'))
+    finally:
+        admin.dispose()
+    return parsed.set(database=name).render_as_string(hide_password=False)
+
+
+def measure(store: str, db: str | None, jobs: int, clients: int, samples: int,
+            sources: list[Path | None]) -> list[dict[str, Any]]:
+    """One control plane per source (a ``src`` folder; None: this tree's), all up at once,
+    their rounds alternating so that load from other processes hits each alike."""
     run = "b" + uuid.uuid4().hex[:6]  # unique names: a reused PostgreSQL keeps earlier runs
-    with tempfile.TemporaryDirectory(prefix="phalanx-bench-") as tmp:
-        args = ["--db", db] if db else []
-        with ServerProcess(Path(tmp) / "home", *args) as server, server.client() as client:
+    codes = ["now" if source is None else "before" for source in sources]
+    with tempfile.TemporaryDirectory(prefix="phalanx-bench-") as tmp, ExitStack() as stack:
+        servers, clients_of = [], []
+        for code, source in zip(codes, sources, strict=True):
+            url = db if db is None or code == "now" else other_database(db, "before")
+            server = stack.enter_context(ServerProcess(
+                Path(tmp) / code, *(["--db", url] if url else []), source=source))
+            client = stack.enter_context(server.client())
             client.apply(HELD_QUEUE)
-            console.log(f"{store}: control plane at {server.url}")
-            idle = [start_latency(client, f"{run}-idle-{i}") for i in range(samples)]
-            key = member_key(client)
-            console.log(f"{store}: submitting {jobs:,} jobs from {clients} clients, half "
-                        "with the admin token, half with a member's JWTs, alternating")
-            rounds: dict[str, list[dict[str, Any]]] = {mode: [] for mode in AUTH_MODES}
-            per_round = max(1, jobs // (2 * ROUNDS))
-            for r in range(ROUNDS):
+            console.log(f"{store} ({code}): control plane at {server.url}")
+            servers.append(server)
+            clients_of.append(client)
+        idle = [[start_latency(client, f"{run}-idle-{i}") for i in range(samples)]
+                for client in clients_of]
+        keys = [member_key(client) for client in clients_of]
+        console.log(f"{store}: submitting {jobs:,} jobs to each from {clients} clients, half "
+                    "with the admin token, half with a member's JWTs, alternating")
+        rounds: list[dict[str, list[dict[str, Any]]]] = [
+            {mode: [] for mode in AUTH_MODES} for _ in servers]
+        per_round = max(1, jobs // (2 * ROUNDS))
+        for r in range(ROUNDS):
+            for server, key, mine in zip(servers, keys, rounds, strict=True):
                 for mode in AUTH_MODES:
-                    rounds[mode].append(submit_many(
+                    mine[mode].append(submit_many(
                         server, f"{run}-{mode}{r}", per_round, clients,
                         None if mode == "token" else key))
-            submitted = {mode: _merged(parts) for mode, parts in rounds.items()}
-            loaded = [start_latency(client, f"{run}-loaded-{i}") for i in range(samples)]
-    return {
+        loaded = [[start_latency(client, f"{run}-loaded-{i}") for i in range(samples)]
+                  for client in clients_of]
+    return [{
         "store": store,
-        "submit": submitted,
-        "start_idle_s": {"p50": percentile(idle, 50), "max": max(idle), "samples": idle},
-        "start_loaded_s": {"p50": percentile(loaded, 50), "max": max(loaded), "samples": loaded},
-    }
+        "code": code,
+        "submit": {mode: _merged(parts) for mode, parts in mine.items()},
+        "start_idle_s": {"p50": percentile(quiet, 50), "max": max(quiet), "samples": quiet},
+        "start_loaded_s": {"p50": percentile(busy, 50), "max": max(busy), "samples": busy},
+    } for code, mine, quiet, busy in zip(codes, rounds, idle, loaded, strict=True)]
 
 
 def main() -> None:
@@ -242,6 +280,8 @@ def main() -> None:
     parser.add_argument("--db", default=os.environ.get("PHALANX_BENCH_POSTGRES_URL"),
                         help="also measure on this PostgreSQL URL")
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--baseline", type=Path, default=None, metavar="SRC",
+                        help="also measure the control plane of this src folder, alongside")
     parser.add_argument("--verify-only", action="store_true",
                         help="measure a token's verification only (no server)")
     args = parser.parse_args()
@@ -251,26 +291,29 @@ def main() -> None:
         console.log(f"wrote {write_json('api_submit_verify', verify, args.out)}")
         return
 
-    results = [measure("sqlite", None, args.jobs, args.clients, args.samples)]
-    if args.db:
-        results.append(measure("postgresql", args.db, args.jobs, args.clients, args.samples))
+    stores = [("sqlite", None), *([("postgresql", args.db)] if args.db else [])]
+    sources = [args.baseline, None] if args.baseline else [None]
+    results = [result for store, db in stores
+               for result in measure(store, db, args.jobs, args.clients, args.samples, sources)]
 
     table = Table(title=f"HTTP submission of {args.jobs:,} jobs ({args.clients} clients)")
-    for column in ("store", "auth", "jobs/s", "p50 ms", "p99 ms", "start idle p50 s",
+    for column in ("store", "code", "auth", "jobs/s", "p50 ms", "p99 ms", "start idle p50 s",
                    f"start with {args.jobs:,} pending p50 s"):
         table.add_column(column, justify="right")
     for r in results:
         for mode in AUTH_MODES:
             s = r["submit"][mode]
-            table.add_row(r["store"], mode, f"{s['per_second']:,.0f}", f"{s['p50_ms']:.1f}",
+            table.add_row(r["store"], r["code"], mode, f"{s['per_second']:,.0f}",
+                          f"{s['p50_ms']:.1f}",
                           f"{s['p99_ms']:.1f}", f"{r['start_idle_s']['p50']:.2f}",
                           f"{r['start_loaded_s']['p50']:.2f}")
         cost = 1 - r["submit"]["jwt"]["per_second"] / r["submit"]["token"]["per_second"]
         r["jwt_cost_of_throughput"] = cost
-        console.log(f"{r['store']}: JWTs cost {cost:.1%} of submit throughput")
+        console.log(f"{r['store']} ({r['code']}): JWTs cost {cost:.1%} of submit throughput")
     verify = verify_cost()
     # The server's time per submit, at most: the clients' wall time shared by the jobs.
-    per_submit = min(r["submit"]["jwt"]["wall_s"] / r["submit"]["jwt"]["jobs"] for r in results)
+    per_submit = min(r["submit"]["jwt"]["wall_s"] / r["submit"]["jwt"]["jobs"] for r in results
+                     if r["code"] == "now")
     verify["share_of_a_submit"] = verify["seen_token_s"] / per_submit
     print_verify_cost(verify)
     console.log(f"a seen token's verification is {verify['share_of_a_submit']:.2%} of a "

@@ -10,6 +10,10 @@ by top-level package (the median of three runs).
 
     python -m benchmarks.cli_start                 # 20 rounds
     python -m benchmarks.cli_start --rounds 5      # smoke run
+    python -m benchmarks.cli_start --baseline /tmp/before/src   # and an earlier tree's CLI
+
+With ``--baseline`` each command also runs from an earlier tree's ``src`` folder (e.g.
+``git archive REV src | tar -x -C /tmp/before``), in the same rounds, as "before: ...".
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from benchmarks.harness import ServerProcess, percentile, write_json
+from benchmarks.harness import ServerProcess, percentile, with_source, write_json
 from phalanx.spec import JobSpec
 
 console = Console(stderr=True)
@@ -80,7 +84,7 @@ def import_breakdown(argv: list[str], env: dict[str, str], runs: int = 3) -> dic
     return dict(sorted(medians.items(), key=lambda item: -item[1]))
 
 
-def measure(rounds: int) -> dict[str, Any]:
+def measure(rounds: int, baseline: Path | None = None) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="phalanx-bench-") as tmp:
         home = Path(tmp) / "home"
         (Path(tmp) / "nodes.yaml").write_text(NODES)
@@ -94,24 +98,30 @@ def measure(rounds: int) -> dict[str, Any]:
             env = {**os.environ, "PHALANX_HOME": str(home), "COLUMNS": "200"}
             env.pop("PHALANX_URL", None)
             env.pop("PHALANX_TOKEN", None)
-            for argv in COMMANDS.values():  # warm the file cache and the bytecode
-                run_once(argv, env)
-            walls: dict[str, list[float]] = {name: [] for name in COMMANDS}
-            cpus: dict[str, list[float]] = {name: [] for name in COMMANDS}
+            # Each command with its environment; an earlier tree's beside this one's.
+            commands = {name: (argv, env) for name, argv in COMMANDS.items()}
+            if baseline is not None:
+                commands |= {f"before: {name}": (argv, with_source(env, baseline))
+                             for name, argv in COMMANDS.items() if name != "python -c pass"}
+            for argv, cmd_env in commands.values():  # warm the file cache and the bytecode
+                run_once(argv, cmd_env)
+            walls: dict[str, list[float]] = {name: [] for name in commands}
+            cpus: dict[str, list[float]] = {name: [] for name in commands}
             for _ in range(rounds):
-                for name, argv in COMMANDS.items():
-                    wall, cpu = run_once(argv, env)
+                for name, (argv, cmd_env) in commands.items():
+                    wall, cpu = run_once(argv, cmd_env)
                     walls[name].append(wall)
                     cpus[name].append(cpu)
-            imports = {name: import_breakdown(argv, env)
-                       for name, argv in COMMANDS.items() if name != "python -c pass"}
-    baseline = percentile(walls["python -c pass"], 50)
+            imports = {name: import_breakdown(argv, cmd_env)
+                       for name, (argv, cmd_env) in commands.items()
+                       if name != "python -c pass"}
+    python = percentile(walls["python -c pass"], 50)
     results = {
         name: {"wall_p50_ms": percentile(walls[name], 50) * 1000,
                "wall_min_ms": min(walls[name]) * 1000,
                "cpu_p50_ms": percentile(cpus[name], 50) * 1000,
-               "times_python": percentile(walls[name], 50) / baseline}
-        for name in COMMANDS
+               "times_python": percentile(walls[name], 50) / python}
+        for name in commands
     }
     return {"rounds": rounds, "aim_ms": AIM_MS, "commands": results, "imports_ms": imports,
             "load_average": os.getloadavg()}
@@ -121,9 +131,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=20, help="runs of each command")
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--baseline", type=Path, default=None, metavar="SRC",
+                        help="also run each command from this src folder, in the same rounds")
     args = parser.parse_args()
 
-    result = measure(args.rounds)
+    result = measure(args.rounds, args.baseline)
     table = Table(title=f"CLI calls, whole process, median of {args.rounds} "
                   f"(aim: under {AIM_MS:.0f} ms wall on a quiet machine; load average "
                   f"{result['load_average'][0]:.1f} at the end)")
@@ -137,7 +149,7 @@ def main() -> None:
     imports = Table(title="Where start-up goes: import time by package, ms (median of 3)")
     imports.add_column("package")
     for name in result["imports_ms"]:
-        imports.add_column(name.removeprefix("phalanx ").split()[0], justify="right")
+        imports.add_column(name.replace("phalanx ", "").replace(f" {JOB}", ""), justify="right")
     packages = sorted({p for spent in result["imports_ms"].values() for p in spent},
                       key=lambda p: -max(s.get(p, 0.0) for s in result["imports_ms"].values()))
     for package in packages:

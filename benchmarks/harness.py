@@ -60,12 +60,23 @@ def write_json(name: str, payload: dict[str, Any], out: Path | None = None) -> P
     return path
 
 
-class ServerProcess:
-    """``phalanx up`` in the foreground of a child process, on a free port, in its own home."""
+def with_source(env: dict[str, str], source: Path | None) -> dict[str, str]:
+    """``env`` whose Python imports ``phalanx`` from ``source`` (a tree's ``src`` folder,
+    e.g. an earlier commit's, to measure before and after in one run); as it is if None."""
+    if source is None:
+        return env
+    path = [str(source.resolve()), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
+    return {**env, "PYTHONPATH": os.pathsep.join(path)}
 
-    def __init__(self, home: Path, *up_args: str) -> None:
+
+class ServerProcess:
+    """``phalanx up`` in the foreground of a child process, on a free port, in its own home
+    (``source``: running the code of that ``src`` folder, see ``with_source``)."""
+
+    def __init__(self, home: Path, *up_args: str, source: Path | None = None) -> None:
         self.home = home
         self.args = list(up_args)
+        self.source = source
         self.proc: subprocess.Popen[bytes] | None = None
         self.url = ""
         self.token = ""
@@ -75,7 +86,8 @@ class ServerProcess:
         log = (self.home / "server.log").open("ab")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "phalanx.cli.main", "up", "--port", "0", *self.args],
-            cwd=REPO, stdout=log, stderr=log, env={**os.environ, "PHALANX_HOME": str(self.home)},
+            cwd=REPO, stdout=log, stderr=log,
+            env=with_source({**os.environ, "PHALANX_HOME": str(self.home)}, self.source),
         )
         deadline = time.monotonic() + 60
         info = self.home / "server.json"

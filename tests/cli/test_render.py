@@ -13,6 +13,7 @@ from phalanx.spec import load_job_yaml
 from phalanx.spec.api import AppliedObject, NodeView, QueuesOverview
 from phalanx.spec.manifests import translate
 from phalanx.spec.planes import PlaneView
+from phalanx.spec.rows import JobRows
 from phalanx.spec.status import JobDetail, JobEvent, JobRecord, JobStatus, PodInfo
 
 NOW = 1_700_000_000.0
@@ -83,6 +84,30 @@ def test_jobs_table_shows_pending_reason_for_queued_jobs() -> None:
     assert "high (100)" in lines["train"] and "3m ago" in lines["train"]
     assert "1/2" in lines["other"] and "1m5s" in lines["other"]
     assert "1m " in lines["bad"] and "exited with code 3" in lines["bad"]
+
+
+def test_jobs_table_of_rows_read_from_the_api_json_is_the_table_of_records() -> None:
+    # `phalanx jobs` draws rows read from the API's JSON without the models (spec/rows.py):
+    # the same table as the records', for every column and state.
+    records = [
+        record(pending_message="needs 1 cpu", estimate={
+            "position": 2, "cohortPosition": 5, "startsAt": NOW + 700, "guess": True,
+            "basis": "NoHistory", "computedAt": NOW}),
+        record(name="soon", estimate={"position": 1, "startsAt": NOW + 20, "basis": "Free",
+                                      "computedAt": NOW}),
+        record(name="later", priority=7, spec=SPEC.model_copy(update={"priority": 7})),
+        record(name="placed", status=JobStatus.RUNNING, started_at=NOW - 65, plane="gcp-a",
+               user="ann", admission={"clusterQueue": "default", "podSets": [
+                   {"name": "worker", "count": 1, "flavors": {}, "nodes": ["n"]}]}),
+        record(name="done", status=JobStatus.SUCCEEDED, started_at=NOW - 100,
+               finished_at=NOW - 40, message="all pods succeeded"),
+    ]
+    rows = JobRows.of({"items": [r.model_dump(mode="json", by_alias=True) for r in records],
+                       "remainingItemCount": 3}).items
+    for planes in (False, True):
+        assert text(render.jobs_table(rows, NOW, planes=planes)) == \
+            text(render.jobs_table(records, NOW, planes=planes))
+    assert "~12m*" in text(render.jobs_table(rows, NOW))  # the estimate came through
 
 
 def test_describe_shows_placement_pods_events_and_why_pending() -> None:

@@ -1,7 +1,7 @@
 """A CLI call imports only what its verb needs: `phalanx version`, `jobs` and `describe`
 against a real control plane load no store, server, compute plane, job kinds, scheduler
-or SQLAlchemy, nor the spec's models their answers do not need (`version` none at all), and
-`phalanx --help` lists every verb without importing any verb's module."""
+or SQLAlchemy, nor the spec's models their answers do not need (`version` none at all, nor
+pydantic), and `phalanx --help` lists every verb without importing any verb's module."""
 
 from __future__ import annotations
 
@@ -90,10 +90,22 @@ def test_version_names_the_server_without_loading_the_core(server: LiveServer) -
     assert done.returncode == 0, done.stderr[-2000:]
     # The version is read without the spec's models: none of them is loaded (spec.names
     # holds plain strings).
-    spec = set(under(imported_modules(done.stderr), ("phalanx.spec",)))
+    modules = imported_modules(done.stderr)
+    spec = set(under(modules, ("phalanx.spec",)))
     assert spec <= {"phalanx.spec", "phalanx.spec.names"}, sorted(spec)
+    # Nor pydantic at all: typer's options are read without its validators (cli/params.py).
+    assert under(modules, ("pydantic", "pydantic_core")) == []
     assert f"at {server.url}" in done.stdout
     assert "scheduler core: " in done.stdout
+
+
+def test_the_jobs_table_builds_no_model_of_a_job(server: LiveServer) -> None:
+    # The table is drawn from rows read from the JSON (spec/rows.py): no pydantic at all.
+    done = run_cli(server.env, "jobs")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "quick" in done.stdout
+    modules = imported_modules(done.stderr)
+    assert under(modules, ("pydantic", "pydantic_core", "phalanx.spec.status")) == []
 
 
 def test_help_lists_every_verb_and_imports_none(tmp_path: Path) -> None:

@@ -18,6 +18,7 @@ from phalanx.spec.base import validate
 from phalanx.spec.status import JobStatus
 from phalanx.store import Store
 from phalanx.store.planes import PlaneStore
+from tests.store.factories import make_record
 
 NODES = [Node(name="n0", allocatable={"cpu": 4000, "memory": 2 ** 34})]
 
@@ -64,3 +65,16 @@ def test_a_follower_reads_what_the_leader_stored_and_writes_nothing(tmp_path: Pa
         with contextlib.suppress(Exception):
             leader.stop()
         store.close()
+
+
+def test_a_follower_view_refuses_submits_too(tmp_path: Path) -> None:
+    """Submits go through a group commit of their own: the view's refuses them as well."""
+    with Store(f"sqlite:///{tmp_path / 'state' / 'phalanx.db'}") as store:
+        view = store.reader("a follower: writes go to the leader")
+        with pytest.raises(NotLeader):
+            view.create_job(make_record("refused"))
+        with pytest.raises(NotLeader):
+            view.create_jobs([make_record("refused-too")])
+        assert store.list_jobs() == []
+        store.create_job(make_record("kept"))
+        assert [r.name for r in view.list_jobs()] == ["kept"]

@@ -27,11 +27,13 @@ from phalanx.cli.output import (
 from phalanx.cli.settings import settings_of
 from phalanx.errors import ServerError, SpecError
 from phalanx.sdk.client import Client
+from phalanx.spec.jobstatus import JobStatus
 from phalanx.spec.labels import merge_selectors
-from phalanx.spec.status import JobDetail, JobList, JobRecord, JobStatus
+from phalanx.spec.rows import JobRows
 
 if TYPE_CHECKING:
     from phalanx.spec import JobSpec
+    from phalanx.spec.status import JobDetail, JobList, JobRecord
 
 
 WATCH_SECONDS = 1.0
@@ -212,7 +214,7 @@ def wait_for(
         _wait_all(client, names, timeout)
 
 
-def _job_view(page: JobList, limit: int | None, planes: bool) -> RenderableType:
+def _job_view(page: JobRows, limit: int | None, planes: bool) -> RenderableType:
     parts: list[RenderableType] = []
     parts.append(render.jobs_table(page.items, time.time(), planes=planes) if page.items
                  else Text("No jobs."))
@@ -252,22 +254,29 @@ def jobs(
     labels = merge_selectors(selector, field="--selector")
     shown = None if show_all else limit
 
-    def fetch(client: Client) -> JobList:
+    def records(client: Client) -> JobList:
         if shown is None:
+            from phalanx.spec.status import JobList
+
             items = client.list(status=status or None, queue=queue, user=user, labels=labels)
             return JobList(items=items)
         return client.list_page(status=status or None, queue=queue, limit=shown, user=user,
                                 labels=labels)
 
+    def fetch(client: Client) -> JobRows:  # a table needs rows, not each job's whole record
+        return client.list_rows(status=status or None, queue=queue, limit=shown, user=user,
+                                labels=labels)
+
     with settings_of(ctx).client() as client:
         if mine:
             user = client.whoami().user
-        page = fetch(client)
         if as_json:
-            print_json([r.to_dict() for r in page.items])
-            if page.remaining_item_count:
-                note(f"{page.remaining_item_count:,} more; use --all or --limit", style="dim")
+            listed = records(client)
+            print_json([r.to_dict() for r in listed.items])
+            if listed.remaining_item_count:
+                note(f"{listed.remaining_item_count:,} more; use --all or --limit", style="dim")
             return
+        page = fetch(client)
         view = _job_view(page, shown, planeinfo.several_planes(client, page.items))
         if not watch:
             out().print(view)

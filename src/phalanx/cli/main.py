@@ -27,6 +27,7 @@ from typer.core import MarkupMode, TyperCommand, TyperGroup
 from typer.main import get_command_from_info, get_group_from_info
 from typer.models import CommandInfo, TyperInfo
 
+from phalanx.cli import params
 from phalanx.cli.settings import Settings
 
 # Every verb: its module under phalanx.cli and the attribute there (a command function, or
@@ -140,6 +141,9 @@ def load_verb(name: str, rich_markup_mode: MarkupMode = "rich") -> Command:
                                              context_settings=settings),
                                  pretty_exceptions_short=app.pretty_exceptions_short,
                                  rich_markup_mode=rich_markup_mode)
+
+
+params.install()  # options read without building a pydantic validator for each
 
 
 class LazyVerbs(TyperGroup):

@@ -24,11 +24,11 @@ from phalanx.spec.planetext import (
     used_of,
 )
 from phalanx.spec.planetext import several_planes as _several_planes
-from phalanx.spec.resources import GPU
-from phalanx.spec.status import JobRecord
 
 if TYPE_CHECKING:
     from phalanx.spec.planes import PlaneView
+    from phalanx.spec.rows import JobRow
+    from phalanx.spec.status import JobRecord
 
 __all__ = ["NONE", "amounts_text", "holds_text", "job_plane_line", "plane_line", "planes_of",
            "planes_table", "several_planes", "state_text"]
@@ -45,10 +45,17 @@ def planes_of(client: Client) -> list[PlaneView]:
         return []
 
 
-def several_planes(client: Client, records: Iterable[JobRecord] = ()) -> bool:
+def several_planes(client: Client, records: Iterable[JobRecord | JobRow] = ()) -> bool:
     """Whether jobs need a PLANE column: some are placed and there are two planes or more,
     as ``phalanx nodes`` has it (or, from a server that lists none, two among the jobs)."""
-    return _several_planes(records, lambda: planes_of(client))
+
+    def names() -> list[str]:
+        try:
+            return client.plane_names()  # only their number counts: no models needed
+        except (NotFound, Forbidden):
+            return []
+
+    return _several_planes(records, names)
 
 
 def job_plane_line(client: Client, job: JobRecord) -> str | None:
@@ -60,6 +67,8 @@ def job_plane_line(client: Client, job: JobRecord) -> str | None:
 
 def planes_table(planes: Iterable[PlaneView]) -> Table:
     """``phalanx status``: each plane's state, nodes, jobs and CPUs/GPUs in use."""
+    from phalanx.spec.resources import GPU
+
     planes = list(planes)
     gpus = any(GPU in p.allocatable for p in planes)
     table = Table(box=None, pad_edge=False, header_style="bold")

@@ -12,12 +12,15 @@ from rich.text import Text
 
 from phalanx.errors import SpecError
 from phalanx.spec import format_amount, format_duration, parse_quantity, tables
+from phalanx.spec.jobstatus import JobStatus
 from phalanx.spec.names import LOCAL_PLANE, PLANE_LABEL
-from phalanx.spec.sources import WorkdirArchive
-from phalanx.spec.status import JobAdmission, JobDetail, JobEvent, JobRecord, JobStatus
 
 if TYPE_CHECKING:
+    # A table of jobs draws records or rows alike (spec/rows.py): `phalanx jobs` builds no
+    # model of a job, so this module imports none.
     from phalanx.spec.api import AppliedObject, NodeView, PoolView, QueuesOverview, ServerStatus
+    from phalanx.spec.rows import JobRow
+    from phalanx.spec.status import JobAdmission, JobDetail, JobEvent, JobRecord
 
 STATUS_STYLES = {
     JobStatus.QUEUED: "yellow",
@@ -53,7 +56,7 @@ def elapsed(start: float | None, end: float | None, now: float | None = None) ->
     return format_duration(max(0.0, stop - start))
 
 
-def starts_text(record: JobRecord, now: float | None = None) -> str:
+def starts_text(record: JobRecord | JobRow, now: float | None = None) -> str:
     """A queued job's estimated start, humanised ("~12m"), from now by default."""
     return tables.starts_text(record, time.time() if now is None else now)
 
@@ -82,14 +85,14 @@ def status_text(status: JobStatus) -> Text:
     return Text(status.value, style=STATUS_STYLES.get(status, ""))
 
 
-def priority_text(record: JobRecord) -> str:
+def priority_text(record: JobRecord | JobRow) -> str:
     named = record.spec.priority
     if isinstance(named, str) and named != str(record.priority):
         return f"{named} ({record.priority})"
     return str(record.priority)
 
 
-def pods_text(record: JobRecord) -> str:
+def pods_text(record: JobRecord | JobRow) -> str:
     """Pods placed out of pods asked for ("3/4" under partial admission), else the count."""
     wanted = record.spec.pod_count
     if record.admission:
@@ -99,7 +102,7 @@ def pods_text(record: JobRecord) -> str:
     return str(wanted)
 
 
-def reason_text(record: JobRecord) -> str:
+def reason_text(record: JobRecord | JobRow) -> str:
     """Why a queued job waits, in plain words; otherwise the job's last message."""
     if record.status is JobStatus.QUEUED and record.pending_message:
         return record.pending_message
@@ -119,7 +122,7 @@ def _section(title: str, body: RenderableType) -> Group:
 
 
 # --------------------------------------------------------------------------- jobs
-def jobs_table(records: Iterable[JobRecord], now: float | None = None, *,
+def jobs_table(records: Iterable[JobRecord | JobRow], now: float | None = None, *,
                planes: bool = False) -> Table:
     """``planes``: a PLANE column (the control plane has two compute planes or more)."""
     table = _table(
@@ -156,6 +159,8 @@ def describe_job(job: JobDetail, now: float | None = None, *,
                  plane: str | None = None) -> Group:
     """Spec summary, status, why it waits, placement, pods and events of one job.
     ``plane``: the ``Plane:`` line (``planeinfo.plane_line``), else the job's plane."""
+    from phalanx.spec.sources import WorkdirArchive  # the models: a job's detail has them
+
     spec = job.spec
     policy = spec.restart
     summary: list[tuple[str, RenderableType | str]] = [

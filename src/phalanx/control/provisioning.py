@@ -110,10 +110,10 @@ class ProvisioningController:
             now = state.clock()
             holds = state.scheduler.provisioning_holds()
             config = state.config
+            if not holds and not self._maybe_pools and not config.provisionable_flavors():
+                return  # before looking at every job: this runs at every step of the loop
             owners = {n for n, r in state.jobs.items() if not r.status.terminal}
             known_nodes = {n.name for n in state.nodes}
-        if not holds and not self._maybe_pools and not config.provisionable_flavors():
-            return
         rows = self.pools.live()
         self._maybe_pools = bool(rows)
         gc_due = now - self._collected_at >= GC_INTERVAL

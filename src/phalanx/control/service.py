@@ -114,17 +114,17 @@ class JobService:
         nothing; one with another request under the same key is a Conflict.
         """
         digest = _request_hash(sent if sent is not None else specs, batch)
+        # Submitted first and the key looked up only if that fails: a new key (nearly every
+        # request) costs no read of its own. A retry fails (its jobs' names are taken, or
+        # its key is, stored with them) and is answered from the key below.
         try:
+            request = IdempotentRequest(key, digest, tuple(s.name for s in specs))
+            return self.submit_many(specs, batch=batch, request=request, user=user,
+                                    audit=audit, sees=sees, manifests=manifests), False
+        except PhalanxError:
             prior = self.store.get_request(key)
-            if prior is None:
-                request = IdempotentRequest(key, digest, tuple(s.name for s in specs))
-                return self.submit_many(specs, batch=batch, request=request, user=user,
-                                        audit=audit, sees=sees, manifests=manifests), False
-        except Conflict as exc:
-            if exc.field != IDEMPOTENCY_KEY:
+            if prior is None:  # no request came with this key: the error is this one's
                 raise
-            prior = self.store.get_request(key)  # a concurrent request stored it first
-            assert prior is not None
         if prior.request_hash != digest:
             raise Conflict(
                 "this Idempotency-Key came with a different request before",

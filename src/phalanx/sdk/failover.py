@@ -74,10 +74,23 @@ class Failover(httpx.BaseTransport):
         self.urls = [httpx.URL(url) for url in urls]
         self.current = 0
         self.wait_seconds = wait_seconds
-        self._inner = httpx.HTTPTransport(verify=verify)  # type: ignore[arg-type]
+        self._verify = verify
+        # One connection pool per scheme, made when first used: an https pool loads the
+        # CA certificates (tens of milliseconds), which a plain-http control plane never
+        # needs; a plain pool is told not to, as it never speaks TLS.
+        self._pools: dict[str, httpx.HTTPTransport] = {}
+
+    def _pool(self, url: httpx.URL) -> httpx.HTTPTransport:
+        tls = url.scheme == "https"
+        key = "https" if tls else "http"
+        if key not in self._pools:
+            self._pools[key] = httpx.HTTPTransport(
+                verify=self._verify if tls else False)  # type: ignore[arg-type]
+        return self._pools[key]
 
     def close(self) -> None:
-        self._inner.close()
+        for pool in self._pools.values():
+            pool.close()
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         request.read()  # a body sent again must be whole in memory
@@ -124,7 +137,7 @@ class Failover(httpx.BaseTransport):
         for hop in range(MAX_REDIRECTS + 1):
             headers = [(k, v) for k, v in request.headers.raw if k.lower() != b"host"]
             try:
-                response = self._inner.handle_request(httpx.Request(
+                response = self._pool(url).handle_request(httpx.Request(
                     request.method, url, headers=headers, content=request.content,
                     extensions=request.extensions))
             except (httpx.ConnectError, httpx.ConnectTimeout) as exc:

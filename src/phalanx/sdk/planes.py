@@ -6,7 +6,10 @@ import builtins
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote
 
+from phalanx.errors import ServerError
+
 if TYPE_CHECKING:
+    import httpx
     from pydantic import BaseModel
 
     from phalanx.spec.planes import PlaneDrained, PlaneKey, PlaneView
@@ -24,6 +27,19 @@ class PlaneCalls:
 
     def _request(self, model: type[M], method: str, path: str, **kwargs: Any) -> M:
         raise NotImplementedError
+
+    def _answer(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        raise NotImplementedError
+
+    def plane_names(self) -> builtins.list[str]:
+        """The compute planes' names, read without the planes' models."""
+        response = self._answer("GET", "/v1/planes")
+        try:
+            return [str(plane["name"]) for plane in response.json()["planes"]]
+        except (ValueError, TypeError, KeyError) as exc:
+            raise ServerError(f"the answer of GET /v1/planes is not a PlaneList: {exc!r}",
+                              fix="check that the client and the control plane have the "
+                                  "same version") from None
 
     def planes(self) -> builtins.list[PlaneView]:
         """Every compute plane: its state, nodes and the jobs it holds."""

@@ -15,13 +15,11 @@ the job runs that commit; a source with an ssh key secret is left to the control
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import io
 import json
 import os
 import stat
-import tarfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -119,6 +117,9 @@ def pack(directory: str | Path, max_bytes: int = MAX_WORKDIR_BYTES) -> Packed:
             f"MiB a workdir may; the largest: {biggest}", field="workdir",
             fix="leave data and build output out with .phalanxignore or .gitignore (data "
                 "belongs in a volume), or pack a smaller directory")
+    import gzip  # with tarfile, only when a directory is packed: a CLI call that packs
+    import tarfile  # none (most) does without them
+
     raw = io.BytesIO()
     with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
         for rel, path in files:

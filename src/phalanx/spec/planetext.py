@@ -9,18 +9,19 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from phalanx.spec.quantity import format_amount, format_duration
-from phalanx.spec.status import JobRecord
 
 if TYPE_CHECKING:
     from phalanx.spec.planes import PlaneView
+    from phalanx.spec.rows import JobRow
+    from phalanx.spec.status import JobRecord
 
 NONE = "-"
 # Phases in which a plane's worker is not heard: what the plane holds is worth saying.
 UNHEARD = ("silent", "waiting", "lost")
 
 
-def several_planes(records: Iterable[JobRecord],
-                   planes: Callable[[], Sequence[PlaneView]]) -> bool:
+def several_planes(records: Iterable[JobRecord | JobRow],
+                   planes: Callable[[], Sequence[object]]) -> bool:
     """Whether jobs need a plane column: some are placed and there are two planes or more
     (``planes`` is asked only then; from a server that lists none, two among the jobs)."""
     records = list(records)

@@ -8,24 +8,11 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from phalanx.spec.base import Model
+
+# A job's status lives apart, free of the models; imported from here too, beside the records.
+from phalanx.spec.jobstatus import TERMINAL_STATUSES as TERMINAL_STATUSES
+from phalanx.spec.jobstatus import JobStatus as JobStatus
 from phalanx.spec.resources import JobSpec
-
-
-class JobStatus(StrEnum):
-    QUEUED = "Queued"
-    ADMITTED = "Admitted"
-    STARTING = "Starting"
-    RUNNING = "Running"
-    SUCCEEDED = "Succeeded"
-    FAILED = "Failed"
-    CANCELLED = "Cancelled"
-
-    @property
-    def terminal(self) -> bool:
-        return self in TERMINAL_STATUSES
-
-
-TERMINAL_STATUSES = frozenset({JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED})
 
 
 class PodSetPlacement(Model):

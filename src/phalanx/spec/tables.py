@@ -12,12 +12,13 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from phalanx.display import Table, fields_table, when
+from phalanx.spec.jobstatus import JobStatus
 from phalanx.spec.quantity import format_amount
-from phalanx.spec.status import JobStatus
 
 if TYPE_CHECKING:
     from phalanx.spec.api import QueuesOverview
     from phalanx.spec.resources import JobSpec, PodSet
+    from phalanx.spec.rows import JobRow
     from phalanx.spec.status import JobRecord
 
 JOB_COLUMNS = ("name", "status", "queue", "user", "pods", "resources", "submitted",
@@ -49,7 +50,7 @@ def why(record: JobRecord) -> str:
     return record.pending_message or record.message or ""
 
 
-def starts_text(record: JobRecord, now: float) -> str:
+def starts_text(record: JobRecord | JobRow, now: float) -> str:
     """A queued job's estimated start from ``now`` (epoch seconds), humanised: "~12m",
     "~3h", "?" when unknown; a trailing "*" marks a guess (a run it waits for has no
     maxRuntime and no history). The caller reads the clock: the scheduler's layer has none."""

@@ -48,6 +48,7 @@ from phalanx.store.engine import (
     parse_url,
     unavailable_reason,
 )
+from phalanx.store.groupcommit import GroupCommit
 from phalanx.store.leases import NOT_LEADER_FIX, Fence, check_fence
 from phalanx.store.rows import (
     event_from_row,
@@ -57,8 +58,10 @@ from phalanx.store.rows import (
     label_rows,
     stored,
 )
+from phalanx.store.submits import IdempotentRequest as IdempotentRequest
+from phalanx.store.submits import SubmitRows, insert_submits
+from phalanx.store.submits import insert_audit as insert_audit
 from phalanx.store.tables import (
-    audit_log,
     idempotency_keys,
     job_events,
     job_labels,
@@ -115,16 +118,6 @@ def _parse_cursor(token: str) -> tuple[float, str]:
     raise SpecError("is not a continue token of this API", field="continue", fix=CONTINUE_FIX)
 
 
-@dataclass(frozen=True, slots=True)
-class IdempotentRequest:
-    """A submit that carried an Idempotency-Key: the key, what the request said (a hash),
-    and the jobs it created."""
-
-    key: str
-    request_hash: str
-    jobs: tuple[str, ...]
-
-
 class Store:
     """Jobs, events and the queue configuration in SQLite (default) or PostgreSQL."""
 
@@ -135,6 +128,10 @@ class Store:
         # SQLite has one writer at a time anyway; queueing this process's writers on a
         # lock is fairer and cheaper than having them spin in SQLite's busy handler.
         self._write_lock = threading.Lock() if is_sqlite(self.engine) else None
+        # Submits that arrive together share a transaction (and on PostgreSQL the wait for
+        # its commit to reach the disk); each answers once its own is committed.
+        self._submits: GroupCommit[Connection, SubmitRows] = GroupCommit(
+            self.write, insert_submits, self._write_alone)
         # Set by a replica that leads (store/leases.py): every write then checks, in its own
         # transaction, that this replica still holds the lease under this term.
         self.fence: Fence | None = None
@@ -188,6 +185,8 @@ class Store:
         view = copy.copy(self)
         view.refusal = why
         view.fence = None
+        # Its own group of submits, written through its own (refusing) write().
+        view._submits = GroupCommit(view.write, insert_submits, view._write_alone)
         return view
 
     def close(self) -> None:
@@ -292,17 +291,10 @@ class Store:
                 field="event.job", fix="pass an event of the job being created",
             )
         try:
-            with self.write() as connection:
-                connection.execute(insert(jobs), job_row(record))
-                if record.spec.labels:
-                    connection.execute(insert(job_labels), label_rows(record))
-                if manifest is not None:
-                    connection.execute(insert(job_manifests),
-                                       {"job": record.name, "document": dict(manifest)})
-                if event is not None:
-                    connection.execute(insert(job_events), event_row(event))
-                self._insert_request(connection, request)
-                insert_audit(connection, audit)
+            self._submits.run(SubmitRows(
+                [job_row(record)], label_rows(record),
+                {} if manifest is None else {record.name: manifest},
+                [] if event is None else [event_row(event)], request, audit))
         except IntegrityError:
             self._check_request_is_new(request)
             if self._job_exists(record.name):
@@ -329,18 +321,8 @@ class Store:
         event_rows = [event_row(event) for event in events]
         labels = [row for record in records for row in label_rows(record)]
         try:
-            with self.write() as connection:
-                connection.execute(insert(jobs), rows)
-                if labels:
-                    connection.execute(insert(job_labels), labels)
-                if manifests:
-                    connection.execute(insert(job_manifests), [
-                        {"job": name, "document": dict(document)}
-                        for name, document in manifests.items()])
-                if event_rows:
-                    connection.execute(insert(job_events), event_rows)
-                self._insert_request(connection, request)
-                insert_audit(connection, audit)
+            self._submits.run(SubmitRows(rows, labels, manifests or {}, event_rows, request,
+                                         audit))
         except IntegrityError:
             self._check_request_is_new(request)
             names = [record.name for record in records]
@@ -357,6 +339,10 @@ class Store:
                     ) from None
             raise
 
+    def _write_alone(self, submit: SubmitRows) -> None:
+        with self.write() as connection:
+            insert_submits(connection, [submit])
+
     def get_request(self, key: str) -> IdempotentRequest | None:
         """The submit stored under an Idempotency-Key, if one is."""
         with self.engine.connect() as connection:
@@ -366,14 +352,6 @@ class Store:
         if row is None:
             return None
         return IdempotentRequest(row["key"], row["request_hash"], tuple(row["jobs"]))
-
-    @staticmethod
-    def _insert_request(connection: Connection, request: IdempotentRequest | None) -> None:
-        if request is not None:
-            connection.execute(insert(idempotency_keys), {
-                "key": request.key, "request_hash": request.request_hash,
-                "jobs": list(request.jobs), "created_at": time.time(),
-            })
 
     def _check_request_is_new(self, request: IdempotentRequest | None) -> None:
         """Conflict if another request stored ``request``'s key first (a concurrent retry)."""
@@ -574,14 +552,6 @@ class Store:
         if limit is not None:
             events.reverse()
         return events
-
-
-def insert_audit(connection: Connection, entries: Sequence[Any]) -> None:
-    """Append audit entries (``store.identity.AuditEntry``) in the caller's transaction."""
-    if entries:
-        connection.execute(insert(audit_log), [
-            {"time": e.time, "user_name": e.user, "client": e.client, "action": e.action,
-             "target": e.target, "detail": e.detail} for e in entries])
 
 
 def _status(value: JobStatus | str) -> str:

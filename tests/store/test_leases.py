@@ -110,3 +110,25 @@ def test_a_leader_frozen_mid_write_does_not_hold_the_lease_for_ever() -> None:
                 assert taken is not None and (taken.holder, taken.term) == ("b", 2)
         frozen.fence = None
         assert LeaseStore(other).read() == taken
+
+
+@pytest.mark.postgres
+def test_the_idle_limit_ends_frozen_writes_only_not_slow_reads() -> None:
+    """A read paused between its statements (a thread descheduled on a loaded machine)
+    holds no lock a takeover waits on: the limit leaves it alone."""
+    import time
+
+    from sqlalchemy import text
+
+    from tests.store.factories import make_record
+    from tests.store.postgres import fresh_database, postgres_admin_url
+
+    with fresh_database(postgres_admin_url()) as url, Store(url) as store:
+        store.end_idle_transactions_after(0.2)
+        store.create_job(make_record("kept"))
+        with store.engine.connect() as connection:
+            connection.execute(text("SELECT 1"))
+            time.sleep(0.6)
+            assert connection.execute(text("SELECT name FROM jobs")).scalars().all() == \
+                ["kept"]
+        assert [r.name for r in store.list_jobs()] == ["kept"]

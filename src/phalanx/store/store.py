@@ -26,7 +26,6 @@ from sqlalchemy import (
     Insert,
     Select,
     delete,
-    event,
     func,
     insert,
     select,
@@ -135,6 +134,8 @@ class Store:
         # Set by a replica that leads (store/leases.py): every write then checks, in its own
         # transaction, that this replica still holds the lease under this term.
         self.fence: Fence | None = None
+        # end_idle_transactions_after: the server ends a write transaction idle this long.
+        self._idle_write_limit_ms: int | None = None
         # Set on a read-only view (``reader``): why every write is refused.
         self.refusal: str | None = None
         # Why the last write failed, while the database cannot be reached (dropped or
@@ -213,23 +214,14 @@ class Store:
             yield connection
 
     def end_idle_transactions_after(self, seconds: float) -> None:
-        """On PostgreSQL, have the server end this process's transactions left idle longer
-        than ``seconds``: a replica frozen in the middle of a write (SIGSTOP, a VM paused)
-        then stops holding the lease row's lock, and a follower can take the lease."""
-        if is_sqlite(self.engine):
-            return
-        milliseconds = max(1, int(seconds * 1000))
-
-        def limit(dbapi_connection: Any, _record: Any) -> None:
-            cursor = dbapi_connection.cursor()
-            try:
-                cursor.execute(f"SET idle_in_transaction_session_timeout = {milliseconds}")
-            finally:
-                cursor.close()
-            dbapi_connection.commit()
-
-        event.listen(self.engine, "connect", limit)
-        self.engine.dispose()  # connections opened before get the limit when reopened
+        """On PostgreSQL, have the server end this process's write transactions left idle
+        longer than ``seconds``: a replica frozen in the middle of a write (SIGSTOP, a VM
+        paused) then stops holding the lease row's lock, and a follower can take the lease.
+        Reads are left alone: they hold no lock a takeover waits on, and on a loaded
+        machine a read paused that long (a thread descheduled between its statements) would
+        otherwise fail for nothing."""
+        if not is_sqlite(self.engine):
+            self._idle_write_limit_ms = max(1, int(seconds * 1000))
 
     def confirm_lead(self) -> None:
         """With ``fence`` set, NotLeader unless this replica still leads: asked before the
@@ -246,6 +238,10 @@ class Store:
         try:
             with self._write_lock or contextlib.nullcontext(), \
                     self._writer.begin() as connection:
+                if self._idle_write_limit_ms is not None:  # this transaction only
+                    connection.exec_driver_sql(
+                        "SET LOCAL idle_in_transaction_session_timeout = "
+                        f"{self._idle_write_limit_ms}")
                 yield connection
         except Exception as exc:
             reason = unavailable_reason(exc)

@@ -28,6 +28,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -167,25 +169,33 @@ def _figures(seconds: list[float]) -> dict[str, Any]:
             "min_s": min(seconds), "max_s": max(seconds)}
 
 
-def run(db: str, trials: int, count: int, lease: str, handovers: int) -> dict[str, Any]:
-    home = Path(tempfile.mkdtemp(prefix="phalanx-failover-"))
+@contextmanager
+def started_replicas(db: str, count: int, lease: str,
+                     prefix: str) -> Iterator[tuple[Path, list[Replica], str]]:
+    """``count`` replicas on ``db`` sharing a new state directory, once one leads: the
+    directory, the replicas and the bootstrap token; stopped, their pods killed, after."""
+    home = Path(tempfile.mkdtemp(prefix=prefix))
     home.chmod(0o700)
     replicas = [Replica(home, db, lease, i) for i in range(count)]
     try:
         for replica in replicas:
             replica.start()
         _leader(replicas)
-        token = (home / "token").read_text().strip()
-        urls = ",".join(r.url for r in replicas)
-        failover, _ = _trials(replicas, urls, token, trials, signal.SIGKILL, "failover")
-        handover, failed = _trials(replicas, urls, token, handovers, signal.SIGTERM,
-                                   "handover")
+        yield home, replicas, (home / "token").read_text().strip()
     finally:
         for replica in replicas:
             replica.stop()
         subprocess.run([sys.executable, "-c", "import sys; from pathlib import Path; "
                         "from tests.leftovers import kill_pods_under; "
                         "kill_pods_under(Path(sys.argv[1]))", str(home)], cwd=REPO, check=False)
+
+
+def run(db: str, trials: int, count: int, lease: str, handovers: int) -> dict[str, Any]:
+    with started_replicas(db, count, lease, "phalanx-failover-") as (_, replicas, token):
+        urls = ",".join(r.url for r in replicas)
+        failover, _ = _trials(replicas, urls, token, trials, signal.SIGKILL, "failover")
+        handover, failed = _trials(replicas, urls, token, handovers, signal.SIGTERM,
+                                   "handover")
     # The failover's figures at the top level, as before; the handover's beside them.
     return {"replicas": count, "lease": lease, **_figures(failover),
             "handover": {**_figures(handover), "failed_requests": failed}}

@@ -1,5 +1,6 @@
 """Every test and every process it starts reads its login credentials from a file of the
-test session's own, never the user's (``phalanx login`` may have written one).
+test session's own, never the user's (``phalanx login`` may have written one), and sees a
+terminal 200 columns wide.
 
 The ``explore`` Hypothesis profile is registered here (tests/explore.py)."""
 
@@ -14,6 +15,14 @@ import pytest
 
 _CREDENTIALS = Path(tempfile.mkdtemp(prefix="phalanx-credentials-")) / "credentials.json"
 os.environ["PHALANX_CREDENTIALS"] = str(_CREDENTIALS)
+
+# One terminal width for every test and every process it starts, whatever runs the suite:
+# rich and typer otherwise take it from the terminal the run was started in (a wide one
+# when run by hand, 80 columns in CI and in pytest-xdist's workers, which have none), so
+# that text wrapped at 80 columns would fail only in some runs. A test that needs another
+# width sets its own.
+os.environ["COLUMNS"] = "200"
+os.environ.pop("LINES", None)
 
 # `pytest --hypothesis-profile=explore`: fresh examples for every property test (tests/explore.py).
 from tests.explore import exploring, register_explore_profile  # noqa: E402

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -17,6 +16,8 @@ from pathlib import Path
 
 import httpx
 import pytest
+
+from tests.leftovers import STARTUP_SECONDS, stop_process
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -35,7 +36,7 @@ def server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     proc = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, env=env, stdout=log,
                             stderr=log)
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + STARTUP_SECONDS
         while not (home / "server.json").exists():
             assert proc.poll() is None, (home / "server.log").read_text()
             assert time.monotonic() < deadline, "the control plane did not start"
@@ -43,19 +44,14 @@ def server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
         url = json.loads((home / "server.json").read_text())["url"]
         yield url, home
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc)
         log.close()
 
 
 def test_the_env_token_is_the_one_accepted(server: tuple[str, Path]) -> None:
     url, home = server
     with httpx.Client(base_url=url, timeout=30) as http:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + STARTUP_SECONDS
         while True:
             try:
                 if http.get("/healthz").status_code == 200:

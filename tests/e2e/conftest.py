@@ -17,7 +17,7 @@ import httpx
 import pytest
 import yaml
 
-from tests.leftovers import kill_pods_under
+from tests.leftovers import STARTUP_SECONDS, kill_pods_under, stop_process
 
 REPO = Path(__file__).resolve().parents[2]
 RUN_PODS_AS = str(os.geteuid())
@@ -61,8 +61,8 @@ class ControlPlane:
             [sys.executable, "-c", code], cwd=REPO, stdout=log, stderr=log,
             env={**os.environ, "PHALANX_HOME": str(self.home)},
         )
-        deadline = time.time() + 30
-        while time.time() < deadline:
+        deadline = time.monotonic() + STARTUP_SECONDS
+        while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError("server died:\n" + (self.home / "server.log").read_text())
             info = self.home / "server.json"
@@ -84,9 +84,8 @@ class ControlPlane:
         if self.http is not None:
             self.http.close()
             self.http = None
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            self.proc.wait(timeout=30)
+        if self.proc is not None:
+            stop_process(self.proc, sig)
         self.proc = None
 
     # ------------------------------------------------------------------ helpers
@@ -132,12 +131,14 @@ def running(cp: Plane) -> Iterator[Plane]:
     """``cp`` started in its home; stopped, with any pods it left killed, however the test
     ends."""
     cp.home.mkdir(parents=True, exist_ok=True)
-    cp.start()
     try:
+        cp.start()
         yield cp
     finally:
-        cp.stop()
-        kill_pods_under(cp.home)
+        try:
+            cp.stop()
+        finally:
+            kill_pods_under(cp.home)
 
 
 @pytest.fixture

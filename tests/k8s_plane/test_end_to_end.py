@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -22,6 +21,7 @@ from phalanx.spec.status import JobStatus
 from tests.k8s_plane.conftest import RUNS
 from tests.k8s_plane.fake_apiserver import FakeAPIServer
 from tests.k8s_plane.helpers import IMAGE, pods
+from tests.leftovers import STARTUP_SECONDS, stop_process
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
@@ -42,7 +42,7 @@ def _up(home: Path, kubeconfig: Path, *extra: str) -> subprocess.Popen[bytes]:
 
 
 def _wait_for_server(proc: subprocess.Popen[bytes], home: Path) -> Client:
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + STARTUP_SECONDS
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise AssertionError("server died:\n" + (home / "server.log").read_text())
@@ -65,8 +65,7 @@ def _control_plane(tmp_path: Path, kubeconfig: Path, *extra: str) -> Iterator[Cl
     try:
         yield _wait_for_server(proc, home)
     finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=30)
+        stop_process(proc)
 
 
 def test_up_runs_a_job_as_pods(api: FakeAPIServer, kubeconfig: Path, tmp_path: Path) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import base64
 import json
-import signal
 import ssl
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,6 +27,7 @@ from tests.k8s_plane.fake_apiserver import FakeAPIServer
 from tests.k8s_plane.fake_jobs import JOB_NAME, FakeJobController
 from tests.k8s_plane.helpers import IMAGE
 from tests.k8s_plane.test_end_to_end import _control_plane, _up, _wait_for_server
+from tests.leftovers import stop_process
 
 pytestmark = pytest.mark.slow
 
@@ -439,8 +439,7 @@ def test_a_job_deleted_while_the_control_plane_was_down_ends_its_job(
         huge = job_name(MANAGED, "huge")
         wait_until(lambda: state(client, huge) is JobStatus.QUEUED, what="huge queued")
     finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=30)
+        stop_process(proc)
     api.remove("jobs", "huge", MANAGED)  # while no control plane runs
     proc = _up(home, kubeconfig, *flags)
     try:
@@ -448,5 +447,4 @@ def test_a_job_deleted_while_the_control_plane_was_down_ends_its_job(
         wait_until(lambda: state(client, huge) is JobStatus.CANCELLED, timeout=20,
                    what="the job of the deleted Job cancelled after the restart")
     finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=30)
+        stop_process(proc)

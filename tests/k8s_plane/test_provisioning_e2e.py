@@ -18,6 +18,7 @@ from tests.k8s_plane.fake_apiserver import FakeAPIServer
 from tests.k8s_plane.fake_autoscaler import FakeAutoscaler, NodeGroup
 from tests.k8s_plane.helpers import IMAGE, pods
 from tests.k8s_plane.test_end_to_end import _up, _wait_for_server
+from tests.leftovers import stop_process
 
 pytestmark = pytest.mark.slow
 
@@ -80,21 +81,23 @@ class Cluster:
     def __init__(self, api: FakeAPIServer, kubeconfig: Path, home: Path) -> None:
         self.api, self.kubeconfig, self.home = api, kubeconfig, home
         home.mkdir(exist_ok=True)
-        self.proc = _up(home, kubeconfig)
-        self.client: Client = _wait_for_server(self.proc, home)
+        self.client: Client
+        self.start()
 
     def kill(self) -> None:
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(timeout=30)
+        stop_process(self.proc, signal.SIGKILL)
         (self.home / "server.json").unlink(missing_ok=True)
 
     def start(self) -> None:
         self.proc = _up(self.home, self.kubeconfig)
-        self.client = _wait_for_server(self.proc, self.home)
+        try:
+            self.client = _wait_for_server(self.proc, self.home)
+        except BaseException:
+            stop_process(self.proc)  # a start that failed leaves nothing running
+            raise
 
     def stop(self) -> None:
-        self.proc.send_signal(signal.SIGTERM)
-        self.proc.wait(timeout=30)
+        stop_process(self.proc)
 
 
 @pytest.fixture

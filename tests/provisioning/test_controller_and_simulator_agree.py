@@ -27,6 +27,7 @@ from phalanx.spec.config import QueueConfig, load_config_yaml
 from phalanx.spec.status import JobStatus
 from phalanx.store import Store
 from phalanx.store.pools import PoolPhase
+from tests.leftovers import kill_pods_under
 
 # One flavor whose limit lets one pool of two nodes exist, kept an hour after its job.
 CONFIG = """
@@ -123,6 +124,8 @@ def live_side(home: Path) -> Decisions:
         return out
     finally:
         ctl.stop()
+        # b's pods (sleep 600) outlive a controller stopped right after cancelling them.
+        kill_pods_under(home)
         plane.close()
         ctl.store.close()
 

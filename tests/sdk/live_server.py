@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -14,9 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.leftovers import kill_pods_under
-
-STARTUP_SECONDS = 60.0
+from tests.leftovers import STARTUP_SECONDS, kill_pods_under, stop_process
 
 
 class LiveServer:
@@ -85,15 +82,12 @@ class LiveServer:
             return ""
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.proc = None
-        kill_pods_under(self.home)
+        try:
+            if self.proc is not None:
+                stop_process(self.proc)
+        finally:
+            self.proc = None
+            kill_pods_under(self.home)
 
 
 @pytest.fixture(scope="module")

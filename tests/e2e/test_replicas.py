@@ -28,7 +28,7 @@ from phalanx import Client
 from phalanx.errors import PhalanxError
 from phalanx.server.replicas import EXIT_LOST_LEADERSHIP
 from tests.e2e.conftest import REPO, RUN_PODS_AS, py_job
-from tests.leftovers import kill_pods_under
+from tests.leftovers import STARTUP_SECONDS, kill_pods_under
 from tests.store.postgres import fresh_database, postgres_admin_url
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres]
@@ -37,7 +37,7 @@ LEASE = 3.0  # short, so a test waits seconds for a failover, not the default's 
 # A follower leads within the lease plus a retry period of it having gone silent; the
 # new leader then builds the control plane (reads the store, adopts the pods) before it
 # admits. Generous on a loaded machine: the bound is a limit, never a timing.
-LEADS_WITHIN = 60.0
+LEADS_WITHIN = STARTUP_SECONDS
 
 
 def _free_port() -> int:

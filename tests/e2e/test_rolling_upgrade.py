@@ -27,7 +27,7 @@ from sqlalchemy import create_engine, text
 from phalanx.store import head_revision
 from tests.e2e.conftest import REPO, RUN_PODS_AS
 from tests.e2e.test_replicas import Replica, Replicas, _marking_job
-from tests.leftovers import kill_pods_under
+from tests.leftovers import STARTUP_SECONDS, kill_pods_under
 from tests.store.postgres import fresh_database, postgres_admin_url
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres]
@@ -121,7 +121,7 @@ def _revision(db: str) -> str:
         engine.dispose()
 
 
-def _wait(condition: object, what: str, timeout: float = 60.0) -> None:
+def _wait(condition: object, what: str, timeout: float = STARTUP_SECONDS) -> None:
     deadline = time.monotonic() + timeout
     while not condition():  # type: ignore[operator]
         assert time.monotonic() < deadline, f"timed out: {what}"

@@ -19,7 +19,9 @@ made from that replicated Job's template and owned by the JobSet (the Job contro
 makes their pods); while it is suspended, none (its child Jobs deleted, so resuming makes
 them afresh from the templates as they are then); ``replicatedJobsStatus`` (``ready``: Jobs
 whose pods all run or succeeded, ``succeeded``, ``failed``, ``active``) and the conditions
-``Completed`` (every child Job complete) and ``Failed`` (one failed).
+``Completed`` (every child Job complete) and ``Failed`` (one failed); each child Job and its
+pods labelled ``jobset.sigs.k8s.io/job-index``. Its ``limit`` is the most child Jobs a
+JobSet gets, the training operator's the most pods a PyTorchJob gets.
 ``FakeTrainingOperator`` plays Kubeflow's training operator for PyTorchJobs likewise.
 """
 
@@ -158,14 +160,17 @@ class FakeJobSetController(FakeJobController):
         counts = []
         done = failed = 0
         total = 0
+        made = len(children)
         for replicated in spec.get("replicatedJobs") or []:
             ready = succeeded = broken = active = 0
             for index in range(int(replicated.get("replicas", 1))):
                 total += 1
                 name = f"{meta['name']}-{replicated['name']}-{index}"
                 child = children.get(name)
-                if child is None and not spec.get("suspend"):
-                    child = self._make_job(jobset, replicated, name)
+                if child is None and not spec.get("suspend") and (
+                        self.limit is None or made < self.limit):
+                    child = self._make_job(jobset, replicated, name, index)
+                    made += 1
                 if child is None:
                     continue
                 held = {c["type"] for c in (child.get("status") or {}).get("conditions") or []
@@ -193,12 +198,16 @@ class FakeJobSetController(FakeJobController):
         if status != (jobset.get("status") or {}):
             self.api.update("jobsets", meta["name"], {"status": status}, ns)
 
-    def _make_job(self, jobset: Object, replicated: Object, name: str) -> Object:
+    def _make_job(self, jobset: Object, replicated: Object, name: str, index: int) -> Object:
         meta = jobset["metadata"]
         template = copy.deepcopy(replicated["template"])
         labels = {**((template.get("metadata") or {}).get("labels") or {}),
                   "jobset.sigs.k8s.io/jobset-name": meta["name"],
-                  "jobset.sigs.k8s.io/replicatedjob-name": replicated["name"]}
+                  "jobset.sigs.k8s.io/replicatedjob-name": replicated["name"],
+                  "jobset.sigs.k8s.io/job-index": str(index)}
+        pod_meta = template["spec"]["template"].setdefault("metadata", {})
+        pod_meta["labels"] = {**(pod_meta.get("labels") or {}),
+                              "jobset.sigs.k8s.io/job-index": str(index)}
         return self.api.add("jobs", {
             "apiVersion": "batch/v1", "kind": "Job",
             "metadata": {"name": name, "namespace": meta["namespace"], "labels": labels,
@@ -248,6 +257,7 @@ class FakeTrainingOperator(FakeJobController):
         suspended = bool((spec.get("runPolicy") or {}).get("suspend"))
         replicas: dict[str, Object] = {}
         phases: list[str] = []
+        made = len(owned)
         for role, replica in (spec.get("pytorchReplicaSpecs") or {}).items():
             counts = {"active": 0, "succeeded": 0, "failed": 0}
             for index in range(int(replica.get("replicas", 1))):
@@ -258,8 +268,11 @@ class FakeTrainingOperator(FakeJobController):
                     if pod is not None and phase not in ("Succeeded", "Failed"):
                         self.api.remove("pods", name, ns)
                     continue
+                if pod is None and self.limit is not None and made >= self.limit:
+                    continue
                 if pod is None:
                     pod = self._make_replica(job, role, index, replica["template"], name)
+                    made += 1
                     phase = "Pending"
                 phases.append(str(phase))
                 key = {"Succeeded": "succeeded", "Failed": "failed", "Running": "active"}.get(

@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -42,20 +43,32 @@ POD_LABEL = "phalanx.dev/admitted-job"
 PIN = "requiredDuringSchedulingIgnoredDuringExecution"
 
 
+@dataclass
+class Fakes:
+    jobs: FakeJobController
+    jobsets: FakeJobSetController
+    training: FakeTrainingOperator
+
+
 @pytest.fixture
-def controllers(api: FakeAPIServer) -> Iterator[None]:
+def fakes(api: FakeAPIServer) -> Iterator[Fakes]:
     api.add("namespaces", {"metadata": {"name": MANAGED,
                                         "labels": {"phalanx.dev/managed": "true"}}})
     api.add("namespaces", {"metadata": {"name": UNMANAGED}})
     for name in ("gpu-1", "gpu-2"):
         api.add_node(name, cpu="16", memory="64Gi", gpus=4)
-    made = [FakeJobController(api).start(), FakeJobSetController(api).start(),
-            FakeTrainingOperator(api).start()]
+    made = Fakes(FakeJobController(api).start(), FakeJobSetController(api).start(),
+                 FakeTrainingOperator(api).start())
     try:
-        yield
+        yield made
     finally:
-        for controller in made:
+        for controller in (made.jobs, made.jobsets, made.training):
             controller.stop()
+
+
+@pytest.fixture
+def controllers(fakes: Fakes) -> None:
+    return None
 
 
 def pod_template(gpus: int, seconds: str = "1") -> dict[str, Any]:
@@ -64,9 +77,10 @@ def pod_template(gpus: int, seconds: str = "1") -> dict[str, Any]:
         "resources": {"requests": {"cpu": "2", "memory": "4Gi", "nvidia.com/gpu": str(gpus)}}}]}}
 
 
-def jobset(name: str, queue: str = "default", priority: str | None = None) -> dict[str, Any]:
-    """A JobSet as `kubectl create -f` sends it: a leader and a worker Job of one pod each,
-    4 GPUs a pod (the two nodes' 8)."""
+def jobset(name: str, queue: str = "default", priority: str | None = None,
+           workers: int = 1) -> dict[str, Any]:
+    """A JobSet as `kubectl create -f` sends it: a leader Job and ``workers`` worker Jobs of
+    one pod each, 4 GPUs a pod (a node's 4)."""
     labels = {"kueue.x-k8s.io/queue-name": queue}
     if priority:
         labels["kueue.x-k8s.io/priority-class"] = priority
@@ -74,18 +88,18 @@ def jobset(name: str, queue: str = "default", priority: str | None = None) -> di
         "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
         "metadata": {"name": name, "labels": labels},
         "spec": {"replicatedJobs": [
-            {"name": rj, "replicas": 1, "template": {"spec": {
+            {"name": rj, "replicas": replicas, "template": {"spec": {
                 "parallelism": 1, "completions": 1, "backoffLimit": 0,
                 "completionMode": "Indexed", "template": pod_template(4)}}}
-            for rj in ("leader", "workers")]},
+            for rj, replicas in (("leader", 1), ("workers", workers))]},
     }
 
 
-def pytorchjob(name: str) -> dict[str, Any]:
+def pytorchjob(name: str, gpus: int = 2) -> dict[str, Any]:
     def replica(count: int) -> dict[str, Any]:
         return {"replicas": count, "template": {"spec": {"containers": [{
             "name": "pytorch", "image": IMAGE, "command": ["python", "train.py"],
-            "resources": {"requests": {"cpu": "1", "nvidia.com/gpu": "2"}}}]}}}
+            "resources": {"requests": {"cpu": "1", "nvidia.com/gpu": str(gpus)}}}]}}}
 
     return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
             "metadata": {"name": name, "labels": {"kueue.x-k8s.io/queue-name": "default"}},
@@ -332,3 +346,118 @@ def test_an_appwrapper_is_admitted_through_its_pod_set_infos_its_component_untou
             "suspend") is True, what="the AppWrapper suspended again")
         obj = api.get("appwrappers", "aw", MANAGED)
         assert obj is not None and "podSetInfos" not in obj["spec"]["components"][0]
+
+
+GATE = "phalanx.dev/gang"
+POD_SET = "phalanx.dev/pod-set"
+
+
+def gang_waiting(api: FakeAPIServer, name: str) -> bool:
+    return any(e["reason"] == "GangWaiting" and e["involvedObject"]["name"] == name
+               for e in api.list("events", MANAGED))
+
+
+def assert_each_on_its_own_placed_node(pods: list[dict[str, Any]],
+                                       placed: dict[str, list[str]]) -> None:
+    """Every pod un-gated, pinned to one node of its pod set's and run there; no two pods
+    on one node."""
+    for pod in pods:
+        assert not pod["spec"].get("schedulingGates")
+        pin = _own_pin(pod)
+        assert pod["spec"]["nodeName"] == pin
+        assert pin in placed[pod["metadata"]["labels"][POD_SET]]
+    nodes = [p["spec"]["nodeName"] for p in pods]
+    assert len(set(nodes)) == len(nodes)
+
+
+def _own_pin(pod: dict[str, Any]) -> str:
+    """The one node the release narrowed the pod's affinity to (the last requirement)."""
+    terms = pod["spec"]["affinity"]["nodeAffinity"][PIN]["nodeSelectorTerms"]
+    (node,) = terms[0]["matchFields"][-1]["values"]
+    return str(node)
+
+
+def add_gpu_nodes(api: FakeAPIServer) -> None:
+    """Two more 4-GPU nodes: four in all, one a pod of 4 GPUs."""
+    for name in ("gpu-3", "gpu-4"):
+        api.add_node(name, cpu="16", memory="64Gi", gpus=4)
+
+
+def placed_nodes(client: Any, job: str) -> dict[str, list[str]]:
+    admission = client.get(job).admission
+    assert admission is not None
+    return {p.name: list(p.nodes) for p in admission.pod_sets}
+
+
+def test_a_jobset_stays_gated_until_all_its_pods_exist_then_each_runs_on_its_placed_node(
+    api: FakeAPIServer, kubeconfig: Path, tmp_path: Path, fakes: Fakes,
+) -> None:
+    add_gpu_nodes(api)
+    api.autopilot = {"start_after": 0.1, "run_for": 0.5}
+    fakes.jobsets.limit = 3  # three child Jobs of the four, for now
+    with _control_plane(tmp_path, kubeconfig, "--manage-namespaces", SELECTOR) as client:
+        api.add("jobsets", jobset("gang", workers=3), MANAGED)
+        managed = job_name(MANAGED, "gang", "JobSet")
+        wait_until(lambda: gang_waiting(api, "gang"), timeout=30,
+                   what="Phalanx to see the JobSet's gang incomplete")
+        obj = api.get("jobsets", "gang", MANAGED)
+        assert obj is not None
+        for template, pod_set in zip(templates(obj), ("leader", "workers"), strict=True):
+            assert template["spec"]["schedulingGates"] == [{"name": GATE}]
+            assert template["metadata"]["labels"][POD_SET] == pod_set
+        wait_until(lambda: len(child_pods(api, "gang", "Pending")) == 3, timeout=30,
+                   what="three child Jobs' pods")
+        # Created gated, and left so while the fourth does not exist.
+        for pod in child_pods(api, "gang", "Pending"):
+            assert pod["spec"]["schedulingGates"] == [{"name": GATE}]
+            assert not pod["spec"].get("nodeName")
+        assert state(client, managed) is not JobStatus.RUNNING
+        fakes.jobsets.limit = None  # the last child Job: the whole gang is released
+        wait_until(lambda: state(client, managed) is JobStatus.SUCCEEDED, timeout=30,
+                   what="the JobSet run once whole")
+        pods = child_pods(api, "gang", "Succeeded")
+        assert len(pods) == 4
+        placed = placed_nodes(client, managed)
+        assert sorted(n for nodes in placed.values() for n in nodes) == [
+            "gpu-1", "gpu-2", "gpu-3", "gpu-4"]
+        assert_each_on_its_own_placed_node(pods, placed)
+        # The workers' pods in their Job index order on the workers' nodes in order.
+        workers = sorted((p for p in pods if p["metadata"]["labels"][POD_SET] == "workers"),
+                         key=lambda p: int(p["metadata"]["labels"][
+                             "jobset.sigs.k8s.io/job-index"]))
+        assert [p["spec"]["nodeName"] for p in workers] == placed["workers"]
+        assert any(e["reason"] == "GangReleased" for e in api.list("events", MANAGED))
+
+
+def test_a_pytorchjob_stays_gated_until_all_its_pods_exist_then_each_runs_on_its_placed_node(
+    api: FakeAPIServer, kubeconfig: Path, tmp_path: Path, fakes: Fakes,
+) -> None:
+    add_gpu_nodes(api)
+    api.autopilot = {"start_after": 0.1, "run_for": 0.5}
+    fakes.training.limit = 2  # two pods of the four, for now
+    with _control_plane(tmp_path, kubeconfig, "--manage-namespaces", SELECTOR) as client:
+        api.add("pytorchjobs", pytorchjob("gang", gpus=4), MANAGED)
+        managed = job_name(MANAGED, "gang", "PyTorchJob")
+        wait_until(lambda: gang_waiting(api, "gang"), timeout=30,
+                   what="Phalanx to see the PyTorchJob's gang incomplete")
+        obj = api.get("pytorchjobs", "gang", MANAGED)
+        assert obj is not None
+        for role in ("Master", "Worker"):
+            template = obj["spec"]["pytorchReplicaSpecs"][role]["template"]
+            assert template["spec"]["schedulingGates"] == [{"name": GATE}]
+            assert template["metadata"]["labels"][POD_SET] == role.lower()
+        held = operator_pods(api, "gang")
+        assert len(held) == 2
+        for pod in held:
+            assert pod["spec"]["schedulingGates"] == [{"name": GATE}]
+            assert not pod["spec"].get("nodeName")
+        assert state(client, managed) is not JobStatus.RUNNING
+        fakes.training.limit = None  # the last pods: the whole gang is released
+        wait_until(lambda: state(client, managed) is JobStatus.SUCCEEDED, timeout=30,
+                   what="the PyTorchJob run once whole")
+        pods = [p for p in api.list("pods", MANAGED)
+                if p["metadata"]["labels"].get("training.kubeflow.org/job-name") == "gang"]
+        assert len(pods) == 4 and {p["status"]["phase"] for p in pods} == {"Succeeded"}
+        placed = placed_nodes(client, managed)
+        assert [len(placed["master"]), len(placed["worker"])] == [1, 3]
+        assert_each_on_its_own_placed_node(pods, placed)

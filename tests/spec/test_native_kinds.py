@@ -133,6 +133,23 @@ def test_every_pod_template_is_found(kind: str) -> None:
     assert all("containers" in at(AUTHORED[kind], path)["spec"] for path in paths)
 
 
+# The Phalanx pod set each template becomes, in the order of TEMPLATES.
+POD_SETS = {"JobSet": ["leader", "workers"], "PyTorchJob": ["master", "worker"],
+            "MPIJob": ["launcher", "worker"], "RayCluster": ["head", "gpu"],
+            "RayJob": ["head", "gpu"], "AppWrapper": ["master", "worker"]}
+
+
+@pytest.mark.parametrize("kind", sorted(AUTHORED))
+def test_each_template_names_the_pod_set_the_translation_makes_of_it(kind: str) -> None:
+    adapter = kind_of(AUTHORED[kind])
+    assert adapter is not None
+    names = adapter.pod_sets(AUTHORED[kind])
+    assert names == POD_SETS[kind]
+    authored = copy.deepcopy(AUTHORED[kind])
+    authored["metadata"]["name"] = "train"
+    assert sorted(names) == sorted(p.name for p in translate(authored).spec.pod_sets)
+
+
 def test_the_table_is_every_adapter_once() -> None:
     assert set(CLUSTER_SET) == set(NATIVE_KINDS)
     assert {k for _, k in NATIVE_KINDS} == {"Job", *AUTHORED}

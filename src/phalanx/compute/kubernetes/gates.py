@@ -1,10 +1,14 @@
 """Gang placement of managed objects' pods through scheduling gates.
 
 An admitted managed object is unsuspended with a scheduling gate (``phalanx.dev/gang``) on
-its pod template, so the pods its controller makes are created gated: the kube-scheduler
-leaves a gated pod alone (no binding, no partial gang holding nodes). Once every pod of the
-gang exists, Phalanx patches each one: the gate removed, and its node affinity narrowed to
-the one node Phalanx placed it on (adding a requirement is what a gated pod's spec allows).
+each of its pod templates, so the pods its controller makes are created gated: the
+kube-scheduler leaves a gated pod alone (no binding, no partial gang holding nodes). Each
+template is labelled with the Phalanx pod set it became (``phalanx.dev/pod-set``). Once
+every pod of the gang exists, Phalanx patches each one: the gate removed, and its node
+affinity narrowed to one node Phalanx placed its pod set on (adding a requirement is what a
+gated pod's spec allows): within a pod set, the pod of completion index i the i-th node,
+the others the nodes left in a stable order (a JobSet's Job index, the completion index,
+the pod's name).
 A gang that fits only whole is thereby never half-bound; a pod made later (a replacement
 after a failure) is released at once, its mates already run.
 
@@ -32,8 +36,13 @@ GATE = "phalanx.dev/gang"
 # On the pod template of an admitted object: the Phalanx job and the attempt its pods are.
 POD_LABEL = "phalanx.dev/admitted-job"
 ATTEMPT_LABEL = "phalanx.dev/admitted-attempt"
+# The Phalanx pod set a template became: its pods go to that pod set's placed nodes.
+POD_SET_LABEL = "phalanx.dev/pod-set"
 # The Job controller's index of a pod of an Indexed Job: the pod the n-th node is for.
 INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
+# JobSet's index of a child Job among its replicated Job's: its pods' completion indexes
+# repeat from one child Job to the next, so they order the pod set's pods, no more.
+JOB_INDEX_LABEL = "jobset.sigs.k8s.io/job-index"
 
 # (job, pods existing, pods the gang needs) while the gang is incomplete; (job, nodes) once
 # released.
@@ -50,6 +59,9 @@ class Gang:
     attempt: int
     size: int
     nodes: tuple[str, ...]  # one per pod, in index order (the admission's)
+    # Each pod set's nodes (the admission's); a pod without a known pod set label may go
+    # to any of ``nodes``.
+    pod_sets: tuple[tuple[str, tuple[str, ...]], ...] = ()
     released: bool = False
     waiting_said: bool = False
 
@@ -187,9 +199,23 @@ def _of(pod: Object, gang: Gang) -> bool:
 
 
 def _placements(pods: list[Object], gang: Gang) -> list[tuple[Object, str | None]]:
-    """Each gated pod with the node it goes to: an indexed pod the node of its index, the
-    others the placed nodes the released pods do not hold (None: the gang's nodes, any)."""
-    free = list(gang.nodes)
+    """Each gated pod with the node it goes to, pod set by pod set (``_placed``)."""
+    sets = dict(gang.pod_sets)
+    groups: dict[str | None, list[Object]] = {}
+    for pod in pods:
+        name = ((pod.get("metadata") or {}).get("labels") or {}).get(POD_SET_LABEL)
+        groups.setdefault(name if name in sets else None, []).append(pod)
+    out: list[tuple[Object, str | None]] = []
+    for name, members in groups.items():
+        out += _placed(members, sets[name] if name is not None else gang.nodes)
+    return out
+
+
+def _placed(pods: list[Object], nodes: tuple[str, ...]) -> list[tuple[Object, str | None]]:
+    """Each gated pod of one pod set with its node: an indexed pod the node of its index,
+    the others, in a stable order, the placed nodes the released pods do not hold (None:
+    the nodes, any)."""
+    free = list(nodes)
     for pod in pods:
         if not gated(pod):
             node = (pod.get("spec") or {}).get("nodeName")
@@ -197,10 +223,10 @@ def _placements(pods: list[Object], gang: Gang) -> list[tuple[Object, str | None
                 free.remove(node)
     out: list[tuple[Object, str | None]] = []
     unindexed = []
-    for pod in sorted((p for p in pods if gated(p)), key=lambda p: p["metadata"]["name"]):
-        index = ((pod["metadata"].get("annotations") or {}).get(INDEX_ANNOTATION) or "")
-        if index.isdigit() and int(index) < len(gang.nodes):
-            node = gang.nodes[int(index)]
+    for pod in sorted((p for p in pods if gated(p)), key=_order):
+        index = _index(pod)
+        if index is not None and index < len(nodes):
+            node = nodes[index]
             if node in free:
                 free.remove(node)
             out.append((pod, node))
@@ -209,3 +235,24 @@ def _placements(pods: list[Object], gang: Gang) -> list[tuple[Object, str | None
     for pod in unindexed:
         out.append((pod, free.pop(0) if free else None))
     return out
+
+
+def _number(value: Any) -> int | None:
+    return int(value) if isinstance(value, str) and value.isdigit() else None
+
+
+def _index(pod: Object) -> int | None:
+    """The pod's index in its pod set, when it alone says it: a completion index, unless a
+    JobSet's Job index says the pod set has more Jobs than this pod's."""
+    meta = pod.get("metadata") or {}
+    if _number((meta.get("labels") or {}).get(JOB_INDEX_LABEL)) is not None:
+        return None
+    return _number((meta.get("annotations") or {}).get(INDEX_ANNOTATION))
+
+
+def _order(pod: Object) -> tuple[int, int, str]:
+    """A pod's place among its pod set's: its Job's index, its completion index, its name."""
+    meta = pod.get("metadata") or {}
+    job = _number((meta.get("labels") or {}).get(JOB_INDEX_LABEL))
+    index = _number((meta.get("annotations") or {}).get(INDEX_ANNOTATION))
+    return (-1 if job is None else job, -1 if index is None else index, str(meta["name"]))

@@ -15,12 +15,13 @@ Phalanx started); the control plane makes each managed object a Phalanx job
 When the control plane launches that job's admitted attempt, the object is unsuspended
 with every pod template it has pinned (a required node affinity) to the nodes Phalanx
 placed the gang on, tolerating their taints, which is what the flavor's node labels and
-tolerations select; the kind's controller then makes the pods. A batch Job's pods are also
-gated (``schedulingGates``) until all of the gang's exist, then Phalanx un-gates each onto
-its own placed node (``gates.py``). The attempt's state is read from the object's status,
-as its adapter reads it. Stopping the attempt (preemption, cancel) suspends the object
-again and restores its templates (and gates), as Kueue's eviction does; deleting the
-object ends the Phalanx job.
+tolerations select; the kind's controller then makes the pods. Each template also gets a
+scheduling gate and the pod set it became, so its pods are gated (``schedulingGates``)
+until all of the gang's exist, then Phalanx un-gates each onto its own node of its pod
+set's (``gates.py``); an AppWrapper, whose templates may not change, is not gated. The
+attempt's state is read from the object's status, as its adapter reads it. Stopping the
+attempt (preemption, cancel) suspends the object again and restores its templates (and
+gates), as Kueue's eviction does; deleting the object ends the Phalanx job.
 Conditions (``QuotaReserved``, ``Admitted``, ``Evicted``) and Events on the object say what
 Phalanx did, where kubectl looks.
 
@@ -47,6 +48,7 @@ from phalanx.compute.kubernetes.gates import (
     ATTEMPT_LABEL,
     GATE,
     POD_LABEL,
+    POD_SET_LABEL,
     Gang,
     GangGates,
     pinned,
@@ -352,7 +354,7 @@ class NativeJobs:
         tracked = _Launched(attempt, key, [(p.name, p.replicas) for p in job.pod_sets])
         placed = tuple(n for ps in admission.pod_sets for n in ps.nodes)
         nodes = sorted(set(placed))
-        gated = key.adapter.gang_gated
+        gated = key.adapter.pod_set_infos is None  # its templates are Phalanx's to edit
 
         def admitted(obj: Object) -> Object | None:
             annotations = obj["metadata"].get("annotations") or {}
@@ -368,7 +370,8 @@ class NativeJobs:
                                  for _ in paths])
                 paths = []
             befores = _originals(original, len(paths))
-            for path, before in zip(paths, befores, strict=True):
+            names = key.adapter.pod_sets(new)
+            for path, before, pod_set in zip(paths, befores, names[:len(paths)], strict=True):
                 merged = list(before.get("tolerations") or [])
                 merged += [t for t in tolerations if t not in merged]
                 template = at(new, path)
@@ -379,6 +382,7 @@ class NativeJobs:
                 set_or_drop(template["spec"], "tolerations", merged or None)
                 if gated:  # held until the whole gang exists (gates.py)
                     labels[ATTEMPT_LABEL] = str(attempt)
+                    labels[POD_SET_LABEL] = pod_set
                     template["spec"]["schedulingGates"] = with_gate(
                         before.get("schedulingGates"))
             put(new, key.adapter.suspend, False)
@@ -390,7 +394,9 @@ class NativeJobs:
         with self._lock:  # before its pods can appear: they are Phalanx's, not foreign
             self._launched[job.name] = tracked
         if gated:  # (after a restart too: what the last run left gated is released)
-            self.gates.expect(Gang(job.name, key.namespace, attempt, len(placed), placed))
+            self.gates.expect(Gang(job.name, key.namespace, attempt, len(placed), placed,
+                                   tuple((ps.name, tuple(ps.nodes))
+                                         for ps in admission.pod_sets)))
         try:
             changed = self._rewrite(key, admitted)
         except KubeError:
@@ -440,13 +446,14 @@ class NativeJobs:
                 labels = (template.get("metadata") or {}).get("labels") or {}
                 labels.pop(POD_LABEL, None)
                 labels.pop(ATTEMPT_LABEL, None)
+                labels.pop(POD_SET_LABEL, None)
                 if not labels:
                     (template.get("metadata") or {}).pop("labels", None)
                 if template.get("metadata") == {}:
                     template.pop("metadata")
                 set_or_drop(template.setdefault("spec", {}), "affinity", before.get("affinity"))
                 set_or_drop(template["spec"], "tolerations", before.get("tolerations"))
-                if key.adapter.gang_gated:
+                if infos is None:
                     set_or_drop(template["spec"], "schedulingGates",
                                 before.get("schedulingGates"))
             put(new, key.adapter.suspend, True)

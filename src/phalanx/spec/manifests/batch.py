@@ -26,6 +26,7 @@ API_VERSION = "batch/v1"
 KIND = "Job"
 # Kubernetes' default backoffLimit.
 DEFAULT_BACKOFF_LIMIT = 6
+POD_SET = "worker"  # the one pod set a Job becomes
 
 
 @dataclass
@@ -114,5 +115,5 @@ def translate(manifest: Fields, draft: Draft) -> None:
     draft.set("kind", "generic", manifest.at("kind"))
     draft.paths["podSets"] = shape.template_path
     index_env = {"JOB_COMPLETION_INDEX": "$PHALANX_POD_INDEX"} if shape.indexed else None
-    add_pod_set(draft, "worker", shape.parallelism, shape.parallelism_path,
+    add_pod_set(draft, POD_SET, shape.parallelism, shape.parallelism_path,
                 shape.template_path, shape.template, index_env=index_env)

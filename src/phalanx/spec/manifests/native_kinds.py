@@ -78,10 +78,6 @@ class NativeKind:
     # Kueue's PodSetInfos (labels, tolerations, one per pod template) to apply to its pods
     # instead. None: Phalanx edits the templates themselves.
     pod_set_infos: ClassVar[Path | None] = None
-    # Whether its pods are gated (``schedulingGates``) until the whole gang exists, then
-    # each un-gated onto its own placed node (``compute/kubernetes/gates.py``): a kind
-    # whose pods carry the index that says which placed node is theirs.
-    gang_gated: ClassVar[bool] = False
 
     @property
     def key(self) -> tuple[str, str]:
@@ -105,6 +101,11 @@ class NativeKind:
         """The paths of the object's pod templates (``PodTemplateSpec``s), in order."""
         raise NotImplementedError
 
+    def pod_sets(self, obj: Object) -> list[str]:
+        """The name of the Phalanx pod set each pod template becomes (as the translation in
+        ``phalanx.spec.manifests`` names it), in the order of ``templates``."""
+        raise NotImplementedError
+
     def progress(self, obj: Object) -> Progress:
         """What the object's status says (``status`` as its controller writes it)."""
         raise NotImplementedError
@@ -119,7 +120,6 @@ class NativeKind:
 class JobKind(NativeKind):
     api_version, kind, plural = batch.API_VERSION, batch.KIND, "jobs"
     builtin = True
-    gang_gated = True  # Indexed completions: pod i goes to the i-th placed node
     cluster_set = ("suspend", "selector", "manualSelector", "podReplacementPolicy")
     # The Job's own labels the API server puts on its pod template.
     TEMPLATE_LABELS = ("batch.kubernetes.io/controller-uid", "controller-uid",
@@ -127,6 +127,9 @@ class JobKind(NativeKind):
 
     def templates(self, obj: Object) -> list[Path]:
         return [("spec", "template")]
+
+    def pod_sets(self, obj: Object) -> list[str]:
+        return [batch.POD_SET]
 
     def progress(self, obj: Object) -> Progress:
         status = obj.get("status") or {}
@@ -159,6 +162,9 @@ class JobSetKind(NativeKind):
         return [("spec", "replicatedJobs", i, "template", "spec", "template")
                 for i in range(len(jobs))]
 
+    def pod_sets(self, obj: Object) -> list[str]:
+        return [str(at(job, ("name",))) for job in at(obj, ("spec", "replicatedJobs")) or []]
+
     def progress(self, obj: Object) -> Progress:
         status = obj.get("status") or {}
         done = _finished_by(status, "Completed", "Failed")
@@ -190,6 +196,9 @@ class KubeflowKind(NativeKind):
         specs = at(obj, ("spec", self.replicas_key)) or {}
         return [("spec", self.replicas_key, role, "template") for role in self.roles
                 if role in specs]
+
+    def pod_sets(self, obj: Object) -> list[str]:
+        return [str(path[2]).lower() for path in self.templates(obj)]
 
     def progress(self, obj: Object) -> Progress:
         status = obj.get("status") or {}
@@ -245,6 +254,10 @@ class RayClusterKind(NativeKind):
         return [(*self.prefix, "headGroupSpec", "template"),
                 *[(*self.prefix, "workerGroupSpecs", i, "template") for i in range(len(groups))]]
 
+    def pod_sets(self, obj: Object) -> list[str]:
+        groups = at(obj, (*self.prefix, "workerGroupSpecs")) or []
+        return [ray.HEAD, *[str(at(group, ("groupName",))) for group in groups]]
+
     def progress(self, obj: Object) -> Progress:
         status = obj.get("status") or {}
         if str(status.get("state") or "").lower() == "ready":
@@ -284,6 +297,13 @@ class AppWrapperKind(NativeKind):
         if wrapped is None or isinstance(wrapped, AppWrapperKind):
             return []
         return [(*self.WRAPPED, *path) for path in wrapped.templates(inner)]
+
+    def pod_sets(self, obj: Object) -> list[str]:
+        inner = at(obj, self.WRAPPED)
+        wrapped = kind_of(inner) if isinstance(inner, Mapping) else None
+        if wrapped is None or isinstance(wrapped, AppWrapperKind):
+            return []
+        return wrapped.pod_sets(inner)
 
     def progress(self, obj: Object) -> Progress:
         phase = str((obj.get("status") or {}).get("phase") or "")

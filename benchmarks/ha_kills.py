@@ -85,9 +85,8 @@ def _trial(replicas: list[Replica], token: str, trial: int, burst: int, clients:
     killed = time.monotonic()
     leader.proc.kill()
     leader.proc.wait()
-    new = _leader([r for r in replicas if r is not leader])
+    new = _leader(replicas)  # (the killed one is back as a follower: the Supervisor)
     failover = time.monotonic() - killed
-    leader.start()  # back, as a follower
     for thread in threads:
         thread.join()
     with Client(urls, token, timeout=60) as client:
@@ -120,10 +119,38 @@ def _trial(replicas: list[Replica], token: str, trial: int, burst: int, clients:
     return result
 
 
+class Supervisor:
+    """Starts again every replica that exits, as systemd or Kubernetes would: the one the
+    trial kills, and one that stops leading on its own (status 75: it could not renew its
+    lease in time, as on a machine too loaded to answer within the lease)."""
+
+    def __init__(self, replicas: list[Replica]) -> None:
+        self.replicas = replicas
+        self.restarts: Counter[int] = Counter()  # exit status -> times
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> Supervisor:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.2):
+            for replica in self.replicas:
+                if replica.proc is not None and replica.proc.poll() is not None:
+                    self.restarts[replica.proc.returncode] += 1
+                    replica.start()
+
+
 def run(db: str, trials: int, count: int, lease: str, burst: int, clients: int,
         pods: int) -> dict[str, Any]:
     results: list[dict[str, Any]] = []
-    with started_replicas(db, count, lease, "phalanx-ha-kills-") as (home, replicas, token):
+    with started_replicas(db, count, lease, "phalanx-ha-kills-") as (home, replicas, token), \
+            Supervisor(replicas) as supervisor:
         for trial in range(trials):
             results.append(_trial(replicas, token, trial, burst, clients, pods, home))
     failovers = [r["failover_s"] for r in results]
@@ -136,6 +163,8 @@ def run(db: str, trials: int, count: int, lease: str, burst: int, clients: int,
         "pods_started_twice": sum(r["pods_started_twice"] for r in results),
         "later_attempts": sum(r["later_attempts"] for r in results),
         "failover_p50_s": percentile(failovers, 50), "failover_p99_s": percentile(failovers, 99),
+        # Exits besides the kills (-9): 75 is a leader that could not renew its lease in time.
+        "exits": {str(status): n for status, n in supervisor.restarts.items()},
         "per_trial": results,
     }
 

@@ -68,6 +68,7 @@ class QueueTurn:
     heap: list[tuple[tuple[int, float, int], int, PendingClass]] = field(default_factory=list)
     cursor: dict[int, int] = field(default_factory=dict)  # class serial -> members skipped
     done: bool = False
+    frontier: Frontier | None = None  # the queue's failures in this cycle
 
     def push(self, cls: PendingClass) -> None:
         start = self.cursor.get(cls.serial, 0)
@@ -100,8 +101,7 @@ class Cycle:
         # admissions: they are no preemption candidates until the next cycle, so a job that
         # fails within its own quota there is stamped with that version and looked at again.
         self.fresh_trees: dict[Tree, int] = {}
-        self.frontiers: dict[str, Frontier] = {}  # this cycle's failures, per ClusterQueue
-        self._open: dict[tuple[str, str], bool] = {}  # (ClusterQueue, LocalQueue) -> open
+        self._open: dict[str, bool] = {}  # LocalQueue -> open
 
     # ------------------------------------------------------------------ reasons
     def set_reason(self, wl: Workload, reason: PendingReason) -> None:
@@ -260,13 +260,14 @@ class Cycle:
             self.release_hold(name)
 
     def queue_open(self, info: QueueInfo, local_queue: str) -> bool:
+        return info.stop_policy == "None" and self.local_queue_open(local_queue)
+
+    def local_queue_open(self, local_queue: str) -> bool:
         # Asked once per pending class per cycle; the configuration cannot change meanwhile.
-        key = (info.name, local_queue)
-        found = self._open.get(key)
+        found = self._open.get(local_queue)
         if found is None:
             lq = self.st.config.local_queues.get(local_queue)
-            found = self._open[key] = info.stop_policy == "None" and (
-                lq is None or lq.stop_policy == "None")
+            found = self._open[local_queue] = lq is None or lq.stop_policy == "None"
         return found
 
     # ------------------------------------------------------------------ ordering
@@ -322,8 +323,9 @@ class Cycle:
             info = st.infos[name]
             turn = QueueTurn(info, pending)
             ready: list[PendingClass] = []
+            cq_open = info.stop_policy == "None"
             for cls in pending.classes.values():
-                if not self.queue_open(info, cls.key[0]):  # type: ignore[arg-type]
+                if not (cq_open and self.local_queue_open(cls.key[0])):  # type: ignore[arg-type]
                     lq = st.config.local_queues.get(cls.key[0])  # type: ignore[call-overload]
                     if info.stop_policy != "None":
                         why = stopped_reason("ClusterQueue", name, info.stop_policy)
@@ -381,7 +383,7 @@ class Cycle:
                 return True
             turn.push(cls)
             return True
-        frontier = self.frontiers.get(info.name)
+        frontier = turn.frontier
         settled = frontier.match(wl) if frontier is not None else None
         if settled is None:
             return False
@@ -423,8 +425,9 @@ class Cycle:
         if outcome == FAILED:
             # Not a held job: a bigger one may be judged on another flavor, within its
             # own quota, so a hold settles nothing for it.
-            self.frontiers.setdefault(info.name, Frontier(self.st.demands)).add(
-                wl, reason, cls.blocked, assignment)
+            if turn.frontier is None:
+                turn.frontier = Frontier(self.st.demands)
+            turn.frontier.add(wl, reason, cls.blocked, assignment)
         self.class_reason(cls, reason)
 
     def block_strict(self, turn: QueueTurn, head: Workload) -> None:

@@ -61,30 +61,35 @@ ADMITTED, PREEMPTING, FAILED, HELD = "admitted", "preempting", "failed", "held"
 
 @dataclass(slots=True)
 class QueueTurn:
-    """A ClusterQueue during one cycle: its classes in order, each with a cursor."""
+    """A ClusterQueue during one cycle: its classes in order, each with its cursor (the
+    members skipped, ``PendingClass.cursor``: a class has one turn a cycle)."""
 
     info: QueueInfo
     pending: QueuePending
     heap: list[tuple[tuple[int, float, int], int, PendingClass]] = field(default_factory=list)
-    cursor: dict[int, int] = field(default_factory=dict)  # class serial -> members skipped
     done: bool = False
     frontier: Frontier | None = None  # the queue's failures in this cycle
 
     def push(self, cls: PendingClass) -> None:
-        start = self.cursor.get(cls.serial, 0)
+        start = cls.cursor
         if start < len(cls.keys):
             heapq.heappush(self.heap, (cls.keys[start], cls.serial, cls))
 
     def start(self, classes: list[PendingClass]) -> None:
         """The classes' heads, all at once (a cycle starts with every cursor at 0)."""
-        self.heap = [(cls.keys[0], cls.serial, cls) for cls in classes if cls.keys]
-        heapq.heapify(self.heap)
+        heap: list[tuple[tuple[int, float, int], int, PendingClass]] = []
+        for cls in classes:
+            cls.cursor = 0
+            if cls.keys:
+                heap.append((cls.keys[0], cls.serial, cls))
+        heapq.heapify(heap)
+        self.heap = heap
 
     def peek(self) -> Workload | None:
         if not self.heap:
             return None
-        _, serial, cls = self.heap[0]
-        return cls.wls[self.cursor.get(serial, 0)]
+        cls = self.heap[0][2]
+        return cls.wls[cls.cursor]
 
 
 class Cycle:
@@ -371,13 +376,13 @@ class Cycle:
         depends on other queues, so it may be done at any point of the cycle."""
         if not turn.heap:
             return False
-        _, serial, cls = turn.heap[0]
-        start = turn.cursor.get(serial, 0)
+        cls = turn.heap[0][2]
+        start = cls.cursor
         wl = cls.wls[start]
         info = turn.info
         if wl.name in self.st.waiting:  # has a hold already; the rest of its class goes on
             heapq.heappop(turn.heap)
-            turn.cursor[serial] = start + 1
+            cls.cursor = start + 1
             if info.strict:
                 self.block_strict(turn, wl)
                 return True
@@ -396,8 +401,8 @@ class Cycle:
 
     def step(self, turn: QueueTurn) -> None:
         """Try the queue's current head (one ``settle`` has turned down); advance its class."""
-        _, serial, cls = heapq.heappop(turn.heap)
-        start = turn.cursor.get(serial, 0)
+        cls = heapq.heappop(turn.heap)[2]
+        start = cls.cursor
         wl = cls.wls[start]
         info = turn.info
         reason = cls.latest_reason() if info.strict else None
@@ -410,7 +415,7 @@ class Cycle:
             turn.push(cls)
             return
         if outcome == PREEMPTING:
-            turn.cursor[serial] = start + 1
+            cls.cursor = start + 1
             if info.strict:
                 self.block_strict(turn, wl)
                 return

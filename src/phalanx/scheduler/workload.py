@@ -68,9 +68,6 @@ class Workload:
     reason: PendingReason | None = None  # its own latest reason (its class may have a later one)
     reason_serial: int = 0  # when ``reason`` was given, on the scheduler's reason clock
     estimate: dict[FR, int] | None = None  # usage in first flavors, for ordering across queues
-    # What preemption's dominance compares (a ``dominance.Demand``), built on first use and
-    # kept while the job is known.
-    demand: object = None
     # Admitted state.
     admission: Admission | None = None
     usage: dict[FR, int] = field(default_factory=dict)

@@ -15,8 +15,6 @@ own demand, and the failed job's numbers.
 
 from __future__ import annotations
 
-from typing import cast
-
 from phalanx.scheduler.flavorassigner.flavors import Assignment
 from phalanx.scheduler.types import PendingReason
 from phalanx.scheduler.workload import Workload
@@ -50,22 +48,21 @@ class Demand:
 class Demands:
     """Each job's demand, built on first use and kept while the job is known: a structure
     gets a new number once the table of numbers is cleared, so building it again could
-    give a job that settled others a number they do not share. It is kept on the job
-    itself: every pending head a cycle looks at is asked, and an attribute costs less
-    than a look-up by job."""
+    give a job that settled others a number they do not share."""
 
-    __slots__ = ()
+    __slots__ = ("by_job",)
+
+    def __init__(self) -> None:
+        self.by_job: dict[Workload, Demand] = {}
 
     def of(self, wl: Workload) -> Demand:
-        found = wl.demand
+        found = self.by_job.get(wl)
         if found is None:
-            made = demand_of(wl)
-            wl.demand = made
-            return made
-        return cast(Demand, found)
+            found = self.by_job[wl] = demand_of(wl)
+        return found
 
     def forget(self, wl: Workload) -> None:
-        wl.demand = None
+        self.by_job.pop(wl, None)
 
 
 class _Numbers:

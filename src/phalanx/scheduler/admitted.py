@@ -20,13 +20,14 @@ from phalanx.scheduler.workload import FR, UsageKey, Workload
 
 
 class UsageCount:
-    """How many admitted jobs of one priority hold exactly ``usage``."""
+    """How many admitted jobs of one priority hold exactly ``usage`` (``key``, sorted)."""
 
-    __slots__ = ("count", "usage")
+    __slots__ = ("count", "key", "usage")
 
-    def __init__(self, usage: dict[FR, int]) -> None:
+    def __init__(self, usage: dict[FR, int], key: UsageKey) -> None:
         self.count = 0
         self.usage = usage
+        self.key = key
 
     def uses(self, frs: list[FR]) -> bool:
         usage = self.usage
@@ -66,7 +67,7 @@ class AdmittedJobs:
         counts = self.usages[p]
         found = counts.get(wl.usage_key)
         if found is None:
-            found = counts[wl.usage_key] = UsageCount(wl.usage)
+            found = counts[wl.usage_key] = UsageCount(wl.usage, wl.usage_key)
         found.count += 1
         if wl.terminating:
             self.terminating[wl.name] = wl

@@ -61,29 +61,35 @@ ADMITTED, PREEMPTING, FAILED, HELD = "admitted", "preempting", "failed", "held"
 
 @dataclass(slots=True)
 class QueueTurn:
-    """A ClusterQueue during one cycle: its classes in order, each with a cursor."""
+    """A ClusterQueue during one cycle: its classes in order, each with its cursor (the
+    members skipped, ``PendingClass.cursor``: a class has one turn a cycle)."""
 
     info: QueueInfo
     pending: QueuePending
     heap: list[tuple[tuple[int, float, int], int, PendingClass]] = field(default_factory=list)
-    cursor: dict[int, int] = field(default_factory=dict)  # class serial -> members skipped
     done: bool = False
+    frontier: Frontier | None = None  # the queue's failures in this cycle
 
     def push(self, cls: PendingClass) -> None:
-        start = self.cursor.get(cls.serial, 0)
+        start = cls.cursor
         if start < len(cls.keys):
             heapq.heappush(self.heap, (cls.keys[start], cls.serial, cls))
 
     def start(self, classes: list[PendingClass]) -> None:
         """The classes' heads, all at once (a cycle starts with every cursor at 0)."""
-        self.heap = [(cls.keys[0], cls.serial, cls) for cls in classes if cls.keys]
-        heapq.heapify(self.heap)
+        heap: list[tuple[tuple[int, float, int], int, PendingClass]] = []
+        for cls in classes:
+            cls.cursor = 0
+            if cls.keys:
+                heap.append((cls.keys[0], cls.serial, cls))
+        heapq.heapify(heap)
+        self.heap = heap
 
     def peek(self) -> Workload | None:
         if not self.heap:
             return None
-        _, serial, cls = self.heap[0]
-        return cls.wls[self.cursor.get(serial, 0)]
+        cls = self.heap[0][2]
+        return cls.wls[cls.cursor]
 
 
 class Cycle:
@@ -100,8 +106,7 @@ class Cycle:
         # admissions: they are no preemption candidates until the next cycle, so a job that
         # fails within its own quota there is stamped with that version and looked at again.
         self.fresh_trees: dict[Tree, int] = {}
-        self.frontiers: dict[str, Frontier] = {}  # this cycle's failures, per ClusterQueue
-        self._open: dict[tuple[str, str], bool] = {}  # (ClusterQueue, LocalQueue) -> open
+        self._open: dict[str, bool] = {}  # LocalQueue -> open
 
     # ------------------------------------------------------------------ reasons
     def set_reason(self, wl: Workload, reason: PendingReason) -> None:
@@ -260,13 +265,14 @@ class Cycle:
             self.release_hold(name)
 
     def queue_open(self, info: QueueInfo, local_queue: str) -> bool:
+        return info.stop_policy == "None" and self.local_queue_open(local_queue)
+
+    def local_queue_open(self, local_queue: str) -> bool:
         # Asked once per pending class per cycle; the configuration cannot change meanwhile.
-        key = (info.name, local_queue)
-        found = self._open.get(key)
+        found = self._open.get(local_queue)
         if found is None:
             lq = self.st.config.local_queues.get(local_queue)
-            found = self._open[key] = info.stop_policy == "None" and (
-                lq is None or lq.stop_policy == "None")
+            found = self._open[local_queue] = lq is None or lq.stop_policy == "None"
         return found
 
     # ------------------------------------------------------------------ ordering
@@ -322,8 +328,9 @@ class Cycle:
             info = st.infos[name]
             turn = QueueTurn(info, pending)
             ready: list[PendingClass] = []
+            cq_open = info.stop_policy == "None"
             for cls in pending.classes.values():
-                if not self.queue_open(info, cls.key[0]):  # type: ignore[arg-type]
+                if not (cq_open and self.local_queue_open(cls.key[0])):  # type: ignore[arg-type]
                     lq = st.config.local_queues.get(cls.key[0])  # type: ignore[call-overload]
                     if info.stop_policy != "None":
                         why = stopped_reason("ClusterQueue", name, info.stop_policy)
@@ -369,19 +376,19 @@ class Cycle:
         depends on other queues, so it may be done at any point of the cycle."""
         if not turn.heap:
             return False
-        _, serial, cls = turn.heap[0]
-        start = turn.cursor.get(serial, 0)
+        cls = turn.heap[0][2]
+        start = cls.cursor
         wl = cls.wls[start]
         info = turn.info
         if wl.name in self.st.waiting:  # has a hold already; the rest of its class goes on
             heapq.heappop(turn.heap)
-            turn.cursor[serial] = start + 1
+            cls.cursor = start + 1
             if info.strict:
                 self.block_strict(turn, wl)
                 return True
             turn.push(cls)
             return True
-        frontier = self.frontiers.get(info.name)
+        frontier = turn.frontier
         settled = frontier.match(wl) if frontier is not None else None
         if settled is None:
             return False
@@ -394,8 +401,8 @@ class Cycle:
 
     def step(self, turn: QueueTurn) -> None:
         """Try the queue's current head (one ``settle`` has turned down); advance its class."""
-        _, serial, cls = heapq.heappop(turn.heap)
-        start = turn.cursor.get(serial, 0)
+        cls = heapq.heappop(turn.heap)[2]
+        start = cls.cursor
         wl = cls.wls[start]
         info = turn.info
         reason = cls.latest_reason() if info.strict else None
@@ -408,7 +415,7 @@ class Cycle:
             turn.push(cls)
             return
         if outcome == PREEMPTING:
-            turn.cursor[serial] = start + 1
+            cls.cursor = start + 1
             if info.strict:
                 self.block_strict(turn, wl)
                 return
@@ -423,8 +430,9 @@ class Cycle:
         if outcome == FAILED:
             # Not a held job: a bigger one may be judged on another flavor, within its
             # own quota, so a hold settles nothing for it.
-            self.frontiers.setdefault(info.name, Frontier(self.st.demands)).add(
-                wl, reason, cls.blocked, assignment)
+            if turn.frontier is None:
+                turn.frontier = Frontier(self.st.demands)
+            turn.frontier.add(wl, reason, cls.blocked, assignment)
         self.class_reason(cls, reason)
 
     def block_strict(self, turn: QueueTurn, head: Workload) -> None:

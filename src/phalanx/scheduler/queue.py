@@ -20,7 +20,7 @@ from phalanx.scheduler.workload import OrderKey, Workload
 
 class PendingClass:
     __slots__ = (
-        "blocked", "cluster_queue", "key", "keys", "reason", "reason_serial", "serial",
+        "blocked", "cluster_queue", "cursor", "key", "keys", "reason", "reason_serial", "serial",
         "settled", "wls",
     )
 
@@ -28,6 +28,7 @@ class PendingClass:
         self.key = key
         self.cluster_queue = cluster_queue
         self.serial = serial  # creation order, the deterministic tie-break between classes
+        self.cursor = 0  # members a cycle's turn skipped (preemptors waiting): cycle.QueueTurn
         self.keys: list[OrderKey] = []
         self.wls: list[Workload] = []  # the members, in the order of ``keys``
         self.blocked: BlockStamp | None = None

@@ -160,7 +160,8 @@ class Frontier:
             # to preempt than the failed job had.
             other = f.wl
             if other.priority < priority or (other.priority == priority and (
-                    other.submitted_at, other.seq) >= (wl.submitted_at, wl.seq)):
+                    other.submitted_at > wl.submitted_at or (
+                        other.submitted_at == wl.submitted_at and other.seq >= wl.seq))):
                 continue
             if covers(demand, f.demand):
                 return f

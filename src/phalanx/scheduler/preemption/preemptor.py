@@ -53,13 +53,15 @@ from phalanx.spec.planes import PLANE_LABEL
 class _TreeMemo:
     """A cohort tree's preemption look-ups at one usage version."""
 
-    __slots__ = ("borrowers", "counted", "shares", "tallies", "version")
+    __slots__ = ("after", "borrowers", "counted", "shares", "tallies", "version")
 
     def __init__(self, version: int) -> None:
         self.version = version
         self.borrowers: dict[tuple[FR, ...], list[QuotaNode]] = {}
         self.tallies: dict[tuple[str, int | None, tuple[FR, ...]], tuple[int, list[int]]] = {}
         self.shares: dict[str, float] = {}
+        # (queue, usage) -> the queue's share once a job holding that usage left it.
+        self.after: dict[tuple[str, UsageKey], float] = {}
         self.counted: dict[tuple[object, ...], tuple[list[Source], int, dict[FR, int]]] = {}
 
     def reset(self, version: int) -> None:
@@ -67,6 +69,7 @@ class _TreeMemo:
         self.borrowers.clear()
         self.tallies.clear()
         self.shares.clear()
+        self.after.clear()
         self.counted.clear()
 
 
@@ -122,6 +125,15 @@ class Preemptor:
         found = shares.get(node.name)
         if found is None:
             found = shares[node.name] = dominant_share(node)
+        return found
+
+    def share_without(self, node: QuotaNode, key: UsageKey, usage: dict[FR, int]) -> float:
+        """``dominant_share(node, minus=usage)`` (``key``: ``usage`` sorted), remembered
+        until usage changes."""
+        after = self._memo(node).after
+        found = after.get((node.name, key))
+        if found is None:
+            found = after[(node.name, key)] = dominant_share(node, minus=usage)
         return found
 
     def _borrowing(self, node: QuotaNode, frs: list[FR]) -> list[QuotaNode]:
@@ -396,6 +408,8 @@ class Preemptor:
             # short, the search itself stops sooner than the check would.)
             return Outcome(None, candidates=count)
         search = self._search(fair, cq)(self.cache, self.pool, self.share, wl, cq, a, frs)
+        if fair:
+            search.after = self._memo(node).after  # (at the usage the search starts from)
         try:
             if fair:
                 targets = search.fair(self._per_queue(sources, frs))
@@ -440,7 +454,7 @@ class Preemptor:
             if new_share > share:
                 continue
             for u in admitted[other.name].counts(limit):
-                if u.uses(frs) and new_share <= dominant_share(other, minus=u.usage):
+                if u.uses(frs) and new_share <= self.share_without(other, u.key, u.usage):
                     return False
         return True
 

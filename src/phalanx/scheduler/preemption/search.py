@@ -91,9 +91,16 @@ class VictimSearch:
         # hierarchical advantage there; and per queue, over that queue's jobs.
         self.advantage: dict[QuotaNode, bool] = {}
         self.advantaged: dict[str, bool] = {}
+        # Fair sharing: (queue, usage) -> the queue's share once a job holding that usage left
+        # it, at the usage the search starts from (the preemptor's memo of it, shared across
+        # searches while usage stays). A queue's share depends on its own usage alone, so an
+        # entry holds until something of that queue is taken (``taken``).
+        self.after: dict[tuple[str, UsageKey], float] = {}
+        self.taken: set[str] = set()
 
     # ---- what-if bookkeeping
     def take(self, c: Workload) -> None:
+        self.taken.add(c.cluster_queue)
         self.cache.charge(c.cluster_queue, c.usage, -1, bump=False)
         self.removed.append(c)
         self.room.add((c.name,))
@@ -256,13 +263,14 @@ class VictimSearch:
             other = cqs[name]
             # Candidates of one queue mostly share a handful of sizes, and nothing is taken
             # from ``other`` until this loop breaks: its share after each removal is memoised.
-            after_by_usage: dict[UsageKey, float] = {}
+            after_by_usage = self.after if name not in self.taken else {}
             refused = False
             for c in queue:
                 below = self.borrow_below is not None and c.priority < self.borrow_below
-                after = after_by_usage.get(c.usage_key, -1.0)
+                after = after_by_usage.get((name, c.usage_key), -1.0)
                 if after < 0:
-                    after = after_by_usage[c.usage_key] = dominant_share(other, minus=c.usage)
+                    after = after_by_usage[(name, c.usage_key)] = dominant_share(
+                        other, minus=c.usage)
                 if below or strategy(new_share, -neg_share, after):
                     self.take(c)
                     targets.append(Target(c, self._cohort_reason(below)))
@@ -278,7 +286,8 @@ class VictimSearch:
                 # first refused job of each queue, so the rest of the walk can be skipped.
                 if not refused and self.borrow_below is None:
                     refused = True
-                    if not self._offers_any(src, other, new_share, -neg_share, strategy):
+                    if not self._offers_any(src, other, new_share, -neg_share, strategy,
+                                            after_by_usage):
                         break
         if not fits and retry:
             by_queue: dict[str, list[Workload]] = {}
@@ -304,11 +313,19 @@ class VictimSearch:
         return found
 
     def _offers_any(self, src: Source, other: QuotaNode, new_share: float, share: float,
-                    strategy: Callable[[float, float, float], bool]) -> bool:
-        """Whether ``strategy`` lets some job of ``src`` (any of its sizes) go."""
+                    strategy: Callable[[float, float, float], bool],
+                    after_by_usage: dict[tuple[str, UsageKey], float]) -> bool:
+        """Whether ``strategy`` lets some job of ``src`` (any of its sizes) go;
+        ``after_by_usage`` remembers ``other``'s shares after a removal, as ``fair`` does."""
         frs = self.frs
+        name = other.name
         for u in src.jobs.counts(src.below):
-            if u.uses(frs) and strategy(new_share, share, dominant_share(other, minus=u.usage)):
+            if not u.uses(frs):
+                continue
+            after = after_by_usage.get((name, u.key), -1.0)
+            if after < 0:
+                after = after_by_usage[(name, u.key)] = dominant_share(other, minus=u.usage)
+            if strategy(new_share, share, after):
                 return True
         return False
 

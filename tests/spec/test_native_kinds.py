@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from phalanx.compute.kubernetes.patches import add_ops, merge_diff
+from phalanx.errors import SpecError
 from phalanx.spec.manifests import translate
 from phalanx.spec.manifests.native import CLUSTER_SET, NATIVE_LABEL, as_authored, job_name
 from phalanx.spec.manifests.native_kinds import (
@@ -209,3 +210,21 @@ def test_a_merge_diff_removes_what_is_gone_and_replaces_lists_whole() -> None:
     old = {"a": {"b": 1, "c": 2}, "l": [1, 2], "same": {"x": 1}}
     new = {"a": {"b": 1}, "l": [1, 3], "same": {"x": 1}, "n": {"y": 1}}
     assert merge_diff(old, new) == {"a": {"c": None}, "l": [1, 3], "n": {"y": 1}}
+
+
+def test_a_managed_mpijob_whose_launcher_waits_for_its_workers_is_refused() -> None:
+    """Its workers stay gated until the whole gang exists, launcher included: a launcher
+    made only once the workers run would never be made."""
+    adapter = kind_of(AUTHORED["MPIJob"])
+    assert adapter is not None
+    adapter.check(AUTHORED["MPIJob"])  # the default policy: accepted
+    waiting = copy.deepcopy(AUTHORED["MPIJob"])
+    waiting["spec"]["launcherCreationPolicy"] = "WaitForWorkersReady"
+    with pytest.raises(SpecError) as caught:
+        adapter.check(waiting)
+    assert caught.value.field == "spec.launcherCreationPolicy"
+    assert "AtStartup" in (caught.value.fix or "")
+    for other in AUTHORED.values():  # no other kind refuses what it was given here
+        found = kind_of(other)
+        assert found is not None
+        found.check(other)

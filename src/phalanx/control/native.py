@@ -97,6 +97,9 @@ class NativeIntake(Periodic):
                 continue
             manifest = as_authored(item.obj, item.default_queue)
             try:
+                adapter = kind_of(item.obj)
+                if adapter is not None:
+                    adapter.check(item.obj)
                 spec = translate(manifest).spec
                 self.service.submit_many([spec], batch=False,
                                          user=owner_of(item.obj) or UNKNOWN_USER,

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from phalanx.errors import SpecError
 from phalanx.spec.manifests import appwrapper, batch, jobset, kubeflow, ray
 
 Object = Mapping[str, Any]
@@ -82,6 +83,10 @@ class NativeKind:
     @property
     def key(self) -> tuple[str, str]:
         return self.api_version, self.kind
+
+    def check(self, obj: Object) -> None:
+        """Refuse (SpecError naming the field) what can be submitted but not managed
+        natively; nothing by default."""
 
     @property
     def group(self) -> str:
@@ -240,6 +245,17 @@ class PyTorchJobKind(KubeflowKind):
 class MPIJobKind(KubeflowKind):
     api_version, kind = kubeflow.MPI
     plural, replicas_key, roles = "mpijobs", "mpiReplicaSpecs", ("Launcher", "Worker")
+
+    def check(self, obj: Object) -> None:
+        """Its launcher made only once the workers run would never be made: the workers
+        stay gated until the whole gang, launcher included, exists."""
+        policy = (obj.get("spec") or {}).get("launcherCreationPolicy")
+        if policy == "WaitForWorkersReady":
+            raise SpecError("is WaitForWorkersReady: the workers of a managed MPIJob stay "
+                            "gated until the whole gang exists, its launcher included, so "
+                            "that launcher would never be made",
+                            field="spec.launcherCreationPolicy",
+                            fix="remove it, or set it to AtStartup (the default)")
 
 
 class RayClusterKind(NativeKind):

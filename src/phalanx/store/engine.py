@@ -91,12 +91,25 @@ def unavailable_reason(exc: BaseException) -> str | None:
             continue
         seen.add(id(current))
         if isinstance(current, DBAPIError) and (
-                current.connection_invalidated
-                or isinstance(current, OperationalError | InterfaceError)):
+                current.connection_invalidated or isinstance(current, InterfaceError)
+                or (isinstance(current, OperationalError) and _unreachable(current))):
             lines = str(current.orig or current).strip().splitlines()
             return lines[0][:200] if lines else type(current).__name__
         stack.extend([current.__cause__, current.__context__])
     return None
+
+
+# SQLite's OperationalError also says "no such table", a syntax error, a lock timeout:
+# failures of this process, not a store it cannot reach. These say the file is not usable.
+_SQLITE_UNREACHABLE = ("unable to open database", "disk i/o error")
+
+
+def _unreachable(error: OperationalError) -> bool:
+    """Whether an OperationalError says the database cannot be reached: any from a server
+    (PostgreSQL's are about its connection, or the server itself), only some from SQLite."""
+    if type(error.orig).__module__.split(".")[0] != "sqlite3":
+        return True
+    return str(error.orig).lower().startswith(_SQLITE_UNREACHABLE)
 
 
 def _sqlite_engine(url: URL) -> Engine:

@@ -7,6 +7,7 @@ so the CLI, the SDK and the HTTP API can all print the same sentence.
 from __future__ import annotations
 
 import errno
+from collections.abc import Iterator
 
 ERROR_TYPES: dict[str, type[PhalanxError]] = {}
 """Every error class by its name (filled as the classes are defined; the first of a name
@@ -157,8 +158,9 @@ _SQLITE_FULL = "database or disk is full"
 _SQLITE_FULL_CODE = 13
 
 
-def is_no_space(exc: BaseException) -> bool:
-    """Whether ``exc``, or an exception it wraps, is a write that found no space left."""
+def chain(exc: BaseException) -> Iterator[BaseException]:
+    """``exc`` and every exception it wraps (its causes and contexts, and the driver's
+    exception SQLAlchemy keeps as ``orig``), each once."""
     seen: set[int] = set()
     stack: list[BaseException | None] = [exc]
     while stack:
@@ -166,6 +168,15 @@ def is_no_space(exc: BaseException) -> bool:
         if current is None or id(current) in seen:
             continue
         seen.add(id(current))
+        yield current
+        orig = getattr(current, "orig", None)
+        stack.extend([current.__cause__, current.__context__,
+                      orig if isinstance(orig, BaseException) else None])
+
+
+def is_no_space(exc: BaseException) -> bool:
+    """Whether ``exc``, or an exception it wraps, is a write that found no space left."""
+    for current in chain(exc):
         if isinstance(current, OSError) and current.errno in (errno.ENOSPC, errno.EDQUOT):
             return True
         if getattr(current, "sqlite_errorcode", None) == _SQLITE_FULL_CODE:
@@ -173,8 +184,4 @@ def is_no_space(exc: BaseException) -> bool:
         driver = type(current).__module__.partition(".")[0] in ("sqlite3", "sqlalchemy")
         if driver and _SQLITE_FULL in str(current):
             return True
-        # SQLAlchemy keeps the driver's exception as ``orig``.
-        orig = getattr(current, "orig", None)
-        stack.extend([current.__cause__, current.__context__,
-                      orig if isinstance(orig, BaseException) else None])
     return False

@@ -54,6 +54,9 @@ class Replica:
     port: int = field(default_factory=_free_port)
     proc: subprocess.Popen[bytes] | None = None
     lease: float = LEASE
+    leader_lease: str = "store"  # serve()'s, as --leader-lease
+    env: dict[str, str] = field(default_factory=dict)  # more of the environment
+    pythonpath: Path | None = None  # first on the path: another version of Phalanx
 
     @property
     def url(self) -> str:
@@ -68,12 +71,22 @@ class Replica:
             "from pathlib import Path; from phalanx.server import serve; "
             f"serve(home=Path({str(self.home)!r}), host='127.0.0.1', port={self.port}, "
             f"db={self.db!r}, run_as_user={RUN_PODS_AS!r}, grace_seconds=2, ha=True, "
-            f"lease_seconds={self.lease})"
+            f"lease_seconds={self.lease}, leader_lease={self.leader_lease!r})"
         )
+        env = {**os.environ, "PHALANX_HOME": str(self.home), **self.env}
+        if self.pythonpath is not None:
+            env["PYTHONPATH"] = os.pathsep.join(
+                [str(self.pythonpath), *filter(None, [env.get("PYTHONPATH")])])
         with self.log.open("ab") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-c", code], cwd=REPO, stdout=log, stderr=log,
-                env={**os.environ, "PHALANX_HOME": str(self.home)})
+                [sys.executable, "-c", code], cwd=REPO, stdout=log, stderr=log, env=env)
+
+    def healthy(self) -> bool:
+        """Whether it answers at all (a follower or the leader)."""
+        try:
+            return httpx.get(f"{self.url}/healthz", timeout=2).status_code == 200
+        except httpx.TransportError:
+            return False
 
     def ready(self) -> dict[str, Any] | None:
         """``/readyz``'s answer if this replica leads, else None."""

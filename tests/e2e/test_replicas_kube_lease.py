@@ -8,17 +8,13 @@ the next term and runs what is submitted next.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from phalanx.compute.kubernetes.leader import URL_ANNOTATION
-from tests.e2e.conftest import REPO, RUN_PODS_AS, py_job
+from tests.e2e.conftest import py_job
 from tests.e2e.test_replicas import Replica, Replicas
 from tests.k8s_plane.fake_apiserver import FakeAPIServer
 from tests.leftovers import kill_pods_under
@@ -28,24 +24,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.postgres]
 
 LEASE = 3.0
 WHERE = "default/phalanx-control-plane"
-
-
-@dataclass
-class LeaseReplica(Replica):
-    kubeconfig: Path | None = None
-
-    def start(self) -> None:
-        code = (
-            "from pathlib import Path; from phalanx.server import serve; "
-            f"serve(home=Path({str(self.home)!r}), host='127.0.0.1', port={self.port}, "
-            f"db={self.db!r}, run_as_user={RUN_PODS_AS!r}, grace_seconds=2, ha=True, "
-            f"lease_seconds={LEASE}, leader_lease='kubernetes:{WHERE}')"
-        )
-        with self.log.open("ab") as log:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-c", code], cwd=REPO, stdout=log, stderr=log,
-                env={**os.environ, "PHALANX_HOME": str(self.home),
-                     "KUBECONFIG": str(self.kubeconfig)})
 
 
 @pytest.fixture
@@ -72,7 +50,8 @@ def test_the_lease_names_the_leader_and_a_follower_takes_it_when_the_leader_dies
     home = tmp_path / "home"
     home.mkdir(mode=0o700)
     with fresh_database(postgres_admin_url()) as db:
-        group = Replicas(home, [LeaseReplica(i, home, db, kubeconfig=kubeconfig)
+        group = Replicas(home, [Replica(i, home, db, lease=LEASE, leader_lease=f"kubernetes:{WHERE}",
+                                        env={"KUBECONFIG": str(kubeconfig)})
                                 for i in range(2)])
         try:
             for replica in group.members:

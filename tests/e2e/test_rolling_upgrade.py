@@ -17,15 +17,13 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
 import pytest
 from sqlalchemy import create_engine, text
 
 from phalanx.store import head_revision
-from tests.e2e.conftest import REPO, RUN_PODS_AS
+from tests.e2e.conftest import REPO
 from tests.e2e.test_replicas import Replica, Replicas, _marking_job
 from tests.leftovers import STARTUP_SECONDS, kill_pods_under
 from tests.store.postgres import fresh_database, postgres_admin_url
@@ -85,32 +83,6 @@ def next_version(root: Path, migration: str) -> Path:
     return root
 
 
-@dataclass
-class VersionedReplica(Replica):
-    pythonpath: Path | None = None  # None: this version
-
-    def start(self) -> None:
-        code = (
-            "from pathlib import Path; from phalanx.server import serve; "
-            f"serve(home=Path({str(self.home)!r}), host='127.0.0.1', port={self.port}, "
-            f"db={self.db!r}, run_as_user={RUN_PODS_AS!r}, grace_seconds=2, ha=True, "
-            f"lease_seconds={LEASE})"
-        )
-        env = {**os.environ, "PHALANX_HOME": str(self.home)}
-        if self.pythonpath is not None:
-            env["PYTHONPATH"] = os.pathsep.join(
-                [str(self.pythonpath), *filter(None, [env.get("PYTHONPATH")])])
-        with self.log.open("ab") as log:
-            self.proc = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, stdout=log,
-                                         stderr=log, env=env)
-
-    def healthy(self) -> bool:
-        try:
-            return httpx.get(f"{self.url}/healthz", timeout=2).status_code == 200
-        except httpx.TransportError:
-            return False
-
-
 def _revision(db: str) -> str:
     engine = create_engine(db.replace("postgresql://", "postgresql+psycopg://", 1))
     try:
@@ -135,9 +107,9 @@ def test_a_rolling_upgrade_with_jobs_in_flight_drops_nothing(tmp_path: Path) -> 
     home.mkdir(mode=0o700)
     upgraded = next_version(tmp_path / "next", ADDING)
     with fresh_database(postgres_admin_url()) as db:
-        old = VersionedReplica(0, home, db)
-        new = VersionedReplica(1, home, db, pythonpath=upgraded)
-        restarted = VersionedReplica(2, home, db)
+        old = Replica(0, home, db, lease=LEASE)
+        new = Replica(1, home, db, lease=LEASE, pythonpath=upgraded)
+        restarted = Replica(2, home, db, lease=LEASE)
         group = Replicas(home, [old, new, restarted])
         try:
             old.start()

@@ -18,7 +18,7 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, InterfaceError, OperationalError
 
 from phalanx.defaults import open_private, redact_url
-from phalanx.errors import SpecError
+from phalanx.errors import SpecError, chain
 
 DB_FILE = "phalanx.db"
 URL_FIX = "use sqlite:///PATH/TO/phalanx.db or postgresql://USER@HOST:PORT/DATABASE"
@@ -83,19 +83,12 @@ def unavailable_reason(exc: BaseException) -> str | None:
     """Why the store could not be used, when ``exc`` (or what it wraps) says the database
     could not be reached or dropped the connection: its first line; None for any other
     failure (a constraint, a bug, a full disk: ``phalanx.errors.is_no_space``)."""
-    seen: set[int] = set()
-    stack: list[BaseException | None] = [exc]
-    while stack:
-        current = stack.pop()
-        if current is None or id(current) in seen:
-            continue
-        seen.add(id(current))
+    for current in chain(exc):
         if isinstance(current, DBAPIError) and (
                 current.connection_invalidated or isinstance(current, InterfaceError)
                 or (isinstance(current, OperationalError) and _unreachable(current))):
             lines = str(current.orig or current).strip().splitlines()
             return lines[0][:200] if lines else type(current).__name__
-        stack.extend([current.__cause__, current.__context__])
     return None
 
 

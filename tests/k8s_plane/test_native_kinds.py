@@ -71,6 +71,11 @@ def controllers(fakes: Fakes) -> None:
     return None
 
 
+# The cap of a wait for the control plane and the fake controllers (each ends as soon as
+# its condition holds): generous, for a suite run in parallel on a loaded machine.
+WAIT = 120.0
+
+
 def pod_template(gpus: int, seconds: str = "1") -> dict[str, Any]:
     return {"spec": {"restartPolicy": "Never", "containers": [{
         "name": "main", "image": IMAGE, "command": ["sleep", seconds],
@@ -141,7 +146,7 @@ def test_a_jobset_is_held_admitted_and_run_to_success(
         found = client.get(managed)
         assert [(p.name, p.replicas) for p in found.spec.pod_sets] == [("leader", 1),
                                                                        ("workers", 1)]
-        wait_until(lambda: state(client, managed) is JobStatus.SUCCEEDED, timeout=30,
+        wait_until(lambda: state(client, managed) is JobStatus.SUCCEEDED, timeout=WAIT,
                    what="the JobSet's job to succeed")
         obj = api.get("jobsets", "train", MANAGED)
         assert obj is not None and obj["spec"]["suspend"] is False
@@ -177,7 +182,7 @@ def test_a_preempted_jobset_is_suspended_with_its_templates_restored_and_later_f
         client.apply(GPU_QUEUE)
         api.add("jobsets", jobset("low", queue="gpus", priority="low"), MANAGED)
         low = job_name(MANAGED, "low", "JobSet")
-        wait_until(lambda: state(client, low) is JobStatus.RUNNING, timeout=30,
+        wait_until(lambda: state(client, low) is JobStatus.RUNNING, timeout=WAIT,
                    what="the low-priority JobSet running")
         assert len(child_pods(api, "low", "Running")) == 2
         api.autopilot = {"start_after": 0.1, "run_for": 0.5}
@@ -185,15 +190,15 @@ def test_a_preempted_jobset_is_suspended_with_its_templates_restored_and_later_f
         high_job["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] = "high"
         api.add("jobs", high_job, MANAGED)
         wait_until(lambda: conditions(api, "jobsets", "low").get("Evicted", {}).get("status")
-                   == "True", timeout=30, what="the low JobSet evicted")
+                   == "True", timeout=WAIT, what="the low JobSet evicted")
         held = api.get("jobsets", "low", MANAGED)
         assert held is not None and held["spec"]["suspend"] is True
         assert ADMITTED_ANNOTATION not in held["metadata"]["annotations"]
         for template in templates(held):  # as it was written
             assert template == pod_template(4)
         wait_until(lambda: state(client, job_name(MANAGED, "high")) is JobStatus.SUCCEEDED,
-                   timeout=30, what="the high-priority Job run")
-        wait_until(lambda: state(client, low) is JobStatus.SUCCEEDED, timeout=30,
+                   timeout=WAIT, what="the high-priority Job run")
+        wait_until(lambda: state(client, low) is JobStatus.SUCCEEDED, timeout=WAIT,
                    what="the preempted JobSet finished")
         assert client.get(low).attempt == 2
         done = api.get("jobsets", "low", MANAGED)
@@ -229,7 +234,7 @@ def test_a_pytorchjob_is_held_admitted_with_each_template_pinned_cancelled_and_r
         managed = job_name(MANAGED, "ddp", "PyTorchJob")
         wait_until(lambda: (api.get("pytorchjobs", "ddp", MANAGED) or {}).get(
             "metadata", {}).get("annotations", {}).get(ADMITTED_ANNOTATION) == "1",
-            timeout=30, what="the PyTorchJob admitted")
+            timeout=WAIT, what="the PyTorchJob admitted")
         found = client.get(managed)
         assert found.spec.kind == "torch"
         assert [(p.name, p.replicas) for p in found.spec.pod_sets] == [("master", 1),
@@ -243,7 +248,7 @@ def test_a_pytorchjob_is_held_admitted_with_each_template_pinned_cancelled_and_r
         wait_until(lambda: conditions(api, "pytorchjobs", "ddp").get("Admitted", {}).get(
             "status") == "True", what="the Admitted condition")
         # The operator's pods, made from the pinned templates, run: read from its status.
-        wait_until(lambda: state(client, managed) is JobStatus.RUNNING, timeout=30,
+        wait_until(lambda: state(client, managed) is JobStatus.RUNNING, timeout=WAIT,
                    what="the PyTorchJob's job running")
         pods = [p for p in operator_pods(api, "ddp") if p["status"]["phase"] == "Running"]
         assert len(pods) == 4 and {p["spec"]["nodeName"] for p in pods} <= {"gpu-1", "gpu-2"}
@@ -263,7 +268,7 @@ def test_a_pytorchjob_is_held_admitted_with_each_template_pinned_cancelled_and_r
         api.autopilot = {"start_after": 0.1, "run_for": 0.3}
         api.add("pytorchjobs", pytorchjob("quick"), MANAGED)
         quick = job_name(MANAGED, "quick", "PyTorchJob")
-        wait_until(lambda: state(client, quick) is JobStatus.SUCCEEDED, timeout=30,
+        wait_until(lambda: state(client, quick) is JobStatus.SUCCEEDED, timeout=WAIT,
                    what="the second PyTorchJob's job to succeed")
         assert conditions(api, "pytorchjobs", "quick")["Succeeded"]["status"] == "True"
 
@@ -298,7 +303,7 @@ def test_a_raycluster_is_held_admitted_with_its_groups_pinned_and_deleting_it_en
         with _control_plane(tmp_path, kubeconfig, "--manage-namespaces", SELECTOR) as client:
             api.add("rayclusters", raycluster("ray"), MANAGED)
             managed = job_name(MANAGED, "ray", "RayCluster")
-            wait_until(lambda: state(client, managed) is JobStatus.RUNNING, timeout=30,
+            wait_until(lambda: state(client, managed) is JobStatus.RUNNING, timeout=WAIT,
                        what="the RayCluster's job running (its state ready)")
             found = client.get(managed)
             assert found.spec.kind == "ray"
@@ -333,7 +338,7 @@ def test_an_appwrapper_is_admitted_through_its_pod_set_infos_its_component_untou
         managed = job_name(MANAGED, "aw", "AppWrapper")
         wait_until(lambda: (api.get("appwrappers", "aw", MANAGED) or {}).get(
             "metadata", {}).get("annotations", {}).get(ADMITTED_ANNOTATION) == "1",
-            timeout=30, what="the AppWrapper admitted")
+            timeout=WAIT, what="the AppWrapper admitted")
         assert client.get(managed).spec.kind == "torch"
         obj = api.get("appwrappers", "aw", MANAGED)
         assert obj is not None and obj["spec"]["suspend"] is False
@@ -398,14 +403,14 @@ def test_a_jobset_stays_gated_until_all_its_pods_exist_then_each_runs_on_its_pla
     with _control_plane(tmp_path, kubeconfig, "--manage-namespaces", SELECTOR) as client:
         api.add("jobsets", jobset("gang", workers=3), MANAGED)
         managed = job_name(MANAGED, "gang", "JobSet")
-        wait_until(lambda: gang_waiting(api, "gang"), timeout=30,
+        wait_until(lambda: gang_waiting(api, "gang"), timeout=WAIT,
                    what="Phalanx to see the JobSet's gang incomplete")
         obj = api.get("jobsets", "gang", MANAGED)
         assert obj is not None
         for template, pod_set in zip(templates(obj), ("leader", "workers"), strict=True):
             assert template["spec"]["schedulingGates"] == [{"name": GATE}]
             assert template["metadata"]["labels"][POD_SET] == pod_set
-        wait_until(lambda: len(child_pods(api, "gang", "Pending")) == 3, timeout=30,
+        wait_until(lambda: len(child_pods(api, "gang", "Pending")) == 3, timeout=WAIT,
                    what="three child Jobs' pods")
         # Created gated, and left so while the fourth does not exist.
         for pod in child_pods(api, "gang", "Pending"):
@@ -413,7 +418,7 @@ def test_a_jobset_stays_gated_until_all_its_pods_exist_then_each_runs_on_its_pla
             assert not pod["spec"].get("nodeName")
         assert state(client, managed) is not JobStatus.RUNNING
         fakes.jobsets.limit = None  # the last child Job: the whole gang is released
-        wait_until(lambda: state(client, managed) is JobStatus.SUCCEEDED, timeout=30,
+        wait_until(lambda: state(client, managed) is JobStatus.SUCCEEDED, timeout=WAIT,
                    what="the JobSet run once whole")
         pods = child_pods(api, "gang", "Succeeded")
         assert len(pods) == 4
@@ -438,7 +443,7 @@ def test_a_pytorchjob_stays_gated_until_all_its_pods_exist_then_each_runs_on_its
     with _control_plane(tmp_path, kubeconfig, "--manage-namespaces", SELECTOR) as client:
         api.add("pytorchjobs", pytorchjob("gang", gpus=4), MANAGED)
         managed = job_name(MANAGED, "gang", "PyTorchJob")
-        wait_until(lambda: gang_waiting(api, "gang"), timeout=30,
+        wait_until(lambda: gang_waiting(api, "gang"), timeout=WAIT,
                    what="Phalanx to see the PyTorchJob's gang incomplete")
         obj = api.get("pytorchjobs", "gang", MANAGED)
         assert obj is not None
@@ -453,7 +458,7 @@ def test_a_pytorchjob_stays_gated_until_all_its_pods_exist_then_each_runs_on_its
             assert not pod["spec"].get("nodeName")
         assert state(client, managed) is not JobStatus.RUNNING
         fakes.training.limit = None  # the last pods: the whole gang is released
-        wait_until(lambda: state(client, managed) is JobStatus.SUCCEEDED, timeout=30,
+        wait_until(lambda: state(client, managed) is JobStatus.SUCCEEDED, timeout=WAIT,
                    what="the PyTorchJob run once whole")
         pods = [p for p in api.list("pods", MANAGED)
                 if p["metadata"]["labels"].get("training.kubeflow.org/job-name") == "gang"]

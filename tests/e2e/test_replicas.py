@@ -81,13 +81,6 @@ class Replica:
             self.proc = subprocess.Popen(
                 [sys.executable, "-c", code], cwd=REPO, stdout=log, stderr=log, env=env)
 
-    def healthy(self) -> bool:
-        """Whether it answers at all (a follower or the leader)."""
-        try:
-            return httpx.get(f"{self.url}/healthz", timeout=2).status_code == 200
-        except httpx.TransportError:
-            return False
-
     def ready(self) -> dict[str, Any] | None:
         """``/readyz``'s answer if this replica leads, else None."""
         try:
@@ -126,6 +119,16 @@ class Replicas:
         raise AssertionError("no replica leads:\n" + "\n".join(
             r.log.read_text()[-2000:] for r in self.members))
 
+    def stop(self) -> None:
+        """Kill every replica still running (frozen ones too) and the pods they left."""
+        for replica in self.members:
+            if replica.alive():
+                assert replica.proc is not None
+                os.kill(replica.proc.pid, signal.SIGCONT)
+                replica.proc.kill()
+                replica.proc.wait(30)
+        kill_pods_under(self.home)
+
     def all_up(self, timeout: float = LEADS_WITHIN) -> None:
         """Wait until every replica answers ``/healthz`` (a follower or the leader)."""
         deadline = time.monotonic() + timeout
@@ -156,13 +159,7 @@ def replicas(tmp_path: Path, count: int = 3, *, lease: float = LEASE,
                     replica.start()
             yield group
         finally:
-            for replica in group.members:
-                if replica.alive():
-                    assert replica.proc is not None
-                    os.kill(replica.proc.pid, signal.SIGCONT)
-                    replica.proc.kill()
-                    replica.proc.wait(30)
-            kill_pods_under(home)
+            group.stop()
 
 
 def _marking_job(name: str, marks: Path, seconds: float, replicas: int = 2) -> dict[str, Any]:

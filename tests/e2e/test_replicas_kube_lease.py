@@ -17,7 +17,6 @@ from phalanx.compute.kubernetes.leader import URL_ANNOTATION
 from tests.e2e.conftest import py_job
 from tests.e2e.test_replicas import Replica, Replicas
 from tests.k8s_plane.fake_apiserver import FakeAPIServer
-from tests.leftovers import kill_pods_under
 from tests.store.postgres import fresh_database, postgres_admin_url
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres]
@@ -78,9 +77,4 @@ def test_the_lease_names_the_leader_and_a_follower_takes_it_when_the_leader_dies
                 assert client.wait("after", timeout=120).status.value == "Succeeded"
                 assert {r.name for r in client.list()} >= {"before", "after"}
         finally:
-            for replica in group.members:
-                if replica.alive():
-                    assert replica.proc is not None
-                    replica.proc.kill()
-                    replica.proc.wait(30)
-            kill_pods_under(home)
+            group.stop()

@@ -25,7 +25,7 @@ from sqlalchemy import create_engine, text
 from phalanx.store import head_revision
 from tests.e2e.conftest import REPO
 from tests.e2e.test_replicas import Replica, Replicas, _marking_job
-from tests.leftovers import STARTUP_SECONDS, kill_pods_under
+from tests.leftovers import STARTUP_SECONDS
 from tests.store.postgres import fresh_database, postgres_admin_url
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres]
@@ -121,14 +121,14 @@ def test_a_rolling_upgrade_with_jobs_in_flight_drops_nothing(tmp_path: Path) -> 
 
                 # The next version starts beside the leader and migrates the store.
                 new.start()
-                _wait(new.healthy, "the new version's replica answers")
+                _wait(new.up, "the new version's replica answers")
                 assert _revision(db) == NEXT
                 # The old leader goes on acknowledging, on the newer schema.
                 client.submit(_marking_job("during", marks, 0.5, replicas=1))
 
                 # An old replica restarted mid-rollout runs on it instead of refusing.
                 restarted.start()
-                _wait(restarted.healthy, "the restarted old replica answers")
+                _wait(restarted.up, "the restarted old replica answers")
                 assert restarted.alive()
                 assert "without migrating" in restarted.log.read_text()
 
@@ -148,12 +148,7 @@ def test_a_rolling_upgrade_with_jobs_in_flight_drops_nothing(tmp_path: Path) -> 
             assert all(lines == ["1"] for pod, lines in started.items()
                        if pod.startswith("inflight-")), started
         finally:
-            for replica in group.members:
-                if replica.alive():
-                    assert replica.proc is not None
-                    replica.proc.kill()
-                    replica.proc.wait(30)
-            kill_pods_under(home)
+            group.stop()
 
 
 OPEN = "from phalanx.store import Store; import sys; Store(sys.argv[1]).close()"

@@ -43,13 +43,18 @@ RENDERED = load_values({"manageNamespaces": SELECTOR})
 NAMESPACE_CHECK = Access("get", "", "namespaces", None)
 
 
-@pytest.fixture
-def controller(api: FakeAPIServer) -> Iterator[FakeJobController]:
+def add_namespaces_and_nodes(api: FakeAPIServer) -> None:
+    """The managed and the unmanaged namespace, and two 4-GPU nodes."""
     api.add("namespaces", {"metadata": {"name": MANAGED,
                                         "labels": {"phalanx.dev/managed": "true"}}})
     api.add("namespaces", {"metadata": {"name": UNMANAGED}})
     for name in ("gpu-1", "gpu-2"):
         api.add_node(name, cpu="16", memory="64Gi", gpus=4)
+
+
+@pytest.fixture
+def controller(api: FakeAPIServer) -> Iterator[FakeJobController]:
+    add_namespaces_and_nodes(api)
     made = FakeJobController(api).start()
     try:
         yield made

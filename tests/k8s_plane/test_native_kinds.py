@@ -32,6 +32,7 @@ from tests.k8s_plane.test_native import (
     MANAGED,
     SELECTOR,
     UNMANAGED,
+    add_namespaces_and_nodes,
     batch_job,
     review,
     state,
@@ -52,11 +53,7 @@ class Fakes:
 
 @pytest.fixture
 def fakes(api: FakeAPIServer) -> Iterator[Fakes]:
-    api.add("namespaces", {"metadata": {"name": MANAGED,
-                                        "labels": {"phalanx.dev/managed": "true"}}})
-    api.add("namespaces", {"metadata": {"name": UNMANAGED}})
-    for name in ("gpu-1", "gpu-2"):
-        api.add_node(name, cpu="16", memory="64Gi", gpus=4)
+    add_namespaces_and_nodes(api)
     made = Fakes(FakeJobController(api).start(), FakeJobSetController(api).start(),
                  FakeTrainingOperator(api).start())
     try:

@@ -20,10 +20,15 @@ from __future__ import annotations
 import math
 import time
 from typing import TYPE_CHECKING
-from urllib.parse import quote
 
 from phalanx.compute.kubernetes.client import KubeClient, KubeError, Object
-from phalanx.compute.kubernetes.lease import LEASE_API, expiry_of, micro_time, parse_micro_time
+from phalanx.compute.kubernetes.lease import (
+    expiry_of,
+    lease_paths,
+    micro_time,
+    parse_micro_time,
+    read_lease,
+)
 from phalanx.defaults import LEADER_LEASE_NAME as DEFAULT_NAME
 from phalanx.store.leases import LEADER_LEASE, Fence, Lease, LeaseStore, check_lease_seconds
 
@@ -45,8 +50,7 @@ class KubeLeaderLease:
         self.namespace = namespace
         self.name = name
         self.store_leases = store_leases
-        self._collection = f"{LEASE_API}/namespaces/{quote(namespace, safe='')}/leases"
-        self._path = f"{self._collection}/{quote(name, safe='')}"
+        self._collection, self._path = lease_paths(namespace, name)
 
     @property
     def where(self) -> str:
@@ -63,12 +67,7 @@ class KubeLeaderLease:
         return None if found is None else self._as_lease(found)
 
     def _read(self) -> Object | None:
-        try:
-            return self.client.get(self._path)
-        except KubeError as exc:
-            if exc.status == 404:
-                return None
-            raise
+        return read_lease(self.client, self._path)
 
     def _as_lease(self, obj: Object) -> Lease:
         """The Lease as the Elector reads leases (a follower's view of the leader)."""

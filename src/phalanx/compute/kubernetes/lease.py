@@ -18,7 +18,8 @@ from phalanx.defaults import plane_lease_name as lease_name
 
 LEASE_API = "/apis/coordination.k8s.io/v1"
 
-__all__ = ["KubeLease", "expiry_of", "lease_name", "micro_time", "parse_micro_time"]
+__all__ = ["KubeLease", "expiry_of", "lease_name", "lease_paths", "micro_time",
+           "parse_micro_time", "read_lease"]
 
 
 def micro_time(epoch: float) -> str:
@@ -43,6 +44,22 @@ def expiry_of(lease: Object) -> float | None:
         return None
 
 
+def lease_paths(namespace: str, name: str) -> tuple[str, str]:
+    """The API paths of the namespace's Leases and of the Lease ``name``."""
+    collection = f"{LEASE_API}/namespaces/{quote(namespace, safe='')}/leases"
+    return collection, f"{collection}/{quote(name, safe='')}"
+
+
+def read_lease(client: KubeClient, path: str) -> Object | None:
+    """The Lease at ``path``; None if there is none."""
+    try:
+        return client.get(path)
+    except KubeError as exc:
+        if exc.status == 404:
+            return None
+        raise
+
+
 class KubeLease:
     """A ``PlaneLease`` kept as a Lease object; written with merge patches, created once."""
 
@@ -55,8 +72,7 @@ class KubeLease:
         self.namespace = namespace
         self.name = name
         self.holder = holder
-        self._collection = f"{LEASE_API}/namespaces/{namespace}/leases"
-        self._path = f"{self._collection}/{quote(name, safe='')}"
+        self._collection, self._path = lease_paths(namespace, name)
 
     @property
     def where(self) -> str:
@@ -89,12 +105,8 @@ class KubeLease:
             self.client.patch(self._path, {"spec": spec})
 
     def expires_at(self) -> float | None:
-        try:
-            return expiry_of(self.client.get(self._path))
-        except KubeError as exc:
-            if exc.status == 404:
-                return None
-            raise
+        found = read_lease(self.client, self._path)
+        return None if found is None else expiry_of(found)
 
     def release(self) -> None:
         """Lapse now: renewTime one second ago, for one second."""

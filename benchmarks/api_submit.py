@@ -7,7 +7,8 @@ control plane (``phalanx up``, local compute plane) in a fresh state directory a
    (a timestamp), on an idle control plane;
 2. submits N jobs over HTTP from C concurrent clients to a held ClusterQueue
    (``stopPolicy: Hold``, so they stay pending and every scheduling cycle sees
-   them) and records each request's latency;
+   them) and records each request's latency and the server's CPU time per submit (on
+   Linux: the figure the load of other processes moves least);
 3. times the 1-pod job again with those N jobs pending.
 
 Submissions are measured twice, in alternating rounds on the same server: with the single
@@ -49,7 +50,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from benchmarks.harness import ServerProcess, percentile, write_json
+from benchmarks.harness import ServerProcess, percentile, process_cpu_s, write_json
 from phalanx.sdk import Client
 
 console = Console(stderr=True)
@@ -136,13 +137,18 @@ def submit_many(server: ServerProcess, run: str, jobs: int, clients: int,
         with lock:
             latencies.extend(mine)
 
+    assert server.proc is not None
+    cpu_before = process_cpu_s(server.proc.pid)
     began = time.perf_counter()
     with ThreadPoolExecutor(clients) as pool:
         for future in [pool.submit(worker) for _ in range(clients)]:
             future.result()
     wall = time.perf_counter() - began
+    cpu_after = process_cpu_s(server.proc.pid)
     return {
         "jobs": jobs,
+        "server_cpu_s": None if cpu_before is None or cpu_after is None
+        else cpu_after - cpu_before,
         "clients": clients,
         "latencies": latencies,
         "wall_s": wall,
@@ -207,7 +213,13 @@ def _merged(parts: list[dict[str, Any]]) -> dict[str, Any]:
     latencies = [x for p in parts for x in p.pop("latencies")]
     wall = sum(p["wall_s"] for p in parts)
     jobs = sum(p["jobs"] for p in parts)
+    cpu = [p["server_cpu_s"] for p in parts]
+    # The server's CPU time per submit (the median of the rounds'): the figure the load of
+    # other processes on the machine moves least, so the one to compare codes by.
+    per_submit = None if None in cpu else percentile(
+        [c / p["jobs"] for c, p in zip(cpu, parts, strict=True)], 50) * 1000
     return {"jobs": jobs, "clients": parts[0]["clients"], "wall_s": wall,
+            "server_cpu_ms_per_submit": per_submit,
             "per_second": jobs / wall, "p50_ms": percentile(latencies, 50) * 1000,
             "p99_ms": percentile(latencies, 99) * 1000, "max_ms": max(latencies) * 1000,
             "rounds_per_second": [p["per_second"] for p in parts]}
@@ -297,7 +309,8 @@ def main() -> None:
                for result in measure(store, db, args.jobs, args.clients, args.samples, sources)]
 
     table = Table(title=f"HTTP submission of {args.jobs:,} jobs ({args.clients} clients)")
-    for column in ("store", "code", "auth", "jobs/s", "p50 ms", "p99 ms", "start idle p50 s",
+    for column in ("store", "code", "auth", "jobs/s", "p50 ms", "p99 ms",
+                   "server CPU ms per submit", "start idle p50 s",
                    f"start with {args.jobs:,} pending p50 s"):
         table.add_column(column, justify="right")
     for r in results:
@@ -305,7 +318,10 @@ def main() -> None:
             s = r["submit"][mode]
             table.add_row(r["store"], r["code"], mode, f"{s['per_second']:,.0f}",
                           f"{s['p50_ms']:.1f}",
-                          f"{s['p99_ms']:.1f}", f"{r['start_idle_s']['p50']:.2f}",
+                          f"{s['p99_ms']:.1f}",
+                          "?" if s["server_cpu_ms_per_submit"] is None
+                          else f"{s['server_cpu_ms_per_submit']:.2f}",
+                          f"{r['start_idle_s']['p50']:.2f}",
                           f"{r['start_loaded_s']['p50']:.2f}")
         cost = 1 - r["submit"]["jwt"]["per_second"] / r["submit"]["token"]["per_second"]
         r["jwt_cost_of_throughput"] = cost

@@ -98,6 +98,10 @@ def measure(rounds: int, baseline: Path | None = None) -> dict[str, Any]:
             env = {**os.environ, "PHALANX_HOME": str(home), "COLUMNS": "200"}
             env.pop("PHALANX_URL", None)
             env.pop("PHALANX_TOKEN", None)
+            # Bytecode as an installed package has it (pip compiles it at install): a shell
+            # that sets PYTHONDONTWRITEBYTECODE would otherwise have every run of a source
+            # tree compile its modules anew, tens of milliseconds that no user pays.
+            env.pop("PYTHONDONTWRITEBYTECODE", None)
             # Each command with its environment; an earlier tree's beside this one's.
             commands = {name: (argv, env) for name, argv in COMMANDS.items()}
             if baseline is not None:

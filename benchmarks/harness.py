@@ -60,6 +60,17 @@ def write_json(name: str, payload: dict[str, Any], out: Path | None = None) -> P
     return path
 
 
+def process_cpu_s(pid: int) -> float | None:
+    """CPU seconds (user and system) a live process has used so far; None where /proc does
+    not say (not Linux). On a machine shared with other work a server's CPU time per
+    request is the figure that the load moves least."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def with_source(env: dict[str, str], source: Path | None) -> dict[str, str]:
     """``env`` whose Python imports ``phalanx`` from ``source`` (a tree's ``src`` folder,
     e.g. an earlier commit's, to measure before and after in one run); as it is if None."""

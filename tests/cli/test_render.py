@@ -11,6 +11,7 @@ from rich.console import Console, RenderableType
 from phalanx.cli import planeinfo, render
 from phalanx.spec import load_job_yaml
 from phalanx.spec.api import AppliedObject, NodeView, QueuesOverview
+from phalanx.spec.detailrows import DetailRow
 from phalanx.spec.manifests import translate
 from phalanx.spec.planes import PlaneView
 from phalanx.spec.rows import JobRows
@@ -281,3 +282,69 @@ def test_describe_shows_the_manifest_and_what_became_of_it() -> None:
                           manifest=made.manifest)
     assert "recorded, not used" not in text(render.describe_job(elsewhere, NOW))
     assert "Manifest" not in text(render.describe_job(JobDetail(**record().model_dump()), NOW))
+
+
+def test_describe_of_rows_read_from_the_api_json_is_the_page_of_the_record() -> None:
+    # `phalanx describe` draws rows read from the API's JSON without the models
+    # (spec/detailrows.py): the same page as the record's, for every field it shows.
+    rich_spec = load_job_yaml(
+        "name: train\npriority: 7\nkind: torch\nmaxRuntime: 2h30m\n"
+        "restart: {maxRestarts: 2, maxSystemRestarts: 4}\n"
+        "topology: {required: rack}\n"
+        "dependsOn: [{job: prep}, {job: data, condition: Finished}]\n"
+        "workdir: {sha256: " + "ab" * 32 + ", size: 52000000}\n"
+        "podSets:\n- name: worker\n  replicas: 4\n  minReplicas: 2\n"
+        "  resources: {cpu: 2, memory: 2Gi, nvidia.com/gpu: 2}\n"
+        "  cpuPinning: exclusive\n  image: python:3.12\n  imagePullPolicy: Always\n"
+        "  command: [python, train.py, --lr, '0.1']\n"
+        "- name: ps\n  resources: {cpu: 1500m}\n  command: [serve]\n")
+    git_spec = load_job_yaml(
+        "name: g\ngit: {repo: 'https://example.com/r.git', ref: main, commit: "
+        + "c" * 40 + "}\npodSets:\n- resources: {cpu: 1}\n  command: [x]\n")
+    ray_spec = load_job_yaml(
+        "name: r\nkind: ray\nray: {entrypoint: python run.py}\n"
+        "podSets:\n- name: head\n  resources: {cpu: 1}\n  command: [x]\n")
+    admission = {"job": "train", "clusterQueue": "default", "borrowing": True, "podSets": [
+        {"name": "worker", "count": 3, "flavors": {"cpu": "a", "nvidia.com/gpu": "b"},
+         "nodes": ["n1", "n1", "n2"]}]}
+    pods = [PodInfo(name="train-worker-0", pod_set="worker", index=0, rank=0, node="n1",
+                    phase="Running", pid=4242, started_at=NOW - 30, cpus=[2, 3]),
+            PodInfo(name="train-worker-1", pod_set="worker", index=1, rank=1, node="n1",
+                    phase="Failed", signal=9, reason="OOMKilled"),
+            PodInfo(name="train-worker-2", pod_set="worker", index=2, rank=2, node="n2",
+                    phase="Failed", exit_code=3, reason="Error", started_at=NOW - 90)]
+    events = [JobEvent(job="train", time=NOW - 60, reason="Admitted", message="admitted"),
+              JobEvent(job="train", time=NOW - 5, type="Warning", reason="PodFailed",
+                       message="pod train-worker-2 exited with code 3")]
+    manifest = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "train"},
+                "spec": {"parallelism": 2, "template": {"spec": {"containers": [
+                    {"name": "c", "image": "python:3.12", "command": ["python", "t.py"]}]}}}}
+    made = translate(manifest)
+    details = [
+        JobDetail(**record(spec=rich_spec, status=JobStatus.RUNNING, admission=admission,
+                           admitted_at=NOW - 40, started_at=NOW - 30, attempt=2,
+                           user_restarts=1, system_restarts=3, preemptions=2, plane="gcp-a",
+                           endpoints={"dashboard": "http://n1:8265"}).model_dump(),
+                  pods=pods, events=events),
+        JobDetail(**record(spec=git_spec, status=JobStatus.FAILED, started_at=NOW - 100,
+                           finished_at=NOW - 10, exit_code=3,
+                           message="pod g-worker-0 exited with code 3").model_dump()),
+        JobDetail(**record(spec=ray_spec, pending_code="NoNodeFits",
+                           pending_message="waiting for no node has 2 free cpu",
+                           estimate={"position": 2, "cohortPosition": 5,
+                                     "startsAt": NOW + 700, "guess": True,
+                                     "basis": "NoHistory", "message": "no history",
+                                     "computedAt": NOW}).model_dump()),
+        JobDetail(**record().model_dump()),
+        JobDetail(**record(spec=made.spec, plane="local").model_dump(),
+                  manifest=made.manifest, manifest_notes=made.notes),
+    ]
+    for detail in details:
+        row = DetailRow.of(detail.model_dump(mode="json", by_alias=True))
+        for plane in (None, "gcp-a (cordoned)"):
+            assert text(render.describe_job(row, NOW, plane=plane)) == \
+                text(render.describe_job(detail, NOW, plane=plane))
+    shown = text(render.describe_job(DetailRow.of(
+        details[0].model_dump(mode="json", by_alias=True)), NOW))
+    assert "Max runtime  2h30m" in shown and "cpu=1500m" in shown  # parsed, not just copied
+    assert "2 (min 2)" not in shown and "4 (min 2)" in shown

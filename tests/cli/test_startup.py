@@ -99,6 +99,57 @@ def test_version_names_the_server_without_loading_the_core(server: LiveServer) -
     assert "scheduler core: " in done.stdout
 
 
+# What each everyday verb leaves unloaded beyond the server's side: `version` prints two
+# plain lines (no rich, no model), `jobs` and `describe` draw from rows read from the
+# API's JSON (spec/rows.py, spec/detailrows.py: no pydantic, no model of a job), and none
+# reads YAML (a job submitted as a manifest is the one whose page shows YAML).
+NOT_LOADED = {
+    "version": ("rich", "pydantic", "pydantic_core", "yaml", "phalanx.spec.rows",
+                "phalanx.spec.detailrows", "phalanx.cli.render"),
+    "jobs": ("pydantic", "pydantic_core", "yaml", "phalanx.spec.status",
+             "phalanx.spec.resources", "phalanx.spec.detailrows"),
+    "describe": ("pydantic", "pydantic_core", "yaml", "phalanx.spec.status",
+                 "phalanx.spec.resources", "phalanx.spec.sources"),
+}
+
+
+@pytest.mark.parametrize("verb", [["version"], ["jobs"], ["describe", "quick"]])
+def test_each_verb_loads_only_what_it_shows(server: LiveServer, verb: list[str]) -> None:
+    done = run_cli(server.env, *verb)
+    assert done.returncode == 0, done.stderr[-2000:]
+    modules = imported_modules(done.stderr)
+    assert "phalanx.sdk.client" in modules
+    assert under(modules, NOT_LOADED[verb[0]]) == [], f"`phalanx {' '.join(verb)}` loaded these"
+
+
+def test_describe_without_models_shows_what_the_models_show(server: LiveServer) -> None:
+    # The page drawn from rows is the page drawn from the job's record, for a live job's
+    # answer, and it is what `phalanx describe` printed.
+    import io
+
+    from rich.console import Console
+
+    from phalanx.cli import render
+    from phalanx.spec.detailrows import DetailRow
+    from phalanx.spec.status import JobDetail
+
+    done = run_cli(server.env, "describe", "quick")
+    assert done.returncode == 0, done.stderr[-2000:]
+    with server.client() as client:
+        answer = client.get("/v1/jobs/quick").json()
+
+    def page(job: JobDetail | DetailRow) -> str:
+        buffer = io.StringIO()
+        Console(file=buffer, width=200, color_system=None).print(
+            render.describe_job(job, answer["submittedAt"] + 30))
+        return buffer.getvalue()
+
+    assert page(DetailRow.of(answer)) == page(JobDetail.model_validate(answer))
+    shown = " ".join(done.stdout.split())
+    assert "Queue default (ClusterQueue default)" in shown
+    assert "cpu=100m" in shown and "sleep 0" in shown and "Events" in shown
+
+
 def test_the_jobs_table_builds_no_model_of_a_job(server: LiveServer) -> None:
     # The table is drawn from rows read from the JSON (spec/rows.py): no pydantic at all.
     done = run_cli(server.env, "jobs")

@@ -171,6 +171,25 @@ def test_a_retried_submit_with_the_same_key_makes_one_job(api: httpx.Client) -> 
     assert not stored(api, "keyed-other")
 
 
+def test_a_submit_answers_the_whole_record_in_the_declared_form(api: httpx.Client) -> None:
+    # The answer is written by the route itself (not checked again by FastAPI): every field
+    # of JobRecord, camelCase, nulls included, as /openapi.json declares it.
+    from phalanx.spec.api import JobList
+    from phalanx.spec.status import JobRecord
+
+    one = api.post("/v1/jobs", json=job("answered"))
+    assert one.status_code == 201 and one.headers["content-type"] == "application/json"
+    body = one.json()
+    assert body == JobRecord.model_validate(body).model_dump(mode="json", by_alias=True)
+    assert body["name"] == "answered" and body["finishedAt"] is None
+    assert body["spec"]["podSets"][0]["command"] == ["x"]
+    many = api.post("/v1/jobs:batch", json={"items": [job("answered-0"), job("answered-1")]})
+    assert many.status_code == 201
+    listed = many.json()
+    assert listed == JobList.model_validate(listed).model_dump(mode="json", by_alias=True)
+    assert [j["name"] for j in listed["items"]] == ["answered-0", "answered-1"]
+
+
 def test_a_retried_batch_with_the_same_key_makes_its_jobs_once(api: httpx.Client) -> None:
     key = {"Idempotency-Key": "batch-0001"}
     batch = {"items": [job("kb-0"), job("kb-1")]}

@@ -297,12 +297,13 @@ def describe(
 ) -> None:
     """A job's spec, status, placement, pods, events and why it is pending."""
     with settings_of(ctx).client() as client:
-        detail = client.get(job)
-        plane = None if as_json else planeinfo.job_plane_line(client, detail)
-    if as_json:
-        print_json(detail.to_dict())
-    else:
-        out().print(render.describe_job(detail, plane=plane))
+        if as_json:
+            print_json(client.get(job).to_dict())
+            return
+        # The page is drawn from rows read from the JSON: no model of the job is built.
+        row = client.get_row(job)
+        plane = planeinfo.job_plane_line(client, row)
+    out().print(render.describe_job(row, plane=plane))
 
 
 @reports_errors

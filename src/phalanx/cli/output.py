@@ -15,16 +15,16 @@ import json
 import os
 import re
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NoReturn, ParamSpec, TextIO, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, ParamSpec, TextIO, TypeVar
 
 import typer
-from rich.console import Console, ConsoleOptions, RenderableType
-from rich.segment import Segment
-from rich.text import Text
 
 from phalanx.errors import Conflict, NotFound, PayloadTooLarge, PhalanxError, SpecError
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 STDIN = "-"  # as a file name (`-f -`): standard input, as kubectl reads it
 
@@ -39,7 +39,7 @@ def _width(stream: TextIO) -> int | None:
 
 # C0 controls but newline and tab, DEL, C1 controls, and the bidirectional overrides that
 # reorder what a terminal shows.
-_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 
 def _escaped(match: re.Match[str]) -> str:
@@ -49,32 +49,32 @@ def _escaped(match: re.Match[str]) -> str:
 
 def escape_controls(text: str) -> str:
     """``text`` with its control characters written as escapes (``\\x1b``), shown not obeyed."""
-    return _CONTROLS.sub(_escaped, text)
+    return CONTROLS.sub(_escaped, text)
 
 
-class SafeConsole(Console):
-    """A console that escapes control characters in whatever it prints: strings as they
-    become text (so tables measure the escapes), and every segment of text on its way out
-    (``Text`` objects built elsewhere). Its own styling is not text, and stays."""
+def _console(stream: TextIO) -> Console:
+    from phalanx.cli.consoles import SafeConsole  # rich: only a verb that draws loads it
 
-    def render_str(self, text: str, **options: Any) -> Text:
-        return super().render_str(escape_controls(text), **options)
-
-    def render(self, renderable: RenderableType,
-               options: ConsoleOptions | None = None) -> Iterable[Segment]:
-        for segment in super().render(renderable, options):
-            if segment.control is None and _CONTROLS.search(segment.text):
-                yield Segment(escape_controls(segment.text), segment.style)
-            else:
-                yield segment
+    return SafeConsole(stderr=stream is sys.stderr, highlight=False, width=_width(stream))
 
 
-err = SafeConsole(stderr=True, highlight=False, width=_width(sys.stderr))
+@functools.cache
+def _errors() -> Console:
+    return _console(sys.stderr)
+
+
+def __getattr__(name: str) -> Any:
+    # ``err``, the console for everything but results (on stderr), made on first use: a
+    # verb that prints only plain lines (``version``) never loads rich.
+    if name == "err":
+        return _errors()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def out() -> Console:
     """The console for results, sized for the terminal or unbounded when piped."""
-    return SafeConsole(highlight=False, width=_width(sys.stdout))
+    return _console(sys.stdout)
+
 
 EXIT_OK = 0
 EXIT_FAILED = 1  # a job that failed, or the server could not be reached or broke
@@ -92,7 +92,10 @@ def exit_code_for(exc: PhalanxError) -> int:
 
 def print_error(exc: PhalanxError) -> None:
     """One red line naming the field and the problem, and the fix on the next."""
+    from rich.text import Text
+
     where = f"{exc.field}: " if exc.field else ""
+    err = _errors()
     err.print(Text(f"{ERROR_PREFIX}{where}{exc.message}", style="bold red"))
     if exc.fix:
         err.print(Text(f"  {FIX_PREFIX}{exc.fix}", style="red"))
@@ -132,7 +135,9 @@ def write_line(line: str) -> None:
 
 def note(message: str, style: str = "") -> None:
     """A human remark on stderr (never mixed into results)."""
-    err.print(Text(message, style=style))
+    from rich.text import Text
+
+    _errors().print(Text(message, style=style))
 
 
 P = ParamSpec("P")

@@ -26,6 +26,7 @@ from phalanx.spec.planetext import (
 from phalanx.spec.planetext import several_planes as _several_planes
 
 if TYPE_CHECKING:
+    from phalanx.spec.detailrows import DetailRow
     from phalanx.spec.planes import PlaneView
     from phalanx.spec.rows import JobRow
     from phalanx.spec.status import JobRecord
@@ -58,7 +59,7 @@ def several_planes(client: Client, records: Iterable[JobRecord | JobRow] = ()) -
     return _several_planes(records, names)
 
 
-def job_plane_line(client: Client, job: JobRecord) -> str | None:
+def job_plane_line(client: Client, job: JobRecord | DetailRow) -> str | None:
     """The ``Plane:`` line, asking the control plane for the state of the job's plane."""
     if job.plane is None:
         return None

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     # A table of jobs draws records or rows alike (spec/rows.py): `phalanx jobs` builds no
     # model of a job, so this module imports none.
     from phalanx.spec.api import AppliedObject, NodeView, PoolView, QueuesOverview, ServerStatus
+    from phalanx.spec.detailrows import DetailRow, RowAdmission, RowEvent
     from phalanx.spec.rows import JobRow
     from phalanx.spec.status import JobAdmission, JobDetail, JobEvent, JobRecord
 
@@ -61,7 +62,7 @@ def starts_text(record: JobRecord | JobRow, now: float | None = None) -> str:
     return tables.starts_text(record, time.time() if now is None else now)
 
 
-def estimate_text(record: JobRecord, now: float | None = None) -> str:
+def estimate_text(record: JobRecord | DetailRow, now: float | None = None) -> str:
     """Position and estimated start in one line: "#2 in team-a, starts ~12m"."""
     return tables.estimate_text(record, time.time() if now is None else now)
 
@@ -85,7 +86,7 @@ def status_text(status: JobStatus) -> Text:
     return Text(status.value, style=STATUS_STYLES.get(status, ""))
 
 
-def priority_text(record: JobRecord | JobRow) -> str:
+def priority_text(record: JobRecord | JobRow | DetailRow) -> str:
     named = record.spec.priority
     if isinstance(named, str) and named != str(record.priority):
         return f"{named} ({record.priority})"
@@ -155,12 +156,11 @@ def _field_grid(rows: Iterable[tuple[str, RenderableType | str]]) -> Table:
     return grid
 
 
-def describe_job(job: JobDetail, now: float | None = None, *,
+def describe_job(job: JobDetail | DetailRow, now: float | None = None, *,
                  plane: str | None = None) -> Group:
-    """Spec summary, status, why it waits, placement, pods and events of one job.
+    """Spec summary, status, why it waits, placement, pods and events of one job (its
+    record, or its rows read from the API's JSON: ``spec/detailrows.py``).
     ``plane``: the ``Plane:`` line (``planeinfo.plane_line``), else the job's plane."""
-    from phalanx.spec.sources import WorkdirArchive  # the models: a job's detail has them
-
     spec = job.spec
     policy = spec.restart
     summary: list[tuple[str, RenderableType | str]] = [
@@ -192,7 +192,7 @@ def describe_job(job: JobDetail, now: float | None = None, *,
         level = spec.topology.required or spec.topology.preferred
         how = "required" if spec.topology.required else "preferred"
         summary.append(("Topology", f"one {level} ({how})"))
-    if isinstance(spec.workdir, WorkdirArchive):
+    if spec.workdir is not None and not isinstance(spec.workdir, str):  # a packed one
         summary.append(("Code", f"workdir {spec.workdir.sha256[:12]} "
                                 f"({format_amount(spec.workdir.size * 1000, 'memory')})"))
     elif spec.git is not None:
@@ -233,7 +233,7 @@ def describe_job(job: JobDetail, now: float | None = None, *,
     return Group(*parts)
 
 
-def manifest_section(job: JobDetail) -> Group:
+def manifest_section(job: JobDetail | DetailRow) -> Group:
     """The Kubernetes manifest the job was submitted as, and what Phalanx made of it."""
     manifest = job.manifest or {}
     lines = [f"- {note}" for note in job.manifest_notes]
@@ -253,7 +253,7 @@ def manifest_section(job: JobDetail) -> Group:
     return _section(title, Group(*(Text(line) for line in lines), Text(text)))
 
 
-def pod_sets_table(job: JobRecord) -> Group:
+def pod_sets_table(job: JobRecord | DetailRow) -> Group:
     table = _table("POD SET", "REPLICAS", "RESOURCES (PER POD)", "COMMAND")
     for ps in job.spec.pod_sets:
         replicas = str(ps.replicas)
@@ -266,7 +266,7 @@ def pod_sets_table(job: JobRecord) -> Group:
     return _section("Pod sets", table)
 
 
-def placement_table(admission: JobAdmission) -> Group:
+def placement_table(admission: JobAdmission | RowAdmission) -> Group:
     borrowing = " (borrowing from the cohort)" if admission.borrowing else ""
     title = f"Placement on ClusterQueue {admission.cluster_queue}{borrowing}"
     table = _table("POD SET", "PODS", "FLAVORS", "NODES")
@@ -280,7 +280,7 @@ def placement_table(admission: JobAdmission) -> Group:
     return _section(title, table)
 
 
-def pods_table(job: JobDetail, now: float | None = None) -> Group:
+def pods_table(job: JobDetail | DetailRow, now: float | None = None) -> Group:
     pinned = any(pod.cpus for pod in job.pods)  # a CPUs column only for pinned pods
     columns = ["POD", "RANK", "NODE", *(["CPUS"] if pinned else []), "PHASE", "PID", "EXIT",
                "STARTED", "REASON"]
@@ -301,7 +301,7 @@ def pods_table(job: JobDetail, now: float | None = None) -> Group:
     return _section("Pods", table)
 
 
-def events_table(events: Iterable[JobEvent], now: float | None = None) -> Group:
+def events_table(events: Iterable[JobEvent | RowEvent], now: float | None = None) -> Group:
     table = _table("AGE", "TYPE", "REASON", "MESSAGE")
     for event in events:
         style = "yellow" if event.type == "Warning" else ""

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from phalanx.cli.output import out, print_json, reports_errors
+from phalanx.cli.output import escape_controls, print_json, reports_errors, write_line
 from phalanx.cli.settings import settings_of
 from phalanx.errors import AuthError, ConnectionFailed
 from phalanx.version import __version__
@@ -45,5 +45,8 @@ def version(
         print_json({"client": __version__, "server": server, "url": client.url,
                     "schedulerCore": core})
         return
-    out().print(f"client {__version__} (scheduler core: {core})")
-    out().print(f"server {server} at {client.url}" if server else f"server: {problem}")
+    # Two plain lines: no table to draw, so no rich console to load (a server's words are
+    # shown, not obeyed, as every console of the CLI shows them).
+    write_line(f"client {__version__} (scheduler core: {core})")
+    write_line(escape_controls(f"server {server} at {client.url}" if server
+                               else f"server: {problem}"))

@@ -45,6 +45,7 @@ if TYPE_CHECKING:
         QueuesOverview,
         ServerStatus,
     )
+    from phalanx.spec.detailrows import DetailRow
     from phalanx.spec.resources import ConfigObject
     from phalanx.spec.rows import JobRows
     from phalanx.spec.status import JobDetail, JobEvent, JobList, JobRecord, JobStatus
@@ -366,6 +367,18 @@ class Client(IdentityCalls, PlaneCalls, SecretCalls, SourceCalls):
         from phalanx.spec.status import JobDetail
 
         return self._request(JobDetail, "GET", _job_path(name))
+
+    def get_row(self, name: str) -> DetailRow:
+        """A job as ``get`` has it, as rows of the fields ``phalanx describe`` shows
+        (``spec/detailrows.py``): read without building the job's whole record."""
+        from phalanx.spec.detailrows import DetailRow
+
+        path = _job_path(name)
+        response = self._answer("GET", path)
+        try:
+            return DetailRow.of(response.json())
+        except (ValueError, TypeError, KeyError, AttributeError, SpecError) as exc:
+            raise _not_a("JobDetail", "GET", path, repr(exc)) from None
 
     def list(
         self,

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from phalanx.spec.quantity import format_amount, format_duration
 
 if TYPE_CHECKING:
+    from phalanx.spec.detailrows import DetailRow
     from phalanx.spec.planes import PlaneView
     from phalanx.spec.rows import JobRow
     from phalanx.spec.status import JobRecord
@@ -75,7 +76,7 @@ def holds_text(plane: PlaneView) -> str:
     return f"{count} using {used}"
 
 
-def plane_line(job: JobRecord, planes: Iterable[PlaneView]) -> str | None:
+def plane_line(job: JobRecord | DetailRow, planes: Iterable[PlaneView]) -> str | None:
     """The ``Plane:`` line of ``phalanx describe``; None for a job placed nowhere."""
     if job.plane is None:
         return None

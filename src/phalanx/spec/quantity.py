@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import re
 from decimal import Decimal, InvalidOperation
+from typing import cast
 
 from phalanx.errors import SpecError
 
@@ -33,10 +34,29 @@ _QUANTITY_FIX = 'write a number with an optional suffix, e.g. "8", "500m", "64Gi
 # The most milli-units a quantity may hold: a signed 64-bit integer, as the store and
 # Kubernetes' own quantities hold them (about 9.2 million terabytes of memory).
 MAX_MILLIS = 2**63 - 1
+# Quantities and durations already parsed, by their text (and quantities by their int):
+# every submit parses the same few ("100m", "1Gi", "10s") in its spec and its record, and
+# a parse costs more than a look-up. Bounded; values are immutable.
+_MEMO_SIZE = 4096
+_QUANTITIES: dict[str | int, int] = {}
+_DURATIONS: dict[str, float] = {}
 
 
 def parse_quantity(value: object, field: str = "quantity") -> int:
     """Parse a quantity into milli-units, rounding up like Kubernetes does."""
+    # Exact types only: a bool (True equals 1) is refused below, never looked up.
+    if type(value) is not str and type(value) is not int:
+        return _parse_quantity(value, field)
+    key = cast("str | int", value)
+    known = _QUANTITIES.get(key)
+    if known is None:
+        known = _parse_quantity(value, field)
+        if len(_QUANTITIES) < _MEMO_SIZE:
+            _QUANTITIES[key] = known
+    return known
+
+
+def _parse_quantity(value: object, field: str) -> int:
     if isinstance(value, bool):
         raise SpecError(f"expected a quantity, got {value!r}", field=field, fix=_QUANTITY_FIX)
     if isinstance(value, int):
@@ -156,6 +176,17 @@ _DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 
 def parse_duration(value: object, field: str = "duration") -> float:
     """Parse "90s", "30m", "2h", "1h30m", "500ms" or a number of seconds."""
+    if type(value) is not str:
+        return _parse_duration(value, field)
+    known = _DURATIONS.get(value)
+    if known is None:
+        known = _parse_duration(value, field)
+        if len(_DURATIONS) < _MEMO_SIZE:
+            _DURATIONS[value] = known
+    return known
+
+
+def _parse_duration(value: object, field: str) -> float:
     fix = 'write a duration such as "90s", "30m", "2h" or "1h30m"'
     if isinstance(value, bool):
         raise SpecError(f"expected a duration, got {value!r}", field=field, fix=fix)

@@ -17,6 +17,7 @@ from phalanx.spec.quantity import format_amount
 
 if TYPE_CHECKING:
     from phalanx.spec.api import QueuesOverview
+    from phalanx.spec.detailrows import DetailRow
     from phalanx.spec.resources import JobSpec, PodSet
     from phalanx.spec.rows import JobRow
     from phalanx.spec.status import JobRecord
@@ -50,7 +51,7 @@ def why(record: JobRecord) -> str:
     return record.pending_message or record.message or ""
 
 
-def starts_text(record: JobRecord | JobRow, now: float) -> str:
+def starts_text(record: JobRecord | JobRow | DetailRow, now: float) -> str:
     """A queued job's estimated start from ``now`` (epoch seconds), humanised: "~12m",
     "~3h", "?" when unknown; a trailing "*" marks a guess (a run it waits for has no
     maxRuntime and no history). The caller reads the clock: the scheduler's layer has none."""
@@ -69,7 +70,7 @@ def starts_text(record: JobRecord | JobRow, now: float) -> str:
     return "?"  # (not reached)
 
 
-def estimate_text(record: JobRecord, now: float) -> str:
+def estimate_text(record: JobRecord | DetailRow, now: float) -> str:
     """Position and estimated start in one line: "#2 in team-a, starts ~12m"."""
     estimate = record.estimate
     if record.status is not JobStatus.QUEUED or estimate is None:
@@ -77,7 +78,7 @@ def estimate_text(record: JobRecord, now: float) -> str:
     return f"{position_text(record)}, starts {starts_text(record, now)}"
 
 
-def position_text(record: JobRecord) -> str:
+def position_text(record: JobRecord | DetailRow) -> str:
     """A queued job's place: "#2 in team-a (#3 in its cohort)"; "" when it has none."""
     estimate = record.estimate
     if record.status is not JobStatus.QUEUED or estimate is None:

@@ -30,7 +30,7 @@ from phalanx.server.redaction import (
     jobs_as_seen_by,
     refuse_reserved_names,
 )
-from phalanx.server.routes.context import ApiContext, errors
+from phalanx.server.routes.context import Answer, ApiContext, errors
 from phalanx.server.workdir_routes import check_job_sources
 from phalanx.spec.api import ErrorResponse, EventList, JobBatch, JobList, JobSelector, parse_job
 from phalanx.spec.gitrepo import with_commit
@@ -99,32 +99,34 @@ def router(ctx: ApiContext) -> APIRouter:
                             queues=sorted({s.queue for s in specs}))
         return [entry]
 
-    @r.post("/v1/jobs", status_code=201, dependencies=needs(Access.WRITE), responses={
-        200: {"model": JobRecord, "description": _REPLAYED},
-        **errors(400, 401, 403, 404, 409, 413, 429)})
-    def submit(spec: JobSpec, request: Request, response: Response,
-               idempotency_key: str | None = _IDEMPOTENCY_HEADER) -> JobRecord:
+    record_answer, list_answer = Answer(JobRecord), Answer(JobList)
+
+    @r.post("/v1/jobs", status_code=201, dependencies=needs(Access.WRITE),
+            response_model=JobRecord, responses={
+                200: {"model": JobRecord, "description": _REPLAYED},
+                **errors(400, 401, 403, 404, 409, 413, 429)})
+    def submit(spec: JobSpec, request: Request,
+               idempotency_key: str | None = _IDEMPOTENCY_HEADER) -> Response:
         """Submit a job (to one of the caller's teams' LocalQueues, unless an admin). With an
         Idempotency-Key, a retry gets the first answer back."""
         principal, records, replayed = submit_jobs(request, [spec], batch=False,
                                                    idempotency_key=idempotency_key)
-        if replayed:
-            response.status_code = 200
-        return job_as_seen_by(records[0], principal, secret_env)
+        return record_answer(job_as_seen_by(records[0], principal, secret_env),
+                             200 if replayed else 201)
 
     parsers["/v1/jobs"] = parse_job
 
-    @r.post("/v1/jobs:batch", status_code=201, dependencies=needs(Access.WRITE), responses={
-        200: {"model": JobList, "description": _REPLAYED},
-        **errors(400, 401, 403, 404, 409, 413, 429)})
-    def submit_batch(batch: JobBatch, request: Request, response: Response,
-                     idempotency_key: str | None = _IDEMPOTENCY_HEADER) -> JobList:
+    @r.post("/v1/jobs:batch", status_code=201, dependencies=needs(Access.WRITE),
+            response_model=JobList, responses={
+                200: {"model": JobList, "description": _REPLAYED},
+                **errors(400, 401, 403, 404, 409, 413, 429)})
+    def submit_batch(batch: JobBatch, request: Request,
+                     idempotency_key: str | None = _IDEMPOTENCY_HEADER) -> Response:
         """Submit several jobs at once, all or nothing (one store transaction)."""
         principal, records, replayed = submit_jobs(request, batch.items, batch=True,
                                                    idempotency_key=idempotency_key)
-        if replayed:
-            response.status_code = 200
-        return JobList(items=jobs_as_seen_by(records, principal, secret_env))
+        return list_answer(JobList(items=jobs_as_seen_by(records, principal, secret_env)),
+                           200 if replayed else 201)
 
     parsers["/v1/jobs:batch"] = JobBatch.parse
     add_manifest_routes(r, submit_jobs,

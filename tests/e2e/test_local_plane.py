@@ -159,9 +159,10 @@ def test_max_runtime_fails_the_job(plane: ControlPlane) -> None:
     assert "DeadlineExceeded" in [e["reason"] for e in job["events"]]
 
 
-def test_requests_without_the_token_are_refused(plane: ControlPlane) -> None:
+def test_requests_without_the_token_are_refused(refusing_plane: ControlPlane) -> None:
     import httpx
 
+    plane = refusing_plane
     url = str(plane.api.base_url)
     for headers in ({}, {"Authorization": "Bearer wrong"}):
         response = httpx.get(url + "/v1/jobs", headers=headers)
@@ -183,8 +184,9 @@ def test_requests_without_the_token_are_refused(plane: ControlPlane) -> None:
     ],
 )
 def test_bad_input_is_rejected_naming_the_field(
-    plane: ControlPlane, spec: dict[str, object], field: str
+    refusing_plane: ControlPlane, spec: dict[str, object], field: str
 ) -> None:
+    plane = refusing_plane
     response = plane.api.post("/v1/jobs", json=spec)
     assert response.status_code == 400, response.text
     error = response.json()["error"]

@@ -55,14 +55,6 @@ def start_idle_job(plane: ControlPlane, tmp_path: Path, name: str = "idle") -> P
 
 
 @pytest.fixture(scope="module")
-def shared_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
-    """One control plane for the tests that exec in, attach to or look for pods of jobs of
-    names of their own, and change nothing else: the module starts one, not one each."""
-    with running(ControlPlane(tmp_path_factory.mktemp("exec") / "home")) as cp:
-        yield cp
-
-
-@pytest.fixture(scope="module")
 def idle(shared_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The job ``idle`` running on ``shared_plane`` (started once: the commands exec'd in
     it leave its pods as they were); its ranks' process groups are in this file + .RANK."""

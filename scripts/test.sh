@@ -3,7 +3,8 @@
 # loopback, and run the whole test suite. Arguments are passed to pytest.
 #
 # The suite runs in PHALANX_TEST_WORKERS processes (pytest-xdist, a test file per process
-# at a time, so a module's shared control plane starts once); the default, 3, is more than
+# at a time, so a module's shared control plane starts once, the files that start processes
+# handed out first); the default, 3, is more than
 # a 2-core machine's cores because most tests wait on processes and HTTP. 0 runs it in
 # this one process.
 #
@@ -24,9 +25,17 @@ if ! command -v mpirun >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
     openmpi-bin libopenmpi-dev) >/dev/null 2>&1 || echo "could not install OpenMPI" >&2
 fi
+# The install is redone only when what it reads changes (setup.py, pyproject.toml, these
+# requirements), as scripts/extras.sh's venvs are: pip's no-op resolve of the test extra
+# takes tens of seconds on a busy 2-core machine, and the suite waits for it.
+requirements=(-e '.[test]' torch==2.13.0)
+install_digest=$(cat setup.py pyproject.toml <(printf "%s\n" "${requirements[@]}") | sha256sum | cut -d' ' -f1)
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-"$venv/bin/python" -m pip install -q --upgrade pip >/dev/null
-"$venv/bin/python" -m pip install -q -e '.[test]' torch==2.13.0
+if [ "$(cat "$venv/.phalanx-test-digest" 2>/dev/null)" != "$install_digest" ]; then
+  "$venv/bin/python" -m pip install -q --upgrade pip >/dev/null
+  "$venv/bin/python" -m pip install -q "${requirements[@]}"
+  echo "$install_digest" > "$venv/.phalanx-test-digest"
+fi
 # shellcheck source=scripts/postgres.sh
 source scripts/postgres.sh
 # shellcheck source=scripts/chromium.sh
@@ -57,7 +66,10 @@ if [ $# -eq 0 ]; then
   side=$!
   trap 'kill "$side" 2>/dev/null || true' INT TERM
 fi
-"$venv/bin/python" -m pytest -q -n "$workers" --dist loadfile "$@" || status=$?
+# Files are handed out in the order tests/conftest.py gives them (the slow directories'
+# first), not xdist's (the files with the most tests first).
+"$venv/bin/python" -m pytest -q -n "$workers" --dist loadfile --no-loadscope-reorder "$@" \
+  || status=$?
 if [ -n "$side" ]; then
   echo "--- the compiled core's tests and scripts/extras.sh"
   wait "$side" || status=$?

@@ -147,6 +147,25 @@ def plane(tmp_path: Path) -> Iterator[ControlPlane]:
         yield cp
 
 
+@pytest.fixture(scope="module")
+def shared_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    """One control plane for a module's tests whose jobs have names of their own and change
+    nothing else (no configuration, no restart of the plane): the module starts one instead
+    of one per test."""
+    with running(ControlPlane(tmp_path_factory.mktemp("shared") / "home")) as cp:
+        yield cp
+
+
+@pytest.fixture(scope="module")
+def refusing_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    """One control plane for a module's tests whose every request is refused (or only
+    reads): nothing is ever accepted on it, so each of them finds it as fresh as its own,
+    and the module starts one instead of one per test. A test that submits a job that is
+    accepted takes ``plane``."""
+    with running(ControlPlane(tmp_path_factory.mktemp("refusing") / "home")) as cp:
+        yield cp
+
+
 def py_job(name: str, code: str, replicas: int = 1, **extra: Any) -> dict[str, Any]:
     """A job whose pods run a Python snippet."""
     pod_set = {

@@ -19,10 +19,11 @@ from tests.terminal import run_on_terminal
 
 pytestmark = pytest.mark.slow
 
-# Writes its process group where the test can read it, then idles until stopped.
+# Writes its process group where the test can read it, then idles until stopped (by its
+# control plane's fixture, which kills the pods it left: an hour is only a cap).
 IDLE = ("import os, time; path = os.environ['PGID_FILE'] + '.' + os.environ['RANK'];"
         " open(path + '.tmp', 'w').write(str(os.getpgid(0))); os.rename(path + '.tmp', path);"
-        " time.sleep(120)")
+        " time.sleep(3600)")
 
 
 def phalanx(plane: ControlPlane, *args: str, stdin: bytes | None = None,
@@ -53,8 +54,16 @@ def start_idle_job(plane: ControlPlane, tmp_path: Path, name: str = "idle") -> P
     return pgid_file
 
 
-def test_exec_runs_in_the_pods_environment_and_group(plane: ControlPlane, tmp_path: Path) -> None:
-    pgid_file = start_idle_job(plane, tmp_path)
+@pytest.fixture(scope="module")
+def idle(shared_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The job ``idle`` running on ``shared_plane`` (started once: the commands exec'd in
+    it leave its pods as they were); its ranks' process groups are in this file + .RANK."""
+    return start_idle_job(shared_plane, tmp_path_factory.mktemp("idle"))
+
+
+def test_exec_runs_in_the_pods_environment_and_group(shared_plane: ControlPlane,
+                                                     idle: Path) -> None:
+    plane, pgid_file = shared_plane, idle
     done = phalanx(plane, "exec", "idle", "--pod", "1", "--", "sh", "-c",
                    "echo $GREETING; echo $PHALANX_POD_NAME; ps -o pgid= -p $$")
     assert done.returncode == 0, done.stderr
@@ -67,8 +76,8 @@ def test_exec_runs_in_the_pods_environment_and_group(plane: ControlPlane, tmp_pa
     assert plane.job("idle")["status"] == "Running"
 
 
-def test_exec_returns_the_exit_code_and_stderr(plane: ControlPlane, tmp_path: Path) -> None:
-    start_idle_job(plane, tmp_path)
+def test_exec_returns_the_exit_code_and_stderr(shared_plane: ControlPlane, idle: Path) -> None:
+    plane = shared_plane
     done = phalanx(plane, "exec", "idle", "--", "sh", "-c", "echo oops >&2; exit 7")
     assert done.returncode == 7
     assert done.stderr.decode().strip() == "oops" and done.stdout == b""
@@ -77,16 +86,16 @@ def test_exec_returns_the_exit_code_and_stderr(plane: ControlPlane, tmp_path: Pa
     assert "cannot start 'no-such-command-here'" in missing.stderr.decode()
 
 
-def test_exec_passes_stdin_with_i(plane: ControlPlane, tmp_path: Path) -> None:
-    start_idle_job(plane, tmp_path)
+def test_exec_passes_stdin_with_i(shared_plane: ControlPlane, idle: Path) -> None:
+    plane = shared_plane
     done = phalanx(plane, "exec", "idle", "-i", "--", "sh", "-c", "tr a-z A-Z; exit 3",
                    stdin=b"piped through the pod\n")
     assert done.returncode == 3, done.stderr
     assert done.stdout == b"PIPED THROUGH THE POD\n"
 
 
-def test_exec_it_gives_an_interactive_terminal(plane: ControlPlane, tmp_path: Path) -> None:
-    start_idle_job(plane, tmp_path)
+def test_exec_it_gives_an_interactive_terminal(shared_plane: ControlPlane, idle: Path) -> None:
+    plane = shared_plane
     code, text = run_on_terminal(
         [sys.executable, "-m", "phalanx.cli", "exec", "idle", "-it", "--", "sh", "-i"],
         {**os.environ, **cli_env(plane)}, b"tty; echo $GREETING; exit 5\n")
@@ -94,7 +103,8 @@ def test_exec_it_gives_an_interactive_terminal(plane: ControlPlane, tmp_path: Pa
     assert "/dev/pts/" in text and "hello from the pod" in text
 
 
-def test_exec_needs_a_running_pod(plane: ControlPlane) -> None:
+def test_exec_needs_a_running_pod(shared_plane: ControlPlane) -> None:
+    plane = shared_plane
     plane.submit(py_job("quick", "print('done')"))
     plane.wait_for("quick", "Succeeded")
     done = phalanx(plane, "exec", "quick", "--", "true")
@@ -104,8 +114,8 @@ def test_exec_needs_a_running_pod(plane: ControlPlane) -> None:
     assert unknown.returncode != 0 and "nobody" in unknown.stderr.decode()
 
 
-def test_exec_route_needs_the_token(plane: ControlPlane, tmp_path: Path) -> None:
-    start_idle_job(plane, tmp_path)
+def test_exec_route_needs_the_token(shared_plane: ControlPlane, idle: Path) -> None:
+    plane = shared_plane
     url = cli_env(plane)["PHALANX_URL"].replace("http://", "ws://")
     with pytest.raises(InvalidStatus) as refused:
         connect(f"{url}/v1/jobs/idle/exec?command=true", proxy=None)
@@ -113,7 +123,8 @@ def test_exec_route_needs_the_token(plane: ControlPlane, tmp_path: Path) -> None
     assert json.loads(refused.value.response.body)["error"]["field"] == "Authorization"
 
 
-def test_attach_follows_the_pods_output(plane: ControlPlane) -> None:
+def test_attach_follows_the_pods_output(shared_plane: ControlPlane) -> None:
+    plane = shared_plane
     code = "import time\nfor i in range(3):\n    print('tick', i, flush=True); time.sleep(0.3)"
     plane.submit(py_job("ticker", code))
     plane.wait_for("ticker", "Running", "Succeeded")

@@ -14,6 +14,10 @@ from tests.e2e.conftest import ControlPlane, apply_one_cpu_queue, example_job, p
 
 pytestmark = pytest.mark.slow
 
+# Tests whose jobs have names of their own, end (or are cancelled) within the test and
+# change no configuration share the module's control plane (``shared_plane``); those that
+# list every job, apply queues or restart the plane start their own (``plane``).
+
 
 def test_gang_runs_to_success_with_logs_and_events(plane: ControlPlane) -> None:
     code = "import os; print('rank', os.environ['RANK'], 'of', os.environ['WORLD_SIZE'])"
@@ -32,7 +36,8 @@ def test_gang_runs_to_success_with_logs_and_events(plane: ControlPlane) -> None:
     assert [j["name"] for j in listed] == ["two"]
 
 
-def test_hello_gang_example_meets_at_barrier(plane: ControlPlane) -> None:
+def test_hello_gang_example_meets_at_barrier(shared_plane: ControlPlane) -> None:
+    plane = shared_plane
     plane.submit(example_job("hello-gang.yaml"))
     job = plane.wait_for("hello-gang", "Succeeded", "Failed", timeout=90)
     assert job["status"] == "Succeeded", plane.logs("hello-gang")
@@ -49,8 +54,9 @@ FAIL_FIRST_ATTEMPT = (
 
 
 def test_failing_rank_fails_gang_and_restarts_within_budget(
-    plane: ControlPlane, tmp_path: Path
+    shared_plane: ControlPlane, tmp_path: Path
 ) -> None:
+    plane = shared_plane
     pidfile = tmp_path / "rank0.pid"
     spec = py_job("flaky", FAIL_FIRST_ATTEMPT, replicas=2,
                   pod_set={"env": {"PIDFILE": str(pidfile)}},
@@ -65,7 +71,8 @@ def test_failing_rank_fails_gang_and_restarts_within_budget(
     assert not psutil.pid_exists(int(pidfile.read_text()))
 
 
-def test_restart_budget_spent_fails_the_job(plane: ControlPlane) -> None:
+def test_restart_budget_spent_fails_the_job(shared_plane: ControlPlane) -> None:
+    plane = shared_plane
     plane.submit(py_job("broken", "import sys; sys.exit(7)", restart={"maxRestarts": 1,
                                                                        "backoff": "100ms"}))
     job = plane.wait_for("broken", "Failed", timeout=30)
@@ -81,7 +88,8 @@ TREE = (
 )
 
 
-def test_cancel_kills_the_whole_process_tree(plane: ControlPlane, tmp_path: Path) -> None:
+def test_cancel_kills_the_whole_process_tree(shared_plane: ControlPlane, tmp_path: Path) -> None:
+    plane = shared_plane
     pidfile = tmp_path / "pids"
     plane.submit(py_job("tree", TREE, pod_set={"env": {"PIDFILE": str(pidfile)}}))
     plane.wait_for("tree", "Running")
@@ -140,7 +148,8 @@ def test_control_plane_restart_readopts_running_pods(plane: ControlPlane, tmp_pa
     assert "finished" in plane.logs("survivor")
 
 
-def test_follow_streams_logs_while_running(plane: ControlPlane) -> None:
+def test_follow_streams_logs_while_running(shared_plane: ControlPlane) -> None:
+    plane = shared_plane
     code = "import time\nfor i in range(3):\n    print('tick', i, flush=True); time.sleep(1)\n"
     plane.submit(py_job("ticker", code))
     seen: list[tuple[float, str]] = []
@@ -152,16 +161,18 @@ def test_follow_streams_logs_while_running(plane: ControlPlane) -> None:
     assert seen[-1][0] - seen[0][0] > 1.0  # lines arrived as they were written
 
 
-def test_max_runtime_fails_the_job(plane: ControlPlane) -> None:
+def test_max_runtime_fails_the_job(shared_plane: ControlPlane) -> None:
+    plane = shared_plane
     plane.submit(py_job("slow", "import time; time.sleep(60)", maxRuntime="1s"))
     job = plane.wait_for("slow", "Failed", timeout=30)
     assert "maxRuntime" in job["message"]
     assert "DeadlineExceeded" in [e["reason"] for e in job["events"]]
 
 
-def test_requests_without_the_token_are_refused(plane: ControlPlane) -> None:
+def test_requests_without_the_token_are_refused(refusing_plane: ControlPlane) -> None:
     import httpx
 
+    plane = refusing_plane
     url = str(plane.api.base_url)
     for headers in ({}, {"Authorization": "Bearer wrong"}):
         response = httpx.get(url + "/v1/jobs", headers=headers)
@@ -183,8 +194,9 @@ def test_requests_without_the_token_are_refused(plane: ControlPlane) -> None:
     ],
 )
 def test_bad_input_is_rejected_naming_the_field(
-    plane: ControlPlane, spec: dict[str, object], field: str
+    refusing_plane: ControlPlane, spec: dict[str, object], field: str
 ) -> None:
+    plane = refusing_plane
     response = plane.api.post("/v1/jobs", json=spec)
     assert response.status_code == 400, response.text
     error = response.json()["error"]
@@ -194,7 +206,8 @@ def test_bad_input_is_rejected_naming_the_field(
     assert plane.api.get("/v1/jobs").json()["items"] == []
 
 
-def test_duplicate_name_conflicts_and_keeps_the_first(plane: ControlPlane) -> None:
+def test_duplicate_name_conflicts_and_keeps_the_first(shared_plane: ControlPlane) -> None:
+    plane = shared_plane
     plane.submit(py_job("dup", "print(1)"))
     response = plane.api.post("/v1/jobs", json=py_job("dup", "print(2)"))
     assert response.status_code == 409

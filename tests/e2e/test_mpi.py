@@ -13,6 +13,8 @@ import pytest
 
 from tests.e2e.conftest import ControlPlane, example_job
 
+# The tests share one control plane (their jobs have names of their own and end before
+# the next test starts); a test's agents-left check covers the earlier tests' jobs too.
 pytestmark = [
     pytest.mark.slow,
     # CI installs OpenMPI (scripts/test.sh): there a missing mpirun fails the tests.
@@ -34,7 +36,8 @@ def agents_of(plane: ControlPlane) -> list[psutil.Process]:
     return found
 
 
-def test_allreduce_example_sums_right_on_every_rank(plane: ControlPlane) -> None:
+def test_allreduce_example_sums_right_on_every_rank(shared_plane: ControlPlane) -> None:
+    plane = shared_plane
     plane.submit(example())
     job = plane.wait_for("mpi-allreduce", "Succeeded", "Failed", timeout=120)
     logs = plane.logs("mpi-allreduce")
@@ -53,7 +56,8 @@ def test_allreduce_example_sums_right_on_every_rank(plane: ControlPlane) -> None
                 if str(plane.home) in " ".join(p.info.get("cmdline") or [])]
 
 
-def test_failing_mpi_program_fails_the_job_as_the_users(plane: ControlPlane) -> None:
+def test_failing_mpi_program_fails_the_job_as_the_users(shared_plane: ControlPlane) -> None:
+    plane = shared_plane
     spec = example()
     spec["name"] = "mpi-fails"
     spec["podSets"][0]["command"] = [
@@ -68,7 +72,8 @@ def test_failing_mpi_program_fails_the_job_as_the_users(plane: ControlPlane) -> 
     assert job["attempt"] == 1 and job["exitCode"] not in (None, 0), job
 
 
-def test_slots_come_from_nproc_per_node(plane: ControlPlane) -> None:
+def test_slots_come_from_nproc_per_node(shared_plane: ControlPlane) -> None:
+    plane = shared_plane
     spec = example()
     spec["name"] = "mpi-slots"
     spec["podSets"][0]["command"] = ["mpirun", "python", "mpi_allreduce.py"]
@@ -84,11 +89,12 @@ def test_slots_come_from_nproc_per_node(plane: ControlPlane) -> None:
 
 
 def test_workers_still_running_when_the_launcher_succeeds_get_a_graceful_stop(
-    plane: ControlPlane,
+    shared_plane: ControlPlane,
 ) -> None:
     """The launcher leaves a process running in the worker pod that writes a marker on
     SIGTERM: the job succeeds, and the worker's pod is stopped with SIGTERM and the
     job's grace (a SIGKILL would leave no marker)."""
+    plane = shared_plane
     marker = plane.home / "worker-got-sigterm"
     # Started through Phalanx's rsh agent, in the worker pod's process group, outliving
     # the command that started it, as an orted left behind would.

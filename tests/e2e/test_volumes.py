@@ -103,8 +103,9 @@ def test_shm_emptydir_hostpath_and_checkpoints_in_the_pods(
      "the plane's directory"),
 ])
 def test_what_the_plane_cannot_honour_is_refused_at_submit(
-        plane: ControlPlane, volume: dict[str, Any], mount_path: str, field: str,
+        refusing_plane: ControlPlane, volume: dict[str, Any], mount_path: str, field: str,
         words: str) -> None:
+    plane = refusing_plane
     mount_path = str(plane.home) if mount_path == "HOME" else mount_path
     spec = py_job("refused", "print(1)", volumes=[volume],
                   pod_set={"mounts": [{"name": "v", "mountPath": mount_path}]})

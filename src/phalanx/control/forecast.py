@@ -19,9 +19,10 @@ A running job that outlived every similar run is expected to run as long again. 
 no history, a default run time stands in and the estimate says it is a guess.
 
 The cost is bounded: at most ``max_cycles`` cycles, ``max_starts`` admissions and
-``max_seconds`` of wall time; ends close together share a cycle (within
-``RELATIVE_STEP`` of the time looked ahead), so the cycles grow with the logarithm of
-the horizon, not with the number of jobs. Jobs the run did not reach are "unknown".
+``max_seconds`` of wall time, bounds a normal queue stays far below; ends close together
+share a cycle (within ``RELATIVE_STEP`` of the time looked ahead), so the cycles grow
+with the logarithm of the horizon, not with the number of jobs. Jobs the run did not
+reach are "unknown".
 """
 
 from __future__ import annotations
@@ -155,9 +156,12 @@ def _rank(count: int, quantile: float) -> int:
 
 @dataclass(frozen=True, slots=True)
 class Limits:
-    max_cycles: int = 400
-    max_starts: int = 5_000
-    max_seconds: float = 1.0  # of wall time
+    """A forecast's bounds, against a runaway, not for a normal queue: 10,000 pending jobs
+    on 5,000 nodes take about 100 cycles (``benchmarks.estimate``)."""
+
+    max_cycles: int = 5_000
+    max_starts: int = 100_000
+    max_seconds: float = 15.0  # of wall time
 
 
 # (job view, seconds it has run) -> its expected run in all
@@ -176,16 +180,17 @@ def forecast(snapshot: SchedulerSnapshot, now: float, expected: Expected,
     """Every pending job of ``snapshot``: its position and estimated start (epoch seconds,
     on the clock of ``now``). Runs end after ``expected``; reservations in the run forward
     count on ``reserve`` (the live scheduler's run times; default ``expected``)."""
-    with _collector_paused():
+    with collector_paused():
         return _forecast(snapshot, now, expected, limits, clock, reserve)
 
 
 @contextmanager
-def _collector_paused() -> Iterator[None]:
-    """The garbage collector waits until the forecast ends. A forecast builds a scheduler
-    of every job and keeps nearly all it allocates to the end, so the collector's passes
-    would find nothing to free and cost about a tenth of the run. (If another thread
-    pauses it meanwhile, as a cycle does, whoever paused it first turns it back on.)"""
+def collector_paused() -> Iterator[None]:
+    """The garbage collector waits until the block ends. A forecast (or a replay) builds a
+    scheduler of every job and keeps what it allocates to the end or frees it by reference
+    counts, so the collector's passes over that large state would free nothing and cost a
+    tenth of a forecast, a third of a replay. (If another thread pauses it meanwhile, as a
+    cycle does, whoever paused it first turns it back on.)"""
     enabled = gc.isenabled()
     gc.disable()
     try:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from phalanx.control.forecast import (
@@ -234,3 +236,52 @@ def test_reservations_in_the_forecast_count_on_the_reserve_run_times() -> None:
     apart = forecast(scheduler.snapshot(), t0 + 60, typical, reserve=cautious)
     assert apart["big"].starts_at == pytest.approx(t0 + H)
     assert apart["small"].starts_at == pytest.approx(t0 + H + 600)
+
+
+def test_history_answers_from_the_latest_runs_after_each_new_one() -> None:
+    history = RunHistory(kept=3)
+    for seconds in (100.0, 200.0, 300.0):
+        history.add("ann", "default", "train-1", seconds)
+    assert history.percentile("ann", "default", "train-9", 1.0) == 300.0
+    assert history.beyond("ann", "default", "train-9", 150.0, 0.5) == 200.0
+    history.add("ann", "default", "train-4", 50.0)  # pushes out 100 s; asked again at once
+    assert history.percentile("ann", "default", "train-9", 0.0) == 50.0
+    assert history.beyond("ann", "default", "train-9", 250.0, 0.5) == 300.0
+    assert history.beyond("ann", "default", "train-9", 400.0) == 300.0  # all outlived
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_a_forecast_leaves_the_garbage_collector_as_it_found_it(enabled: bool) -> None:
+    import gc
+
+    scheduler = Scheduler(_config(), [_node()])
+    scheduler.submit(_job("running", 4, "1h"), priority=0, submitted_at=1000.0)
+    scheduler.cycle(1000.0)
+    scheduler.submit(_job("waiting", 4, "1h"), priority=0, submitted_at=1001.0)
+    was = gc.isenabled()
+    try:
+        (gc.enable if enabled else gc.disable)()
+        estimates = forecast(scheduler.snapshot(), 1060.0,
+                             lambda v, e: expected_run(v.spec.max_runtime, None, e))
+        assert gc.isenabled() is enabled
+    finally:
+        (gc.enable if was else gc.disable)()
+    assert estimates["waiting"].starts_at == pytest.approx(1000.0 + H)
+
+
+def test_a_long_forecast_spaces_out_the_next(tmp_path: Path) -> None:
+    from phalanx.control.estimates import StartForecaster
+    from phalanx.control.state import ControlState
+    from phalanx.store import Store
+
+    config, nodes = _config(), [_node()]
+    scheduler = Scheduler(config, nodes)
+    for i in range(3):
+        scheduler.submit(_job(f"w-{i}", 4, "1h"), priority=0, submitted_at=1000.0 + i)
+    state = ControlState(Store(f"sqlite:///{tmp_path / 'jobs.db'}"), scheduler, config, nodes)
+    forecaster = StartForecaster(state, interval=0.001, pace=1e6)
+    assert forecaster._period() == 0.001  # nothing forecast yet
+    assert forecaster.update(force=True)
+    assert set(state.estimates) == {"w-0", "w-1", "w-2"}
+    assert forecaster.cost > 0
+    assert forecaster._period() == 1e6 * forecaster.cost  # the pace, not the interval

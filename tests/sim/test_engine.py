@@ -338,3 +338,21 @@ def test_reserve_after_that_no_job_reaches_changes_no_decision(two_nodes: list[N
     plain = simulate(config(one_queue_yaml()), two_nodes, jobs)
     late = simulate(config(one_queue_yaml()), two_nodes, jobs, reserve_after=86400.0)
     assert late.fingerprint() == plain.fingerprint()
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_a_replay_leaves_the_garbage_collector_as_it_found_it(two_nodes: list[Node],
+                                                               enabled: bool) -> None:
+    """The replay pauses the collector (its passes over the scheduler's state free
+    nothing) and gives it back as it was, with the same result either way."""
+    import gc
+
+    was = gc.isenabled()
+    try:
+        (gc.enable if enabled else gc.disable)()
+        result = simulate(config(one_queue_yaml("BestEffortFIFO")), two_nodes,
+                          trace(FOUR_JOBS), "phalanx")
+        assert gc.isenabled() is enabled
+    finally:
+        (gc.enable if was else gc.disable)()
+    assert times(result) == {"j1": (0, 100), "j2": (100, 150), "j3": (20, 50), "j4": (50, 90)}

@@ -1,6 +1,7 @@
 """The live control plane's estimated starts: a forecast in the background, off the lock.
 
-Every ``interval`` seconds the forecaster looks whether the stored state changed (the
+Every ``interval`` seconds (after a forecast that took long, ``pace`` times its cost) the
+forecaster looks whether the stored state changed (the
 state's ``generation``, bumped by every write) or ``refresh`` seconds went by (running
 jobs age, which moves the estimates of those that outlive theirs). If so it copies the
 scheduler under the state's lock (``Scheduler.snapshot``: references, no deep copy),
@@ -29,6 +30,7 @@ from phalanx.store import Store
 
 log = logging.getLogger("phalanx.estimates")
 HISTORY_LOADED = 5000  # finished jobs read from the store at start
+PACE = 3.0  # the pause after a forecast, in multiples of its cost: at most a quarter of a core
 
 
 def load_history(state: ControlState, store: Store, limit: int = HISTORY_LOADED) -> None:
@@ -46,17 +48,21 @@ class StartForecaster(Periodic):
     _log = log
 
     def __init__(self, state: ControlState, *, interval: float = 5.0, refresh: float = 30.0,
-                 limits: Limits = Limits()) -> None:
+                 limits: Limits = Limits(), pace: float = PACE) -> None:
         super().__init__()
         self.state = state
         self.interval = interval
         self.refresh = refresh
         self.limits = limits
+        self.pace = pace
+        self.cost = 0.0  # wall seconds of the latest forecast
         self._generation = -1
         self._last = 0.0
 
     def _period(self) -> float:
-        return self.interval
+        # A forecast of a long queue takes seconds: the next waits ``pace`` times as long, so
+        # estimating never takes more than a share of the machine, however busy the queue.
+        return max(self.interval, self.pace * self.cost)
 
     def _pass(self) -> None:
         self.update()
@@ -83,9 +89,11 @@ class StartForecaster(Periodic):
         def reserve(view: JobView, elapsed: float) -> RunTime:
             return expected(view, elapsed, RESERVE_QUANTILE)
 
+        began = time.monotonic()
         estimates = forecast(snapshot, now, expected, self.limits, reserve=reserve)
         state.estimates = estimates
         self._last = time.monotonic()
+        self.cost = self._last - began
         self._observe(estimates, list(snapshot.config.cluster_queues), now)
         return True
 

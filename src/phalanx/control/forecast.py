@@ -19,22 +19,27 @@ A running job that outlived every similar run is expected to run as long again. 
 no history, a default run time stands in and the estimate says it is a guess.
 
 The cost is bounded: at most ``max_cycles`` cycles, ``max_starts`` admissions and
-``max_seconds`` of wall time; ends close together share a cycle (within
-``RELATIVE_STEP`` of the time looked ahead), so the cycles grow with the logarithm of
-the horizon, not with the number of jobs. Jobs the run did not reach are "unknown".
+``max_seconds`` of the forecasting thread's CPU time (on a busy machine a forecast
+takes longer, not less far), bounds a normal queue stays far below; ends close together
+share a cycle (within ``RELATIVE_STEP`` of the time looked ahead), so the cycles grow
+with the logarithm of the horizon, not with the number of jobs. Jobs the run did not
+reach are "unknown".
 """
 
 from __future__ import annotations
 
 import bisect
+import gc
 import heapq
 import math
 import re
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import lru_cache
 
 from phalanx.scheduler import JobView, Scheduler, SchedulerSnapshot
 from phalanx.spec.status import EstimateBasis, StartEstimate
@@ -52,6 +57,7 @@ _STRENGTH = {EstimateBasis.FREE: 0, EstimateBasis.MAX_RUNTIME: 1, EstimateBasis.
 _TAIL = re.compile(r"[-_.](?:\d+|(?=[0-9a-f]*\d)[0-9a-f]{5,})$")
 
 
+@lru_cache(maxsize=1 << 16)  # a forecast asks once per job it admits, a replay per finish
 def name_prefix(name: str) -> str:
     """The kind of run a job's name says: without trailing ``-<digits>`` or ``-<hash>``
     parts (``train-7b-0042`` -> ``train-7b``, ``sweep-3f9a2c1-12`` -> ``sweep``)."""
@@ -86,6 +92,9 @@ class RunHistory:
     def __init__(self, kept: int = HISTORY_KEPT) -> None:
         self.kept = kept
         self._runs: dict[tuple[str, str, str], deque[float]] = {}
+        # Each kind's run times in order, until its next run: a forecast asks for the same
+        # few kinds once per job it admits.
+        self._ordered: dict[tuple[str, str, str], list[float]] = {}
         self._lock = threading.Lock()
 
     def add(self, user: str, queue: str, name: str, seconds: float) -> None:
@@ -97,11 +106,19 @@ class RunHistory:
             if runs is None:
                 runs = self._runs[key] = deque(maxlen=self.kept)
             runs.append(seconds)
+            self._ordered.pop(key, None)
 
     def _sorted(self, user: str, queue: str, name: str) -> list[float] | None:
+        """The kind's run times in order (shared: callers only read it); None: none."""
+        key = (user, queue, name_prefix(name))
         with self._lock:
-            runs = self._runs.get((user, queue, name_prefix(name)))
-            return sorted(runs) if runs else None
+            ordered = self._ordered.get(key)
+            if ordered is None:
+                runs = self._runs.get(key)
+                if not runs:
+                    return None
+                ordered = self._ordered[key] = sorted(runs)
+            return ordered
 
     def percentile(self, user: str, queue: str, name: str,
                    quantile: float = PERCENTILE) -> float | None:
@@ -118,8 +135,10 @@ class RunHistory:
         ordered = self._sorted(user, queue, name)
         if ordered is None:
             return None
-        longer = ordered[bisect.bisect_right(ordered, elapsed):]
-        return _quantile(longer, quantile) if longer else ordered[-1]
+        first = bisect.bisect_right(ordered, elapsed)  # the runs longer than elapsed
+        if first == len(ordered):
+            return ordered[-1]
+        return ordered[first + _rank(len(ordered) - first, quantile)]
 
     def expected(self, user: str, spec_name: str, queue: str, max_runtime: float | None,
                  elapsed: float = 0.0, quantile: float = PERCENTILE) -> RunTime:
@@ -128,14 +147,22 @@ class RunHistory:
 
 
 def _quantile(ordered: list[float], quantile: float) -> float:
-    return ordered[min(len(ordered) - 1, max(0, math.ceil(quantile * len(ordered)) - 1))]
+    return ordered[_rank(len(ordered), quantile)]
+
+
+def _rank(count: int, quantile: float) -> int:
+    """The index of the ``quantile`` of ``count`` ordered values (nearest rank)."""
+    return min(count - 1, max(0, math.ceil(quantile * count) - 1))
 
 
 @dataclass(frozen=True, slots=True)
 class Limits:
-    max_cycles: int = 400
-    max_starts: int = 5_000
-    max_seconds: float = 1.0  # of wall time
+    """A forecast's bounds, against a runaway, not for a normal queue: 10,000 pending jobs
+    on 5,000 nodes take about 100 cycles (``benchmarks.estimate``)."""
+
+    max_cycles: int = 5_000
+    max_starts: int = 100_000
+    max_seconds: float = 10.0  # of CPU time (the thread's)
 
 
 # (job view, seconds it has run) -> its expected run in all
@@ -149,11 +176,34 @@ class _Start:
 
 
 def forecast(snapshot: SchedulerSnapshot, now: float, expected: Expected,
-             limits: Limits = Limits(), *, clock: Callable[[], float] = time.perf_counter,
+             limits: Limits = Limits(), *, clock: Callable[[], float] = time.thread_time,
              reserve: Expected | None = None) -> dict[str, StartEstimate]:
     """Every pending job of ``snapshot``: its position and estimated start (epoch seconds,
     on the clock of ``now``). Runs end after ``expected``; reservations in the run forward
     count on ``reserve`` (the live scheduler's run times; default ``expected``)."""
+    with collector_paused():
+        return _forecast(snapshot, now, expected, limits, clock, reserve)
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """The garbage collector waits until the block ends. A forecast (or a replay) builds a
+    scheduler of every job and keeps what it allocates to the end or frees it by reference
+    counts, so the collector's passes over that large state would free nothing and cost a
+    tenth of a forecast, a third of a replay. (If another thread pauses it meanwhile, as a
+    cycle does, whoever paused it first turns it back on.)"""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _forecast(snapshot: SchedulerSnapshot, now: float, expected: Expected, limits: Limits,
+              clock: Callable[[], float], reserve: Expected | None
+              ) -> dict[str, StartEstimate]:
     counted = expected if reserve is None else reserve
     deadline = clock() + limits.max_seconds
     scheduler = Scheduler(snapshot.config, snapshot.nodes)
@@ -187,6 +237,7 @@ def forecast(snapshot: SchedulerSnapshot, now: float, expected: Expected,
         heapq.heappush(ends, (end, seq, name, basis))
     waiting = set(pending)
     starts: dict[str, _Start] = {}
+    fresh: dict[str, RunTime] = {}  # per job admitted in the forecast, its expected run
     weakest = EstimateBasis.FREE
     t = now
     cycles = 0
@@ -200,10 +251,12 @@ def forecast(snapshot: SchedulerSnapshot, now: float, expected: Expected,
             waiting.discard(name)
             if name in pending and name not in starts:
                 starts[name] = _Start(t, weakest)
-            run = expected(views[name], 0.0)
+            planned = fresh.get(name)
+            if planned is None:  # (a run time from the start is the same at every admission)
+                planned = fresh[name] = expected(views[name], 0.0)
             seq += 1
             run_of[name] = seq
-            heapq.heappush(ends, (t + run.seconds, seq, name, run.basis))
+            heapq.heappush(ends, (t + planned.seconds, seq, name, planned.basis))
         for p in result.preemptions:
             scheduler.requeue(p.victim)  # stopped at once, as the simulator does
             run_of.pop(p.victim, None)
@@ -258,19 +311,22 @@ def _estimates(snapshot: SchedulerSnapshot, views: dict[str, JobView], pending: 
         for i, (_, _, _, name) in enumerate(ranked, 1):
             cohort_position[name] = i
     out: dict[str, StartEstimate] = {}
+    unknown = (f"unknown: more than {len(starts)} jobs start before it" if starts
+               else "unknown: nothing expected to end makes room for it")
+    messages = {basis: basis_message(basis) for basis in _STRENGTH}
     for name, pos in position.items():
         start = starts.get(name)
         if start is None:
-            out[name] = StartEstimate(
-                position=pos, cohort_position=cohort_position.get(name),
-                basis=EstimateBasis.UNKNOWN, computed_at=now,
-                message=f"unknown: more than {len(starts)} jobs start before it"
-                if starts else "unknown: nothing expected to end makes room for it")
+            out[name] = StartEstimate.model_construct(
+                position=pos, cohort_position=cohort_position.get(name), starts_at=None,
+                basis=EstimateBasis.UNKNOWN, guess=False, computed_at=now,
+                message=unknown)
             continue
-        out[name] = StartEstimate(
+        # Built without validation (valid by construction): one per pending job.
+        out[name] = StartEstimate.model_construct(
             position=pos, cohort_position=cohort_position.get(name), starts_at=start.at,
             basis=start.basis, guess=start.basis is EstimateBasis.NO_HISTORY,
-            computed_at=now, message=basis_message(start.basis))
+            computed_at=now, message=messages[start.basis])
     return out
 
 

@@ -53,7 +53,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from phalanx.control.forecast import RunHistory
+from phalanx.control.forecast import RunHistory, collector_paused
 from phalanx.control.lifecycle import deadline_at, restart_decision
 from phalanx.errors import SpecError
 from phalanx.scheduler import Scheduler
@@ -209,6 +209,10 @@ class Simulator:
 
     # ------------------------------------------------------------------ the run
     def run(self) -> SimResult:
+        with collector_paused():
+            return self._run()
+
+    def _run(self) -> SimResult:
         started = time.perf_counter()
         scheduler = Scheduler(self.config, self.nodes.values())
         scheduler.set_fair_sharing(self.policy.fair_sharing)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import re
 from decimal import Decimal, InvalidOperation
+from functools import lru_cache
 from typing import cast
 
 from phalanx.errors import SpecError
@@ -120,6 +121,7 @@ _DISPLAY_BINARY = ("Ei", "Pi", "Ti", "Gi", "Mi", "Ki")
 _DISPLAY_DECIMAL = ("E", "P", "T", "G", "M", "k")
 
 
+@lru_cache(maxsize=256)  # a handful of resource names, asked for in every reason text
 def counts_bytes(resource: str) -> bool:
     """Whether ``resource`` is an amount of bytes (memory, storage, huge pages)."""
     name = resource.removeprefix("requests.").removeprefix("limits.")
@@ -142,6 +144,9 @@ def _scaled(number: Decimal, suffixes: tuple[str, ...], table: dict[str, Decimal
     return number, ""
 
 
+# The scheduler words a reason for every job it turns down in every cycle, with the same few
+# amounts again and again: a replay asks for hundreds of thousands.
+@lru_cache(maxsize=1 << 12)
 def format_amount(millis: int, resource: str = "") -> str:
     """A quantity as a person writes it, for tables, pages and messages.
 

@@ -103,10 +103,6 @@ class QueuePending:
         self.strict_head = ""
         self.strict_serial = 0
 
-    def head(self) -> Workload | None:
-        """The queue's first job in priority and submission order."""
-        return self.ordered[0][2].wls[0] if self.ordered else None
-
     def place(self, cls: PendingClass) -> None:
         """Put ``cls`` (not in the order) where its head goes."""
         insort(self.ordered, (cls.keys[0], cls.serial, cls))

@@ -33,7 +33,7 @@ from phalanx.scheduler.preemption.dominance import BlockStamp, Frontier
 from phalanx.scheduler.preemption.preemptor import Outcome
 from phalanx.scheduler.preemption.waiting import PreemptedCapacity, WaitingPreemptor
 from phalanx.scheduler.provisioning_cycle import place_ready, try_hold
-from phalanx.scheduler.queue import PendingClass, QueuePending
+from phalanx.scheduler.queue import OrderedClass, PendingClass, QueuePending
 from phalanx.scheduler.reasons import (
     QUEUED,
     node_reason,
@@ -59,37 +59,90 @@ from phalanx.scheduler.workload import FR, Workload
 ADMITTED, PREEMPTING, FAILED, HELD = "admitted", "preempting", "failed", "held"
 
 
+def blocked_at(cls: PendingClass, tree_now: int, node_now: int) -> bool:
+    """Whether ``cls`` is still blocked at these capacity versions (``PendingClass.blocked``)."""
+    stamp = cls.blocked
+    if stamp is None:
+        return False
+    tree_v, node_v = stamp
+    if tree_v is not None and tree_v != tree_now:
+        return False
+    return node_v is None or node_v == node_now
+
+
 @dataclass(slots=True)
 class QueueTurn:
     """A ClusterQueue during one cycle: its classes in order, each with its cursor (the
-    members skipped, ``PendingClass.cursor``: a class has one turn a cycle)."""
+    members skipped, ``PendingClass.cursor``: a class has one turn a cycle).
+
+    The classes come from the queue's order as it was when the cycle started (``order``,
+    walked from ``pos``), merged with those already looked at whose cursor moved on
+    (``heap``). A class blocked at the versions the cycle started with (``tree_now``,
+    ``node_now``; a StrictFIFO queue skips none, ``skip_blocked``) is passed over: it is
+    as if the order had been filtered at the start, with no sort and no heap of every
+    class."""
 
     info: QueueInfo
     pending: QueuePending
-    heap: list[tuple[tuple[int, float, int], int, PendingClass]] = field(default_factory=list)
+    order: list[OrderedClass]
+    skip_blocked: bool
+    tree_now: int
+    node_now: int
+    pos: int = 0
+    heap: list[OrderedClass] = field(default_factory=list)
     done: bool = False
     frontier: Frontier | None = None  # the queue's failures in this cycle
+
+    def __post_init__(self) -> None:
+        self.advance()
+
+    def advance(self) -> None:
+        """Move ``pos`` to the next class of ``order`` that is not blocked."""
+        order, pos = self.order, self.pos
+        end = len(order)
+        if self.skip_blocked:
+            tree_now, node_now = self.tree_now, self.node_now
+            while pos < end and blocked_at(order[pos][2], tree_now, node_now):
+                pos += 1
+        if pos < end:
+            order[pos][2].cursor = 0  # a cycle starts every class at its head
+        self.pos = pos
 
     def push(self, cls: PendingClass) -> None:
         start = cls.cursor
         if start < len(cls.keys):
             heapq.heappush(self.heap, (cls.keys[start], cls.serial, cls))
 
-    def start(self, classes: list[PendingClass]) -> None:
-        """The classes' heads, all at once (a cycle starts with every cursor at 0)."""
-        heap: list[tuple[tuple[int, float, int], int, PendingClass]] = []
-        for cls in classes:
-            cls.cursor = 0
-            if cls.keys:
-                heap.append((cls.keys[0], cls.serial, cls))
-        heapq.heapify(heap)
-        self.heap = heap
+    def _heap_first(self) -> bool:
+        """Whether the next class comes from ``heap`` rather than ``order`` (there is one)."""
+        heap = self.heap
+        if self.pos >= len(self.order):
+            return True
+        if not heap:
+            return False
+        first, entry = heap[0], self.order[self.pos]
+        return first[0] < entry[0] or (first[0] == entry[0] and first[1] < entry[1])
+
+    def top(self) -> PendingClass | None:
+        if self._heap_first():
+            return self.heap[0][2] if self.heap else None
+        return self.order[self.pos][2]
+
+    def pop(self) -> PendingClass:
+        if self._heap_first():
+            return heapq.heappop(self.heap)[2]
+        cls = self.order[self.pos][2]
+        self.pos += 1
+        self.advance()
+        return cls
+
+    def clear(self) -> None:
+        self.heap = []
+        self.pos = len(self.order)
 
     def peek(self) -> Workload | None:
-        if not self.heap:
-            return None
-        cls = self.heap[0][2]
-        return cls.wls[cls.cursor]
+        cls = self.top()
+        return None if cls is None else cls.wls[cls.cursor]
 
 
 class Cycle:
@@ -306,41 +359,33 @@ class Cycle:
         return (tree_v, None)
 
     def still_blocked(self, info: QueueInfo, cls: PendingClass) -> bool:
-        stamp = cls.blocked
-        if stamp is None:
-            return False
+        return blocked_at(cls, self.tree_now(info), self.st.node_free_version)
+
+    @staticmethod
+    def tree_now(info: QueueInfo) -> int:
+        """The version of the queue's tree that its blocked classes' stamps are compared to."""
         tree = info.node.tree
-        tree_now = tree.any_version if info.can_preempt else tree.free_version
-        tree_v, node_v = stamp
-        if tree_v is not None and tree_v != tree_now:
-            return False
-        return node_v is None or node_v == self.st.node_free_version
+        return tree.any_version if info.can_preempt else tree.free_version
 
     # ------------------------------------------------------------------ admission loop
     def admit_loop(self) -> None:
         st = self.st
         turns: list[tuple[GlobalKey, int, QueueTurn]] = []
         stopped: list[tuple[PendingClass, PendingReason]] = []
+        # Stopped LocalQueues: their classes are passed over (few configurations have any).
+        closed = {name for name, lq in st.config.local_queues.items()
+                  if lq.stop_policy != "None"}
+        node_now = st.node_free_version
         for index, name in enumerate(sorted(st.queues.queues)):
             pending = st.queues.queues[name]
             if not pending.count:
                 continue
             info = st.infos[name]
-            turn = QueueTurn(info, pending)
-            ready: list[PendingClass] = []
-            cq_open = info.stop_policy == "None"
-            for cls in pending.classes.values():
-                if not (cq_open and self.local_queue_open(cls.key[0])):  # type: ignore[arg-type]
-                    lq = st.config.local_queues.get(cls.key[0])  # type: ignore[call-overload]
-                    if info.stop_policy != "None":
-                        why = stopped_reason("ClusterQueue", name, info.stop_policy)
-                    else:
-                        assert lq is not None
-                        why = stopped_reason("LocalQueue", lq.name, lq.stop_policy)
-                    stopped.append((cls, why))
-                elif info.strict or not self.still_blocked(info, cls):
-                    ready.append(cls)
-            turn.start(ready)
+            order = pending.ordered
+            if info.stop_policy != "None" or closed:
+                order = self.open_classes(info, pending, closed, stopped)
+            turn = QueueTurn(info, pending, list(order), not info.strict, self.tree_now(info),
+                             node_now)
             head = self.next_head(turn)
             if head is not None:
                 turns.append((self.global_key(head, info), index, turn))
@@ -362,6 +407,25 @@ class Cycle:
         for cls, why in stopped:
             self.class_reason(cls, why)
 
+    def open_classes(self, info: QueueInfo, pending: QueuePending, closed: set[str],
+                     stopped: list[tuple[PendingClass, PendingReason]]) -> list[OrderedClass]:
+        """The queue's classes in order, less those of a stopped ClusterQueue or LocalQueue,
+        which are added to ``stopped`` with their reason."""
+        st = self.st
+        shut: set[int] = set()
+        for cls in pending.classes.values():
+            local_queue: str = cls.key[0]  # type: ignore[assignment]
+            if info.stop_policy != "None":
+                why = stopped_reason("ClusterQueue", pending.name, info.stop_policy)
+            elif local_queue in closed:
+                lq = st.config.local_queues[local_queue]
+                why = stopped_reason("LocalQueue", lq.name, lq.stop_policy)
+            else:
+                continue
+            stopped.append((cls, why))
+            shut.add(cls.serial)
+        return [entry for entry in pending.ordered if entry[1] not in shut]
+
     def next_head(self, turn: QueueTurn) -> Workload | None:
         """The queue's next head that needs a real evaluation (None: the queue is done).
         Heads settled on the way change no capacity, so they are done at once, out of the
@@ -374,14 +438,14 @@ class Cycle:
         """Deal with the queue's current head if that takes no evaluation: it already holds
         capacity, or a failure of its own queue in this cycle settles its class. Neither
         depends on other queues, so it may be done at any point of the cycle."""
-        if not turn.heap:
+        cls = turn.top()
+        if cls is None:
             return False
-        cls = turn.heap[0][2]
         start = cls.cursor
         wl = cls.wls[start]
         info = turn.info
         if wl.name in self.st.waiting:  # has a hold already; the rest of its class goes on
-            heapq.heappop(turn.heap)
+            turn.pop()
             cls.cursor = start + 1
             if info.strict:
                 self.block_strict(turn, wl)
@@ -392,7 +456,7 @@ class Cycle:
         settled = frontier.match(wl) if frontier is not None else None
         if settled is None:
             return False
-        heapq.heappop(turn.heap)
+        turn.pop()
         cls.blocked = settled.stamp  # it fits no sooner than the job that settles it
         cls.reason, cls.settled, cls.reason_serial = None, (wl, settled), self.st.tick_reason()
         if info.strict:
@@ -401,7 +465,7 @@ class Cycle:
 
     def step(self, turn: QueueTurn) -> None:
         """Try the queue's current head (one ``settle`` has turned down); advance its class."""
-        cls = heapq.heappop(turn.heap)[2]
+        cls = turn.pop()
         start = cls.cursor
         wl = cls.wls[start]
         info = turn.info
@@ -438,7 +502,7 @@ class Cycle:
     def block_strict(self, turn: QueueTurn, head: Workload) -> None:
         """StrictFIFO: everything behind a head that cannot go waits for it."""
         turn.done = True
-        turn.heap = []
+        turn.clear()
         why = strict_fifo_reason(turn.info.name, head.name, self.st.reason_of(head))
         pending = turn.pending
         pending.strict_reason, pending.strict_head = why, head.name

@@ -7,11 +7,15 @@ such jobs sorted by (priority, submission time); a cycle looks at a class's head
 and, when it fails, records the capacity versions it failed at so the whole class
 is skipped until one of them moves. Order inside a ClusterQueue is priority, then
 submission time (Kueue's BestEffortFIFO and StrictFIFO order).
+
+Each ClusterQueue keeps its classes sorted by head (``QueuePending.ordered``), updated as
+jobs arrive and leave, as Kueue's queue manager keeps a heap per ClusterQueue: a cycle
+walks that order instead of sorting every pending class again.
 """
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left, bisect_right, insort
 
 from phalanx.scheduler.preemption.dominance import BlockStamp, Failure, settled_reason
 from phalanx.scheduler.types import PendingReason
@@ -40,21 +44,26 @@ class PendingClass:
         # the sentence is written when it is (``latest_reason``).
         self.settled: tuple[Workload, Failure] | None = None
 
-    def add(self, wl: Workload) -> None:
-        """Insert; a new head unblocks the class (it must be looked at again)."""
+    def add(self, wl: Workload) -> bool:
+        """Insert; a new head unblocks the class (it must be looked at again). True when
+        ``wl`` is the new head."""
         key = wl.order_key
         i = bisect_right(self.keys, key)
         self.keys.insert(i, key)
         self.wls.insert(i, wl)
         if not i:
             self.blocked = None
+        return not i
 
-    def discard(self, wl: Workload) -> None:
+    def discard(self, wl: Workload) -> bool:
+        """Remove; True when ``wl`` was the head."""
         key = wl.order_key
         i = bisect_left(self.keys, key)
         if i < len(self.keys) and self.keys[i] == key:
             del self.keys[i]
             del self.wls[i]
+            return not i
+        return False
 
     def latest_reason(self) -> PendingReason | None:
         """The class's latest reason, its sentence written now if it was settled."""
@@ -73,22 +82,37 @@ class PendingClass:
         return len(self.keys)
 
 
+# A class in its queue's order: (its head's order key, its serial, the class).
+OrderedClass = tuple[OrderKey, int, PendingClass]
+
+
 class QueuePending:
     """The pending jobs of one ClusterQueue."""
 
-    __slots__ = ("classes", "count", "name", "strict_head", "strict_reason", "strict_serial")
+    __slots__ = ("classes", "count", "name", "ordered", "strict_head", "strict_reason",
+                 "strict_serial")
 
     def __init__(self, name: str) -> None:
         self.name = name
         self.classes: dict[tuple[object, ...], PendingClass] = {}
+        # The classes by head, then serial (keys never tie: a job is in one class).
+        self.ordered: list[OrderedClass] = []
         self.count = 0
         # StrictFIFO: the reason of everyone behind a head that cannot go, and that head.
         self.strict_reason: PendingReason | None = None
         self.strict_head = ""
         self.strict_serial = 0
 
-    def ordered_classes(self) -> list[PendingClass]:
-        return sorted(self.classes.values(), key=lambda c: (c.keys[0], c.serial))
+    def place(self, cls: PendingClass) -> None:
+        """Put ``cls`` (not in the order) where its head goes."""
+        insort(self.ordered, (cls.keys[0], cls.serial, cls))
+
+    def unplace(self, head: OrderKey, cls: PendingClass) -> None:
+        """Take ``cls``, whose head was ``head``, out of the order."""
+        ordered = self.ordered
+        i = bisect_left(ordered, (head, cls.serial))
+        assert ordered[i][2] is cls
+        del ordered[i]
 
 
 class QueueManager:
@@ -112,7 +136,11 @@ class QueueManager:
         if cls is None:
             self._serial += 1
             cls = q.classes[key] = PendingClass(key, q.name, self._serial)
-        cls.add(wl)
+        old_head = cls.keys[0] if cls.keys else None
+        if cls.add(wl):
+            if old_head is not None:
+                q.unplace(old_head, cls)
+            q.place(cls)
         self._class_of[wl.name] = cls
         q.count += 1
 
@@ -125,7 +153,11 @@ class QueueManager:
         if cls is None:
             return
         q = self.queues[cls.cluster_queue]
-        cls.discard(wl)
+        head = cls.keys[0] if cls.keys else None
+        if cls.discard(wl) and head is not None:
+            q.unplace(head, cls)
+            if cls.keys:
+                q.place(cls)
         q.count -= 1
         if not cls.keys:
             del q.classes[cls.key]

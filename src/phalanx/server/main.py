@@ -266,8 +266,9 @@ def serve(
             "no --pod-api-url: job pods are told the API is at %s, which they may not reach "
             "(the deploy values pass the Service's URL)", pods_url(host, real_port))
 
-    def build() -> _Leader:
-        """The control plane proper: what a lone server runs, and a replica once it leads."""
+    def build(term: int | None = None) -> _Leader:
+        """The control plane proper: what a lone server runs, and a replica once it leads
+        (under ``term``: its local plane refuses to act for an older one)."""
         auth = Authenticator(home, IdentityStore(store), token_ttl=token_ttl)
         timers = PlaneTimers(worker_grace=worker_grace, worker_lost_after=worker_lost_after)
         check_timers(timers)
@@ -277,7 +278,8 @@ def serve(
             # in-process Kubernetes plane's objects stay untagged, as they always were).
             plane.add(LOCAL_PLANE, make_plane(compute, home, {**(plane_options or {}),
                                                               **more_plane_options},
-                                              control_plane=control_plane_id(home)),
+                                              control_plane=control_plane_id(home),
+                                              term=term),
                       qualify=False)
         logs = LogStore.for_home(home)
         planes = PlaneRegistry(plane, PlaneStore(store), timers=timers, logs=logs)
@@ -375,7 +377,7 @@ def _run_alone(leader: _Leader, sock: socket.socket, server_file: Path,
         lock.close()
 
 
-def _run_replica(build: Callable[[], _Leader],
+def _run_replica(build: Callable[[int], _Leader],
                  build_reads: Callable[[Callable[[], str | None]], FollowerReads],
                  sock: socket.socket, server_file: Path, info: dict[str, object],
                  store: Store, lock: IO[str], url: str, lease_seconds: float,
@@ -386,7 +388,7 @@ def _run_replica(build: Callable[[], _Leader],
     def lead(fence: Fence) -> None:
         store.fence = fence  # before anything is built: every write from now on is fenced
         try:
-            leader = build()
+            leader = build(fence.term)
             _write_server_file(server_file, {**info, "term": fence.term})
             leader.controller.start()
         except Exception as exc:

@@ -110,8 +110,13 @@ def _trial(replicas: list[Replica], token: str, trial: int, burst: int, clients:
         deadline = time.monotonic() + max(600.0, burst * 0.5)
         statuses: dict[str, str] = {}
         while time.monotonic() < deadline:
-            statuses = {r.name: r.status.value for r in client.list(limit=None)
-                        if r.name.startswith(f"k{trial}-")}
+            try:
+                statuses = {r.name: r.status.value for r in client.list(limit=None)
+                            if r.name.startswith(f"k{trial}-")}
+            except PhalanxError as exc:  # every replica restarting at once: ask again
+                console.print(f"  listing the jobs failed, trying again: {exc.message}")
+                time.sleep(1.0)
+                continue
             if all(statuses.get(n) in TERMINAL for n in acknowledged):
                 break
             time.sleep(0.5)

@@ -2,9 +2,10 @@
 
 Starts N replicas (default 3) of ``phalanx up --ha`` on one PostgreSQL database and, in each
 trial, sends a burst of gang submits from several clients (each given every replica's URL)
-and kills the leader with SIGKILL once a third of the burst is acknowledged, while the
-first gangs run; the killed replica comes back as a follower (as its supervisor would
-restart it). Once every acknowledged job has ended, the trial counts:
+and kills the leader with SIGKILL once a third of the burst is acknowledged and a pod
+runs (waiting up to a minute for one), while the first gangs run; the killed replica comes
+back as a follower (as its supervisor would restart it). Once every acknowledged job has
+ended, the trial counts:
 
 - acknowledged submits that are not in the store (lost),
 - acknowledged jobs that did not succeed (every job must finish, and succeed),
@@ -51,6 +52,7 @@ TERMINAL = {"Succeeded", "Failed", "Cancelled"}
 MARK = ('echo "$PHALANX_ATTEMPT" >> "$MARKS/$PHALANX_POD_NAME"; sleep "$POD_SECONDS"; '
         'touch "$MARKS/$PHALANX_POD_NAME.ended"')
 ENDED = ".ended"
+RUNNING_WAIT_SECONDS = 60.0  # for a pod to run once a third of the burst is acknowledged
 
 
 def _gang(name: str, marks: Path, pods: int, seconds: float) -> dict[str, Any]:
@@ -96,6 +98,10 @@ def _trial(replicas: list[Replica], token: str, trial: int, burst: int, clients:
     for thread in threads:
         thread.start()
     while len(acknowledged) < burst // 3 and any(t.is_alive() for t in threads):
+        time.sleep(0.01)
+    # The kill lands among running gangs: wait (a while at most) for a pod to be running.
+    running_by = time.monotonic() + RUNNING_WAIT_SECONDS
+    while not _running(marks) and time.monotonic() < running_by:
         time.sleep(0.01)
     assert leader.proc is not None
     running_at_kill = _running(marks)

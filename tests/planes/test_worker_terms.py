@@ -19,9 +19,10 @@ from pathlib import Path
 import pytest
 
 from phalanx.compute.simulated import SimulatedPlane
+from phalanx.compute.terms import TermGate
 from phalanx.spec.planes import DesiredState
 from phalanx.spec.resources import Node
-from phalanx.worker.agent import TERM_FILE, TermGate, Worker, WorkerOptions
+from phalanx.worker.agent import TERM_FILE, Worker, WorkerOptions
 from phalanx.worker.client import PlaneClient
 from tests.planes.harness import wait_until
 from tests.planes.test_worker_converge import wanted
@@ -122,7 +123,7 @@ def test_a_desired_state_of_an_older_term_is_not_acted_on(
         poller.join(10)
     assert _running(plane) == {("kept", 1), ("later", 1)}
     # Kept across a restart of the worker: the term it acted on is in its state directory.
-    assert (tmp_path / TERM_FILE).read_text().strip() == "2"
+    assert TermGate(tmp_path / TERM_FILE).term == 2
     restarted = TermGate(tmp_path / TERM_FILE)
     assert not restarted.admits(1)
     assert restarted.admits(2) and restarted.admits(None)

@@ -60,6 +60,7 @@ def make_plane(
     plane_name: str | None = None,
     control_plane: str | None = None,
     fence_after: float | None = None,
+    term: int | None = None,
     **more: object,
 ) -> ComputePlane:
     """Build the compute plane ``serve`` or a worker drives; only its own modules load.
@@ -69,7 +70,8 @@ def make_plane(
     describe how it runs (``PlaneRequest``): ``lease``, the lease file whose lapse stops the
     local plane's pods (a worker's, ``compute/lease.py``); ``plane_name`` and
     ``control_plane``, a worker's plane and the control plane's identity; ``fence_after``,
-    the worker's, to which a Kubernetes plane scales the fence around its pods.
+    the worker's, to which a Kubernetes plane scales the fence around its pods; ``term``, the
+    leading replica's (``compute/terms.py``).
     """
     info = compute_plane(compute)
     options = {**(options or {}), **more}
@@ -77,7 +79,8 @@ def make_plane(
     builder = cast(PlaneBuilder, imported(info.build))
     given = {k: v for k, v in options.items() if v is not None}
     return builder(PlaneRequest(home=home, options=given, lease=lease, plane_name=plane_name,
-                                control_plane=control_plane, fence_after=fence_after))
+                                control_plane=control_plane, fence_after=fence_after,
+                                term=term))
 
 
 def plane_lease(plane: ComputePlane, lease_file: Path, holder: str,

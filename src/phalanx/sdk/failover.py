@@ -32,7 +32,7 @@ IDEMPOTENCY_HEADER = "Idempotency-Key"  # a submit sent again under it makes no 
 IDEMPOTENT = frozenset({"GET", "HEAD", "PUT", "DELETE", "OPTIONS"})
 MAX_REDIRECTS = 3
 ELECTION_WAIT_SECONDS = 30.0
-_PAUSE = 0.25  # between rounds of the URLs while no replica leads
+_PAUSE = 0.1  # between rounds of the URLs while no replica leads
 URLS_FIX = "write one URL, or several separated by commas: http://a:7780,http://b:7780"
 
 

@@ -47,6 +47,7 @@ from phalanx.defaults import (
     tighten_state_dir,
 )
 from phalanx.errors import Conflict, SpecError
+from phalanx.lazy import imported
 from phalanx.server.app import MAX_BODY_BYTES, create_app
 from phalanx.server.auth import BOOTSTRAP_USER, TOKEN_TTL, Authenticator
 from phalanx.server.jobkeys import JobKeys
@@ -266,8 +267,9 @@ def serve(
             "no --pod-api-url: job pods are told the API is at %s, which they may not reach "
             "(the deploy values pass the Service's URL)", pods_url(host, real_port))
 
-    def build() -> _Leader:
-        """The control plane proper: what a lone server runs, and a replica once it leads."""
+    def build(term: int | None = None) -> _Leader:
+        """The control plane proper: what a lone server runs, and a replica once it leads
+        (under ``term``: its local plane refuses to act for an older one)."""
         auth = Authenticator(home, IdentityStore(store), token_ttl=token_ttl)
         timers = PlaneTimers(worker_grace=worker_grace, worker_lost_after=worker_lost_after)
         check_timers(timers)
@@ -277,7 +279,8 @@ def serve(
             # in-process Kubernetes plane's objects stay untagged, as they always were).
             plane.add(LOCAL_PLANE, make_plane(compute, home, {**(plane_options or {}),
                                                               **more_plane_options},
-                                              control_plane=control_plane_id(home)),
+                                              control_plane=control_plane_id(home),
+                                              term=term),
                       qualify=False)
         logs = LogStore.for_home(home)
         planes = PlaneRegistry(plane, PlaneStore(store), timers=timers, logs=logs)
@@ -319,6 +322,9 @@ def serve(
         auth.attempts = controller.service.running_attempt
         app = api(controller, auth, logs, WorkdirStore.for_home(home), dashboard=False,
                   leader_url=leader_url)
+        # What leading would import first, imported now: the compute plane's modules.
+        with contextlib.suppress(ImportError):  # (an extra missing: leading says so)
+            imported(compute_plane(compute).build)
         return FollowerReads(app, auth.reload_standing)
 
     server_file = home / SERVER_FILE
@@ -375,7 +381,7 @@ def _run_alone(leader: _Leader, sock: socket.socket, server_file: Path,
         lock.close()
 
 
-def _run_replica(build: Callable[[], _Leader],
+def _run_replica(build: Callable[[int], _Leader],
                  build_reads: Callable[[Callable[[], str | None]], FollowerReads],
                  sock: socket.socket, server_file: Path, info: dict[str, object],
                  store: Store, lock: IO[str], url: str, lease_seconds: float,
@@ -385,8 +391,9 @@ def _run_replica(build: Callable[[], _Leader],
 
     def lead(fence: Fence) -> None:
         store.fence = fence  # before anything is built: every write from now on is fenced
+        began = time.monotonic()
         try:
-            leader = build()
+            leader = build(fence.term)
             _write_server_file(server_file, {**info, "term": fence.term})
             leader.controller.start()
         except Exception as exc:
@@ -395,7 +402,10 @@ def _run_replica(build: Callable[[], _Leader],
             return
         led.append(leader)
         front.lead(leader.app)
-        logging.getLogger("phalanx").info("leading (term %d) at %s", fence.term, url)
+        # The time a takeover costs beyond the lease: what to cut, if anything.
+        logging.getLogger("phalanx").info("leading (term %d) at %s (control plane built and "
+                                          "started in %.2f s)", fence.term, url,
+                                          time.monotonic() - began)
 
     elector = Elector(store, url, lease_seconds, on_lead=lead, on_lost=exit_lost,
                       leases=leases)

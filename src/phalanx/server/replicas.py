@@ -1,7 +1,7 @@
 """Several replicas of the control plane on one store: the election and the front door.
 
 ``phalanx up --ha`` starts a replica. Each listens at once, and an ``Elector`` thread
-watches the store's lease (``store/leases.py``): a follower reads it every 0.2 s (or third
+watches the store's lease (``store/leases.py``): a follower reads it every 0.1 s (or third
 of the lease, if shorter) without a lock and contends for it once it is free or expired,
 the leader renews it every third of the lease. The one that holds it leads: it sets the
 store's fence to its term, builds the control plane (store, planes, loop, routes: what a
@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Protocol
 from urllib.parse import quote
 
+import anyio
 from anyio import to_thread
 from fastapi import FastAPI
 from fastapi.routing import APIRoute
@@ -52,11 +53,16 @@ RETRY_AFTER_SECONDS = 1
 # A follower reads the lease (a plain read, no lock) this often, and contends for it only
 # once it is free or has run out: a released lease is taken within this, and the leader's
 # fenced writes never wait on a follower's look.
-FOLLOWER_POLL_SECONDS = 0.2
+FOLLOWER_POLL_SECONDS = 0.1
 STORE_RETRY_SECONDS = 1.0
 # At a planned stop, the writes already under way get this long to finish before the
 # leader stops its loop and releases the lease (new writes are refused from the start).
 HANDOVER_DRAIN_SECONDS = 3.0
+# A replica that holds the lease and is still building its control plane holds a request
+# this long for it (checking every BUILDING_POLL_SECONDS) rather than answer 503 at once:
+# the client would wait a round of its URLs and a pause before sending it again.
+BUILDING_WAIT_SECONDS = 10.0
+BUILDING_POLL_SECONDS = 0.01
 READS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
@@ -292,12 +298,23 @@ class ReplicaApp:
         while self.writes_in_flight and time.monotonic() < deadline:
             time.sleep(0.01)
 
+    async def _built(self) -> ASGIApp | None:
+        """The control plane's app, once built, if this replica holds the lease and is
+        building it now (waiting up to ``BUILDING_WAIT_SECONDS``); else None at once."""
+        deadline = time.monotonic() + BUILDING_WAIT_SECONDS
+        while self.leader_app is None and self.elector.fence is not None \
+                and not self.stepping_down and time.monotonic() < deadline:
+            await anyio.sleep(BUILDING_POLL_SECONDS)
+        return self.leader_app
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
             await _lifespan(receive, send)
             return
         path = scope.get("path", "")
         app = self.leader_app
+        if app is None and path not in ("/readyz", "/healthz"):
+            app = await self._built()
         writes = scope.get("method", "GET") not in READS or scope["type"] == "websocket"
         if self.stepping_down and (writes or path == "/readyz"):
             # Nothing of the request was done: any client may send it again elsewhere.

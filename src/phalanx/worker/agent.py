@@ -31,7 +31,7 @@ from pathlib import Path
 
 from phalanx.compute.base import AttemptSecrets, ComputePlane, PodCredential, PodState
 from phalanx.compute.lease import PlaneLease, fence_grace, fence_step, lost_after_needed
-from phalanx.defaults import replace_private
+from phalanx.compute.terms import TermGate
 from phalanx.errors import Conflict, PhalanxError, SpecError
 from phalanx.scheduler.types import Admission
 from phalanx.spec.base import validate
@@ -98,31 +98,6 @@ class _Contact:
     last: float = field(default_factory=time.monotonic)
     fenced: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)
-
-
-class TermGate:
-    """The highest leader's term the worker has acted on, kept in its state directory
-    across restarts: a desired state of an older term (a replica that led, was paused or
-    cut off, and answers a poll before it finds it no longer leads) is not acted on."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        try:
-            self.term = int(path.read_text().strip() or 0)
-        except (FileNotFoundError, ValueError):
-            self.term = 0
-
-    def admits(self, term: int | None) -> bool:
-        """Whether a desired state of ``term`` may be acted on; a newer term is kept (None:
-        a lone control plane, which has no terms)."""
-        if term is None:
-            return True
-        if term < self.term:
-            return False
-        if term > self.term:
-            replace_private(self.path, f"{term}\n", self.path.with_suffix(".tmp"))
-            self.term = term
-        return True
 
 
 def pod_report(pod: PodState) -> PodReport:

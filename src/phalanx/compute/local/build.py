@@ -33,7 +33,7 @@ def build(request: PlaneRequest) -> LocalPlane:
                        run_as=None if uids is not None else pod_user_for(run_as_user),
                        max_pods=DEFAULT_MAX_PODS if max_pods is None else max_pods,
                        lease=request.lease, pod_uids=uids,
-                       control_plane=request.control_plane)
+                       control_plane=request.control_plane, term=request.term)
     interval = cast(float, request.option("health_interval") or 0.0)
     if interval > 0:
         local.start_doctor(interval, site_dir=cast(Path | None, request.option("site_checks")))

@@ -7,6 +7,8 @@
   system; "OOMKilled" when a SIGKILL coincides with an OOM kill in the pod's memory cgroup.
 - stopped after ``terminate()`` was asked for: "Terminated", no failure (it was wanted).
 - stopped by the lease fence (its worker gone or cut off): "Fenced", system.
+- not started by its supervisor, the start coming from a replica that no longer leads
+  (an older term): "Refused", system.
 - the supervisor gone without an exit record: "Lost", system; "DiskFull" when the disk it
   writes the pod's log and exit record to has no space left (or the record says so).
 """
@@ -24,6 +26,7 @@ from phalanx.compute.base import FailureKind, PodPhase
 # closed pipe): its own failure, not the system's.
 LOST = "Lost"
 FENCED = "Fenced"
+REFUSED = "Refused"
 DISK_FULL = "DiskFull"
 # Below this many free bytes, the disk of a pod's log counts as full: a supervisor that
 # left no exit record could not write it.
@@ -75,6 +78,8 @@ def outcome_of(
         return Outcome(PodPhase.FAILED, "Terminated", None, code, sig, finished)
     if record.get("fenced"):
         return Outcome(PodPhase.FAILED, FENCED, "system", code, sig, finished)
+    if record.get("refused"):
+        return Outcome(PodPhase.FAILED, REFUSED, "system", code, sig, finished)
     if record.get("errorKind") == "system":
         reason = DISK_FULL if _NO_SPACE in str(record.get("error", "")) else "StartError"
         return Outcome(PodPhase.FAILED, reason, "system", code, sig, finished)

@@ -99,7 +99,8 @@ from phalanx.compute.local.uids import AttemptUids, UidRange
 from phalanx.compute.local.users import PodUser
 from phalanx.compute.local.volumes import LocalVolumes
 from phalanx.compute.local.workdirs import PodWorkdirs
-from phalanx.errors import NotFound, SpecError
+from phalanx.compute.terms import TermGate
+from phalanx.errors import Conflict, NotFound, SpecError
 from phalanx.health import Doctor
 from phalanx.health.stale import DoctorWatch
 from phalanx.kinds import framework_of
@@ -122,6 +123,9 @@ CONTROL_PLANE_PREFIX = "PHALANX_"
 GIT_KEYS_DIR = "git-keys"  # under the state directory: a git source's key, during a clone
 # The reason of pods waiting for a uid of their own (--pod-uids exhausted).
 WAITING_FOR_UID = "WaitingForPodUid"
+# Under the state directory: the newest term of a leading replica that acted on the pods
+# (``compute/terms.py``); the replicas' planes and the pods' supervisors refuse older ones.
+TERM_GATE = "plane-term"
 
 
 def _home_identity(home: Path) -> str:
@@ -168,6 +172,7 @@ class LocalPlane(MachineNode, ComputePlane):
         pod_uids: UidRange | None = None,
         control_plane: str | None = None,
         workdirs: WorkdirStore | None = None,
+        term: int | None = None,
     ) -> None:
         """Pods' output goes to ``logs`` (default: the state directory's).
 
@@ -182,6 +187,11 @@ class LocalPlane(MachineNode, ComputePlane):
         whose tag keys the directories pods share outside the state directory (default:
         one derived from ``home``), so two control planes on one machine never meet there.
         ``workdirs``: the archives of jobs' ``workdir`` (default: the state directory's).
+        ``term``: the term of the leading replica that drives it (None: a lone control
+        plane). It is kept in the state directory (``plane-term``) before the pods on disk
+        are read, and every start and stop carries it: this plane, and each pod's
+        supervisor, refuse one older than the newest kept, so a replica that led before
+        and was paused starts and stops nothing once another leads.
         """
         if pod_uids is not None and run_as is not None:
             raise SpecError("--run-as-user and --pod-uids both say whom pods run as",
@@ -207,6 +217,15 @@ class LocalPlane(MachineNode, ComputePlane):
         self.lease = lease
         self._node = NodeTable([machine_node(self.node_name, self.gpus, max_pods)],
                                self._nodes_changed)
+        self.term = term
+        self.terms = TermGate(self.home / TERM_GATE)
+        # Kept before the pods on disk are read: a start of an older term that got past its
+        # supervisor's check was recorded before, so it is adopted below; any later one
+        # is refused.
+        if not self.terms.admits(term):
+            raise Conflict(f"the local plane was driven under term {self.terms.term} since "
+                           f"this replica took the lead under term {term}", field="term",
+                           fix="nothing to do: this replica no longer leads; it follows")
         self._state = StateDir(self.home / "pods")
         shared = pod_uids is not None or (run_as is not None and run_as.uid != os.getuid())
         tag = control_plane_tag(control_plane or _home_identity(self.home))
@@ -288,7 +307,8 @@ class LocalPlane(MachineNode, ComputePlane):
         """
         self.check_job(job)
         with self._lock:
-            if (job.name, attempt) in self._attempts:
+            if (job.name, attempt) in self._attempts or self._refused(f"launch of {job.name} "
+                                                                      f"attempt {attempt}"):
                 return
             now = time.time()
             self._refresh(now)  # pods that ended since the last look give their GPUs back
@@ -334,7 +354,7 @@ class LocalPlane(MachineNode, ComputePlane):
         """
         with self._lock:
             current = self._attempts.get((job, attempt))
-            if current is None:
+            if current is None or self._refused(f"stop of {job} attempt {attempt}"):
                 return
             now = time.time()
             deadline = now + max(0.0, grace_seconds)
@@ -359,6 +379,8 @@ class LocalPlane(MachineNode, ComputePlane):
     def forget(self, job: str, attempt: int) -> None:
         """Drop the attempt's bookkeeping (its logs stay); kills any pod still running."""
         with self._lock:
+            if self._refused(f"removal of {job} attempt {attempt}"):
+                return
             current = self._attempts.pop((job, attempt), None)
             if current is not None:
                 now = time.time()
@@ -564,8 +586,18 @@ class LocalPlane(MachineNode, ComputePlane):
             log.info("%s attempt %d got uid %d", record.job, record.attempt, owner.uid)
             self._start_all(current, launches, owner)
 
+    def _refused(self, what: str) -> bool:
+        """Whether ``what`` is refused: another replica has driven the pods under a newer
+        term than this plane's (said in the log, and nothing is done)."""
+        refusal = self.terms.refusal(self.term, what)
+        if refusal is not None:
+            log.warning("%s", refusal)
+        return refusal is not None
+
     def _start(self, current: _Attempt, pod: _Pod, launch: PodLaunch) -> None:
         ref = pod.plan.ref
+        if self._refused(f"start of pod {ref.name}"):  # its supervisor would refuse it too
+            return
         log_file = self.logs.path(ref.job, ref.name)
         exit_file = StateDir.exit_file(current.directory, ref.name)
         pid, stdin = procs.spawn_session([*SHIM_COMMAND, str(exit_file)], self._supervisor_env)
@@ -585,6 +617,7 @@ class LocalPlane(MachineNode, ComputePlane):
             "logMaxBytes": self.logs.rotation.max_bytes, "logKeep": self.logs.rotation.keep,
             "cpus": list(launch.cpus),
             "lease": str(self.lease) if self.lease is not None else None,
+            "term": self.term, "termGate": str(self.terms.path),
             **launch.namespace,
         }
         try:

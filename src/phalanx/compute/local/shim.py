@@ -24,6 +24,11 @@ supervisor reads it every LEASE_POLL seconds and stops the command (SIGTERM to i
 group, SIGKILL after the grace the lease file gives, else FENCE_GRACE) once it lapsed:
 the fence that keeps a rank from running on two clusters when the worker was killed or
 cut off. The exit record then says ``fenced``.
+When the plane acts for a leading replica, the pod carries the replica's term and the
+gate's directory (``compute/terms.py``): just before starting the command the supervisor
+refuses a term older than the newest a replica has acted on (a replica that led, was
+paused, and resumed mid-launch after another took the lead), says so in the pod's log and
+writes an exit record that says ``refused``, and runs nothing.
 A pod with mounts or a ``shm`` size gets a mount namespace of its own (``mountns.py``),
 made by the supervisor before the command starts, so the command and ``phalanx exec``
 see the pod's volumes; the pod's emptyDirs are removed once the command has ended.
@@ -44,7 +49,7 @@ import sys
 import threading
 import time
 from types import ModuleType
-from typing import Any
+from typing import Any, cast
 
 ATTEMPT_HEADER = "=== attempt {attempt} ===\n"
 # Bookkeeping and logs are the control plane's, owner-only (phalanx.defaults says the same;
@@ -60,6 +65,9 @@ LOGFILE = os.path.join(_PACKAGE, "store", "logfile.py")
 RELAY = os.path.join(_PACKAGE, "relay.py")
 # A pod's own mount namespace (its volumes, its /dev/shm), beside this file.
 MOUNTNS = os.path.join(_PACKAGE, "compute", "local", "mountns.py")
+# The leader's term gate (phalanx/compute/terms.py, standard library only): a start from a
+# replica that no longer leads is refused.
+TERMS = os.path.join(_PACKAGE, "compute", "terms.py")
 PIPE_READ = 64 * 1024
 # How long the output of a finished command may take to drain once its group is gone
 # (a process that left the group may still hold the pipe; it is not waited for).
@@ -224,6 +232,11 @@ def run_pod(pod: dict[str, Any]) -> dict[str, Any]:
             except OSError as exc:
                 return {"error": f"cannot pin to CPUs {pod['cpus']}: {exc}",
                         "errorKind": "system", "startedAt": started, "finishedAt": time.time()}
+        refusal = term_refusal(pod)
+        if refusal is not None:
+            log.write(f"phalanx: not started: {refusal}\n".encode())
+            return {"error": refusal, "errorKind": "system", "refused": True,
+                    "startedAt": started, "finishedAt": time.time()}
         namespace = enter_namespace(pod)
         if isinstance(namespace, str):
             log.write(f"phalanx: {namespace}\n".encode())
@@ -285,6 +298,15 @@ def run_pod(pod: dict[str, Any]) -> dict[str, Any]:
         "oomKilled": ooms_before is not None and ooms_after is not None
         and ooms_after > ooms_before,
     }
+
+
+def term_refusal(pod: dict[str, Any]) -> str | None:
+    """Why the pod may not start (its term is older than the newest acted on), or None."""
+    if pod.get("term") is None or not pod.get("termGate"):
+        return None
+    gate = load_by_path("phalanx_terms", TERMS).TermGate(pod["termGate"])
+    return cast(str | None, gate.refusal(pod["term"], f"start of the pod (attempt "
+                                                      f"{pod['attempt']})"))
 
 
 def enter_namespace(pod: dict[str, Any]) -> ModuleType | str | None:

@@ -86,6 +86,9 @@ class PlaneRequest:
     plane_name: str | None = None
     control_plane: str | None = None
     fence_after: float | None = None  # a worker's --fence-after, to which fences are scaled
+    # The term of the leading replica that drives it (None: a lone control plane or a
+    # worker): the local plane and its pods' supervisors refuse commands of an older term.
+    term: int | None = None
 
     def option(self, param: str) -> object:
         return self.options.get(param)

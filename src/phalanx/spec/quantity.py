@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
 from functools import lru_cache
-from typing import cast
+from typing import TypeVar, cast
 
 from phalanx.errors import SpecError
 
@@ -41,6 +42,8 @@ MAX_MILLIS = 2**63 - 1
 _MEMO_SIZE = 4096
 _QUANTITIES: dict[str | int, int] = {}
 _DURATIONS: dict[str, float] = {}
+_K = TypeVar("_K")
+_V = TypeVar("_V")
 
 
 def parse_quantity(value: object, field: str = "quantity") -> int:
@@ -48,12 +51,18 @@ def parse_quantity(value: object, field: str = "quantity") -> int:
     # Exact types only: a bool (True equals 1) is refused below, never looked up.
     if type(value) is not str and type(value) is not int:
         return _parse_quantity(value, field)
-    key = cast("str | int", value)
-    known = _QUANTITIES.get(key)
+    return _remembered(_QUANTITIES, cast("str | int", value), field, _parse_quantity)
+
+
+def _remembered(memo: dict[_K, _V], value: _K, field: str,
+                parse: Callable[[_K, str], _V]) -> _V:
+    """``parse(value, field)``, looked up in ``memo`` first (and kept there while it has
+    room). Only answers are kept: a value refused is parsed, and refused, again."""
+    known = memo.get(value)
     if known is None:
-        known = _parse_quantity(value, field)
-        if len(_QUANTITIES) < _MEMO_SIZE:
-            _QUANTITIES[key] = known
+        known = parse(value, field)
+        if len(memo) < _MEMO_SIZE:
+            memo[value] = known
     return known
 
 
@@ -183,12 +192,7 @@ def parse_duration(value: object, field: str = "duration") -> float:
     """Parse "90s", "30m", "2h", "1h30m", "500ms" or a number of seconds."""
     if type(value) is not str:
         return _parse_duration(value, field)
-    known = _DURATIONS.get(value)
-    if known is None:
-        known = _parse_duration(value, field)
-        if len(_DURATIONS) < _MEMO_SIZE:
-            _DURATIONS[value] = known
-    return known
+    return _remembered(_DURATIONS, value, field, _parse_duration)
 
 
 def _parse_duration(value: object, field: str) -> float:

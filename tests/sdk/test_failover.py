@@ -117,3 +117,26 @@ def test_a_bad_url_list_names_the_variable(value: str) -> None:
 
 def test_a_url_list_is_trimmed() -> None:
     assert split_urls(" http://a:1/ , https://b:2") == ["http://a:1", "https://b:2"]
+
+
+def test_replicas_redirecting_in_a_loop_are_waited_out_until_one_leads() -> None:
+    """While the lead changes hands two replicas may each name the other; the client waits
+    (it used to hand back the closed answer of the last redirect, read as StreamClosed)."""
+    loops = iter(range(6))
+    seen: list[dict[str, str]] = []
+    urls: list[str] = []
+
+    def a(method: str, path: str, _h: dict[str, str]) -> tuple[int, dict[str, str], bytes]:
+        if next(loops, None) is not None:
+            return 307, {"location": urls[1] + path}, b""
+        return leader(seen)(method, path, _h)
+
+    def b(method: str, path: str, _h: dict[str, str]) -> tuple[int, dict[str, str], bytes]:
+        return 307, {"location": urls[0] + path}, b""
+
+    with replica(a) as first, replica(b) as second, \
+            Client(url=f"{first},{second}", token=TOKEN) as client:
+        urls += [first, second]
+        assert client.version() == "9.9"
+    assert next(loops, None) is None  # every looping answer was waited past
+    assert len(seen) == 1

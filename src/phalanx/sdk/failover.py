@@ -59,7 +59,8 @@ def _not_leader(response: httpx.Response) -> bool:
 
 
 class _LeaderGone(Exception):
-    """A follower redirected to a leader that cannot be connected to."""
+    """A follower redirected to a leader that cannot be connected to, or replicas
+    redirected in a loop."""
 
     def __init__(self, cause: httpx.TransportError) -> None:
         super().__init__(str(cause))
@@ -149,4 +150,7 @@ class Failover(httpx.BaseTransport):
                 return response
             response.close()
             url = url.join(location)
-        return response
+        # Replicas naming one another while the lead changes hands: wait as for a leader
+        # that is gone (the answer last read is closed, never handed back).
+        raise _LeaderGone(httpx.RemoteProtocolError(
+            f"redirected {MAX_REDIRECTS} times without reaching the leader"))

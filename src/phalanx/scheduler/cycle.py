@@ -159,7 +159,10 @@ class Cycle:
         # admissions: they are no preemption candidates until the next cycle, so a job that
         # fails within its own quota there is stamped with that version and looked at again.
         self.fresh_trees: dict[Tree, int] = {}
-        self._open: dict[str, bool] = {}  # LocalQueue -> open
+        # The stopped LocalQueues (few configurations have any); the configuration cannot
+        # change during a cycle.
+        self.closed = {name for name, lq in state.config.local_queues.items()
+                       if lq.stop_policy != "None"}
 
     # ------------------------------------------------------------------ reasons
     def set_reason(self, wl: Workload, reason: PendingReason) -> None:
@@ -318,15 +321,7 @@ class Cycle:
             self.release_hold(name)
 
     def queue_open(self, info: QueueInfo, local_queue: str) -> bool:
-        return info.stop_policy == "None" and self.local_queue_open(local_queue)
-
-    def local_queue_open(self, local_queue: str) -> bool:
-        # Asked once per pending class per cycle; the configuration cannot change meanwhile.
-        found = self._open.get(local_queue)
-        if found is None:
-            lq = self.st.config.local_queues.get(local_queue)
-            found = self._open[local_queue] = lq is None or lq.stop_policy == "None"
-        return found
+        return info.stop_policy == "None" and local_queue not in self.closed
 
     # ------------------------------------------------------------------ ordering
     def global_key(self, wl: Workload, info: QueueInfo) -> GlobalKey:
@@ -372,19 +367,19 @@ class Cycle:
         st = self.st
         turns: list[tuple[GlobalKey, int, QueueTurn]] = []
         stopped: list[tuple[PendingClass, PendingReason]] = []
-        # Stopped LocalQueues: their classes are passed over (few configurations have any).
-        closed = {name for name, lq in st.config.local_queues.items()
-                  if lq.stop_policy != "None"}
+        closed = self.closed  # their classes are passed over
         node_now = st.node_free_version
         for index, name in enumerate(sorted(st.queues.queues)):
             pending = st.queues.queues[name]
             if not pending.count:
                 continue
             info = st.infos[name]
-            order = pending.ordered
+            # A copy: admissions during the cycle reorder the queue's own list.
             if info.stop_policy != "None" or closed:
                 order = self.open_classes(info, pending, closed, stopped)
-            turn = QueueTurn(info, pending, list(order), not info.strict, self.tree_now(info),
+            else:
+                order = list(pending.ordered)
+            turn = QueueTurn(info, pending, order, not info.strict, self.tree_now(info),
                              node_now)
             head = self.next_head(turn)
             if head is not None:

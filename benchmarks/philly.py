@@ -50,9 +50,9 @@ from rich.console import Console
 
 from benchmarks import philly_recovery as recovery
 from benchmarks.harness import RESULTS, machine, write_json
+from phalanx.errors import SpecError
 from phalanx.sim import SimResult, TraceJob, racked_nodes, read_trace, simulate
 from phalanx.sim.report import gang_table, summary_table, teams_table
-from phalanx.errors import SpecError
 from phalanx.spec import GPU, Node, QueueConfig, parse_config_documents
 from phalanx.spec.quantity import parse_duration
 from phalanx.spec.resources import HoldForLargeGangs

@@ -50,9 +50,12 @@ from rich.console import Console
 
 from benchmarks import philly_recovery as recovery
 from benchmarks.harness import RESULTS, machine, write_json
+from phalanx.errors import SpecError
 from phalanx.sim import SimResult, TraceJob, racked_nodes, read_trace, simulate
 from phalanx.sim.report import gang_table, summary_table, teams_table
 from phalanx.spec import GPU, Node, QueueConfig, parse_config_documents
+from phalanx.spec.quantity import parse_duration
+from phalanx.spec.resources import HoldForLargeGangs
 
 TRACE = Path(__file__).resolve().parents[2] / "shared" / "traces" / "philly.csv"
 GPUS = 512
@@ -162,12 +165,16 @@ def share_gap(result: SimResult) -> float:
 def replay(config: QueueConfig, nodes: list[Node], trace: list[TraceJob], policy: str,
            tick: float, profile: bool, estimate_every: int = 0,
            checkpoint_every: float | None = None,
-           reserve_after: float | None = None) -> SimResult:
+           reserve_after: float | None = None,
+           hold_large: HoldForLargeGangs | None = None) -> SimResult:
     """One policy's run, with progress lines (and a profile on stderr when asked)."""
     console = output()
     began = time.perf_counter()
     if policy != "phalanx":
         reserve_after = None  # FIFO is the reference, as it is
+    elif hold_large is not None:
+        config = config.merged([cq.model_copy(update={"hold_for_large_gangs": hold_large})
+                                for cq in config.cluster_queues.values()])
 
     def progress(done: int, total: int, now: float) -> None:
         if done % 10_000 == 0:
@@ -207,7 +214,7 @@ def run(args: argparse.Namespace) -> list[SimResult]:
                   f"{', '.join(args.policy)}, scheduling period {args.tick:g} s, "
                   f"scheduler core {machine()['scheduler_core']} ...")
     jobs = [(config, nodes, trace, policy, args.tick, args.profile, args.estimates,
-             args.checkpoint_every, args.reserve_after)
+             args.checkpoint_every, args.reserve_after, args.hold_large)
             for policy in args.policy]
     if args.recovery_only:
         jobs = []
@@ -240,6 +247,7 @@ def run(args: argparse.Namespace) -> list[SimResult]:
         "tick_seconds": args.tick,
         "checkpoint_every_s": args.checkpoint_every,
         "reserve_after_s": args.reserve_after,
+        "hold_for_large_gangs": None if args.hold_large is None else args.hold_large.to_dict(),
         "cluster": {"gpus": args.gpus, "nodes": args.gpus // GPUS_PER_NODE,
                     "gpus_per_node": GPUS_PER_NODE, "rack_size": RACK_SIZE},
         "nominal_gpus": nominal,
@@ -317,6 +325,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="the phalanx policy's ClusterQueues get this reserveAfter: a head "
                              "that waited this long gets a reservation, later jobs backfill "
                              "(default: none)")
+    parser.add_argument("--hold-large", type=hold_large, default=None, metavar="GPUS:AFTER",
+                        help="the phalanx policy's ClusterQueues get holdForLargeGangs "
+                             "{minGPUs: GPUS, after: AFTER}, e.g. 9:6h: a head of 9+ GPUs that "
+                             "has waited 6 h admits nothing past it (default: none)")
     parser.add_argument("--no-recovery", dest="recovery", action="store_false",
                         help="skip the recovery variants (minRuntime, checkpoints, failures)")
     parser.add_argument("--recovery-only", action="store_true",
@@ -330,6 +342,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.gpus < GPUS_PER_NODE or args.gpus % GPUS_PER_NODE:
         parser.error(f"--gpus must be a positive multiple of {GPUS_PER_NODE}")
     return args
+
+
+def hold_large(text: str) -> HoldForLargeGangs:
+    """``--hold-large GPUS:AFTER`` as the ClusterQueue setting."""
+    gpus, sep, after = text.partition(":")
+    try:
+        if not sep or not gpus.strip().isdigit():
+            raise SpecError(f"{text!r} is not GPUS:AFTER", field="--hold-large",
+                            fix="write e.g. 9:6h")
+        return HoldForLargeGangs(min_gpus=int(gpus),
+                                 after=parse_duration(after, field="--hold-large"))
+    except (SpecError, ValueError) as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def main(argv: list[str] | None = None) -> None:

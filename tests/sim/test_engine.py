@@ -13,6 +13,7 @@ import pytest
 from phalanx.errors import SpecError
 from phalanx.sim import FailureModel, NodeFailure, SimResult, TraceJob, simulate
 from phalanx.spec import Node
+from phalanx.spec.resources import HoldForLargeGangs
 from tests.sim.conftest import FOUR_JOBS, RECLAIM, cohort_yaml, config, one_queue_yaml, trace
 
 
@@ -338,6 +339,24 @@ def test_reserve_after_that_no_job_reaches_changes_no_decision(two_nodes: list[N
     plain = simulate(config(one_queue_yaml()), two_nodes, jobs)
     late = simulate(config(one_queue_yaml()), two_nodes, jobs, reserve_after=86400.0)
     assert late.fingerprint() == plain.fingerprint()
+
+
+def test_hold_for_large_gangs_keeps_smaller_jobs_from_passing_a_big_head(
+        two_nodes: list[Node]) -> None:
+    jobs = trace(STREAM)
+    plain = config(one_queue_yaml())
+    cq = plain.cluster_queues["team-a"].model_copy(
+        update={"hold_for_large_gangs": HoldForLargeGangs(min_gpus=9, after=60.0)})
+    held = simulate(plain.merged([cq]), two_nodes, jobs)
+
+    def start(name: str) -> float | None:
+        return next(o.first_admit for o in held.jobs if o.name == name)
+
+    # Without the setting big waits for the stream's end (3500, as above). With it, big (16
+    # GPUs) has waited past 60 s when s-1 arrives at 500, so s-1 waits behind it; big starts
+    # when s-0 ends at 1000, s-1 when big ends.
+    assert start("big") == 1000
+    assert start("s-1") == 1100
 
 
 @pytest.mark.parametrize("enabled", [True, False])

@@ -83,6 +83,20 @@ def test_small_replay_writes_json_and_plots(tmp_path: Path) -> None:
 
 
 @pytest.mark.skipif(not philly.TRACE.exists(), reason="the shared Philly trace is not here")
+def test_hold_large_sets_the_phalanx_queues_setting_and_refuses_bad_values(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "philly.json"
+    trace = philly_csv(tmp_path / "philly.csv", 200)
+    philly.run(philly.parse_args(["--trace", str(trace), "--gpus", "128", "--policy",
+                                  "phalanx", "--no-recovery", "--hold-large", "9:6h",
+                                  "--json", str(out), "--plots", str(tmp_path / "plots")]))
+    assert json.loads(out.read_text())["hold_for_large_gangs"] == {"minGPUs": 9, "after": "6h"}
+    for bad in ("9", "0:6h", "9:soon", "x:6h"):
+        with pytest.raises(SystemExit):
+            philly.parse_args(["--hold-large", bad])
+        assert "--hold-large" in capsys.readouterr().err
+
+
 def test_write_config_feeds_phalanx_sim(tmp_path: Path) -> None:
     """The queues and nodes the benchmark uses, written out, replay part of the trace
     through the CLI."""

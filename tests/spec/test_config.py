@@ -2,6 +2,7 @@ import pytest
 
 from phalanx.errors import SpecError
 from phalanx.spec import QueueConfig, load_config_yaml, load_job_yaml
+from phalanx.spec.resources import gpus_requested
 
 FLAVOR = "kind: ResourceFlavor\nname: h100\n"
 
@@ -35,6 +36,16 @@ def test_valid_config_creates_implicit_cohort() -> None:
         (FLAVOR + "---\nkind: Cohort\nname: a\nparent: b\n---\nkind: Cohort\nname: b\nparent: a\n", "parent"),
         ("kind: Widget\nname: x\n", "kind"),
         (FLAVOR + "---" + cq("team-a").replace("nominalQuota: 8", "nominalQuota: -8"), "nominalQuota"),
+        (FLAVOR + "---" + cq("team-a", "holdForLargeGangs: {minGPUs: 0, after: 6h}"),
+         "holdForLargeGangs.minGPUs"),
+        (FLAVOR + "---" + cq("team-a", "holdForLargeGangs: {minGPUs: '9', after: 6h}"),
+         "holdForLargeGangs.minGPUs"),
+        (FLAVOR + "---" + cq("team-a", "holdForLargeGangs: {minGPUs: 9, after: soon}"),
+         "holdForLargeGangs.after"),
+        (FLAVOR + "---" + cq("team-a", "holdForLargeGangs: {minGPUs: 9}"),
+         "holdForLargeGangs.after"),
+        (FLAVOR + "---" + cq("team-a", "holdForLargeGangs: {minGpus: 9, after: 6h}"),
+         "holdForLargeGangs"),
     ],
 )
 def test_invalid_config_names_field_and_changes_nothing(text: str, field_part: str) -> None:
@@ -43,6 +54,29 @@ def test_invalid_config_names_field_and_changes_nothing(text: str, field_part: s
         before.merged(load_config_yaml(text))
     assert field_part in (info.value.field or "")
     assert before.cluster_queues == {} and before.flavors == {}
+
+
+def test_hold_for_large_gangs_reads_and_is_off_by_default() -> None:
+    objs = load_config_yaml(FLAVOR + "---" + cq("team-a", "holdForLargeGangs: "
+                                                 "{minGPUs: 9, after: 6h}") + "---" + cq("b"))
+    config = QueueConfig().merged(objs)
+    hold = config.cluster_queues["team-a"].hold_for_large_gangs
+    assert hold is not None and (hold.min_gpus, hold.after) == (9, 21600.0)
+    assert config.cluster_queues["team-a"].to_dict()["holdForLargeGangs"] == {
+        "minGPUs": 9, "after": "6h"}
+    assert config.cluster_queues["b"].hold_for_large_gangs is None
+
+
+def test_gpus_requested_counts_every_known_gpu_resource_of_every_replica() -> None:
+    job = load_job_yaml("""
+name: mixed
+queue: q
+podSets:
+- {name: a, replicas: 2, resources: {nvidia.com/gpu: 4, cpu: 8}}
+- {name: b, replicas: 3, resources: {amd.com/gpu: 2}}
+- {name: c, replicas: 1, resources: {cpu: 1}}
+""")
+    assert gpus_requested(job) == 14
 
 
 def test_job_yaml_errors() -> None:

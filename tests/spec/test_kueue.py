@@ -288,6 +288,7 @@ def test_phalanx_additions_travel_as_annotations() -> None:
               "provisioning": {"provider": "local", "node": {"cpu": "2"}, "maxNodes": 4}}
     cq = {"kind": "ClusterQueue", "name": "team-a", "maxPendingJobs": 100,
           "minRuntime": "10m", "capacityFollowsHealth": True, "reserveAfter": "1h",
+          "holdForLargeGangs": {"minGPUs": 9, "after": "6h"},
           "preemption": {"reclaimWithinCohort": "Any", "protectAfterStart": "30m",
                          "maxPreemptions": 5}}
     pc = {"kind": "PriorityClass", "name": "urgent", "value": 5, "minRuntime": "1h"}
@@ -306,6 +307,8 @@ def test_phalanx_additions_travel_as_annotations() -> None:
     assert json.loads(annotations["phalanx.dev/protectAfterStart"]) == "30m"
     assert "phalanx.dev/maxPreemptionsWindow" not in annotations
     assert json.loads(annotations["phalanx.dev/reserveAfter"]) == "1h"
+    assert json.loads(annotations["phalanx.dev/holdForLargeGangs"]) == {"minGPUs": 9,
+                                                                     "after": "6h"}
     assert parse_config_documents(written) == objects
 
 

@@ -275,8 +275,8 @@ class QueueInfo:
 
     __slots__ = (
         "avoid_degraded", "borrow_threshold", "borrow_within", "can_preempt", "covers_pods",
-        "group_of", "groups", "name", "node", "reclaim", "spec", "stop_policy", "strict",
-        "when_can_borrow", "when_can_preempt", "within",
+        "group_of", "groups", "hold_after", "hold_gpus", "name", "node", "reclaim", "spec",
+        "stop_policy", "strict", "when_can_borrow", "when_can_preempt", "within",
     )
 
     def __init__(self, spec: ClusterQueue, config: QueueConfig, node: QuotaNode) -> None:
@@ -297,6 +297,11 @@ class QueueInfo:
         self.group_of = {r: i for i, g in enumerate(self.groups) for r in g.resources}
         self.covers_pods = PODS in self.group_of
         self.strict = spec.queueing_strategy == "StrictFIFO"
+        # holdForLargeGangs: a head of hold_gpus GPUs or more (0: never) that has waited
+        # hold_after seconds makes a BestEffortFIFO queue strict while it waits.
+        hold = spec.hold_for_large_gangs
+        self.hold_gpus = 0 if hold is None or self.strict else hold.min_gpus
+        self.hold_after = 0.0 if hold is None else hold.after
         self.within = spec.preemption.within_cluster_queue
         self.reclaim = spec.preemption.reclaim_within_cohort
         bwc = spec.preemption.borrow_within_cohort

@@ -27,6 +27,7 @@ from phalanx.scheduler.backfill import Backfill
 from phalanx.scheduler.cache import QueueInfo, Tree
 from phalanx.scheduler.flavorassigner.flavors import FIT, NOFIT, PREEMPT, Assignment, shrink
 from phalanx.scheduler.flavorassigner.partial import shrink_to_admit
+from phalanx.scheduler.holding import hold_reasons, holding_head
 from phalanx.scheduler.ordering import GlobalKey, global_key
 from phalanx.scheduler.placement import Placement, PodGroup
 from phalanx.scheduler.preemption.dominance import BlockStamp, Frontier
@@ -92,6 +93,8 @@ class QueueTurn:
     heap: list[OrderedClass] = field(default_factory=list)
     done: bool = False
     frontier: Frontier | None = None  # the queue's failures in this cycle
+    strict: bool = False  # StrictFIFO this cycle: by its setting, or held for ``holder``
+    holder: Workload | None = None  # the big head that holds the queue (holdForLargeGangs)
 
     def __post_init__(self) -> None:
         self.advance()
@@ -379,8 +382,13 @@ class Cycle:
                 order = self.open_classes(info, pending, closed, stopped)
             else:
                 order = list(pending.ordered)
-            turn = QueueTurn(info, pending, order, not info.strict, self.tree_now(info),
-                             node_now)
+            # holdForLargeGangs makes the queue strict for this cycle only: ``info`` is the
+            # ClusterQueue's own setting and stays as it is.
+            holder = holding_head(info, order[0][2], st.now) if info.hold_gpus and order \
+                else None
+            strict = info.strict or holder is not None
+            turn = QueueTurn(info, pending, order, not strict, self.tree_now(info),
+                             node_now, strict=strict, holder=holder)
             head = self.next_head(turn)
             if head is not None:
                 turns.append((self.global_key(head, info), index, turn))
@@ -438,11 +446,10 @@ class Cycle:
             return False
         start = cls.cursor
         wl = cls.wls[start]
-        info = turn.info
         if wl.name in self.st.waiting:  # has a hold already; the rest of its class goes on
             turn.pop()
             cls.cursor = start + 1
-            if info.strict:
+            if turn.strict:
                 self.block_strict(turn, wl)
                 return True
             turn.push(cls)
@@ -454,7 +461,7 @@ class Cycle:
         turn.pop()
         cls.blocked = settled.stamp  # it fits no sooner than the job that settles it
         cls.reason, cls.settled, cls.reason_serial = None, (wl, settled), self.st.tick_reason()
-        if info.strict:
+        if turn.strict:
             self.block_strict(turn, wl)
         return True
 
@@ -464,7 +471,7 @@ class Cycle:
         start = cls.cursor
         wl = cls.wls[start]
         info = turn.info
-        reason = cls.latest_reason() if info.strict else None
+        reason = cls.latest_reason() if turn.strict else None
         if reason is not None and self.still_blocked(info, cls):
             self.set_reason(wl, reason)  # the head; everyone behind it waits for it
             self.block_strict(turn, wl)
@@ -475,13 +482,13 @@ class Cycle:
             return
         if outcome == PREEMPTING:
             cls.cursor = start + 1
-            if info.strict:
+            if turn.strict:
                 self.block_strict(turn, wl)
                 return
             turn.push(cls)
             return
         assert reason is not None
-        if info.strict:
+        if turn.strict:
             cls.reason, cls.settled = reason, None
             self.set_reason(wl, reason)
             self.block_strict(turn, wl)
@@ -498,9 +505,15 @@ class Cycle:
         """StrictFIFO: everything behind a head that cannot go waits for it."""
         turn.done = True
         turn.clear()
-        why = strict_fifo_reason(turn.info.name, head.name, self.st.reason_of(head))
         pending = turn.pending
+        head_reason = self.st.reason_of(head)
+        if turn.holder is None:
+            why, pending.strict_unnamed = strict_fifo_reason(turn.info.name, head.name,
+                                                             head_reason), None
+        else:
+            why, pending.strict_unnamed = hold_reasons(turn.info, head, head_reason)
         pending.strict_reason, pending.strict_head = why, head.name
+        pending.strict_local_queue = head.local_queue
         pending.strict_serial = self.st.tick_reason()
 
     # ------------------------------------------------------------------ one job

@@ -89,8 +89,8 @@ OrderedClass = tuple[OrderKey, int, PendingClass]
 class QueuePending:
     """The pending jobs of one ClusterQueue."""
 
-    __slots__ = ("classes", "count", "name", "ordered", "strict_head", "strict_reason",
-                 "strict_serial")
+    __slots__ = ("classes", "count", "name", "ordered", "strict_head", "strict_local_queue",
+                 "strict_reason", "strict_serial", "strict_unnamed")
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -101,6 +101,10 @@ class QueuePending:
         # StrictFIFO: the reason of everyone behind a head that cannot go, and that head.
         self.strict_reason: PendingReason | None = None
         self.strict_head = ""
+        # holdForLargeGangs: the reason told to jobs of other LocalQueues than the head's
+        # (``strict_local_queue``), naming no job; None: ``strict_reason`` for everyone.
+        self.strict_unnamed: PendingReason | None = None
+        self.strict_local_queue = ""
         self.strict_serial = 0
 
     def place(self, cls: PendingClass) -> None:

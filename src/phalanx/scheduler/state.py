@@ -197,7 +197,8 @@ class State:
             q = self.queues.queues.get(cls.cluster_queue)
             if (q is not None and q.strict_reason is not None and q.strict_serial > serial
                     and q.strict_head != wl.name):
-                reason = q.strict_reason
+                reason = q.strict_reason if q.strict_unnamed is None \
+                    or wl.local_queue == q.strict_local_queue else q.strict_unnamed
         return reason or QUEUED
 
     # ------------------------------------------------------------------ nodes

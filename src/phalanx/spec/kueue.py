@@ -328,9 +328,9 @@ def _annotations(meta: dict[str, Any], where: str) -> dict[str, Any]:
 # Phalanx's fields that Kueue's form lacks, by kind: written as annotations.
 PHALANX_ONLY: dict[str, tuple[str, ...]] = {
     "ResourceFlavor": ("provisioning",),
-    "ClusterQueue": ("maxPendingJobs", "minRuntime", "reserveAfter", "capacityFollowsHealth",
-                     "avoidDegradedNodes", "protectAfterStart", "maxPreemptions",
-                     "maxPreemptionsWindow"),
+    "ClusterQueue": ("maxPendingJobs", "minRuntime", "reserveAfter", "holdForLargeGangs",
+                     "capacityFollowsHealth", "avoidDegradedNodes", "protectAfterStart",
+                     "maxPreemptions", "maxPreemptionsWindow"),
     "PriorityClass": ("minRuntime",),
 }
 # Of those, the ones that live in Phalanx's ``preemption`` (Kueue's has no such fields).

@@ -33,6 +33,9 @@ from phalanx.spec.sources import GENERATE_NAME, GitSource, Workdir, generated_na
 from phalanx.spec.volumes import Volume, VolumeMount, check_paths, check_shm, check_volumes
 
 GPU = "nvidia.com/gpu"
+# The resources counted as GPUs where a rule counts a job's GPUs (holdForLargeGangs): the
+# device plugins' names of NVIDIA's, AMD's and Intel's GPUs.
+GPU_RESOURCES = frozenset({GPU, "amd.com/gpu", "gpu.intel.com/i915", "gpu.intel.com/xe"})
 
 # The most pods one pod set may ask for: far above any cluster's pod slots, low enough that
 # no count the scheduler works with can exhaust the control plane's memory.
@@ -278,6 +281,24 @@ class FairSharing(Model):
     weight: StrictNumber = Field(default=1.0, ge=0, allow_inf_nan=False)
 
 
+def gpus_requested(spec: JobSpec) -> int:
+    """The GPUs a job asks for in all (``GPU_RESOURCES``, every replica of every pod set),
+    rounded down to whole GPUs."""
+    milli = sum(p.replicas * amount for p in spec.pod_sets
+                for resource, amount in p.resources.items() if resource in GPU_RESOURCES)
+    return milli // 1000
+
+
+class HoldForLargeGangs(Model):
+    """A ClusterQueue's head that asks for ``minGPUs`` or more and has waited ``after``
+    holds the queue: nothing behind it is admitted ahead of it while it waits."""
+
+    min_gpus: int = Field(
+        strict=True, ge=1, le=INT32_MAX, alias="minGPUs",
+        description="The head's GPUs (every replica of every pod set) from which it holds")
+    after: Duration = Field(description="How long the head waits before it holds the queue")
+
+
 class ClusterQueue(Model):
     kind: Literal["ClusterQueue"] = "ClusterQueue"
     name: Name
@@ -306,6 +327,14 @@ class ClusterQueue(Model):
                     "jobs); later jobs start only where they end before it or leave its room "
                     "(backfill). Unset: no reservations. A Phalanx addition; Kueue has no "
                     "such field",
+    )
+    hold_for_large_gangs: HoldForLargeGangs | None = Field(
+        default=None,
+        description="A head of this queue that asks for minGPUs GPUs or more and has waited "
+                    "`after` makes the queue StrictFIFO while it waits: nothing behind it is "
+                    "admitted ahead of it, so big gangs are not starved by smaller jobs "
+                    "passing them. Unset: BestEffortFIFO as set. A Phalanx addition; Kueue "
+                    "has no such field",
     )
     capacity_follows_health: StrictBool = Field(
         default=False,

@@ -3,8 +3,7 @@
 # loopback, and run the whole test suite. Arguments are passed to pytest.
 #
 # The suite runs in PHALANX_TEST_WORKERS processes (pytest-xdist, a test file per process
-# at a time, so a module's shared control plane starts once, the files that start processes
-# handed out first); the default, 3, is more than
+# at a time, so a module's shared control plane starts once); the default, 3, is more than
 # a 2-core machine's cores because most tests wait on processes and HTTP. 0 runs it in
 # this one process.
 #
@@ -66,10 +65,10 @@ if [ $# -eq 0 ]; then
   side=$!
   trap 'kill "$side" 2>/dev/null || true' INT TERM
 fi
-# Files are handed out in the order tests/conftest.py gives them (the slow directories'
-# first), not xdist's (the files with the most tests first).
-"$venv/bin/python" -m pytest -q -n "$workers" --dist loadfile --no-loadscope-reorder "$@" \
-  || status=$?
+# xdist's own order (the files with the most tests first): handing the slow directories'
+# files out first ran every Ray cluster and replica group of the suite at once, and their
+# start-up timed out on a 2-core machine.
+"$venv/bin/python" -m pytest -q -n "$workers" --dist loadfile "$@" || status=$?
 if [ -n "$side" ]; then
   echo "--- the compiled core's tests and scripts/extras.sh"
   wait "$side" || status=$?

@@ -30,32 +30,9 @@ from tests.explore import exploring, register_explore_profile  # noqa: E402
 register_explore_profile()
 
 
-# The directories whose tests start control planes, workers, clusters and browsers, in
-# the order pytest-xdist hands their files out (`--dist loadfile --no-loadscope-reorder`,
-# scripts/test.sh): their files take tens of seconds each, so they go first, and the many
-# quick files of the other directories (the scheduler core, the specs, the store) fill the
-# processes that finish early instead of a process starting a slow file last while the
-# others have nothing left to run. xdist's own order (most tests first) put the slow
-# end-to-end files of one or two tests at the very end.
-_TESTS = Path(__file__).resolve().parent
-SLOW_FIRST = ("e2e", "planes", "server", "ui", "k8s_plane", "health", "cli", "sdk", "kinds",
-              "provisioning", "deploy", "compute")
-
-
-def _slow_first(item: pytest.Item) -> int:
-    path = Path(str(item.path))
-    parts = path.relative_to(_TESTS).parts if path.is_relative_to(_TESTS) else ()
-    top = parts[0] if len(parts) > 1 else ""
-    return SLOW_FIRST.index(top) if top in SLOW_FIRST else len(SLOW_FIRST)
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """In a pytest-xdist worker the files of SLOW_FIRST's directories come first (a stable
-    sort: a file's tests stay together and in their order, and every worker collects the
-    same order). Under the explore profile only the property tests run: a Hypothesis test,
-    or one that draws its examples with ``@given`` inside."""
-    if hasattr(config, "workerinput"):
-        items.sort(key=_slow_first)
+    """Under the explore profile only the property tests run: a Hypothesis test, or one that
+    draws its examples with ``@given`` inside."""
     if not exploring():
         return
     keep, drop = [], []

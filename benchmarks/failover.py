@@ -68,22 +68,21 @@ class Replica:
                 cwd=REPO, stdout=log, stderr=log,
                 env={**os.environ, "PHALANX_HOME": str(self.home)})
 
-    def leads(self) -> bool:
+    def _answers(self, path: str) -> bool:
+        """Whether the process runs and ``path`` answers 200."""
         if self.proc is None or self.proc.poll() is not None:
             return False
         try:
-            return httpx.get(f"{self.url}/readyz", timeout=2).status_code == 200
+            return httpx.get(f"{self.url}{path}", timeout=2).status_code == 200
         except httpx.TransportError:
             return False
 
+    def leads(self) -> bool:
+        return self._answers("/readyz")
+
     def up(self) -> bool:
         """Whether it answers at all (a follower or the leader)."""
-        if self.proc is None or self.proc.poll() is not None:
-            return False
-        try:
-            return httpx.get(f"{self.url}/healthz", timeout=2).status_code == 200
-        except httpx.TransportError:
-            return False
+        return self._answers("/healthz")
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

@@ -55,27 +55,28 @@ def test_it_serves_the_admission_routes_over_tls_and_nothing_else(tmp_path: Path
         listener.stop()
 
 
-def test_a_missing_certificate_names_the_flag(tmp_path: Path) -> None:
-    tmp_path.joinpath("tls.crt").write_text("")
+def _refusal(cert_dir: Path) -> SpecError:
+    """What a listener over ``cert_dir``'s certificate refuses with."""
     sock = listen("127.0.0.1", 0)
     try:
         with pytest.raises(SpecError) as refused:
-            WebhookListener(tmp_path, sock)
+            WebhookListener(cert_dir, sock)
     finally:
         sock.close()
-    assert refused.value.field == "--webhook-cert-dir"
-    assert "tls.key" in refused.value.message
+    return refused.value
+
+
+def test_a_missing_certificate_names_the_flag(tmp_path: Path) -> None:
+    tmp_path.joinpath("tls.crt").write_text("")
+    refused = _refusal(tmp_path)
+    assert refused.field == "--webhook-cert-dir"
+    assert "tls.key" in refused.message
 
 
 def test_a_key_of_another_certificate_is_refused(tmp_path: Path) -> None:
     one = _write(tmp_path / "one", ["localhost"])
     other = _write(tmp_path / "other", ["localhost"])
     (one / "tls.key").write_bytes((other / "tls.key").read_bytes())
-    sock = listen("127.0.0.1", 0)
-    try:
-        with pytest.raises(SpecError) as refused:
-            WebhookListener(one, sock)
-    finally:
-        sock.close()
-    assert refused.value.field == "--webhook-cert-dir"
-    assert "matching" in (refused.value.fix or "")
+    refused = _refusal(one)
+    assert refused.field == "--webhook-cert-dir"
+    assert "matching" in (refused.fix or "")

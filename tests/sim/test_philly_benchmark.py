@@ -82,7 +82,6 @@ def test_small_replay_writes_json_and_plots(tmp_path: Path) -> None:
                                  - rows["ckpt 30m + minRuntime"]["gpu_hours_lost"])
 
 
-@pytest.mark.skipif(not philly.TRACE.exists(), reason="the shared Philly trace is not here")
 def test_hold_large_sets_the_phalanx_queues_setting_and_refuses_bad_values(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "philly.json"
@@ -98,14 +97,13 @@ def test_hold_large_sets_the_phalanx_queues_setting_and_refuses_bad_values(
 
 
 def test_write_config_feeds_phalanx_sim(tmp_path: Path) -> None:
-    """The queues and nodes the benchmark uses, written out, replay part of the trace
-    through the CLI."""
-    philly.run(philly.parse_args(["--write-config", str(tmp_path)]))
+    """The queues and nodes the benchmark uses, written out, replay a trace through the
+    CLI (one in Philly's format made here: the test needs no copy of the trace)."""
+    trace = philly_csv(tmp_path / "trace.csv", 300)
+    philly.run(philly.parse_args(["--write-config", str(tmp_path), "--trace", str(trace)]))
     nodes = (tmp_path / "nodes.yaml").read_text()
     assert f"count: {philly.GPUS // 8}" in nodes and "rackSize: 16" in nodes
     out = tmp_path / "cli.json"
-    trace = tmp_path / "trace.csv"
-    trace.write_text("\n".join(philly.TRACE.read_text().splitlines()[:301]) + "\n")
     done = subprocess.run(
         [sys.executable, "-m", "phalanx.cli.main", "sim", "--trace", str(trace),
          "--queues", str(tmp_path / "queues.yaml"), "--nodes", str(tmp_path / "nodes.yaml"),
